@@ -1,8 +1,14 @@
 //! oml: a programmable coding-agent harness, extended in Fennel.
 //!
-//! The crate is one library with one binary. `main.rs` only parses arguments and maps results to
-//! exit codes; everything else lives here. Module map (see ARCHITECTURE.md):
+//! The crate is one library with one binary. `main.rs` only turns the status `cli::main` returns
+//! into the process's exit code; everything else lives here. Module map (see ARCHITECTURE.md):
 //!
+//! - `cli`: argument parsing and the modes (REPL, eval, run, trust, repl server/client).
+//! - `lisp`: the Fennel host — state, prelude, conversion, settings, advice, init files, REPL.
+//! - `paths`: the XDG directories oml uses.
 //! - `cancel`: the cancellation token shared by one prompt's work.
 
 pub mod cancel;
+pub mod cli;
+pub mod lisp;
+pub mod paths;

@@ -1,0 +1,131 @@
+//! Build script: find the system's `fennel.lua`, and compile it and the Fennel prelude to Lua 5.4
+//! bytecode that the binary embeds.
+//!
+//! `fennel.lua` is never committed to this repository (DESIGN §2). It is looked up in this order:
+//! `$OML_FENNEL_LUA`; the usual `share/lua/5.x/` folders of a distribution's `fennel` package; the
+//! project-local copy that `scripts/setup-fennel.sh` unpacks into `.deps/fennel/`. When none is
+//! found the build fails with a message that says how to get one.
+//!
+//! The prelude (`src/lisp/prelude/*.fnl`) is compiled here too, with the very Fennel that is
+//! embedded, so start-up loads bytecode and compiles nothing.
+
+use std::path::{Path, PathBuf};
+use std::{env, fs};
+
+/// The oldest Fennel whose compiler API (`compile-string` options, fn metadata tables) we use.
+const MIN_FENNEL: (u32, u32) = (1, 5);
+
+/// Prelude files in load order. `macros.fnl` is a macro module (its chunk returns a table of
+/// macros); the others are ordinary modules run at start-up.
+const PRELUDE: &[&str] = &["macros", "core"];
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=OML_FENNEL_LUA");
+    println!("cargo:rerun-if-changed=src/lisp/prelude");
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
+
+    let fennel_path = match find_fennel(&manifest) {
+        Some(p) => p,
+        None => fail_no_fennel(),
+    };
+    println!("cargo:rerun-if-changed={}", fennel_path.display());
+    let fennel_src = fs::read_to_string(&fennel_path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", fennel_path.display()));
+    check_version(&fennel_path, &fennel_src);
+
+    // SAFETY: Fennel needs the debug library; this state only compiles our own sources.
+    let lua = unsafe { mlua::Lua::unsafe_new_with(mlua::StdLib::ALL_SAFE | mlua::StdLib::DEBUG, mlua::LuaOptions::new()) };
+    let fennel_chunk = lua
+        .load(&fennel_src)
+        .set_name("@fennel.lua")
+        .into_function()
+        .expect("fennel.lua compiles as Lua 5.4");
+    fs::write(out.join("fennel.luac"), fennel_chunk.dump(false)).expect("write fennel.luac");
+
+    let fennel: mlua::Table = fennel_chunk.call(()).expect("fennel.lua loads");
+    let package: mlua::Table = lua.globals().get("package").expect("package table");
+    let loaded: mlua::Table = package.get("loaded").expect("package.loaded");
+    loaded.set("fennel", &fennel).expect("register fennel");
+    let compile: mlua::Function = fennel.get("compileString").expect("fennel.compileString");
+
+    for name in PRELUDE {
+        let rel = format!("src/lisp/prelude/{name}.fnl");
+        let src = fs::read_to_string(manifest.join(&rel))
+            .unwrap_or_else(|e| panic!("cannot read {rel}: {e}"));
+        let opts = lua.create_table().expect("table");
+        opts.set("filename", rel.as_str()).expect("opt");
+        opts.set("correlate", true).expect("opt");
+        opts.set("useMetadata", true).expect("opt");
+        opts.set("allowedGlobals", false).expect("opt");
+        let lua_src: String = compile
+            .call((src, opts))
+            .unwrap_or_else(|e| panic!("prelude {rel} does not compile:\n{e}"));
+        let chunk = lua
+            .load(&lua_src)
+            .set_name(format!("@{rel}"))
+            .into_function()
+            .unwrap_or_else(|e| panic!("compiled prelude {rel} is not valid Lua: {e}"));
+        fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
+            .expect("write prelude bytecode");
+    }
+    fs::write(out.join("fennel_path.txt"), fennel_path.display().to_string())
+        .expect("write fennel path");
+}
+
+fn find_fennel(manifest: &Path) -> Option<PathBuf> {
+    if let Some(p) = env::var_os("OML_FENNEL_LUA") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Some(p);
+        }
+        panic!("OML_FENNEL_LUA={} is not a file", p.display());
+    }
+    let mut prefixes: Vec<PathBuf> = ["/usr", "/usr/local", "/opt/homebrew", "/run/current-system/sw"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Some(home) = env::var_os("HOME") {
+        prefixes.push(PathBuf::from(home).join(".nix-profile"));
+    }
+    for v in ["5.4", "5.3", "5.2", "5.1"] {
+        for prefix in &prefixes {
+            let p = prefix.join("share/lua").join(v).join("fennel.lua");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    let local = manifest.join(".deps/fennel/usr/share/lua/5.4/fennel.lua");
+    local.is_file().then_some(local)
+}
+
+fn fail_no_fennel() -> ! {
+    panic!(
+        "\n\noml needs the Fennel compiler (fennel.lua, Fennel >= {}.{}) at build time.\n\
+         Install it with one of:\n  \
+         scripts/setup-fennel.sh          (any Debian, bookworm included; needs no system change)\n  \
+         apt-get install fennel           (Debian trixie and later, Ubuntu 24.04 and later)\n  \
+         dnf install fennel / brew install fennel / nix-env -iA nixpkgs.fennel\n\
+         or point OML_FENNEL_LUA at a fennel.lua file.\n",
+        MIN_FENNEL.0, MIN_FENNEL.1
+    )
+}
+
+fn check_version(path: &Path, src: &str) {
+    let version = src
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("local version = \""))
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or("0.0");
+    let mut parts = version.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if found < MIN_FENNEL {
+        panic!(
+            "{} is Fennel {version}; oml needs Fennel >= {}.{} (scripts/setup-fennel.sh installs one)",
+            path.display(),
+            MIN_FENNEL.0,
+            MIN_FENNEL.1
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! Data crossing between Rust and Lisp: JSON ⇄ Lua, always as a copy.
+//!
+//! `{}`, `[]` and `null` stay distinct both ways: an empty JSON array becomes a Lua table marked
+//! with mlua's array metatable, `null` becomes the `json.null` sentinel (a Lua table cannot hold
+//! `nil`), and Lisp code builds arrays with `(json.array ...)`. An empty table built in Lisp
+//! without the mark is an object. Functions and other values JSON cannot express are skipped
+//! when converting to JSON.
+//!
+//! This module knows nothing about what the data means.
+
+use mlua::serde::DeserializeOptions;
+use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value};
+
+/// JSON → a fresh Lua value.
+pub fn to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
+    lua.to_value(json)
+}
+
+/// A Lua value → JSON (a copy). Functions and userdata inside tables are left out.
+pub fn from_lua(lua: &Lua, value: Value) -> mlua::Result<serde_json::Value> {
+    lua.from_value_with(
+        value,
+        DeserializeOptions::new()
+            .deny_unsupported_types(false)
+            .deny_recursive_tables(true),
+    )
+}
+
+/// The `json` namespace: `encode`, `decode`, `null`, `array`, `object`, `array?`.
+pub(super) fn install_json(lua: &Lua) -> mlua::Result<()> {
+    let json: Table = match lua.globals().get::<Value>("json")? {
+        Value::Table(t) => t,
+        _ => lua.create_table()?,
+    };
+    json.set("null", lua.null())?;
+    json.set(
+        "encode",
+        lua.create_function(|lua, v: Value| {
+            let j = from_lua(lua, v)?;
+            serde_json::to_string(&j).map_err(mlua::Error::external)
+        })?,
+    )?;
+    json.set(
+        "decode",
+        lua.create_function(|lua, s: mlua::LuaString| {
+            let j: serde_json::Value =
+                serde_json::from_slice(&s.as_bytes()).map_err(|e| {
+                    mlua::Error::RuntimeError(format!("json.decode: {e}"))
+                })?;
+            to_lua(lua, &j)
+        })?,
+    )?;
+    json.set(
+        "array",
+        lua.create_function(|lua, items: MultiValue| {
+            let t = lua.create_sequence_from(items)?;
+            t.set_metatable(Some(lua.array_metatable()))?;
+            Ok(t)
+        })?,
+    )?;
+    json.set("object", lua.create_function(|lua, ()| lua.create_table())?)?;
+    json.set(
+        "array?",
+        lua.create_function(|lua, v: Value| {
+            Ok(match v {
+                Value::Table(t) => t.metatable() == Some(lua.array_metatable()),
+                _ => false,
+            })
+        })?,
+    )?;
+    lua.globals().set("json", json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn empty_object_empty_array_and_null_survive_a_round_trip() {
+        let lua = Lua::new();
+        install_json(&lua).unwrap();
+        let cases = [
+            json!({"obj": {}, "arr": [], "nul": null}),
+            json!([]),
+            json!({}),
+            json!([1, "two", null, {"three": [3]}]),
+            json!({"nested": {"deep": [[], {}]}}),
+            json!(-0.5),
+        ];
+        for case in cases {
+            let v = to_lua(&lua, &case).unwrap();
+            assert_eq!(from_lua(&lua, v).unwrap(), case);
+        }
+    }
+
+    #[test]
+    fn lisp_built_arrays_and_objects_keep_their_kind() {
+        let lua = Lua::new();
+        install_json(&lua).unwrap();
+        let v: Value = lua
+            .load("return {a = json.array(), o = json.object(), n = json.null, s = {1, 2}}")
+            .eval()
+            .unwrap();
+        assert_eq!(
+            from_lua(&lua, v).unwrap(),
+            serde_json::json!({"a": [], "o": {}, "n": null, "s": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn functions_inside_tables_are_left_out() {
+        let lua = Lua::new();
+        let v: Value = lua.load("return {a = 1, f = print}").eval().unwrap();
+        assert_eq!(from_lua(&lua, v).unwrap(), serde_json::json!({"a": 1}));
+    }
+}

@@ -1,0 +1,247 @@
+//! Init files, the load path, and the trust record of project directories.
+//!
+//! Start-up loads `$XDG_CONFIG_HOME/oml/init.fnl` with `lisp/` beside it on the load path. A
+//! project's `.oml/init.fnl` (with `.oml/lisp/`) runs when a session starts in that directory,
+//! but only when the setting `init.project-init` allows it: `:trusted` (the default) runs it only
+//! if `oml trust DIR` recorded the directory *and the file's current content hash*, like direnv;
+//! `:always` and `:never` do what they say.
+//!
+//! An error in an init file is collected as an `InitError` (with `file:line:col` as Fennel or Lua
+//! report it) and never stops oml. Loading again is idempotent as long as the files use the
+//! idempotent forms (`setq`, `fn`, keyed `advise!`, `defsetting`).
+//!
+//! This module does not decide how errors are shown; callers print them or send them to a client.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::cancel::CancelToken;
+use crate::paths::{self, Paths};
+
+use super::{Lisp, LispError, sha256_hex, write_atomically};
+
+/// One init file that failed to load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitError {
+    pub file: PathBuf,
+    /// Fennel's or Lua's message, which starts with `file:line[:col]:`.
+    pub message: String,
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.display().to_string();
+        if self.message.starts_with(&file) {
+            write!(f, "error in {}", self.message)
+        } else {
+            write!(f, "error in {file}: {}", self.message)
+        }
+    }
+}
+
+/// What loading the init files did.
+#[derive(Clone, Debug, Default)]
+pub struct InitReport {
+    pub loaded: Vec<PathBuf>,
+    pub errors: Vec<InitError>,
+    /// Things the user should know that are not errors (an untrusted project init file).
+    pub notices: Vec<String>,
+}
+
+impl InitReport {
+    fn absorb(&mut self, other: InitReport) {
+        self.loaded.extend(other.loaded);
+        self.errors.extend(other.errors);
+        self.notices.extend(other.notices);
+    }
+
+    /// Every error and notice as the lines a terminal user sees.
+    pub fn messages(&self) -> Vec<String> {
+        self.errors
+            .iter()
+            .map(|e| e.to_string())
+            .chain(self.notices.iter().cloned())
+            .collect()
+    }
+}
+
+/// Load one file, turning failure into an `InitError`.
+async fn load_one(lisp: &Lisp, file: &Path, report: &mut InitReport) {
+    match lisp.load_file(file, &CancelToken::new()).await {
+        Ok(()) => report.loaded.push(file.to_path_buf()),
+        Err(e) => report.errors.push(InitError {
+            file: file.to_path_buf(),
+            message: first_lines(&e),
+        }),
+    }
+}
+
+/// The message without Lua's stack traceback (Fennel's own context lines are kept).
+fn first_lines(e: &LispError) -> String {
+    let text = e.to_string();
+    match text.find("\nstack traceback:") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Put the user's `lisp/` on the load path and run the user init file, if it exists.
+pub async fn load_user_init(lisp: &Lisp, paths: &Paths) -> InitReport {
+    let mut report = InitReport::default();
+    let lisp_dir = paths.user_lisp();
+    if let Err(e) = lisp.add_load_path(&lisp_dir) {
+        report.errors.push(InitError {
+            file: lisp_dir,
+            message: e.to_string(),
+        });
+    }
+    let init = paths.user_init();
+    if init.is_file() {
+        load_one(lisp, &init, &mut report).await;
+    }
+    report
+}
+
+/// Run a project's `.oml/init.fnl` when `init.project-init` and the trust record allow it.
+pub async fn load_project_init(lisp: &Lisp, paths: &Paths, dir: &Path) -> InitReport {
+    let mut report = InitReport::default();
+    let init = paths::project_init(dir);
+    if !init.is_file() {
+        return report;
+    }
+    let policy: String = match lisp.setting("init.project-init") {
+        Ok(p) => p,
+        Err(e) => {
+            report.errors.push(InitError {
+                file: init.clone(),
+                message: format!("not loaded: {e}"),
+            });
+            return report;
+        }
+    };
+    let allowed = match policy.as_str() {
+        "never" => false,
+        "always" => true,
+        _ => match TrustStore::new(paths.trust_file()).status(dir) {
+            TrustStatus::Trusted => true,
+            TrustStatus::Untrusted => {
+                report.notices.push(format!(
+                    "not loading {}: this directory is not trusted. Review the file, then run `oml trust {}`.",
+                    init.display(),
+                    dir.display()
+                ));
+                false
+            }
+            TrustStatus::Changed => {
+                report.notices.push(format!(
+                    "not loading {}: it changed since you trusted it. Review it, then run `oml trust {}` again.",
+                    init.display(),
+                    dir.display()
+                ));
+                false
+            }
+        },
+    };
+    if !allowed {
+        return report;
+    }
+    if let Err(e) = lisp.add_load_path(&paths::project_lisp(dir)) {
+        report.errors.push(InitError {
+            file: init.clone(),
+            message: e.to_string(),
+        });
+    }
+    load_one(lisp, &init, &mut report).await;
+    report
+}
+
+/// The user init, then the project init of `dir` (when given): what start-up and `reload` run.
+pub async fn load_all(lisp: &Lisp, paths: &Paths, dir: Option<&Path>, user: bool) -> InitReport {
+    let mut report = InitReport::default();
+    if user {
+        report.absorb(load_user_init(lisp, paths).await);
+    }
+    if let Some(dir) = dir {
+        report.absorb(load_project_init(lisp, paths, dir).await);
+    }
+    report
+}
+
+/// Whether a directory's project init file may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrustStatus {
+    Trusted,
+    Untrusted,
+    /// Trusted once, but the init file's content is no longer what was trusted.
+    Changed,
+}
+
+/// The record of trusted directories: `{ "/abs/dir": "<sha256 of .oml/init.fnl>" }` as JSON in
+/// the state directory.
+pub struct TrustStore {
+    file: PathBuf,
+}
+
+/// The hash recorded for a directory that has no init file yet.
+const NO_INIT_FILE: &str = "none";
+
+impl TrustStore {
+    pub fn new(file: PathBuf) -> TrustStore {
+        TrustStore { file }
+    }
+
+    fn read(&self) -> BTreeMap<String, String> {
+        std::fs::read(&self.file)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    fn write(&self, map: &BTreeMap<String, String>) -> std::io::Result<()> {
+        let dir = self.file.parent().unwrap_or(Path::new("."));
+        paths::ensure_private_dir(dir)?;
+        let json = serde_json::to_vec_pretty(map).map_err(std::io::Error::other)?;
+        write_atomically(dir, &self.file, &json)
+    }
+
+    fn hash_of(dir: &Path) -> String {
+        std::fs::read(paths::project_init(dir))
+            .map(|b| sha256_hex(&b))
+            .unwrap_or_else(|_| NO_INIT_FILE.to_string())
+    }
+
+    pub fn status(&self, dir: &Path) -> TrustStatus {
+        let key = canonical(dir);
+        match self.read().get(&key) {
+            None => TrustStatus::Untrusted,
+            Some(h) if *h == Self::hash_of(dir) => TrustStatus::Trusted,
+            Some(_) => TrustStatus::Changed,
+        }
+    }
+
+    /// Record `dir` with its init file's current hash; returns that hash.
+    pub fn trust(&self, dir: &Path) -> std::io::Result<String> {
+        let mut map = self.read();
+        let hash = Self::hash_of(dir);
+        map.insert(canonical(dir), hash.clone());
+        self.write(&map)?;
+        Ok(hash)
+    }
+
+    /// Forget `dir`; returns whether it was trusted.
+    pub fn untrust(&self, dir: &Path) -> std::io::Result<bool> {
+        let mut map = self.read();
+        let was = map.remove(&canonical(dir)).is_some();
+        self.write(&map)?;
+        Ok(was)
+    }
+}
+
+/// The absolute, symlink-free form of `dir` (as given when it cannot be resolved).
+pub fn canonical(dir: &Path) -> String {
+    std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string()
+}

@@ -1,0 +1,304 @@
+//! The REPL: Fennel's own `fennel.repl` driven from Rust, with oml's macros in scope.
+//!
+//! A REPL conversation is a coroutine in the shared Lisp state. It asks its frontend for input
+//! through `ReadRequest`s and writes values, errors and `print` output to a `Sink`. Two frontends
+//! use it: the interactive terminal (`interactive`, with line editing, history in the state dir and
+//! multi-line forms) and the socket server (`super::server`). A running form is interrupted
+//! through an `Interrupt` flag checked by the instruction hook; the REPL then reads the next form.
+//!
+//! This module knows nothing about sockets or about what the forms do.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mlua::{Function, HookTriggers, Table, VmState};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{HOOK_INSTRUCTIONS, Lisp, LispError, Sink};
+
+/// A request for the next chunk of input. `continuation` is true inside an unfinished form.
+pub struct ReadRequest {
+    pub continuation: bool,
+    /// `None` ends the conversation.
+    pub reply: oneshot::Sender<Option<String>>,
+}
+
+/// A flag that interrupts the form a REPL is running; cleared when the next form is read.
+#[derive(Clone, Debug, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
+    }
+
+    fn clear(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The prompt shown before a chunk of input.
+pub fn prompt(continuation: bool) -> &'static str {
+    if continuation { ".. " } else { ">> " }
+}
+
+/// Run one REPL conversation until its frontend answers a read with `None`.
+pub async fn drive(
+    lisp: &Lisp,
+    reads: mpsc::UnboundedSender<ReadRequest>,
+    out: Sink,
+    interrupt: Interrupt,
+) -> Result<(), LispError> {
+    let lua = lisp.lua();
+    let driver: Function = lua
+        .load(DRIVER_LUA)
+        .set_name("=oml-repl")
+        .call(lua.named_registry_value::<Table>("oml.scope")?)?;
+
+    let flag = interrupt.clone();
+    let read = lua.create_async_function(move |_, continuation: bool| {
+        let reads = reads.clone();
+        let flag = flag.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            if reads.send(ReadRequest { continuation, reply }).is_err() {
+                return Ok(None);
+            }
+            let chunk = answer.await.unwrap_or(None);
+            // An interrupt that arrived while nobody was evaluating must not hit the next form.
+            flag.clear();
+            Ok(chunk)
+        }
+    })?;
+    let sink = out.clone();
+    let write = lua.create_function(move |_, text: String| {
+        let _ = sink.send(text);
+        Ok(())
+    })?;
+
+    let thread = lua.create_thread(driver)?;
+    let hook_flag = interrupt.clone();
+    thread.set_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+        move |_, _| {
+            if hook_flag.take() {
+                Err(mlua::Error::RuntimeError("interrupted".into()))
+            } else {
+                Ok(VmState::Continue)
+            }
+        },
+    )?;
+    lisp.attach_sink(&thread, out);
+    let result = thread.clone().into_async::<()>((read, write))?.await;
+    lisp.detach_sink(&thread);
+    result.map_err(LispError::from)
+}
+
+/// Whether `src` holds only complete forms: balanced delimiters outside strings and comments.
+/// The interactive frontend keeps reading lines until this is true.
+pub fn forms_complete(src: &str) -> bool {
+    let mut depth: i64 = 0;
+    let mut chars = src.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ';' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut closed = false;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => {
+                            closed = true;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                if !closed {
+                    return false;
+                }
+            }
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    // Too many closers is a complete (if wrong) input: let Fennel report it.
+    depth <= 0
+}
+
+/// The greeting of the interactive REPL.
+pub fn banner() -> String {
+    format!(
+        "oml {} (Fennel on Lua 5.4). (doc name) documents anything, (apropos \"text\") searches,\n\
+         ,help lists REPL commands. Ctrl-C interrupts a running form, Ctrl-D exits.",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The interactive terminal REPL: line editing, history, multi-line forms, Ctrl-C interrupts
+/// the running form, Ctrl-D exits.
+pub async fn interactive(
+    lisp: &Lisp,
+    history: Option<PathBuf>,
+    history_size: usize,
+) -> Result<(), LispError> {
+    let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let interrupt = Interrupt::new();
+
+    // Ctrl-C while a form runs (the terminal is not in raw mode then) interrupts it.
+    let on_sigint = interrupt.clone();
+    let sigint = tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            on_sigint.interrupt();
+        }
+    });
+
+    // Output is written by one task so values and prints keep their order.
+    let writer = tokio::spawn(async move {
+        use std::io::Write as _;
+        while let Some(text) = out_rx.recv().await {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        }
+    });
+
+    // rustyline blocks, so the editor lives on its own thread and answers read requests.
+    let editor_thread = std::thread::spawn(move || {
+        let config = rustyline::Config::builder()
+            .max_history_size(history_size)
+            .map(|b| b.auto_add_history(false).build())
+            .unwrap_or_default();
+        let mut editor: rustyline::Editor<Complete, rustyline::history::FileHistory> =
+            match rustyline::Editor::with_config(config) {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("oml: cannot start line editing: {e}");
+                    return;
+                }
+            };
+        editor.set_helper(Some(Complete));
+        if let Some(h) = &history {
+            let _ = editor.load_history(h);
+        }
+        while let Some(req) = reads_rx.blocking_recv() {
+            let answer = loop {
+                match editor.readline(prompt(req.continuation)) {
+                    Ok(line) => {
+                        if !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                        }
+                        break Some(format!("{line}\n"));
+                    }
+                    // Ctrl-C at the prompt drops what was typed and asks again.
+                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                    Err(_) => break None,
+                }
+            };
+            let done = answer.is_none();
+            let _ = req.reply.send(answer);
+            if done {
+                break;
+            }
+        }
+        if let Some(h) = &history {
+            if let Some(dir) = h.parent() {
+                let _ = crate::paths::ensure_private_dir(dir);
+            }
+            let _ = editor.save_history(h);
+        }
+    });
+
+    let result = drive(lisp, reads_tx, out_tx, interrupt).await;
+    sigint.abort();
+    let _ = writer.await;
+    let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
+    result
+}
+
+/// The rustyline helper: keeps reading lines until the forms are complete.
+struct Complete;
+
+impl rustyline::validate::Validator for Complete {
+    fn validate(
+        &self,
+        ctx: &mut rustyline::validate::ValidationContext<'_>,
+    ) -> rustyline::Result<rustyline::validate::ValidationResult> {
+        Ok(if forms_complete(ctx.input()) {
+            rustyline::validate::ValidationResult::Valid(None)
+        } else {
+            rustyline::validate::ValidationResult::Incomplete
+        })
+    }
+}
+
+impl rustyline::completion::Completer for Complete {
+    type Candidate = String;
+}
+impl rustyline::hint::Hinter for Complete {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for Complete {}
+impl rustyline::Helper for Complete {}
+
+/// Runs `fennel.repl` with oml's macros in its scope. `read` and `write` come from Rust.
+const DRIVER_LUA: &str = r#"
+local oml_scope = ...
+return function(read, write)
+  fennel.repl({
+    readChunk = function(state) return read((state["stack-size"] or 0) > 0) end,
+    onValues = function(xs) write(table.concat(xs, "\t") .. "\n") end,
+    onError = function(kind, msg)
+      local text = tostring(msg):gsub("\nstack traceback:.*", "")
+      if text:match("interrupted$") then write("interrupted\n")
+      else write(kind .. " error: " .. text .. "\n") end
+    end,
+    init = function(opts)
+      for k, v in pairs(oml_scope.macros) do opts.scope.macros[k] = v end
+    end,
+    ["view-opts"] = {depth = 6},
+  })
+end
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::forms_complete;
+
+    #[test]
+    fn forms_are_complete_when_delimiters_balance_outside_strings_and_comments() {
+        let cases = [
+            ("(+ 1 2)", true),
+            ("(+ 1", false),
+            ("(fn f []\n  \"doc (\"\n  1)", true),
+            ("\"unterminated", false),
+            ("(print \"a \\\" b\")", true),
+            ("(foo ; comment with (\n)", true),
+            ("{:a [1 2", false),
+            ("", true),
+            ("))", true),
+        ];
+        for (src, complete) in cases {
+            assert_eq!(forms_complete(src), complete, "{src:?}");
+        }
+    }
+}

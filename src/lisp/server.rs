@@ -1,0 +1,210 @@
+//! The live REPL server: a Unix domain socket into the running process's Lisp state.
+//!
+//! The socket lives in `$XDG_RUNTIME_DIR/oml/` (else `<state>/run/`), in a directory of mode
+//! 0700, and is itself mode 0600: only its owner can connect, unlike a TCP port that anyone on the
+//! machine could reach. Its path is recorded in `<state>/repl-socket` for `oml repl --connect`.
+//!
+//! The protocol is plain lines, so `socat - UNIX-CONNECT:PATH` and `nc -U PATH` work: the server
+//! writes the prompt `>> ` (or `.. ` inside an unfinished form), the client sends lines, the server
+//! writes values, errors and printed output, each ending with a newline, then the next prompt.
+//! Every connection is its own REPL coroutine; several clients can be connected at once. A client
+//! that disconnects while its form runs interrupts that form.
+//!
+//! This module knows nothing about what the process is otherwise doing.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+
+use super::Lisp;
+use super::repl::{self, Interrupt, ReadRequest};
+use crate::paths::{self, Paths};
+
+/// A running server. Dropping it stops accepting and removes the socket file.
+pub struct ReplServer {
+    path: PathBuf,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl ReplServer {
+    /// Listen on `<runtime>/repl-<pid>.sock` and record the path in the state dir.
+    pub async fn start(lisp: Lisp, paths: &Paths) -> io::Result<ReplServer> {
+        paths::ensure_private_dir(&paths.runtime)?;
+        let path = paths
+            .runtime
+            .join(format!("repl-{}.sock", std::process::id()));
+        let server = Self::start_at(lisp, &path)?;
+        paths::ensure_private_dir(&paths.state)?;
+        std::fs::write(paths.repl_socket_record(), path.display().to_string())?;
+        Ok(server)
+    }
+
+    /// Listen on `path` (replacing a stale socket file there).
+    pub fn start_at(lisp: Lisp, path: &Path) -> io::Result<ReplServer> {
+        if path.exists() {
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let lisp = lisp.clone();
+                tokio::spawn(async move { serve(lisp, stream).await });
+            }
+        });
+        Ok(ReplServer {
+            path: path.to_path_buf(),
+            accept,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ReplServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One client: a reader task feeding lines, a writer task draining output, and the REPL
+/// coroutine between them.
+async fn serve(lisp: Lisp, stream: UnixStream) {
+    let (read_half, mut write_half) = stream.into_split();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
+    let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
+    let interrupt = Interrupt::new();
+
+    let writer = tokio::spawn(async move {
+        while let Some(text) = out_rx.recv().await {
+            if write_half.write_all(text.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    let gone = interrupt.clone();
+    let reader = tokio::spawn(async move {
+        let mut lines = BufReader::new(read_half).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+        // The client went away: stop whatever it was running.
+        gone.interrupt();
+    });
+
+    let prompts = out_tx.clone();
+    let frontend = tokio::spawn(async move {
+        while let Some(req) = reads_rx.recv().await {
+            let _ = prompts.send(repl::prompt(req.continuation).to_string());
+            let line = lines_rx.recv().await.map(|l| format!("{l}\n"));
+            let done = line.is_none();
+            let _ = req.reply.send(line);
+            if done {
+                break;
+            }
+        }
+    });
+
+    if let Err(e) = repl::drive(&lisp, reads_tx, out_tx, interrupt).await {
+        tracing::warn!("repl client ended with an error: {e}");
+    }
+    frontend.abort();
+    reader.abort();
+    let _ = writer.await;
+}
+
+/// The socket `oml repl --connect` uses when none is named: the one recorded in the state dir.
+pub fn default_socket(paths: &Paths) -> Option<PathBuf> {
+    let recorded = std::fs::read_to_string(paths.repl_socket_record()).ok()?;
+    let p = PathBuf::from(recorded.trim());
+    p.exists().then_some(p)
+}
+
+/// `oml repl --connect`: a terminal client for the server. Lines typed go to the server; what it
+/// writes is shown; its prompt is used as the local prompt.
+pub async fn connect(socket: &Path) -> io::Result<()> {
+    let stream = UnixStream::connect(socket).await.map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot connect to {}: {e}", socket.display()))
+    })?;
+    let (mut rd, mut wr) = stream.into_split();
+    // Server output, split into "text" and "a prompt is waiting".
+    let (prompt_tx, mut prompt_rx) = mpsc::unbounded_channel::<Option<String>>();
+    tokio::spawn(async move {
+        use std::io::Write as _;
+        let mut buf = vec![0u8; 8192];
+        let mut pending = String::new();
+        loop {
+            let n = match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            pending.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let prompt = [">> ", ".. "]
+                .into_iter()
+                .find(|p| pending == *p || pending.ends_with(&format!("\n{p}")));
+            let text = match prompt {
+                Some(p) => pending[..pending.len() - p.len()].to_string(),
+                None => std::mem::take(&mut pending),
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            if let Some(p) = prompt {
+                pending.clear();
+                let _ = prompt_tx.send(Some(p.to_string()));
+            }
+        }
+        let _ = prompt_tx.send(None);
+    });
+
+    let (line_tx, mut line_rx) = mpsc::unbounded_channel::<Option<String>>();
+    let (want_tx, want_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut editor = match rustyline::DefaultEditor::new() {
+            Ok(e) => e,
+            Err(_) => return,
+        };
+        while let Ok(prompt) = want_rx.recv() {
+            let line = loop {
+                match editor.readline(&prompt) {
+                    Ok(l) => {
+                        let _ = editor.add_history_entry(l.as_str());
+                        break Some(l);
+                    }
+                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                    Err(_) => break None,
+                }
+            };
+            let done = line.is_none();
+            let _ = line_tx.send(line);
+            if done {
+                break;
+            }
+        }
+    });
+
+    while let Some(Some(prompt)) = prompt_rx.recv().await {
+        if want_tx.send(prompt).is_err() {
+            break;
+        }
+        match line_rx.recv().await {
+            Some(Some(line)) => {
+                wr.write_all(format!("{line}\n").as_bytes()).await?;
+            }
+            _ => break,
+        }
+    }
+    let _ = wr.shutdown().await;
+    Ok(())
+}

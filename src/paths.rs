@@ -1,0 +1,106 @@
+//! Where oml keeps its files: the XDG base directories, resolved once from the environment.
+//!
+//! - config: `$XDG_CONFIG_HOME/oml` (`~/.config/oml`): `init.fnl`, `lisp/`.
+//! - state: `$XDG_STATE_HOME/oml` (`~/.local/state/oml`): REPL history, trusted directories,
+//!   the REPL socket record, sessions.
+//! - cache: `$XDG_CACHE_HOME/oml` (`~/.cache/oml`): compiled Fennel, safe to delete.
+//! - runtime: `$XDG_RUNTIME_DIR/oml` for sockets, else `<state>/run`.
+//!
+//! This module only computes paths; it creates nothing except through `ensure_dir`, and knows
+//! nothing about what the files contain.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use etcetera::BaseStrategy;
+
+/// The directories of one oml process.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub config: PathBuf,
+    pub state: PathBuf,
+    pub cache: PathBuf,
+    pub runtime: PathBuf,
+}
+
+impl Paths {
+    /// Resolve from `XDG_*` and `HOME`. Without a home directory everything falls back to a folder
+    /// under the system temp dir, so oml still starts.
+    pub fn from_env() -> Paths {
+        match etcetera::base_strategy::Xdg::new() {
+            Ok(xdg) => {
+                let state = xdg
+                    .state_dir()
+                    .unwrap_or_else(|| xdg.home_dir().join(".local/state"))
+                    .join("oml");
+                let runtime = xdg
+                    .runtime_dir()
+                    .map(|d| d.join("oml"))
+                    .unwrap_or_else(|| state.join("run"));
+                Paths {
+                    config: xdg.config_dir().join("oml"),
+                    cache: xdg.cache_dir().join("oml"),
+                    state,
+                    runtime,
+                }
+            }
+            Err(_) => Self::under(&std::env::temp_dir().join("oml")),
+        }
+    }
+
+    /// Every directory under one root; used when there is no home directory.
+    pub fn under(root: &Path) -> Paths {
+        Paths {
+            config: root.join("config"),
+            state: root.join("state"),
+            cache: root.join("cache"),
+            runtime: root.join("run"),
+        }
+    }
+
+    pub fn user_init(&self) -> PathBuf {
+        self.config.join("init.fnl")
+    }
+
+    pub fn user_lisp(&self) -> PathBuf {
+        self.config.join("lisp")
+    }
+
+    pub fn fennel_cache(&self) -> PathBuf {
+        self.cache.join("fennel")
+    }
+
+    pub fn trust_file(&self) -> PathBuf {
+        self.state.join("trusted.json")
+    }
+
+    pub fn history_file(&self) -> PathBuf {
+        self.state.join("repl-history")
+    }
+
+    /// The file that records the socket of the most recently started REPL server.
+    pub fn repl_socket_record(&self) -> PathBuf {
+        self.state.join("repl-socket")
+    }
+}
+
+/// The project-local init file and load path of a directory.
+pub fn project_init(dir: &Path) -> PathBuf {
+    dir.join(".oml").join("init.fnl")
+}
+
+pub fn project_lisp(dir: &Path) -> PathBuf {
+    dir.join(".oml").join("lisp")
+}
+
+/// Create `dir` (and parents) with mode 0700 when it is missing.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
