@@ -498,6 +498,10 @@ impl Connection {
     /// pile up would otherwise deadlock, and that is the normal case for a client awaiting a
     /// `session/prompt` answer while the turn's updates stream in. Its growth is bounded by how
     /// fast the peer can write.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, like `tokio::spawn`.
     pub fn start<R, W>(
         reader: R,
         writer: W,
@@ -1043,7 +1047,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         while let Some(item) = next.take() {
             match item {
                 WriteItem::Line { bytes, request } => {
-                    if batch.is_empty() {
+                    // A line that would not fit the buffer kept from earlier batches becomes the
+                    // buffer, so a large message is never copied.
+                    if batch.is_empty() && bytes.len() > batch.capacity() {
                         batch = bytes;
                     } else {
                         batch.extend_from_slice(&bytes);
@@ -1119,7 +1125,7 @@ async fn stop_writer(
     shared.writer_stopped(stop, &unwritten);
 }
 
-/// A bad line marker around a line that is being discarded because it is too long.
+/// A line that is being discarded because it is too long: how long it is so far, and its head.
 struct Skipping {
     /// Bytes of the line seen so far.
     len: usize,
