@@ -6,8 +6,11 @@
 //! - `cli`: argument parsing and the modes (REPL, eval, run, trust, repl server/client).
 //! - `lisp`: the Fennel host — state, prelude, conversion, settings, advice, init files, REPL.
 //! - `paths`: the XDG directories oml uses.
+//! - `acp`: the Agent Client Protocol; `acp::jsonrpc` is the newline-delimited JSON-RPC 2.0
+//!   transport shared by oml as agent and oml as client.
 //! - `cancel`: the cancellation token shared by one prompt's work.
 
+pub mod acp;
 pub mod cancel;
 pub mod cli;
 pub mod lisp;
