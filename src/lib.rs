@@ -4,5 +4,8 @@
 //! exit codes; everything else lives here. Module map (see ARCHITECTURE.md):
 //!
 //! - `cancel`: the cancellation token shared by one prompt's work.
+//! - `llm`: the model client (streaming OpenAI-compatible chat completions: SSE decoding, delta
+//!   folding, retries, timeouts, cancellation).
 
 pub mod cancel;
+pub mod llm;
