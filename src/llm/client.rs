@@ -549,7 +549,8 @@ mod tests {
             }
             map
         };
-        let cases: &[(&[(&str, &str)], Option<Duration>)] = &[
+        type Case = (&'static [(&'static str, &'static str)], Option<Duration>);
+        let cases: &[Case] = &[
             (&[("retry-after", "2")], Some(Duration::from_secs(2))),
             (
                 &[("retry-after", " 1.5 ")],

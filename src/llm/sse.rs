@@ -203,7 +203,13 @@ mod tests {
 
     #[test]
     fn payloads_by_rule() {
-        let cases: &[(&str, &[&[u8]], &[&str])] = &[
+        /// (rule, network reads, payloads expected).
+        type Case = (
+            &'static str,
+            &'static [&'static [u8]],
+            &'static [&'static str],
+        );
+        let cases: &[Case] = &[
             (
                 "comments, blank lines and other fields are skipped",
                 &[b": keep-alive\n\nevent: message\nid: 7\nretry: 10\ndata: {\"a\":1}\n\n"],
