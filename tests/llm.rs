@@ -756,3 +756,18 @@ fn the_sample_stream_folds_to_the_expected_message() {
     );
     assert_eq!(events.len(), 7, "{events:?}");
 }
+
+#[test]
+fn a_call_can_be_spawned_and_the_client_shared() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<LlmClient>();
+    assert_send_sync::<LlmConfig>();
+    let client = LlmClient::new();
+    let config = LlmConfig::default();
+    let request = ChatRequest::default();
+    let (events, _received) = mpsc::unbounded_channel();
+    let cancel = CancelToken::new();
+    let call = client.stream_chat(&config, &request, &events, &cancel);
+    assert_send(&call);
+}

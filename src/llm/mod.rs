@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use client::{LlmClient, backoff_delay};
+pub use client::{LlmClient, MAX_JSON_REPLY_BYTES, backoff_delay};
 pub use config::{
     ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, ENV_API_KEY,
