@@ -9,9 +9,12 @@
 //! - `acp`: the Agent Client Protocol; `acp::jsonrpc` is the newline-delimited JSON-RPC 2.0
 //!   transport shared by oml as agent and oml as client.
 //! - `cancel`: the cancellation token shared by one prompt's work.
+//! - `llm`: the model client (streaming OpenAI-compatible chat completions: SSE decoding, delta
+//!   folding, retries, timeouts, cancellation).
 
 pub mod acp;
 pub mod cancel;
 pub mod cli;
 pub mod lisp;
 pub mod paths;
+pub mod llm;

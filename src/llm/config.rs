@@ -1,0 +1,178 @@
+//! The model client's settings as plain data, their defaults, and their environment variables.
+//!
+//! The Lisp layer owns the live settings (`llm.base-url`, `llm.model`, ...) and builds an
+//! [`LlmConfig`] from them at every call, so a `setq` takes effect on the next call. This module
+//! does not know about Lisp; it only knows the defaults and the three `OPENAI_*` variables that
+//! give the defaults of the base URL, key and model.
+//!
+//! Compare with pi: `models.json` entries (`baseUrl`, API key, model id) plus the retry settings.
+//! Compare with oml.clj: the `oml.llm/base-url`, `api-key`, `model` and `send-reasoning?` defs;
+//! the timeouts, retries, extra body and on-chunk observer are new.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// Where requests go when neither the setting nor `OPENAI_BASE_URL` says otherwise.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// How long establishing a connection (TCP and TLS) may take before the attempt fails and is
+/// retried.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest silence allowed once the request is sent: waiting for the response headers, and
+/// between two reads of the stream. Generous because a local server may process a long prompt
+/// before its first byte, and some reasoning models think silently.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Retries after the first attempt (so at most 5 requests) for failures before the first delta.
+pub const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The first retry waits this long; each further retry doubles it.
+pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
+/// No retry waits longer than this, whatever the backoff or the server's `Retry-After` says.
+pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// Gives the default base URL when set and non-empty.
+pub const ENV_BASE_URL: &str = "OPENAI_BASE_URL";
+/// Gives the default API key when set and non-empty.
+pub const ENV_API_KEY: &str = "OPENAI_API_KEY";
+/// Gives the default model when set and non-empty.
+pub const ENV_MODEL: &str = "OPENAI_MODEL";
+
+/// Sees every parsed chunk, raw, before it is folded (the `llm.on-chunk` hook). An `Err` is
+/// logged as a warning and the stream goes on.
+pub type ChunkObserver = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
+/// Everything a call needs to know besides the request itself.
+///
+/// `Debug` never prints the API key (it shows `<hidden>`), so the config can be logged.
+#[derive(Clone)]
+pub struct LlmConfig {
+    /// The OpenAI-compatible base URL; trailing slashes are removed and `/chat/completions`
+    /// appended.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer <key>`; `None` (or empty) sends no `Authorization` header.
+    pub api_key: Option<String>,
+    /// The model id. Its absence fails the call, not the construction of the config.
+    pub model: Option<String>,
+    /// Keep the streamed reasoning in the assistant message as `reasoning_content`, so it is
+    /// sent back to the model on the next turn.
+    pub send_reasoning: bool,
+    /// Extra top-level request fields (`temperature`, `max_tokens`, `reasoning`, provider
+    /// routing, ...). They cannot replace the fields the client owns, see
+    /// [`RESERVED_BODY_KEYS`](super::RESERVED_BODY_KEYS).
+    pub extra_body: Map<String, Value>,
+    /// See [`DEFAULT_CONNECT_TIMEOUT`].
+    pub connect_timeout: Duration,
+    /// See [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// See [`DEFAULT_MAX_RETRIES`].
+    pub max_retries: u32,
+    /// See [`DEFAULT_RETRY_BASE_DELAY`].
+    pub retry_base_delay: Duration,
+    /// See [`DEFAULT_RETRY_MAX_DELAY`].
+    pub retry_max_delay: Duration,
+    /// See [`ChunkObserver`]. `None` costs nothing per chunk.
+    pub on_chunk: Option<ChunkObserver>,
+}
+
+impl Default for LlmConfig {
+    /// The built-in defaults, ignoring the environment.
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: None,
+            model: None,
+            send_reasoning: false,
+            extra_body: Map::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_retries: DEFAULT_MAX_RETRIES,
+            retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
+            retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
+            on_chunk: None,
+        }
+    }
+}
+
+impl LlmConfig {
+    /// The defaults, with base URL, key and model taken from `OPENAI_BASE_URL`,
+    /// `OPENAI_API_KEY` and `OPENAI_MODEL` when they are set and non-empty.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env) with the variables looked up by `lookup`, so tests and
+    /// callers with their own environment map need not touch the process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
+        Self {
+            base_url: non_empty(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+            api_key: non_empty(ENV_API_KEY),
+            model: non_empty(ENV_MODEL),
+            ..Self::default()
+        }
+    }
+}
+
+impl fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
+            .field("model", &self.model)
+            .field("send_reasoning", &self.send_reasoning)
+            .field("extra_body", &self.extra_body)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .field("on_chunk", &self.on_chunk.as_ref().map(|_| "<fn>"))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let config = LlmConfig {
+            api_key: Some("sk-very-secret".into()),
+            ..LlmConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        assert!(shown.contains("<hidden>"), "{shown}");
+    }
+
+    #[test]
+    fn the_environment_gives_defaults_and_empty_means_unset() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| value.to_string())
+            }
+        };
+        let set = LlmConfig::from_lookup(env(&[
+            ("OPENAI_BASE_URL", "http://localhost:8080/v1"),
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_MODEL", "m"),
+        ]));
+        assert_eq!(set.base_url, "http://localhost:8080/v1");
+        assert_eq!(set.api_key.as_deref(), Some("k"));
+        assert_eq!(set.model.as_deref(), Some("m"));
+
+        let empty = LlmConfig::from_lookup(env(&[
+            ("OPENAI_BASE_URL", ""),
+            ("OPENAI_API_KEY", ""),
+            ("OPENAI_MODEL", ""),
+        ]));
+        assert_eq!(empty.base_url, DEFAULT_BASE_URL);
+        assert_eq!(empty.api_key, None);
+        assert_eq!(empty.model, None);
+    }
+}

@@ -1,0 +1,119 @@
+//! How a model call fails, and the caps on what an error quotes.
+//!
+//! Errors that happen after part of the reply arrived carry that part ([`LlmError::partial`]),
+//! so the text the user already saw is kept in the transcript. This module only describes
+//! failures; deciding which are retried is [`client`](super::client)'s job.
+//!
+//! Compare with pi: a failed stream is a final message with stop reason `error`; here it is an
+//! `Err` that still holds the partial message.
+//! Compare with oml.clj: the same two messages for a missing model and an HTTP error; transport
+//! errors there were raw exceptions.
+
+use std::time::Duration;
+
+use super::ChatOutcome;
+
+/// At most this many bytes of an HTTP error body are read and quoted; the head is kept (that is
+/// where providers put the JSON error message).
+pub const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
+/// At most this many characters of a malformed chunk or a provider error are quoted; the head is
+/// kept.
+pub const MAX_QUOTED_CHUNK_CHARS: usize = 500;
+
+/// A failed model call.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// Neither the request nor the settings name a model.
+    #[error(
+        "No model configured: set OPENAI_MODEL (e.g. OPENAI_MODEL=gpt-4o-mini) or (setq llm.model \"...\") in init.fnl."
+    )]
+    NoModel,
+
+    /// The settings cannot make a request (an unusable base URL, a TLS setup failure).
+    #[error("invalid model client configuration: {0}")]
+    Config(String),
+
+    /// The server answered with a non-success status. `body` is capped at
+    /// [`MAX_ERROR_BODY_BYTES`].
+    #[error("Model request failed: HTTP {status}: {body}")]
+    Http { status: u16, body: String },
+
+    /// The request could not be sent or its response never started: connection refused, DNS,
+    /// TLS, connect timeout, reset before the headers or before the first delta.
+    #[error("could not reach the model at {url}: {reason}")]
+    Connect { url: String, reason: String },
+
+    /// Nothing arrived for `idle` (no response headers, or no bytes between two reads).
+    #[error("the model sent nothing for {}s (llm.idle-timeout)", idle.as_secs_f64())]
+    IdleTimeout {
+        idle: Duration,
+        partial: Box<ChatOutcome>,
+    },
+
+    /// The stream broke after it had started: reset, truncated body, or an end without
+    /// `[DONE]` or a `finish_reason`.
+    #[error("the model stream broke off: {reason}")]
+    StreamBroken {
+        reason: String,
+        partial: Box<ChatOutcome>,
+    },
+
+    /// A `data:` payload was not JSON (or not shaped like a chat completion chunk). `chunk` is
+    /// the payload, capped at [`MAX_QUOTED_CHUNK_CHARS`].
+    #[error("malformed chunk from the model ({reason}): {chunk}")]
+    MalformedChunk {
+        chunk: String,
+        reason: String,
+        partial: Box<ChatOutcome>,
+    },
+
+    /// The provider reported an error inside the stream (a chunk with a top-level `error`, as
+    /// OpenRouter sends when the upstream model fails mid-reply).
+    #[error("the model provider reported an error: {message}")]
+    Provider {
+        message: String,
+        partial: Box<ChatOutcome>,
+    },
+}
+
+impl LlmError {
+    /// What had arrived before the failure, for errors that happen once the stream is open.
+    pub fn partial(&self) -> Option<&ChatOutcome> {
+        match self {
+            Self::IdleTimeout { partial, .. }
+            | Self::StreamBroken { partial, .. }
+            | Self::MalformedChunk { partial, .. }
+            | Self::Provider { partial, .. } => Some(partial),
+            Self::NoModel | Self::Config(_) | Self::Http { .. } | Self::Connect { .. } => None,
+        }
+    }
+
+    /// The HTTP status, for [`LlmError::Http`].
+    pub fn status(&self) -> Option<u16> {
+        if let Self::Http { status, .. } = self {
+            Some(*status)
+        } else {
+            None
+        }
+    }
+}
+
+/// The first `max_chars` characters of `text`, with `…` appended when something was cut.
+pub(crate) fn cap_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_keep_the_head_and_respect_char_boundaries() {
+        assert_eq!(cap_chars("héllo", 10), "héllo");
+        assert_eq!(cap_chars("héllo", 2), "hé…");
+        assert_eq!(cap_chars("", 0), "");
+    }
+}

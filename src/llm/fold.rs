@@ -1,0 +1,741 @@
+//! A pure fold of chat completion chunks into stream events and the final assistant message.
+//!
+//! [`Fold`] is fed one chunk at a time, either as the JSON text of a `data:` payload
+//! ([`Fold::push_json`]) or as an already parsed value ([`Fold::push_value`], used when an
+//! on-chunk observer needed the value anyway). Each chunk yields zero or more [`StreamEvent`]s
+//! through the `emit` callback; [`Fold::finish`] yields the tool calls and `Done`, and builds the
+//! [`ChatOutcome`]. The rules, per chunk:
+//! - a top-level `error` (OpenRouter's mid-stream failure) fails the fold with its message;
+//! - a top-level `usage` replaces the recorded one (the last wins; `null` is ignored), also in a
+//!   usage-only chunk with `choices: []`;
+//! - only the first choice counts. From its `delta`:
+//!   - reasoning comes from the first non-empty source among `reasoning_content` (DeepSeek,
+//!     vLLM, llama.cpp), `reasoning` (OpenRouter, Ollama and other gateways) and
+//!     `reasoning_details` (OpenRouter's structured form: the `text` of `reasoning.text` items
+//!     and the `summary` of `reasoning.summary` items; encrypted items have neither). One
+//!     source per chunk, because OpenRouter sends the same text as both `reasoning` and
+//!     `reasoning_details`;
+//!   - non-empty `content` is answer text (a non-string `content` is ignored);
+//!   - `tool_calls` fragments merge by `index`: a non-empty `id` sets the id, `function.name`
+//!     and `function.arguments` fragments are concatenated, so interleaved parallel calls work.
+//!     A fragment without `index` belongs to the last call, unless it brings a new `id`, which
+//!     starts a new call (some compatibility layers send whole calls without an index);
+//! - the first choice's `finish_reason`, when present, is recorded.
+//!
+//! Chunks are deserialised into borrowing, lenient structs rather than a `serde_json::Value`:
+//! fields we do not read are skipped without being built, strings without escapes are not
+//! copied, and any non-string where a string is expected reads as absent. Only JSON that does not
+//! parse, or structure of the wrong kind (`choices` that is not an array, ...), is malformed.
+//!
+//! It does no I/O, knows nothing of HTTP, SSE framing or channels, and never sees the request.
+//!
+//! Compare with pi: the OpenAI-completions provider's accumulation of `choices[0].delta`.
+//! Compare with oml.clj: `oml.llm/accumulate` (same rules; `reasoning_details`, missing-index
+//! calls, synthesised ids and provider errors are new).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::error::{MAX_QUOTED_CHUNK_CHARS, cap_chars};
+use super::{ChatOutcome, StreamEvent, ToolCall};
+
+/// Why a chunk could not be folded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FoldError {
+    /// The payload is not JSON, or not shaped like a chunk. `chunk` is the payload capped at
+    /// [`MAX_QUOTED_CHUNK_CHARS`].
+    #[error("malformed chunk from the model ({reason}): {chunk}")]
+    Malformed { chunk: String, reason: String },
+    /// The chunk carries a top-level `error`; `message` is its `message` or its JSON, capped.
+    #[error("the model provider reported an error: {message}")]
+    Provider { message: String },
+}
+
+/// The accumulated state of one streamed reply.
+#[derive(Debug, Default)]
+pub struct Fold {
+    text: String,
+    reasoning: String,
+    /// Kept sorted by index.
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    /// A delta or tool-call fragment has been folded (after that, a request is not retried).
+    has_output: bool,
+}
+
+impl Fold {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fold the JSON text of one `data:` payload.
+    pub fn push_json(
+        &mut self,
+        payload: &str,
+        emit: &mut impl FnMut(StreamEvent),
+    ) -> Result<(), FoldError> {
+        let chunk: Chunk<'_> =
+            serde_json::from_str(payload).map_err(|error| malformed(payload, &error))?;
+        self.apply(chunk, emit)
+    }
+
+    /// Fold one already parsed chunk.
+    pub fn push_value(
+        &mut self,
+        chunk: &Value,
+        emit: &mut impl FnMut(StreamEvent),
+    ) -> Result<(), FoldError> {
+        let parsed = Chunk::deserialize(chunk).map_err(|error| {
+            malformed(&serde_json::to_string(chunk).unwrap_or_default(), &error)
+        })?;
+        self.apply(parsed, emit)
+    }
+
+    /// Whether a delta or tool-call fragment has been folded, so the caller has (or could have)
+    /// shown something of this reply.
+    pub fn has_output(&self) -> bool {
+        self.has_output
+    }
+
+    /// The text so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The `finish_reason` so far.
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+
+    /// End of a complete stream: emit one `ToolCall` per call in index order, then `Done`, and
+    /// build the outcome.
+    pub fn finish(self, send_reasoning: bool, emit: &mut impl FnMut(StreamEvent)) -> ChatOutcome {
+        let tool_calls: Vec<ToolCall> = self
+            .calls
+            .into_iter()
+            .map(|call| ToolCall {
+                id: if call.id.is_empty() {
+                    format!("call_{}", call.index)
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments: call.arguments,
+            })
+            .collect();
+        for call in &tool_calls {
+            emit(StreamEvent::ToolCall(call.clone()));
+        }
+        emit(StreamEvent::Done {
+            finish_reason: self.finish_reason.clone(),
+            usage: self.usage.clone(),
+        });
+        let message = assistant_message(&self.text, &self.reasoning, send_reasoning, &tool_calls);
+        ChatOutcome {
+            message,
+            text: self.text,
+            reasoning: self.reasoning,
+            tool_calls,
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+            cancelled: false,
+        }
+    }
+
+    /// End of an interrupted stream (cancelled, or failed after output): the outcome keeps the
+    /// text and reasoning, drops the half-received tool calls, and its message has the text
+    /// only. Emits nothing.
+    pub fn into_partial(self, cancelled: bool) -> ChatOutcome {
+        ChatOutcome {
+            message: assistant_message(&self.text, "", false, &[]),
+            text: self.text,
+            reasoning: self.reasoning,
+            tool_calls: Vec::new(),
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+            cancelled,
+        }
+    }
+
+    fn apply(
+        &mut self,
+        chunk: Chunk<'_>,
+        emit: &mut impl FnMut(StreamEvent),
+    ) -> Result<(), FoldError> {
+        if let Some(error) = chunk.error {
+            return Err(FoldError::Provider {
+                message: provider_message(&error),
+            });
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage);
+        }
+        let Some(choice) = chunk.choices.and_then(|first| first.0) else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.delta {
+            let thought = [delta.reasoning_content.0, delta.reasoning.0]
+                .into_iter()
+                .flatten()
+                .find(|text| !text.is_empty())
+                .or_else(|| delta.reasoning_details.and_then(details_text));
+            if let Some(thought) = thought {
+                self.reasoning.push_str(&thought);
+                self.has_output = true;
+                emit(StreamEvent::ThoughtDelta(thought.into_owned()));
+            }
+            if let Some(text) = delta.content.0.filter(|text| !text.is_empty()) {
+                self.text.push_str(&text);
+                self.has_output = true;
+                emit(StreamEvent::TextDelta(text.into_owned()));
+            }
+            for fragment in delta.tool_calls.into_iter().flatten() {
+                self.merge_call(fragment);
+                self.has_output = true;
+            }
+        }
+        if let Some(reason) = choice.finish_reason.0 {
+            self.finish_reason = Some(reason.into_owned());
+        }
+        Ok(())
+    }
+
+    fn merge_call(&mut self, fragment: CallFragment<'_>) {
+        let id = fragment.id.0.filter(|id| !id.is_empty());
+        let slot = match fragment.index {
+            Some(index) => self.call_at(index),
+            None => match self.calls.last() {
+                Some(last)
+                    if id
+                        .as_deref()
+                        .is_none_or(|id| last.id.is_empty() || last.id == id) =>
+                {
+                    self.calls.len() - 1
+                }
+                Some(last) => {
+                    let next = last.index + 1;
+                    self.call_at(next)
+                }
+                None => self.call_at(0),
+            },
+        };
+        let call = &mut self.calls[slot];
+        if let Some(id) = id {
+            call.id = id.into_owned();
+        }
+        if let Some(function) = fragment.function {
+            if let Some(name) = function.name.0 {
+                call.name.push_str(&name);
+            }
+            if let Some(arguments) = function.arguments.0 {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    /// The position of the call with `index`, inserted (in order) if new.
+    fn call_at(&mut self, index: u64) -> usize {
+        match self.calls.binary_search_by_key(&index, |call| call.index) {
+            Ok(found) => found,
+            Err(at) => {
+                self.calls.insert(
+                    at,
+                    PartialCall {
+                        index,
+                        ..PartialCall::default()
+                    },
+                );
+                at
+            }
+        }
+    }
+}
+
+/// The assistant message for a transcript (see [`ChatOutcome::message`]).
+pub fn assistant_message(
+    text: &str,
+    reasoning: &str,
+    send_reasoning: bool,
+    tool_calls: &[ToolCall],
+) -> Value {
+    let mut message = Map::new();
+    message.insert("role".into(), "assistant".into());
+    let content = if text.is_empty() && !tool_calls.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text.to_owned())
+    };
+    message.insert("content".into(), content);
+    if send_reasoning && !reasoning.is_empty() {
+        message.insert("reasoning_content".into(), reasoning.into());
+    }
+    if !tool_calls.is_empty() {
+        let calls = tool_calls
+            .iter()
+            .map(|call| {
+                serde_json::json!({
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                })
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(message)
+}
+
+// --- private: the chunk shape we read
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    index: u64,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<First<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Text<'a>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Text<'a>,
+    #[serde(default, borrow)]
+    reasoning_content: Text<'a>,
+    #[serde(default, borrow)]
+    reasoning: Text<'a>,
+    #[serde(default, borrow)]
+    reasoning_details: Option<Vec<ReasoningDetail<'a>>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<CallFragment<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ReasoningDetail<'a> {
+    #[serde(default, borrow)]
+    text: Text<'a>,
+    #[serde(default, borrow)]
+    summary: Text<'a>,
+}
+
+#[derive(Deserialize)]
+struct CallFragment<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    id: Text<'a>,
+    #[serde(default, borrow)]
+    function: Option<FunctionFragment<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionFragment<'a> {
+    #[serde(default, borrow)]
+    name: Text<'a>,
+    #[serde(default, borrow)]
+    arguments: Text<'a>,
+}
+
+/// The joined `text`/`summary` strings of one chunk's `reasoning_details`, if any is non-empty.
+fn details_text(details: Vec<ReasoningDetail<'_>>) -> Option<Cow<'_, str>> {
+    let mut pieces = details
+        .into_iter()
+        .flat_map(|detail| [detail.text.0, detail.summary.0])
+        .flatten()
+        .filter(|piece| !piece.is_empty());
+    let first = pieces.next()?;
+    match pieces.next() {
+        None => Some(first),
+        Some(second) => {
+            let mut joined = first.into_owned();
+            joined.push_str(&second);
+            pieces.for_each(|piece| joined.push_str(&piece));
+            Some(Cow::Owned(joined))
+        }
+    }
+}
+
+fn malformed(payload: &str, error: &dyn fmt::Display) -> FoldError {
+    FoldError::Malformed {
+        chunk: cap_chars(payload, MAX_QUOTED_CHUNK_CHARS),
+        reason: error.to_string(),
+    }
+}
+
+fn provider_message(error: &Value) -> String {
+    let message = match error.get("message").and_then(Value::as_str) {
+        Some(message) => message.to_owned(),
+        None => match error {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        },
+    };
+    cap_chars(&message, MAX_QUOTED_CHUNK_CHARS)
+}
+
+/// A string field read leniently: a string (borrowed when it has no escapes), or absent for
+/// `null` and for values of any other type.
+#[derive(Default)]
+struct Text<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+        }
+        deserializer.deserialize_any(TextVisitor(PhantomData))
+    }
+}
+
+/// The first element of a JSON array; the rest are skipped without being built.
+struct First<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FirstVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for FirstVisitor<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element::<T>()?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+        deserializer.deserialize_seq(FirstVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Folds `chunks` (as JSON text) and returns the events and the outcome.
+    fn fold(chunks: &[Value], send_reasoning: bool) -> (Vec<StreamEvent>, ChatOutcome) {
+        let mut events = Vec::new();
+        let mut emit = |event| events.push(event);
+        let mut fold = Fold::new();
+        for chunk in chunks {
+            fold.push_json(&chunk.to_string(), &mut emit)
+                .expect("folds");
+        }
+        let outcome = fold.finish(send_reasoning, &mut emit);
+        (events, outcome)
+    }
+
+    fn text_chunk(text: &str) -> Value {
+        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+    }
+
+    fn text(text: &str) -> StreamEvent {
+        StreamEvent::TextDelta(text.into())
+    }
+
+    fn thought(text: &str) -> StreamEvent {
+        StreamEvent::ThoughtDelta(text.into())
+    }
+
+    #[test]
+    fn accumulating_text_with_finish_reason_and_usage_from_an_empty_choices_chunk() {
+        let usage = json!({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7});
+        let (events, outcome) = fold(
+            &[
+                json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
+                text_chunk("Hel"),
+                text_chunk("lo"),
+                json!({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": null}),
+                json!({"choices": [], "usage": usage}),
+            ],
+            false,
+        );
+        assert_eq!(
+            events,
+            vec![
+                text("Hel"),
+                text("lo"),
+                StreamEvent::Done {
+                    finish_reason: Some("stop".into()),
+                    usage: Some(usage.clone()),
+                },
+            ]
+        );
+        assert_eq!(
+            outcome.message,
+            json!({"role": "assistant", "content": "Hello"})
+        );
+        assert_eq!(outcome.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(outcome.usage, Some(usage));
+        assert!(!outcome.cancelled);
+    }
+
+    #[test]
+    fn accumulating_interleaved_tool_call_fragments_split_mid_token() {
+        let call = |index: u64, extra: Value| {
+            let mut fragment = json!({"index": index});
+            for (key, value) in extra.as_object().into_iter().flatten() {
+                fragment[key] = value.clone();
+            }
+            json!({"choices": [{"delta": {"tool_calls": [fragment]}}]})
+        };
+        let (events, outcome) = fold(
+            &[
+                call(
+                    0,
+                    json!({"id": "call_a", "type": "function", "function": {"name": "re", "arguments": ""}}),
+                ),
+                call(
+                    1,
+                    json!({"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": "{\"comm"}}),
+                ),
+                call(0, json!({"function": {"name": "ad", "arguments": "{\"pa"}})),
+                call(1, json!({"function": {"arguments": "and\": \"ls\"}"}})),
+                call(0, json!({"function": {"arguments": "th\": \"a.txt\"}"}})),
+                json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+            ],
+            false,
+        );
+        let read = ToolCall {
+            id: "call_a".into(),
+            name: "read".into(),
+            arguments: r#"{"path": "a.txt"}"#.into(),
+        };
+        let bash = ToolCall {
+            id: "call_b".into(),
+            name: "bash".into(),
+            arguments: r#"{"command": "ls"}"#.into(),
+        };
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::ToolCall(read),
+                StreamEvent::ToolCall(bash),
+                StreamEvent::Done {
+                    finish_reason: Some("tool_calls".into()),
+                    usage: None,
+                },
+            ]
+        );
+        assert_eq!(
+            outcome.message,
+            json!({
+                "role": "assistant",
+                "content": null,
+                "tool_calls": [
+                    {"id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a.txt\"}"}},
+                    {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn tool_calls_in_one_chunk_without_index_or_id() {
+        let (_, outcome) = fold(
+            &[
+                json!({"choices": [{"delta": {"content": "Let me look.", "tool_calls": [
+                    {"id": "a", "function": {"name": "read", "arguments": "{}"}},
+                    {"id": "b", "function": {"name": "bash", "arguments": "{}"}},
+                ]}}]}),
+                json!({"choices": [{"delta": {"tool_calls": [{"index": 2, "function": {"name": "edit", "arguments": "{}"}}]}}]}),
+            ],
+            false,
+        );
+        let ids: Vec<_> = outcome
+            .tool_calls
+            .iter()
+            .map(|call| (call.id.as_str(), call.name.as_str()))
+            .collect();
+        assert_eq!(ids, [("a", "read"), ("b", "bash"), ("call_2", "edit")]);
+        assert_eq!(outcome.message["content"], "Let me look.");
+    }
+
+    #[test]
+    fn reasoning_comes_from_each_provider_field() {
+        let delta = |delta: Value| json!({"choices": [{"delta": delta}]});
+        let cases = [
+            (
+                "reasoning_content",
+                delta(json!({"reasoning_content": "think"})),
+            ),
+            ("reasoning", delta(json!({"reasoning": "think"}))),
+            (
+                "reasoning_details text",
+                delta(json!({"reasoning_details": [{"type": "reasoning.text", "text": "think"}]})),
+            ),
+            (
+                "reasoning_details summary",
+                delta(
+                    json!({"reasoning_details": [{"type": "reasoning.summary", "summary": "think"}]}),
+                ),
+            ),
+            (
+                "reasoning and reasoning_details together count once",
+                delta(
+                    json!({"reasoning": "think", "reasoning_details": [{"type": "reasoning.text", "text": "think"}]}),
+                ),
+            ),
+            (
+                "encrypted details and empty strings are not text",
+                delta(json!({"reasoning_content": "", "reasoning_details": [
+                    {"type": "reasoning.encrypted", "data": "xyz"},
+                    {"type": "reasoning.text", "text": "think"},
+                ]})),
+            ),
+        ];
+        for (name, chunk) in cases {
+            let (events, outcome) = fold(&[chunk, text_chunk("ok")], false);
+            assert_eq!(events[..2], [thought("think"), text("ok")], "{name}");
+            assert_eq!(outcome.reasoning, "think", "{name}");
+        }
+    }
+
+    #[test]
+    fn send_reasoning_decides_whether_the_message_keeps_it() {
+        let chunks = [
+            json!({"choices": [{"delta": {"reasoning_content": "hmm"}}]}),
+            text_chunk("answer"),
+        ];
+        let (_, off) = fold(&chunks, false);
+        assert_eq!(
+            off.message,
+            json!({"role": "assistant", "content": "answer"})
+        );
+        let (_, on) = fold(&chunks, true);
+        assert_eq!(
+            on.message,
+            json!({"role": "assistant", "content": "answer", "reasoning_content": "hmm"})
+        );
+        let (_, none) = fold(&[text_chunk("answer")], true);
+        assert_eq!(
+            none.message,
+            json!({"role": "assistant", "content": "answer"})
+        );
+    }
+
+    #[test]
+    fn an_empty_reply_has_empty_string_content() {
+        let (_, outcome) = fold(&[], false);
+        assert_eq!(outcome.message, json!({"role": "assistant", "content": ""}));
+    }
+
+    #[test]
+    fn lenient_about_types_strict_about_json() {
+        let mut fold = Fold::new();
+        let mut events = Vec::new();
+        let mut emit = |event| events.push(event);
+        let odd = json!({"choices": [{"delta": {"content": 5, "reasoning": {"x": [1]}, "tool_calls": null},
+                                      "finish_reason": null}], "usage": null});
+        fold.push_json(&odd.to_string(), &mut emit)
+            .expect("odd types are absent");
+        fold.push_value(&odd, &mut emit)
+            .expect("the same from a value");
+        let error = fold
+            .push_json("{\"choices\": [", &mut emit)
+            .expect_err("bad JSON");
+        assert!(
+            matches!(&error, FoldError::Malformed { chunk, .. } if chunk == "{\"choices\": ["),
+            "{error}"
+        );
+        assert!(fold.push_json("{\"choices\": 3}", &mut emit).is_err());
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_provider_error_chunk_fails_with_its_message() {
+        let mut fold = Fold::new();
+        let chunk = json!({"error": {"code": 502, "message": "upstream died"}, "choices": []});
+        let error = fold
+            .push_json(&chunk.to_string(), &mut |_| {})
+            .expect_err("fails");
+        assert_eq!(
+            error,
+            FoldError::Provider {
+                message: "upstream died".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_partial_outcome_keeps_text_and_drops_tool_calls() {
+        let mut fold = Fold::new();
+        let mut emit = |_| {};
+        fold.push_json(&text_chunk("part").to_string(), &mut emit)
+            .expect("folds");
+        let fragment = json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "bash"}}]}}]});
+        fold.push_json(&fragment.to_string(), &mut emit)
+            .expect("folds");
+        assert!(fold.has_output());
+        let outcome = fold.into_partial(true);
+        assert_eq!(
+            outcome.message,
+            json!({"role": "assistant", "content": "part"})
+        );
+        assert!(outcome.tool_calls.is_empty());
+        assert!(outcome.cancelled);
+    }
+}

@@ -1,0 +1,183 @@
+//! The request a call sends: its URL and its JSON body. Pure functions.
+//!
+//! The body is `{model, messages, stream: true, stream_options: {include_usage: true}}`, plus
+//! `tools: [{type: "function", function: {name, description, parameters}}]` only when there are
+//! tools, plus the fields of `llm.extra-body`. The client owns the fields listed in
+//! [`RESERVED_BODY_KEYS`]: an extra field of the same name is dropped with a warning, because
+//! overriding them would break the call (`stream: false`), silently change the model or the
+//! transcript, or bypass the tool table. There is no `tool_choice`, temperature or token limit
+//! unless `extra_body` adds one.
+//!
+//! It knows nothing of headers, keys or the network.
+//!
+//! Compare with pi: the OpenAI-completions provider builds the same body, adjusted by per-model
+//! `compat` flags; here such adjustments go through `extra_body`.
+//! Compare with oml.clj: `oml.llm/request-body` (same shape; `extra_body` is new).
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::{Map, Value};
+
+use super::{ChatRequest, ToolSpec};
+
+/// Top-level body fields the client always sets itself and `extra_body` cannot replace.
+pub const RESERVED_BODY_KEYS: [&str; 5] =
+    ["model", "messages", "stream", "stream_options", "tools"];
+
+/// `POST` target for a base URL: trailing slashes removed, `/chat/completions` appended.
+pub fn chat_completions_url(base_url: &str) -> String {
+    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+}
+
+/// The JSON body for `model` and `request`, with `extra` merged in after the client's fields.
+pub fn encode_body(
+    model: &str,
+    request: &ChatRequest,
+    extra: &Map<String, Value>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let ignored: Vec<&str> = extra
+        .keys()
+        .map(String::as_str)
+        .filter(|key| RESERVED_BODY_KEYS.contains(key))
+        .collect();
+    if !ignored.is_empty() {
+        tracing::warn!(
+            ?ignored,
+            "llm.extra-body cannot replace fields the client sets; ignored"
+        );
+    }
+    let body = Body {
+        model,
+        messages: &request.messages,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools: (!request.tools.is_empty())
+            .then(|| request.tools.iter().map(WireTool::from).collect()),
+        extra: Extra(extra),
+    };
+    serde_json::to_vec(&body)
+}
+
+// --- private: wire shapes
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: &'a [Value],
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(flatten)]
+    extra: Extra<'a>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> From<&'a ToolSpec> for WireTool<'a> {
+    fn from(tool: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        }
+    }
+}
+
+/// The extra fields without the reserved ones.
+struct Extra<'a>(&'a Map<String, Value>);
+
+impl Serialize for Extra<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.0 {
+            if !RESERVED_BODY_KEYS.contains(&key.as_str()) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(request: &ChatRequest, extra: Value) -> Value {
+        let extra = extra.as_object().cloned().unwrap_or_default();
+        let bytes = encode_body("m", request, &extra).expect("encodes");
+        serde_json::from_slice(&bytes).expect("valid JSON")
+    }
+
+    #[test]
+    fn urls_lose_trailing_slashes() {
+        for base in ["http://h/v1", "http://h/v1/", "http://h/v1//"] {
+            assert_eq!(chat_completions_url(base), "http://h/v1/chat/completions");
+        }
+    }
+
+    #[test]
+    fn the_body_in_field_order_without_tools() {
+        let request = ChatRequest {
+            messages: vec![json!({"role": "user", "content": "hi"})],
+            ..ChatRequest::default()
+        };
+        let encoded = encode_body("m", &request, &Map::new()).expect("encodes");
+        assert_eq!(
+            String::from_utf8(encoded).expect("utf-8"),
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+    }
+
+    #[test]
+    fn tools_are_wrapped_as_functions() {
+        let request = ChatRequest {
+            tools: vec![ToolSpec {
+                name: "read".into(),
+                description: "Read a file.".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            ..ChatRequest::default()
+        };
+        assert_eq!(
+            body(&request, json!({}))["tools"],
+            json!([{"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {"type": "object"}}}])
+        );
+    }
+
+    #[test]
+    fn extra_fields_are_merged_but_cannot_replace_ours() {
+        let got = body(
+            &ChatRequest::default(),
+            json!({"temperature": 0.2, "stream": false, "model": "other", "tools": [], "reasoning": {"effort": "high"}}),
+        );
+        assert_eq!(got["temperature"], json!(0.2));
+        assert_eq!(got["reasoning"], json!({"effort": "high"}));
+        assert_eq!(got["stream"], json!(true));
+        assert_eq!(got["model"], json!("m"));
+        assert!(got.get("tools").is_none());
+    }
+}

@@ -1,0 +1,459 @@
+//! A fake OpenAI-compatible `/chat/completions` server over real TCP, for tests.
+//!
+//! It listens on `127.0.0.1` on a random port and runs on its own thread with its own tokio
+//! runtime, so it serves equally well a `#[tokio::test]`, a plain `#[test]`, and a test that
+//! spawns the real `oml` binary with `OPENAI_BASE_URL` set to [`FakeModel::base_url`]. Each
+//! request takes the next scripted [`Reply`] and is recorded ([`FakeModel::requests`]); when the
+//! script is exhausted it answers HTTP 500 `fake-model: no scripted response left`. More replies
+//! can be queued at any time with [`FakeModel::push`].
+//!
+//! A streamed reply is a list of [`Step`]s. The response headers are written just before the
+//! first byte of the body, so a reply that starts with [`Step::Hang`] or [`Step::Sleep`] keeps the
+//! client waiting for headers, and one that starts with [`Step::Drop`] closes the connection
+//! before any response. The body uses chunked transfer encoding, so a [`Step::Drop`] is seen by
+//! the client as a broken stream, not as a normal end. `data: [DONE]` ends every reply that runs
+//! to its end. Every response says `Connection: close`.
+//!
+//! It knows nothing of oml; only the OpenAI wire format.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// The longest a [`Step::Hang`] lasts when the server is not dropped first.
+pub const MAX_HANG: Duration = Duration::from_secs(30);
+/// Requests with a larger header block are refused.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+const EXHAUSTED: &str = "fake-model: no scripted response left";
+
+/// One piece of a streamed reply.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Sent as `data: <json>\n\n`.
+    Chunk(Value),
+    /// Sent exactly as given (malformed lines, comments, CRLF, odd framing).
+    Raw(String),
+    /// Pause for this many milliseconds.
+    Sleep(u64),
+    /// Stall until the server is dropped (at most [`MAX_HANG`]).
+    Hang,
+    /// Close the connection abruptly: no more steps, no `[DONE]`.
+    Drop,
+    /// End the body properly but without `[DONE]`; no more steps.
+    End,
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// `200 text/event-stream` with these steps, then `data: [DONE]`.
+    Stream(Vec<Step>),
+    /// An HTTP error with a body and an optional `Retry-After` header value.
+    Error {
+        status: u16,
+        body: String,
+        retry_after: Option<String>,
+    },
+    /// `200 application/json` with this body, as a server that ignores `stream: true` sends.
+    Json(Value),
+}
+
+impl From<Vec<Step>> for Reply {
+    fn from(steps: Vec<Step>) -> Self {
+        Reply::Stream(steps)
+    }
+}
+
+impl Reply {
+    /// An HTTP error without `Retry-After`.
+    pub fn error(status: u16, body: &str) -> Self {
+        Reply::Error {
+            status,
+            body: body.to_owned(),
+            retry_after: None,
+        }
+    }
+}
+
+/// A request as the server received it.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// The request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Header names in lowercase, in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON (a JSON string holding the raw text if it is not JSON).
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// A running fake server; dropping it stops the server and ends every hang.
+pub struct FakeModel {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    shutdown: CancellationToken,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    requests: Vec<RecordedRequest>,
+}
+
+impl FakeModel {
+    /// Start serving `replies`, one per request, in order.
+    pub fn start<R: Into<Reply>>(replies: impl IntoIterator<Item = R>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address");
+        let state = Arc::new(Mutex::new(State {
+            replies: replies.into_iter().map(Into::into).collect(),
+            requests: Vec::new(),
+        }));
+        let shutdown = CancellationToken::new();
+        let thread = {
+            let state = Arc::clone(&state);
+            let shutdown = shutdown.clone();
+            std::thread::Builder::new()
+                .name("fake-model".into())
+                .spawn(move || serve(listener, state, shutdown))
+                .expect("spawn the fake model thread")
+        };
+        Self {
+            addr,
+            state,
+            shutdown,
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>/v1`, the value for `OPENAI_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// Queue one more reply after the ones already scripted.
+    pub fn push(&self, reply: impl Into<Reply>) {
+        self.lock().replies.push_back(reply.into());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// --- chunk builders
+
+/// One `data:` chunk whose first choice has `delta` and `finish_reason`.
+pub fn delta_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake/model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    })
+}
+
+/// Content pieces, one chunk each, then a chunk with `finish_reason: "stop"`.
+pub fn text_chunks(pieces: &[&str]) -> Vec<Step> {
+    let mut steps: Vec<Step> = pieces
+        .iter()
+        .map(|piece| Step::Chunk(delta_chunk(json!({"content": piece}), None)))
+        .collect();
+    steps.push(Step::Chunk(delta_chunk(json!({}), Some("stop"))));
+    steps
+}
+
+/// One tool call: a first delta with role, id, type and name and empty arguments, then one chunk
+/// per argument fragment, then `finish_reason: "tool_calls"`.
+pub fn tool_call_chunks(id: &str, name: &str, fragments: &[&str]) -> Vec<Step> {
+    let call = |fields: Value| json!({"tool_calls": [fields]});
+    let mut steps = vec![Step::Chunk(delta_chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+        ]}),
+        None,
+    ))];
+    steps.extend(fragments.iter().map(|fragment| {
+        Step::Chunk(delta_chunk(
+            call(json!({"index": 0, "function": {"arguments": fragment}})),
+            None,
+        ))
+    }));
+    steps.push(Step::Chunk(delta_chunk(json!({}), Some("tool_calls"))));
+    steps
+}
+
+/// Reasoning pieces in the delta field `field` (`reasoning_content`, `reasoning`, or
+/// `reasoning_details`, which gets `[{type: "reasoning.text", text}]`), one chunk each.
+pub fn reasoning_chunks(field: &str, pieces: &[&str]) -> Vec<Step> {
+    pieces
+        .iter()
+        .map(|piece| {
+            let value = if field == "reasoning_details" {
+                json!([{"type": "reasoning.text", "text": piece, "format": "unknown", "index": 0}])
+            } else {
+                json!(piece)
+            };
+            let mut delta = serde_json::Map::new();
+            delta.insert(field.to_owned(), value);
+            Step::Chunk(delta_chunk(Value::Object(delta), None))
+        })
+        .collect()
+}
+
+/// A usage-only chunk with `choices: []`, as sent with `stream_options.include_usage`.
+pub fn usage_chunk(prompt: u64, completion: u64) -> Step {
+    Step::Chunk(json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }))
+}
+
+// --- the server
+
+fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, shutdown: CancellationToken) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("fake model runtime");
+    runtime.block_on(async move {
+        let listener = TcpListener::from_std(listener).expect("tokio listener");
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let state = Arc::clone(&state);
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    _ = connection(stream, state, shutdown.clone()) => {}
+                }
+            });
+        }
+    });
+    // Dropping the runtime drops every connection task, closing their sockets.
+}
+
+async fn connection(
+    mut stream: TcpStream,
+    state: Arc<Mutex<State>>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let Some(request) = read_request(&mut stream).await? else {
+        return Ok(());
+    };
+    let reply = {
+        let mut state = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.requests.push(request);
+        state.replies.pop_front()
+    };
+    match reply {
+        None => write_error(&mut stream, 500, EXHAUSTED, None).await,
+        Some(Reply::Error {
+            status,
+            body,
+            retry_after,
+        }) => write_error(&mut stream, status, &body, retry_after.as_deref()).await,
+        Some(Reply::Json(body)) => {
+            let body = body.to_string();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            stream.shutdown().await
+        }
+        Some(Reply::Stream(steps)) => write_stream(&mut stream, steps, &shutdown).await,
+    }
+}
+
+async fn write_stream(
+    stream: &mut TcpStream,
+    steps: Vec<Step>,
+    shutdown: &CancellationToken,
+) -> std::io::Result<()> {
+    let mut headers_sent = false;
+    for step in steps {
+        let data = match step {
+            Step::Chunk(value) => format!("data: {value}\n\n"),
+            Step::Raw(text) => text,
+            Step::Sleep(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                continue;
+            }
+            Step::Hang => {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(MAX_HANG) => continue,
+                }
+            }
+            Step::Drop => return Ok(()),
+            Step::End => {
+                if !headers_sent {
+                    write_stream_head(stream).await?;
+                }
+                stream.write_all(b"0\r\n\r\n").await?;
+                return stream.shutdown().await;
+            }
+        };
+        if !headers_sent {
+            write_stream_head(stream).await?;
+            headers_sent = true;
+        }
+        write_chunk(stream, data.as_bytes()).await?;
+    }
+    if !headers_sent {
+        write_stream_head(stream).await?;
+    }
+    write_chunk(stream, b"data: [DONE]\n\n").await?;
+    stream.write_all(b"0\r\n\r\n").await?;
+    stream.shutdown().await
+}
+
+async fn write_stream_head(stream: &mut TcpStream) -> std::io::Result<()> {
+    stream
+        .write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        )
+        .await
+}
+
+/// One HTTP/1.1 body chunk; empty data is skipped (an empty chunk would end the body).
+async fn write_chunk(stream: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut framed = format!("{:x}\r\n", data.len()).into_bytes();
+    framed.extend_from_slice(data);
+    framed.extend_from_slice(b"\r\n");
+    stream.write_all(&framed).await?;
+    stream.flush().await
+}
+
+async fn write_error(
+    stream: &mut TcpStream,
+    status: u16,
+    body: &str,
+    retry_after: Option<&str>,
+) -> std::io::Result<()> {
+    let retry_after = retry_after
+        .map(|value| format!("Retry-After: {value}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 {status} Fake\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{retry_after}Connection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Read one request: the header block, then `Content-Length` bytes of body. `None` when the
+/// client closed the connection without sending a request.
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<RecordedRequest>> {
+    let mut buffer = Vec::new();
+    let mut piece = [0u8; 8192];
+    let header_end = loop {
+        if let Some(at) = find(&buffer, b"\r\n\r\n") {
+            break at;
+        }
+        if buffer.len() > MAX_HEADER_BYTES {
+            return Err(std::io::Error::other("request headers too large"));
+        }
+        let read = stream.read(&mut piece).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        buffer.extend_from_slice(&piece[..read]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split_whitespace();
+    let method = request_line.next().unwrap_or_default().to_owned();
+    let path = request_line.next().unwrap_or_default().to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buffer[header_end + 4..].to_vec();
+    while body.len() < length {
+        let read = stream.read(&mut piece).await?;
+        if read == 0 {
+            break;
+        }
+        body.extend_from_slice(&piece[..read]);
+    }
+    body.truncate(length);
+    let body = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    Ok(Some(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+    }))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
