@@ -5,9 +5,10 @@
 //! files, bounded output, and killing whole process trees.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use oml::tools::{self, ReadLimits, ToolOutput};
+use oml::tools::{self, Edit, FileDiff, ReadLimits, ToolOutput};
 use tempfile::TempDir;
 
 // --- helpers
@@ -20,6 +21,25 @@ fn put(dir: &TempDir, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
     let path = dir.path().join(name);
     fs::write(&path, content).expect("writing a fixture");
     path
+}
+
+fn contents(path: &Path) -> String {
+    fs::read_to_string(path).expect("reading back a file")
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("listing a directory")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 fn ok(text: &str) -> ToolOutput {
@@ -206,4 +226,372 @@ fn read_refuses_binary_files_but_not_a_character_cut_by_the_sniff() {
 
     let out = tools::read(&straddle, Some(2), None, &limits);
     assert_eq!(out, ok("     2\tz"));
+}
+
+// --- write
+
+#[test]
+fn write_creates_parents_and_reports_utf8_bytes() {
+    let dir = temp();
+    let path = dir.path().join("a/b/c.txt");
+    let out = tools::write(&path, "héllo");
+    let expected = ok(&format!("Wrote 6 bytes to {}", path.display())).with_diff(FileDiff {
+        path: path.clone(),
+        old_text: None,
+        new_text: "héllo".into(),
+    });
+    assert_eq!(out, expected);
+    assert_eq!(contents(&path), "héllo");
+
+    let out = tools::write(&path, "new");
+    assert_eq!(
+        out.diff.and_then(|d| d.old_text).as_deref(),
+        Some("héllo"),
+        "overwriting reports the old text"
+    );
+    assert_eq!(contents(&path), "new");
+    assert_eq!(
+        names_in(&path.with_file_name("")),
+        ["c.txt"],
+        "no temporary files"
+    );
+}
+
+#[test]
+fn write_keeps_an_executable_executable() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp();
+    let path = put(&dir, "run.sh", "#!/bin/sh\n");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = tools::write(&path, "#!/bin/sh\necho hi\n");
+    assert!(!out.is_error, "{}", out.content);
+    let mode = fs::metadata(&path).expect("metadata").permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+}
+
+#[test]
+fn write_onto_a_directory_fails_and_leaves_it_alone() {
+    let dir = temp();
+    let target = dir.path().join("sub");
+    fs::create_dir(&target).expect("mkdir");
+    put(&dir, "sub/inside.txt", "kept");
+    let out = tools::write(&target, "text");
+    assert_eq!(out, err(&format!("Is a directory: {}", target.display())));
+    assert_eq!(contents(&target.join("inside.txt")), "kept");
+    assert_eq!(names_in(dir.path()), ["sub"]);
+}
+
+/// A directory in which no file can be created: mode 0555, or, for root (who ignores modes),
+/// the immutable attribute. Undone on drop.
+struct Unwritable {
+    dir: PathBuf,
+    immutable: bool,
+}
+
+impl Unwritable {
+    fn make(dir: &Path) -> Option<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        let can_create = || {
+            let probe = dir.join(".probe");
+            let created = fs::write(&probe, "").is_ok();
+            let _ = fs::remove_file(&probe);
+            created
+        };
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).ok()?;
+        if !can_create() {
+            return Some(Self {
+                dir: dir.to_path_buf(),
+                immutable: false,
+            });
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).ok()?;
+        let chattr = |flag: &str| {
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if chattr("+i") && !can_create() {
+            return Some(Self {
+                dir: dir.to_path_buf(),
+                immutable: true,
+            });
+        }
+        chattr("-i");
+        None
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.immutable {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.dir)
+                .status();
+        } else {
+            let _ = fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+#[test]
+fn write_and_edit_in_an_unwritable_directory_fail_and_leave_the_original() {
+    let dir = temp();
+    let locked = dir.path().join("locked");
+    fs::create_dir(&locked).expect("mkdir");
+    let path = locked.join("f.txt");
+    fs::write(&path, "original\n").expect("fixture");
+    let Some(_unwritable) = Unwritable::make(&locked) else {
+        eprintln!("skipped: cannot make a directory unwritable here (root without chattr)");
+        return;
+    };
+    let prefix = format!("Cannot create a temporary file in {}: ", locked.display());
+
+    let out = tools::write(&path, "replaced\n");
+    assert!(
+        out.is_error && out.content.starts_with(&prefix),
+        "{}",
+        out.content
+    );
+    let out = tools::edit(&path, &[edit("original", "edited")]);
+    assert!(
+        out.is_error && out.content.starts_with(&prefix),
+        "{}",
+        out.content
+    );
+
+    assert_eq!(contents(&path), "original\n");
+    assert_eq!(names_in(&locked), ["f.txt"]);
+}
+
+// --- edit
+
+fn edit(old: &str, new: &str) -> Edit {
+    Edit {
+        old_text: old.into(),
+        new_text: new.into(),
+    }
+}
+
+#[test]
+fn edit_requires_a_unique_match() {
+    let dir = temp();
+    let path = put(&dir, "f.txt", "one\ntwo\ntwo\nthree\n");
+    let f = path.display();
+
+    let out = tools::edit(&path, &[edit("four", "4")]);
+    let expected =
+        format!("old_text not found in {f}. It must match the file exactly, including whitespace.");
+    assert_eq!(out, err(&expected));
+
+    let out = tools::edit(&path, &[edit("two", "2")]);
+    let expected = format!(
+        "old_text matches 2 times in {f}. Include more surrounding context so it matches exactly once."
+    );
+    assert_eq!(out, err(&expected));
+    assert_eq!(
+        contents(&path),
+        "one\ntwo\ntwo\nthree\n",
+        "unchanged after failures"
+    );
+
+    let out = tools::edit(&path, &[edit("two\nthree", "2\n3")]);
+    assert!(
+        out.content.starts_with(&format!("Edited {f}\n")),
+        "{}",
+        out.content
+    );
+    assert!(!out.is_error);
+    assert_eq!(contents(&path), "one\ntwo\n2\n3\n");
+}
+
+#[test]
+fn edit_returns_a_unified_diff_and_the_whole_change() {
+    let dir = temp();
+    let text: String = (1..=20).map(|n| format!("line {n}\n")).collect();
+    let path = put(&dir, "f.txt", &text);
+    let out = tools::edit(
+        &path,
+        &[
+            edit("line 3\n", "line three\n"),
+            edit("line 18\nline 19\n", ""),
+        ],
+    );
+    let expected = format!(
+        "Edited {}\n\
+         @@ -1,6 +1,6 @@\n line 1\n line 2\n-line 3\n+line three\n line 4\n line 5\n line 6\n\
+         @@ -15,6 +15,4 @@\n line 15\n line 16\n line 17\n-line 18\n-line 19\n line 20",
+        path.display()
+    );
+    let new_text = text
+        .replace("line 3\n", "line three\n")
+        .replace("line 18\nline 19\n", "");
+    let diff = FileDiff {
+        path: path.clone(),
+        old_text: Some(text),
+        new_text: new_text.clone(),
+    };
+    assert_eq!(out, ok(&expected).with_diff(diff));
+    assert_eq!(contents(&path), new_text);
+}
+
+#[test]
+fn edit_failures_name_the_edit_and_change_nothing() {
+    let dir = temp();
+    let original = "alpha beta gamma delta\n";
+    let path = put(&dir, "f.txt", original);
+    let f = path.display().to_string();
+    let cases = [
+        (
+            vec![edit("alpha", "A"), edit("omega", "O")],
+            format!(
+                "edit 2: old_text not found in {f}. It must match the file exactly, including whitespace."
+            ),
+        ),
+        (
+            vec![edit("a", "A"), edit("beta", "B")],
+            format!(
+                "edit 1: old_text matches 6 times in {f}. Include more surrounding context so it matches exactly once."
+            ),
+        ),
+        (
+            vec![
+                edit("gamma", "G"),
+                edit("alpha beta", "AB"),
+                edit("beta gamma", "BG"),
+            ],
+            format!(
+                "edits 2 and 3 overlap in {f}. Merge them into one edit, or make them replace separate text."
+            ),
+        ),
+        (
+            vec![edit("beta", "B"), edit("", "x")],
+            "edit 2: old_text must be a non-empty string".to_owned(),
+        ),
+        (
+            vec![],
+            "edits must be a non-empty list of {old_text, new_text} objects".to_owned(),
+        ),
+    ];
+    for (edits, message) in cases {
+        assert_eq!(tools::edit(&path, &edits), err(&message));
+        assert_eq!(contents(&path), original);
+    }
+}
+
+#[test]
+fn edit_applies_several_edits_against_the_original_text() {
+    let dir = temp();
+    let path = put(&dir, "f.txt", "alpha beta gamma\n");
+    // The second edit's old_text only exists before the first is applied; both are matched
+    // against the original, and adjacent (touching) edits are fine.
+    let out = tools::edit(
+        &path,
+        &[
+            edit("gamma", "alpha"),
+            edit("alpha ", "ALPHA "),
+            edit("beta", "B"),
+        ],
+    );
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(contents(&path), "ALPHA B alpha\n");
+}
+
+#[test]
+fn edit_keeps_crlf_line_endings_and_a_byte_order_mark() {
+    let dir = temp();
+    let cases = [
+        // An LF-written old_text matches CRLF text; the replacement gets CRLF.
+        (
+            "a\r\nb\r\nc\r\n",
+            edit("a\nb\n", "x\ny\nz\n"),
+            "x\r\ny\r\nz\r\nc\r\n",
+        ),
+        // CRLF in old_text works too, and untouched lines keep their bytes.
+        ("a\r\nb\r\nc\r\n", edit("b\r\nc", "B"), "a\r\nB\r\n"),
+        // Mixed endings: text outside the edit is byte-identical.
+        (
+            "a\nb\r\nc\r\nd\r\n",
+            edit("c", "C1\nC2"),
+            "a\nb\r\nC1\r\nC2\r\nd\r\n",
+        ),
+        // An LF file stays LF, even when new_text arrives with CRLF.
+        ("a\nb\n", edit("a", "x\r\ny"), "x\ny\nb\n"),
+        // A byte-order mark is kept and need not be matched.
+        (
+            "\u{FEFF}first\r\nsecond\r\n",
+            edit("first\nsecond", "only"),
+            "\u{FEFF}only\r\n",
+        ),
+        ("\u{FEFF}x", edit("x", "y"), "\u{FEFF}y"),
+    ];
+    for (i, (before, change, after)) in cases.into_iter().enumerate() {
+        let path = put(&dir, &format!("case{i}.txt"), before);
+        let out = tools::edit(&path, std::slice::from_ref(&change));
+        assert!(!out.is_error, "{before:?}: {}", out.content);
+        assert_eq!(contents(&path), after, "editing {before:?} with {change:?}");
+    }
+}
+
+#[test]
+fn edit_shows_line_endings_as_lf_in_its_diff() {
+    let dir = temp();
+    let path = put(&dir, "f.txt", "a\r\nb\r\n");
+    let out = tools::edit(&path, &[edit("b", "c")]);
+    let expected = format!("Edited {}\n@@ -1,2 +1,2 @@\n a\n-b\n+c", path.display());
+    assert_eq!(out.content, expected);
+}
+
+#[test]
+fn edit_refuses_missing_files_directories_and_non_text() {
+    let dir = temp();
+    let missing = dir.path().join("missing.txt");
+    let binary = put(&dir, "bin.dat", b"\xff\xfeold");
+    let cases = [
+        (
+            missing.clone(),
+            format!("File not found: {}", missing.display()),
+        ),
+        (
+            dir.path().to_path_buf(),
+            format!("File not found: {}", dir.path().display()),
+        ),
+        (
+            binary.clone(),
+            format!(
+                "Cannot edit {}: it is not valid UTF-8 text",
+                binary.display()
+            ),
+        ),
+    ];
+    for (path, message) in cases {
+        assert_eq!(tools::edit(&path, &[edit("old", "new")]), err(&message));
+    }
+}
+
+#[test]
+fn edit_is_quick_on_a_ten_megabyte_file() {
+    let dir = temp();
+    let text: String = (0..400_000)
+        .map(|n| format!("row {n:>8} abcdefghij\n"))
+        .collect();
+    let path = put(&dir, "big.txt", &text);
+    let started = Instant::now();
+    let out = tools::edit(&path, &[edit("row   200000 ", "ROW   200000 ")]);
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .contains("-row   200000 abcdefghij\n+ROW   200000 abcdefghij")
+    );
+    assert!(out.content.starts_with(&format!(
+        "Edited {}\n@@ -199998,7 +199998,7 @@",
+        path.display()
+    )));
+    // Generous: this is a smoke check, the benchmark measures.
+    assert!(started.elapsed() < Duration::from_secs(10));
 }

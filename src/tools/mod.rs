@@ -16,15 +16,21 @@
 //! `bash.ts`, `truncate.ts`).
 //! Compare with oml.clj: `src/oml/tools.clj` and `oml.session/resolve-path`.
 
+pub mod edit;
 pub mod path;
 pub mod read;
 pub mod truncate;
+pub mod write;
+
+mod atomic;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use edit::{Edit, edit, parse_edit_args};
 pub use path::resolve_path;
 pub use read::{ReadLimits, read};
+pub use write::write;
 
 /// Characters `read` returns at most; the **head** (beginning) of the numbered text is kept and
 /// the rest is reported as `[output truncated: K more characters]`.
