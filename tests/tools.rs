@@ -8,6 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use oml::cancel::CancelToken;
 use oml::tools::{self, Edit, FileDiff, ReadLimits, ToolOutput};
 use tempfile::TempDir;
 
@@ -594,4 +595,263 @@ fn edit_is_quick_on_a_ten_megabyte_file() {
     )));
     // Generous: this is a smoke check, the benchmark measures.
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+// --- bash
+
+/// Whether `pid` is a live process (a zombie is dead: it only waits to be reaped).
+fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+/// Wait until none of `pids` is alive, up to `limit`; the ones still alive.
+fn survivors(pids: &[i32], limit: Duration) -> Vec<i32> {
+    let started = Instant::now();
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+        if left.is_empty() || started.elapsed() > limit {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids a command wrote to `file`, one per line, once there are `n` of them.
+async fn wait_for_pids(file: &Path, n: usize) -> Vec<i32> {
+    for _ in 0..250 {
+        if let Ok(text) = fs::read_to_string(file) {
+            let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.len() >= n {
+                return pids;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the command did not write {n} pids to {}", file.display());
+}
+
+async fn run_bash(command: &str, cwd: &Path) -> ToolOutput {
+    let cancel = CancelToken::new();
+    tools::bash(
+        command,
+        cwd,
+        Duration::from_secs(20),
+        tools::BASH_MAX_CHARS,
+        &cancel,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn bash_output_exit_and_timeout() {
+    let dir = temp();
+    assert_eq!(
+        run_bash("echo out; echo err >&2", dir.path()).await,
+        ok("out\nerr")
+    );
+    let out = run_bash("exit 3", dir.path()).await;
+    assert!(
+        out.is_error && out.content.contains("[exit code 3]"),
+        "{out:?}"
+    );
+
+    let started = Instant::now();
+    let cancel = CancelToken::new();
+    let out = tools::bash(
+        "sleep 30",
+        dir.path(),
+        Duration::from_millis(500),
+        1000,
+        &cancel,
+    )
+    .await;
+    assert_eq!(out, err("[command timed out after 0.5s]"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn bash_cancel_kills_the_command() {
+    let dir = temp();
+    let cancel = CancelToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = tools::bash(
+        "echo started; sleep 30",
+        dir.path(),
+        Duration::from_secs(60),
+        1000,
+        &cancel,
+    )
+    .await;
+    assert_eq!(out, err("started\n[cancelled]"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn bash_results_match_the_original() {
+    let dir = temp();
+    let cwd = dir.path().display().to_string();
+    let cases = [
+        ("echo out; echo err >&2; echo out2", ok("out\nerr\nout2")),
+        ("true", ok("(no output)")),
+        ("printf '   \\n\\n'", ok("(no output)")),
+        ("printf '  indented  \\n\\n\\n'", ok("  indented")),
+        ("echo hi; exit 2", err("hi\n[exit code 2]")),
+        (
+            "printf '\\n\\n  spaced\\n'; exit 1",
+            err("spaced\n[exit code 1]"),
+        ),
+        ("kill -9 $$", err("[exit code 137]")),
+        ("cat; echo stdin-was-empty", ok("stdin-was-empty")),
+        ("pwd", ok(&cwd)),
+        ("printf 'caf\\xe9'", ok("caf\u{FFFD}")),
+        ("  ", err("command is required")),
+    ];
+    for (command, expected) in cases {
+        assert_eq!(
+            run_bash(command, dir.path()).await,
+            expected,
+            "running {command:?}"
+        );
+    }
+    let missing = dir.path().join("missing");
+    let cancel = CancelToken::new();
+    let out = tools::bash("true", &missing, Duration::from_secs(5), 100, &cancel).await;
+    assert_eq!(
+        out,
+        err(&format!(
+            "Working directory not found: {}",
+            missing.display()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn bash_keeps_the_tail_of_ten_megabytes_of_output() {
+    let dir = temp();
+    let out = run_bash("yes abcdefghi | head -n 1000000; echo END", dir.path()).await;
+    let whole_tail = format!("{}END", "abcdefghi\n".repeat(5001));
+    let tail = &whole_tail[whole_tail.len() - tools::BASH_MAX_CHARS..];
+    let expected = format!(
+        "[output truncated: first {} characters dropped]\n{tail}",
+        10_000_003 - tools::BASH_MAX_CHARS
+    );
+    assert_eq!(out, ok(&expected));
+}
+
+#[tokio::test]
+async fn bash_cancel_kills_grandchildren() {
+    let dir = temp();
+    let pids = dir.path().join("pids");
+    let command = "sleep 30 & echo $! >> pids; (sleep 30 & echo $! >> pids; wait) & wait";
+    let cancel = CancelToken::new();
+    let run = tools::bash(command, dir.path(), Duration::from_secs(60), 1000, &cancel);
+    let watcher = async {
+        let found = wait_for_pids(&pids, 2).await;
+        cancel.cancel();
+        found
+    };
+    let (out, found) = tokio::join!(run, watcher);
+    assert_eq!(out, err("[cancelled]"));
+    assert_eq!(survivors(&found, Duration::from_secs(2)), Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn bash_timeout_kills_a_grandchild_that_ignores_sigterm() {
+    let dir = temp();
+    let command = "(trap '' TERM; exec sleep 30) & echo $! > pids; wait";
+    let cancel = CancelToken::new();
+    let started = Instant::now();
+    let out = tools::bash(
+        command,
+        dir.path(),
+        Duration::from_millis(700),
+        1000,
+        &cancel,
+    )
+    .await;
+    assert_eq!(out, err("[command timed out after 0.7s]"));
+    let found = wait_for_pids(&dir.path().join("pids"), 1).await;
+    assert_eq!(survivors(&found, Duration::from_secs(1)), Vec::<i32>::new());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn bash_returns_although_a_background_process_holds_the_pipe() {
+    let dir = temp();
+    let started = Instant::now();
+    let out = run_bash("sleep 30 & echo $!", dir.path()).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let pid: i32 = out.content.trim().parse().expect("the background pid");
+    assert!(!out.is_error);
+    // It was asked to run in the background, so it still does; clean it up.
+    assert!(alive(pid));
+    // SAFETY: a plain kill of the process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[tokio::test]
+async fn bash_killed_by_dropping_its_future_leaves_no_process() {
+    let dir = temp();
+    let pids = dir.path().join("pids");
+    let cancel = CancelToken::new();
+    let run = tools::bash(
+        "sleep 30 & echo $! > pids; wait",
+        dir.path(),
+        Duration::from_secs(60),
+        100,
+        &cancel,
+    );
+    let found = tokio::select! {
+        _ = run => panic!("the command should still be running"),
+        found = wait_for_pids(&pids, 1) => found,
+    };
+    assert_eq!(survivors(&found, Duration::from_secs(2)), Vec::<i32>::new());
+}
+
+/// Run by `bash_never_writes_to_our_stdout` in a child test process; it passes on its own too.
+#[tokio::test]
+#[ignore = "run in a child process by bash_never_writes_to_our_stdout"]
+async fn bash_child_process_probe() {
+    let dir = temp();
+    let out = run_bash("echo probe-7c1e-out; echo probe-7c1e-err >&2", dir.path()).await;
+    assert_eq!(out, ok("probe-7c1e-out\nprobe-7c1e-err"));
+}
+
+#[test]
+fn bash_never_writes_to_our_stdout() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "bash_child_process_probe",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .expect("running the test binary");
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("1 passed"), "the probe ran: {stdout}");
+    assert!(
+        !stdout.contains("probe-7c1e"),
+        "bash output leaked to stdout: {stdout}"
+    );
+    assert!(
+        !stderr.contains("probe-7c1e"),
+        "bash output leaked to stderr: {stderr}"
+    );
 }

@@ -16,6 +16,7 @@
 //! `bash.ts`, `truncate.ts`).
 //! Compare with oml.clj: `src/oml/tools.clj` and `oml.session/resolve-path`.
 
+pub mod bash;
 pub mod edit;
 pub mod path;
 pub mod read;
@@ -27,6 +28,7 @@ mod atomic;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use bash::bash;
 pub use edit::{Edit, edit, parse_edit_args};
 pub use path::resolve_path;
 pub use read::{ReadLimits, read};
