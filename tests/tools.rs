@@ -203,6 +203,24 @@ fn read_reports_missing_files_and_directories() {
 }
 
 #[test]
+fn read_and_write_refuse_a_fifo_instead_of_hanging() {
+    let dir = temp();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(made, "mkfifo failed");
+    let message = format!("Cannot read {}: not a regular file", fifo.display());
+    assert_eq!(
+        tools::read(&fifo, None, None, &ReadLimits::default()),
+        err(&message)
+    );
+    let message = format!("Cannot write {}: not a regular file", fifo.display());
+    assert_eq!(tools::write(&fifo, "x"), err(&message));
+}
+
+#[test]
 fn read_refuses_binary_files_but_not_a_character_cut_by_the_sniff() {
     let dir = temp();
     let nul = put(&dir, "nul.bin", b"abc\0def");

@@ -200,9 +200,11 @@ fn scan(reader: &mut impl BufRead, window: Window, max_chars: usize) -> io::Resu
     loop {
         number += 1;
         let store = window.contains(number);
-        // Four bytes per character still to keep is enough to fill the cap.
+        // A character is at most four bytes, so this fills what is left of the cap. A character
+        // cut at the end becomes one U+FFFD past the cap, and its other bytes count as nothing,
+        // so the character count stays right.
         let keep = if store {
-            body.room().saturating_mul(4).saturating_add(4)
+            body.room().saturating_mul(4)
         } else {
             0
         };
