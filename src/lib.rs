@@ -5,16 +5,17 @@
 //!
 //! - `cli`: argument parsing and the modes (REPL, eval, run, trust, repl server/client).
 //! - `lisp`: the Fennel host — state, prelude, conversion, settings, advice, init files, REPL.
-//! - `paths`: the XDG directories oml uses.
+//! - `llm`: the streaming OpenAI-compatible chat-completions client (request, SSE, folding).
+//! - `tools`: the built-in tools `read`, `write`, `edit` and `bash` as plain Rust.
 //! - `acp`: the Agent Client Protocol; `acp::jsonrpc` is the newline-delimited JSON-RPC 2.0
 //!   transport shared by oml as agent and oml as client.
+//! - `paths`: the XDG directories oml uses.
 //! - `cancel`: the cancellation token shared by one prompt's work.
-//! - `llm`: the model client (streaming OpenAI-compatible chat completions: SSE decoding, delta
-//!   folding, retries, timeouts, cancellation).
 
 pub mod acp;
 pub mod cancel;
 pub mod cli;
 pub mod lisp;
-pub mod paths;
 pub mod llm;
+pub mod paths;
+pub mod tools;

@@ -1,0 +1,323 @@
+//! The `bash` tool: run one command with `bash -c` and return its merged output and outcome.
+//!
+//! How it runs: in the given working directory, in **its own process group** (so the whole tree
+//! can be killed at once), with stdin from `/dev/null` (our stdin may be the ACP stream) and
+//! stdout and stderr both writing into **one pipe**, so the output interleaves exactly as the
+//! command wrote it and never reaches our own stdout (the protocol stream). The pipe is read
+//! while the command runs, so a chatty command never blocks, and only the tail that will be
+//! returned is kept in memory ([`TailBuffer`]).
+//!
+//! How it ends (the original's results): exit 0 gives the right-trimmed output, or `(no output)`;
+//! a non-zero exit gives the error `<output>\n[exit code N]` (a signal-killed command reports
+//! 128 + the signal, as the JVM did); reaching `timeout` gives `<output>\n[command timed out
+//! after Xs]`; a cancel gives `<output>\n[cancelled]`. Error text has its leading whitespace
+//! trimmed. On timeout or cancel the process group gets SIGTERM and, [`BASH_KILL_GRACE`] later,
+//! SIGKILL, so children and grandchildren die even if they ignore SIGTERM. If the future is
+//! dropped mid-run, the group is killed too.
+//!
+//! After the command exits, background processes it started may still hold the pipe open; the
+//! output is then collected for at most [`BASH_DRAIN_AFTER_EXIT`] and returned. Such processes
+//! are left running (they were asked for), but lose their output pipe.
+//!
+//! It deliberately does not know about permissions, sandboxes, PTYs or streaming partial output;
+//! a process that calls `setsid` escapes the group kill.
+//!
+//! Compare with pi: `packages/coding-agent/src/core/tools/bash.ts` (tail of 2000 lines / 50 KB,
+//! process-tree kill on abort).
+//! Compare with oml.clj: `oml.tools/bash`.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use super::truncate::TailBuffer;
+use super::{ToolError, ToolOutput};
+use crate::cancel::CancelToken;
+
+/// After SIGTERM on timeout or cancel, how long the process group gets to exit before SIGKILL.
+pub const BASH_KILL_GRACE: Duration = Duration::from_millis(200);
+
+/// After the command exits (or is killed), how long to keep reading output from processes that
+/// still hold the pipe open before returning what has arrived.
+pub const BASH_DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// Run `command` with `bash -c` in `cwd`, for at most `timeout`, returning at most the last
+/// `max_chars` characters of its output; stop early, killing the process group, when `cancel`
+/// fires.
+///
+/// Never panics; every failure (a blank command, a missing directory, a failed spawn, a non-zero
+/// exit, a timeout, a cancel) is an error [`ToolOutput`].
+pub async fn bash(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    max_chars: usize,
+    cancel: &CancelToken,
+) -> ToolOutput {
+    if command.trim().is_empty() {
+        return ToolError::CommandRequired.into();
+    }
+    if !cwd.is_dir() {
+        return ToolError::NoWorkingDirectory(cwd.to_path_buf()).into();
+    }
+    match run(command, cwd, timeout, max_chars, cancel).await {
+        Ok((end, output)) => finish(end, output, timeout),
+        Err(error) => ToolError::io("run bash in", cwd, error).into(),
+    }
+}
+
+// --- private helpers
+
+/// Size of each read from the pipe.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// How often the group is checked for survivors between SIGTERM and SIGKILL.
+const KILL_POLL: Duration = Duration::from_millis(10);
+
+/// How the command ended.
+#[derive(Debug)]
+enum End {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+/// The original's result texts.
+fn finish(end: End, output: String, timeout: Duration) -> ToolOutput {
+    let suffix = match end {
+        End::Exited(status) if status.success() => {
+            let text = if output.trim().is_empty() {
+                "(no output)".to_owned()
+            } else {
+                output
+            };
+            return ToolOutput::ok(text);
+        }
+        End::Exited(status) => format!("[exit code {}]", exit_code(status)),
+        End::TimedOut => format!("[command timed out after {}s]", timeout.as_secs_f64()),
+        End::Cancelled => "[cancelled]".to_owned(),
+    };
+    ToolOutput::error(format!("{output}\n{suffix}").trim_start())
+}
+
+/// The exit code, or 128 + the signal for a command killed by one (what the JVM reported).
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
+}
+
+async fn run(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    max_chars: usize,
+    cancel: &CancelToken,
+) -> io::Result<(End, String)> {
+    let (reader, writer) = io::pipe()?;
+    let mut child = {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone()?)
+            .stderr(writer)
+            .process_group(0)
+            .kill_on_drop(true);
+        cmd.spawn()?
+        // `cmd`, holding our copies of the pipe's write end, is dropped here, so the pipe
+        // reaches end-of-file once the command's processes have closed theirs.
+    };
+    let group = GroupKiller::new(&child);
+    let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    let mut output = Output::new(max_chars);
+
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let end = loop {
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break End::Cancelled,
+            () = &mut deadline => break End::TimedOut,
+            status = child.wait() => break End::Exited(status?),
+            () = output.read(&mut pipe), if !output.eof => {}
+        }
+    };
+
+    match end {
+        End::Exited(_) => group.disarm(),
+        End::TimedOut | End::Cancelled => group.kill(&mut child, &mut output, &mut pipe).await,
+    }
+    let drain = tokio::time::sleep(BASH_DRAIN_AFTER_EXIT);
+    tokio::pin!(drain);
+    while !output.eof {
+        tokio::select! {
+            () = &mut drain => break,
+            () = output.read(&mut pipe) => {}
+        }
+    }
+    Ok((end, output.tail.finish()))
+}
+
+/// The pipe's reading side state: the bounded tail and whether the pipe has closed.
+struct Output {
+    tail: TailBuffer,
+    chunk: Vec<u8>,
+    eof: bool,
+}
+
+impl Output {
+    fn new(max_chars: usize) -> Self {
+        Self {
+            tail: TailBuffer::new(max_chars),
+            chunk: vec![0; CHUNK_BYTES],
+            eof: false,
+        }
+    }
+
+    /// Read one chunk (cancel-safe: nothing is lost if the future is dropped while waiting).
+    async fn read(&mut self, pipe: &mut pipe::Receiver) {
+        match pipe.read(&mut self.chunk).await {
+            Ok(0) => self.eof = true,
+            Ok(n) => self.tail.push_bytes(&self.chunk[..n]),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            // A broken pipe cannot yield more output; treat it as closed.
+            Err(_) => self.eof = true,
+        }
+    }
+}
+
+/// Kills the command's process group: on timeout or cancel, or when the future is dropped before
+/// the command exits.
+struct GroupKiller {
+    /// The group id (the leader's pid); `None` once disarmed or when the pid was unknown.
+    pgid: Option<libc::pid_t>,
+}
+
+impl GroupKiller {
+    fn new(child: &Child) -> Self {
+        let pgid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
+        Self { pgid }
+    }
+
+    /// The command exited by itself: leave what it left running alone.
+    fn disarm(mut self) {
+        self.pgid = None;
+    }
+
+    /// SIGTERM the group, keep reading output, and SIGKILL whatever is left after the grace.
+    async fn kill(mut self, child: &mut Child, output: &mut Output, pipe: &mut pipe::Receiver) {
+        // `pgid` stays set until SIGKILL is sent, so dropping this future midway still kills.
+        let Some(pgid) = self.pgid else {
+            return;
+        };
+        signal_group(pgid, libc::SIGTERM);
+        let grace = tokio::time::sleep(BASH_KILL_GRACE);
+        tokio::pin!(grace);
+        let mut poll = tokio::time::interval_at(Instant::now() + KILL_POLL, KILL_POLL);
+        let mut leader_reaped = false;
+        loop {
+            tokio::select! {
+                () = &mut grace => break,
+                _ = poll.tick() => {
+                    leader_reaped = leader_reaped || matches!(child.try_wait(), Ok(Some(_)));
+                    if leader_reaped && !group_exists(pgid) {
+                        self.pgid = None;
+                        return;
+                    }
+                }
+                () = output.read(pipe), if !output.eof => {}
+            }
+        }
+        signal_group(pgid, libc::SIGKILL);
+        self.pgid = None;
+        // The leader cannot outlive SIGKILL; reap it so no zombie is left behind.
+        let _ = tokio::time::timeout(BASH_KILL_GRACE, child.wait()).await;
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Send `signal` to every process in group `pgid`; a group that is already gone is fine.
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: killpg only sends a signal; it touches no memory of ours. `pgid` is the group we
+    // created for the command (its leader's pid), positive by construction.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// Whether any process (zombies included) is still in group `pgid`.
+fn group_exists(pgid: libc::pid_t) -> bool {
+    // SAFETY: as above; signal 0 only checks for existence and permission.
+    let result = unsafe { libc::killpg(pgid, 0) };
+    result == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_print_like_the_original() {
+        let cases = [
+            (Duration::from_millis(500), "[command timed out after 0.5s]"),
+            (Duration::from_secs(120), "[command timed out after 120s]"),
+            (
+                Duration::from_secs_f64(1.25),
+                "[command timed out after 1.25s]",
+            ),
+        ];
+        for (timeout, expected) in cases {
+            let out = finish(End::TimedOut, String::new(), timeout);
+            assert_eq!(out, ToolOutput::error(expected));
+        }
+    }
+
+    #[test]
+    fn results_follow_the_original_shapes() {
+        let exited = |code: i32| End::Exited(ExitStatus::from_raw(code << 8));
+        let cases = [
+            (exited(0), "  out", ToolOutput::ok("  out")),
+            (exited(0), "", ToolOutput::ok("(no output)")),
+            (exited(3), "", ToolOutput::error("[exit code 3]")),
+            (
+                exited(1),
+                "  oops",
+                ToolOutput::error("oops\n[exit code 1]"),
+            ),
+            (
+                End::Exited(ExitStatus::from_raw(9)),
+                "",
+                ToolOutput::error("[exit code 137]"),
+            ),
+            (
+                End::Cancelled,
+                "partial",
+                ToolOutput::error("partial\n[cancelled]"),
+            ),
+        ];
+        for (end, output, expected) in cases {
+            assert_eq!(
+                finish(end, output.to_owned(), Duration::from_secs(1)),
+                expected
+            );
+        }
+    }
+}

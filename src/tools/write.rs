@@ -1,0 +1,62 @@
+//! The `write` tool: create or overwrite one file with the given text.
+//!
+//! Parent directories are created. The replacement is atomic (temporary file, fsync, rename; see
+//! `atomic.rs`), keeps an existing file's permissions, and writes through symlinks. The result
+//! is the original's "Wrote N bytes to <abs>" (N in UTF-8 bytes) plus a [`FileDiff`] for the ACP
+//! tool card.
+//!
+//! It deliberately does not know about permissions to ask for, confinement, or line endings: the
+//! content is written exactly as given.
+//!
+//! Compare with pi: `packages/coding-agent/src/core/tools/write.ts`.
+//! Compare with oml.clj: `oml.tools/write`.
+
+use std::fs;
+use std::path::Path;
+
+use super::{FileDiff, ToolError, ToolOutput, atomic};
+
+/// An existing file larger than this gets no `old_text` in the diff payload: reading it would
+/// cost more than a client gains from rendering it.
+pub const WRITE_DIFF_OLD_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Write `content` to `path` (already resolved), creating parent directories.
+///
+/// Never panics; every failure is an error [`ToolOutput`] saying what failed and where.
+pub fn write(path: &Path, content: &str) -> ToolOutput {
+    match try_write(path, content) {
+        Ok(output) => output,
+        Err(error) => error.into(),
+    }
+}
+
+// --- private helpers
+
+fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
+    let existing = fs::metadata(path).ok();
+    match &existing {
+        Some(meta) if meta.is_dir() => return Err(ToolError::IsDirectory(path.to_path_buf())),
+        // A FIFO or a device would block or be replaced by a plain file; neither is a write.
+        Some(meta) if !meta.is_file() => {
+            let error = std::io::Error::other("not a regular file");
+            return Err(ToolError::io("write", path, error));
+        }
+        _ => {}
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| ToolError::io("create directory", parent, e))?;
+    }
+    let _lock = atomic::file_lock();
+    // The old text is only for the diff: a file that is not UTF-8 text gets `None`.
+    let old_text = existing
+        .filter(|meta| meta.len() <= WRITE_DIFF_OLD_MAX_BYTES)
+        .and_then(|_| fs::read(path).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    atomic::write_atomic(path, &[content.as_bytes()])?;
+    let message = format!("Wrote {} bytes to {}", content.len(), path.display());
+    Ok(ToolOutput::ok(message).with_diff(FileDiff {
+        path: path.to_path_buf(),
+        old_text,
+        new_text: content.to_owned(),
+    }))
+}
