@@ -24,9 +24,11 @@ pub struct ReadRequest {
     pub reply: oneshot::Sender<Option<String>>,
 }
 
-/// A flag that interrupts the form a REPL is running; cleared when the next form is read.
+/// Interrupts the form a REPL is running. `interrupt` stops the current form only (it is
+/// cleared when the next form is read, so a stray Ctrl-C never hits a later form); `close`
+/// stops every form from then on (the client is gone).
 #[derive(Clone, Debug, Default)]
-pub struct Interrupt(Arc<AtomicBool>);
+pub struct Interrupt(Arc<(AtomicBool, AtomicBool)>);
 
 impl Interrupt {
     pub fn new() -> Self {
@@ -34,15 +36,19 @@ impl Interrupt {
     }
 
     pub fn interrupt(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn close(&self) {
+        self.0.1.store(true, Ordering::SeqCst);
     }
 
     fn take(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
+        self.0.1.load(Ordering::SeqCst) || self.0.0.swap(false, Ordering::SeqCst)
     }
 
     fn clear(&self) {
-        self.0.store(false, Ordering::SeqCst);
+        self.0.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -266,7 +272,7 @@ local oml_scope = ...
 return function(read, write)
   fennel.repl({
     readChunk = function(state) return read((state["stack-size"] or 0) > 0) end,
-    onValues = function(xs) write(table.concat(xs, "\t") .. "\n") end,
+    onValues = function(xs) if #xs > 0 then write(table.concat(xs, "\t") .. "\n") end end,
     onError = function(kind, msg)
       local text = tostring(msg):gsub("\nstack traceback:.*", "")
       if text:match("interrupted$") then write("interrupted\n")

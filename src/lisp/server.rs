@@ -15,6 +15,8 @@
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -77,21 +79,59 @@ impl Drop for ReplServer {
 /// One client: a reader task feeding lines, a writer task draining output, and the REPL
 /// coroutine between them.
 async fn serve(lisp: Lisp, stream: UnixStream) {
+    use std::os::fd::AsRawFd as _;
+    let fd = stream.as_raw_fd();
     let (read_half, mut write_half) = stream.into_split();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
     let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
     let interrupt = Interrupt::new();
 
+    // The writer stops when told to, not when every sender is gone: Lisp closures that hold a
+    // sender live until the garbage collector runs.
+    let (finish_tx, mut finish_rx) = tokio::sync::oneshot::channel::<()>();
     let writer = tokio::spawn(async move {
-        while let Some(text) = out_rx.recv().await {
-            if write_half.write_all(text.as_bytes()).await.is_err() {
-                break;
+        loop {
+            tokio::select! {
+                biased;
+                text = out_rx.recv() => match text {
+                    Some(text) => {
+                        if write_half.write_all(text.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => break,
+                },
+                _ = &mut finish_rx => {
+                    while let Ok(text) = out_rx.try_recv() {
+                        if write_half.write_all(text.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    break;
+                }
             }
         }
+        let _ = write_half.shutdown().await;
     });
 
-    let gone = interrupt.clone();
+    // A client that goes away completely interrupts the form it left running. The check runs on
+    // a plain thread: a runaway form occupies its tokio worker, and tasks queued behind it on
+    // that worker would never get to notice. A half-close (`nc -N`, `socat`) is not a hang-up:
+    // the forms already sent still run and their output is still written.
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let gone = interrupt.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if peer_hung_up(fd, HANGUP_POLL) {
+                    gone.close();
+                    break;
+                }
+            }
+        })
+    };
     let reader = tokio::spawn(async move {
         let mut lines = BufReader::new(read_half).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -99,8 +139,6 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
                 break;
             }
         }
-        // The client went away: stop whatever it was running.
-        gone.interrupt();
     });
 
     let prompts = out_tx.clone();
@@ -121,7 +159,27 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     }
     frontend.abort();
     reader.abort();
+    let _ = finish_tx.send(());
     let _ = writer.await;
+    done.store(true, Ordering::SeqCst);
+    let _ = tokio::task::spawn_blocking(move || watchdog.join()).await;
+}
+
+/// How often the watchdog of a connection wakes to see whether the connection has ended.
+const HANGUP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether the peer of the socket `fd` has closed the connection completely (not merely its
+/// sending side).
+fn peer_hung_up(fd: std::os::fd::RawFd, wait: std::time::Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is a valid pollfd for the duration of the call; `fd` belongs to a socket
+    // that `serve` keeps open until the watchdog thread has been joined.
+    let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
+    n > 0 && (pfd.revents & (libc::POLLHUP | libc::POLLERR)) != 0
 }
 
 /// The socket `oml repl --connect` uses when none is named: the one recorded in the state dir.

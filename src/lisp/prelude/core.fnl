@@ -250,7 +250,7 @@ idempotent); its documentation and type are updated."
         (let [(d args) (fn-doc v)
               keys (oml.advice-keys* full)
               (file line) (oml.where v)]
-          (table.insert out (.. "(" full (if args (.. " " (table.concat args " ")) "") ")"))
+          (table.insert out (.. "(" full (if (and args (< 0 (length args))) (.. " " (table.concat args " ")) "") ")"))
           (table.insert out (.. "  " (: (or d "Undocumented.") :gsub "\n" "\n  ")))
           (when (< 0 (length keys))
             (table.insert out (.. "  Advised: " (fennel.view keys))))
