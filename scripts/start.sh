@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds oml (release) and starts it: with no arguments, its interactive Fennel REPL.
+# Arguments are passed to oml, e.g. `scripts/start.sh eval '(+ 1 2)'`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/setup-fennel.sh" >/dev/null
+cargo build --release --manifest-path "$root/Cargo.toml" >&2
+exec "$root/target/release/oml" "$@"
