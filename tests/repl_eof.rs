@@ -1,0 +1,45 @@
+//! The interactive REPL (`oml` with no command) ends at the end of its input: Ctrl-D on a
+//! terminal, or the end of a pipe. It used to print the last value and then hang, because its
+//! output task waited for channel senders that Lisp closures keep alive until a garbage
+//! collection.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_repl_exits_when_its_input_ends() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oml"))
+        .arg("--no-init")
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .env("XDG_RUNTIME_DIR", home.path().join("run"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("oml starts");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(b"(+ 1 2)\n(print \"done\")\n")
+        .expect("write the forms");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if child.try_wait().expect("poll the child").is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("oml did not exit within 30 s of the end of its input");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("collect output");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "3\ndone\n");
+}
