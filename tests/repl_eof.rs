@@ -1,7 +1,7 @@
-//! The interactive REPL (`oml` with no command) ends at the end of its input: Ctrl-D on a
-//! terminal, or the end of a pipe. It used to print the last value and then hang, because its
-//! output task waited for channel senders that Lisp closures keep alive until a garbage
-//! collection.
+//! The interactive REPL (`oml` with no command) ends at the end of its input (Ctrl-D on a
+//! terminal, or the end of a pipe) and at `,exit`. It used to print the last value and then hang,
+//! because its output task and its line editor waited for channels whose senders Lisp closures
+//! keep alive until a garbage collection.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -9,6 +9,20 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn the_repl_exits_when_its_input_ends() {
+    let output = run_repl(b"(+ 1 2)\n(print \"done\")\n");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "3\ndone\n");
+}
+
+#[test]
+fn the_repl_exits_at_the_exit_command() {
+    let output = run_repl(b"(+ 1 2)\n,exit\n(print \"not evaluated\")\n");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "3\n");
+}
+
+/// Run `oml --no-init` with `input` on stdin; fail if it has not exited 30 s later.
+fn run_repl(input: &[u8]) -> std::process::Output {
     let home = tempfile::tempdir().expect("temp dir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_oml"))
         .arg("--no-init")
@@ -25,7 +39,7 @@ fn the_repl_exits_when_its_input_ends() {
         .stdin
         .take()
         .expect("piped stdin")
-        .write_all(b"(+ 1 2)\n(print \"done\")\n")
+        .write_all(input)
         .expect("write the forms");
 
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -39,7 +53,5 @@ fn the_repl_exits_when_its_input_ends() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let output = child.wait_with_output().expect("collect output");
-    assert!(output.status.success(), "{output:?}");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "3\ndone\n");
+    child.wait_with_output().expect("collect output")
 }

@@ -212,7 +212,24 @@ pub async fn interactive(
         }
     });
 
-    // rustyline blocks, so the editor lives on its own thread and answers read requests.
+    // rustyline blocks, so the editor lives on its own thread and answers read requests. They
+    // reach it through a plain channel that closes when the conversation ends (`,exit`, Ctrl-D):
+    // the REPL's own channel never closes by itself, for the same reason as the writer's.
+    let (editor_tx, editor_rx) = std::sync::mpsc::channel::<ReadRequest>();
+    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+    let forward = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                req = reads_rx.recv() => {
+                    let Some(req) = req else { break };
+                    if editor_tx.send(req).is_err() {
+                        break;
+                    }
+                }
+                _ = &mut stop_rx => break,
+            }
+        }
+    });
     let editor_thread = std::thread::spawn(move || {
         let config = rustyline::Config::builder()
             .max_history_size(history_size)
@@ -230,7 +247,7 @@ pub async fn interactive(
         if let Some(h) = &history {
             let _ = editor.load_history(h);
         }
-        while let Some(req) = reads_rx.blocking_recv() {
+        while let Ok(req) = editor_rx.recv() {
             let answer = loop {
                 match editor.readline(prompt(req.continuation)) {
                     Ok(line) => {
@@ -262,6 +279,8 @@ pub async fn interactive(
     sigint.abort();
     let _ = finish_tx.send(());
     let _ = writer.await;
+    let _ = stop_tx.send(());
+    let _ = forward.await;
     let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
     result
 }
