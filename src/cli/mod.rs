@@ -322,7 +322,13 @@ fn report_lisp_error(e: &crate::lisp::LispError) -> i32 {
     if let Some(code) = e.exit_status() {
         return code;
     }
-    eprintln!("error: {e}");
+    // Lua's stack traceback only helps when debugging oml itself (OML_LOG=debug shows it).
+    let text = e.to_string();
+    let shown = match text.find("\nstack traceback:") {
+        Some(i) if !tracing::enabled!(tracing::Level::DEBUG) => &text[..i],
+        _ => &text,
+    };
+    eprintln!("error: {shown}");
     status::ERROR
 }
 
