@@ -18,6 +18,7 @@
 //! Compare with oml.clj: `src/oml/agent.clj` (the same steps as vars).
 
 mod bind;
+mod chat_fallback;
 pub use bind::install_reload;
 pub mod session;
 
@@ -114,6 +115,7 @@ impl Agent {
             lisp.declare_setting(&decl)?;
         }
         bind::install(lisp, sessions.clone())?;
+        chat_fallback::install_if_missing(lisp)?;
         lisp.lua()
             .load(AGENT_BYTECODE)
             .set_name(format!("@{AGENT_FILE}"))
