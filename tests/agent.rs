@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 use support::fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks};
 
 /// A throw-away home, config, state and project directory.
-pub struct Env {
+struct Env {
     _root: tempfile::TempDir,
-    pub root: PathBuf,
-    pub project: PathBuf,
+    root: PathBuf,
+    project: PathBuf,
 }
 
 impl Env {
-    pub fn new() -> Env {
+    fn new() -> Env {
         let root_dir = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(root_dir.path()).expect("canonical tempdir");
         let project = root.join("project");
@@ -32,17 +32,17 @@ impl Env {
     }
 
     /// Write the user init file.
-    pub fn init(&self, text: &str) {
+    fn init(&self, text: &str) {
         std::fs::write(self.root.join("config/oml/init.fnl"), text).expect("write init");
     }
 
-    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+    fn file(&self, name: &str, text: &str) -> PathBuf {
         let p = self.project.join(name);
         std::fs::write(&p, text).expect("write file");
         p
     }
 
-    pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
+    fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
         cmd.args(args)
             .current_dir(&self.project)
@@ -62,7 +62,7 @@ impl Env {
         cmd
     }
 
-    pub fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Run {
+    fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Run {
         let out = self
             .command(fake, args)
             .output()
@@ -71,10 +71,10 @@ impl Env {
     }
 }
 
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
 }
 
 impl From<Output> for Run {
