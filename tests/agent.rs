@@ -700,3 +700,51 @@ fn ctrl_c_cancels_the_turn_and_keeps_the_partial_text() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(String::from_utf8_lossy(&seen), "partial\n");
 }
+
+// --- recipes (examples/lisp)
+
+fn install_example(env: &Env, name: &str) {
+    let dir = env.root.join("config/oml/lisp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/lisp")
+        .join(name);
+    std::fs::copy(src, dir.join(name)).unwrap();
+}
+
+#[test]
+fn recipe_project_context_and_usage_totals() {
+    let env = Env::new();
+    install_example(&env, "project-context.fnl");
+    install_example(&env, "usage.fnl");
+    env.init(
+        r#"(require :project-context)
+(require :usage)
+(fn commands.ask-twice [input] "Ask twice, then show the totals."
+  (agent.complete "one") (agent.complete "two") (commands.tokens ""))"#,
+    );
+    env.file("AGENTS.md", "Always answer in French.\n");
+    let answer = || {
+        vec![
+            Step::Chunk(delta_chunk(json!({"content": "oui"}), None)),
+            Step::Chunk(delta_chunk(json!({}), Some("stop"))),
+            support::fake_model::usage_chunk(10, 1),
+        ]
+    };
+    let fake = FakeModel::start(replies(vec![answer(), answer(), answer()]));
+    let run = env.run(Some(&fake), &["-p", "hello"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let system = fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.ends_with("\n\nProject instructions (AGENTS.md):\n\nAlways answer in French.\n"),
+        "{system}"
+    );
+    let run = env.run(Some(&fake), &["-p", "/ask-twice"]);
+    assert_eq!(
+        run.stdout, "2 model calls, 20 prompt tokens, 2 completion tokens\n",
+        "{run:?}"
+    );
+}
