@@ -238,6 +238,7 @@ pub async fn boot(
     })
     .context("cannot start the Lisp runtime")?;
     lisp.install_searcher()?;
+    crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     let report = if no_init {
         InitReport::default()
     } else {
