@@ -306,6 +306,7 @@ pub async fn boot(
     // redefine and advise them.
     Agent::install(&lisp).context("cannot install the agent")?;
     crate::agent::install_reload(&lisp, paths.clone())?;
+    crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     let report = if no_init {
         InitReport::default()
     } else {
