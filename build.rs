@@ -17,11 +17,18 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 
 /// Prelude files in load order. `macros.fnl` is a macro module (its chunk returns a table of
 /// macros); the others are ordinary modules run at start-up.
-const PRELUDE: &[&str] = &["macros", "core"];
+/// `agent` is the agent loop, its tools and commands (`src/agent/agent.fnl`); the agent module
+/// loads it after installing its host functions.
+const PRELUDE: &[(&str, &str)] = &[
+    ("macros", "src/lisp/prelude/macros.fnl"),
+    ("core", "src/lisp/prelude/core.fnl"),
+    ("agent", "src/agent/agent.fnl"),
+];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=OML_FENNEL_LUA");
     println!("cargo:rerun-if-changed=src/lisp/prelude");
+    println!("cargo:rerun-if-changed=src/agent/agent.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
 
@@ -54,8 +61,8 @@ fn main() {
     loaded.set("fennel", &fennel).expect("register fennel");
     let compile: mlua::Function = fennel.get("compileString").expect("fennel.compileString");
 
-    for name in PRELUDE {
-        let rel = format!("src/lisp/prelude/{name}.fnl");
+    for (name, rel) in PRELUDE {
+        let rel = rel.to_string();
         let src = fs::read_to_string(manifest.join(&rel))
             .unwrap_or_else(|e| panic!("cannot read {rel}: {e}"));
         let opts = lua.create_table().expect("table");

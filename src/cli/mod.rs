@@ -2,7 +2,8 @@
 //!
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
 //! `oml` (the interactive REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
-//! `oml untrust [DIR]`, `oml repl --connect [SOCKET]` and `oml repl --listen`.
+//! `oml untrust [DIR]`, `oml repl --connect [SOCKET]`, `oml repl --listen`, and print mode
+//! (`oml -p TEXT`, `oml prompt TEXT`, see `print_mode`).
 //!
 //! This module wires things together; it holds no behaviour of its own beyond argument handling
 //! and the messages a terminal user sees.
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use crate::agent::Agent;
 use crate::cancel::CancelToken;
 use crate::lisp::init::{self, InitReport, TrustStore};
 use crate::lisp::server::{self, ReplServer};
@@ -23,6 +25,7 @@ pub mod status {
     pub const OK: i32 = 0;
     pub const ERROR: i32 = 1;
     pub const USAGE: i32 = 2;
+    pub const INTERRUPTED: i32 = crate::print_mode::INTERRUPTED;
 }
 
 #[derive(Parser, Debug)]
@@ -38,12 +41,38 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_init: bool,
 
+    /// Run one prompt, print the answer and exit ('-' reads the prompt from stdin).
+    #[arg(
+        short = 'p',
+        long = "print",
+        value_name = "TEXT",
+        allow_hyphen_values = true
+    )]
+    pub print: Option<String>,
+
+    /// Print mode: write one JSON event per line instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Print mode: the permission mode (default: the setting agent.print-mode-permission).
+    #[arg(long, global = true, value_parser = ["ask", "accept-edits", "yolo", "read-only"])]
+    pub mode: Option<String>,
+
+    /// Print mode: show the model's reasoning too.
+    #[arg(long, global = true)]
+    pub show_thinking: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run one prompt and print the answer (like -p); the words are joined with spaces.
+    Prompt {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
     /// Evaluate a Fennel expression and print its value.
     Eval {
         /// The expression, e.g. '(+ 1 2)'.
@@ -123,7 +152,14 @@ fn init_logging() {
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
     let paths = Paths::from_env();
+    if let Some(text) = cli.print.clone() {
+        return print(&paths, &cli, text).await;
+    }
     match cli.command {
+        Some(Command::Prompt { ref text }) => {
+            let text = text.join(" ");
+            print(&paths, &cli, text).await
+        }
         None => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
@@ -225,6 +261,34 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// Print mode: `oml -p TEXT` and `oml prompt TEXT`.
+async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
+    let text = if text == "-" {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = String::new();
+        tokio::io::stdin()
+            .read_to_string(&mut buf)
+            .await
+            .context("cannot read the prompt from stdin")?;
+        buf
+    } else {
+        text
+    };
+    if text.trim().is_empty() {
+        eprintln!("usage: oml -p <text>   (or: oml prompt <text>; -p - reads stdin)");
+        return Ok(status::USAGE);
+    }
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stderr).await?;
+    let agent = Agent::of(&lisp).context("the agent is not installed")?;
+    let options = crate::print_mode::PrintOptions {
+        text,
+        json: cli.json,
+        mode: cli.mode.clone(),
+        show_thinking: cli.show_thinking,
+    };
+    Ok(crate::print_mode::run(&agent, options).await)
+}
+
 /// Build the Lisp host and load the init files (user, then the current directory's project
 /// file). Init errors are reported on stderr and never stop oml.
 pub async fn boot(
@@ -238,6 +302,11 @@ pub async fn boot(
     })
     .context("cannot start the Lisp runtime")?;
     lisp.install_searcher()?;
+    // The agent's steps, tools and commands exist before the init files run, so that they can
+    // redefine and advise them.
+    Agent::install(&lisp).context("cannot install the agent")?;
+    crate::agent::install_reload(&lisp, paths.clone())?;
+    crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     let report = if no_init {
         InitReport::default()
     } else {

@@ -11,6 +11,7 @@
 //! This module does not know about models, tools, sessions or ACP; those modules put their own
 //! functions and settings into the namespace tables through this API.
 
+pub mod bind;
 mod convert;
 pub mod init;
 pub mod repl;
@@ -133,6 +134,8 @@ struct Shared {
     cache_dir: Option<PathBuf>,
     /// Output sinks by coroutine (the Lua thread pointer).
     sinks: Mutex<HashMap<usize, Sink>>,
+    /// Embedded sources registered by other modules (see `register_source`).
+    sources: Mutex<Vec<(&'static str, &'static str)>>,
 }
 
 /// The handle to the one Lisp state of the process.
@@ -155,7 +158,9 @@ impl Lisp {
             output: options.output,
             cache_dir: options.cache_dir,
             sinks: Mutex::new(HashMap::new()),
+            sources: Mutex::new(Vec::new()),
         });
+        lua.set_app_data(shared.clone());
         let lisp = Lisp { lua, shared };
         lisp.boot()?;
         Ok(lisp)
@@ -274,13 +279,21 @@ impl Lisp {
             "read-file",
             lua.create_function(|_, path: String| Ok(std::fs::read_to_string(path).ok()))?,
         )?;
+        let shared = self.shared.clone();
         oml.set(
             "embedded-source",
-            lua.create_function(|_, name: String| {
-                Ok(PRELUDE_SOURCES
+            lua.create_function(move |_, name: String| {
+                let found = PRELUDE_SOURCES
                     .iter()
                     .find(|(n, _)| *n == name)
-                    .map(|(_, s)| *s))
+                    .map(|(_, s)| *s);
+                Ok(found.or_else(|| {
+                    shared
+                        .sources
+                        .lock()
+                        .ok()
+                        .and_then(|extra| extra.iter().find(|(n, _)| *n == name).map(|(_, s)| *s))
+                }))
             })?,
         )?;
         oml.set(
@@ -312,6 +325,16 @@ impl Lisp {
         Ok(())
     }
 
+    /// The handle of the host that owns `lua`, for host functions that need the whole host (a
+    /// function gets the state; keeping a `Lisp` inside it would keep the state alive forever).
+    pub fn from_lua(lua: &Lua) -> Option<Lisp> {
+        let shared = lua.app_data_ref::<Arc<Shared>>()?.clone();
+        Some(Lisp {
+            lua: lua.clone(),
+            shared,
+        })
+    }
+
     /// The underlying Lua state, for modules that register their own host functions.
     pub fn lua(&self) -> &Lua {
         &self.lua
@@ -333,12 +356,7 @@ impl Lisp {
     /// Compile Fennel source to a Lua function without running it. `name` is the chunk name used
     /// in error messages and by `source` (a file path, or something like `eval`).
     pub fn compile(&self, src: &str, name: &str) -> Result<Function, LispError> {
-        let compiler: Function = self.lua.named_registry_value("oml.compile")?;
-        let scope: Table = self.lua.named_registry_value("oml.scope")?;
-        let lua_src: String = compiler
-            .call((src, name, scope))
-            .map_err(|e| LispError::Compile(compile_message(&e)))?;
-        self.load_lua(&lua_src, name)
+        compile_in(&self.lua, src, name)
     }
 
     fn load_lua(&self, lua_src: &str, name: &str) -> Result<Function, LispError> {
@@ -419,6 +437,14 @@ impl Lisp {
         self.run::<()>(f, (), cancel).await
     }
 
+    /// Make `source` work on functions compiled from an embedded file `name` (a path relative to
+    /// the crate root, as given to the compiler).
+    pub fn register_source(&self, name: &'static str, text: &'static str) {
+        if let Ok(mut extra) = self.shared.sources.lock() {
+            extra.push((name, text));
+        }
+    }
+
     /// Run `f` in its own coroutine: async host functions may suspend it, and `cancel` interrupts
     /// it even inside a pure-Lisp loop (checked every `HOOK_INSTRUCTIONS` instructions).
     pub async fn run<R: FromLuaMulti>(
@@ -427,7 +453,21 @@ impl Lisp {
         args: impl IntoLuaMulti,
         cancel: &CancelToken,
     ) -> Result<R, LispError> {
+        self.run_with(f, args, cancel, |_| ()).await
+    }
+
+    /// `run`, calling `setup` with the new coroutine before it starts, so that a caller can map
+    /// the coroutine to its own context (the agent maps it to a session, as `attach_sink` maps
+    /// it to an output sink).
+    pub async fn run_with<R: FromLuaMulti>(
+        &self,
+        f: Function,
+        args: impl IntoLuaMulti,
+        cancel: &CancelToken,
+        setup: impl FnOnce(&mlua::Thread),
+    ) -> Result<R, LispError> {
         let thread = self.lua.create_thread(f)?;
+        setup(&thread);
         let token = cancel.clone();
         thread.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
@@ -558,6 +598,19 @@ impl Lisp {
         install.call::<()>(find)?;
         Ok(())
     }
+}
+
+/// `Lisp::compile` for host functions, which get the state as `&Lua` rather than a `Lisp`.
+pub fn compile_in(lua: &Lua, src: &str, name: &str) -> Result<Function, LispError> {
+    let compiler: Function = lua.named_registry_value("oml.compile")?;
+    let scope: Table = lua.named_registry_value("oml.scope")?;
+    let lua_src: String = compiler
+        .call((src, name, scope))
+        .map_err(|e| LispError::Compile(compile_message(&e)))?;
+    lua.load(&lua_src)
+        .set_name(format!("@{name}"))
+        .into_function()
+        .map_err(|e| LispError::Compile(format!("{name}: {}", compile_message(&e))))
 }
 
 /// A setting declared by a Rust module.

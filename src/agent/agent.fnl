@@ -1,0 +1,536 @@
+;; The agent loop as named steps, the built-in tools and the slash commands.
+;;
+;; Every step is a function in the `agent` table, and every call between steps goes through the
+;; table (`(agent.call-model ...)`), so redefining or advising a step from an init file, /eval or
+;; the live REPL changes the next call. Tools are documented functions in the tables named by
+;; `agent.tool-tables`; commands are documented functions in the tables named by
+;; `agent.command-tables`. The host (src/agent/) has put the `session.*` primitives and the Rust
+;; tool implementations (`oml.tool-read` ...) in place before this file runs.
+
+(local oml _G.oml)
+(local fennel (require :fennel))
+(local agent _G.agent)
+(local tools _G.tools)
+(local commands _G.commands)
+(local session _G.session)
+(local json _G.json)
+
+(local file "src/agent/agent.fnl")
+
+(fn defsetting [name default typ doc]
+  (oml.defsetting* name default {:type typ : doc : file
+                                 :line (. (debug.getinfo 2 :l) :currentline)}))
+
+;;; Settings
+
+(defsetting "agent.max-turns" 30 :integer
+  "Model calls one prompt may make; the tools of the last call still run.")
+(defsetting "agent.tool-tables" [:tools] :table
+  "Names of the tables whose documented functions are tools; later tables win on a name clash.")
+(defsetting "agent.command-tables" [:commands] :table
+  "Names of the tables whose documented functions are slash commands; later tables win.")
+(local modes [:ask :accept-edits :yolo :read-only])
+(defsetting "agent.permission-mode" :ask modes
+  "Default permission mode of new sessions: :ask (write, edit and bash ask the frontend), :accept-edits (edits run, bash asks), :yolo (everything runs) or :read-only (edits and bash are refused).")
+(defsetting "agent.print-mode-permission" :yolo modes
+  "Permission mode of `oml -p` when --mode is not given.")
+
+;;; Helpers
+
+(fn trim [s] (or (s:match "^%s*(.-)%s*$") ""))
+
+(fn oml.error-message [e]
+  "The text of the error value E, without Lua's traceback or mlua's wrapping."
+  (let [s (if (= :string (type e)) e (tostring e))
+        ;; mlua renders a Rust error as "runtime error: msg", possibly inside a callback error
+        ;; with a traceback; keep the innermost message.
+        inner (or (s:match ".*runtime error: (.-)\nstack traceback:") (s:match ".*runtime error: (.*)$") s)
+        inner (or (inner:match "^(.-)\nstack traceback:") inner)]
+    (trim inner)))
+
+(fn oml.doc-text [doc]
+  "DOC trimmed, paragraphs kept, line breaks inside a paragraph collapsed to single spaces."
+  (let [paras []]
+    (each [para (string.gmatch (.. (or doc "") "\n\n") "(.-)\n[ \t]*\n")]
+      (let [p (trim (para:gsub "%s*\n%s*" " "))]
+        (when (not= p "") (table.insert paras p))))
+    (table.concat paras "\n\n")))
+
+(fn meta [f key] (when f (fennel.metadata:get f key)))
+
+(fn documented-fns [table-names]
+  "Entries {:name :fn :table} of the documented functions in the tables named TABLE-NAMES."
+  (let [found {}]
+    (each [_ tname (ipairs (or table-names []))]
+      (let [t (oml.lookup tname)]
+        (when (= :table (type t))
+          (each [name f (pairs t)]
+            (when (and (= :string (type name)) (= :function (type f)) (meta f :fnl/docstring))
+              (tset found name {: name :fn f :table tname}))))))
+    (let [names (icollect [k (pairs found)] k)]
+      (table.sort names)
+      (icollect [_ n (ipairs names)] (. found n)))))
+
+(fn find-entry [entries name]
+  (accumulate [hit nil _ e (ipairs entries) &until hit]
+    (when (= e.name name) e)))
+
+;; Output capture for commands: `print` inside a captured coroutine goes to its buffer.
+(local host-print _G.print)
+(local captures (setmetatable {} {:__mode :k}))
+
+(fn _G.print [...]
+  (let [buf (. captures (coroutine.running))]
+    (if buf
+        (table.insert buf (.. (table.concat (icollect [_ v (ipairs (table.pack ...))] (tostring v)) "\t") "\n"))
+        (host-print ...))))
+
+(fn capture [f]
+  "Call F with print captured; returns ok, value-or-error, printed text."
+  (let [co (coroutine.running)
+        prev (. captures co)
+        buf []]
+    (tset captures co buf)
+    (let [(ok v) (xpcall f (fn [e] e))]
+      (tset captures co prev)
+      (values ok v (table.concat buf)))))
+
+;;; Discovery
+
+(fn agent.tools []
+  "The tools: documented functions in the tables named by `agent.tool-tables`, as entries
+{:name :fn :table} sorted by name. Later tables win on a name clash."
+  (documented-fns agent.tool-tables))
+
+(fn agent.commands []
+  "The slash commands: documented functions in the tables named by `agent.command-tables`, as
+entries {:name :fn :table} sorted by name."
+  (documented-fns agent.command-tables))
+
+(fn agent.find-tool [name]
+  "The tool entry called NAME, looked up now, or nil."
+  (find-entry (agent.tools) name))
+
+(fn agent.find-command [name]
+  "The command entry called NAME, looked up now, or nil."
+  (find-entry (agent.commands) name))
+
+(fn arglist-keys [f]
+  "The keys destructured by F's first parameter, in source order."
+  (let [arglist (meta f :fnl/arglist)
+        out []]
+    (when (and arglist (. arglist 1))
+      (let [(ok parsed ast) (pcall #((fennel.parser (. arglist 1))))]
+        (when (and ok parsed (= :table (type ast)) (not (fennel.sym? ast)) (not (fennel.sequence? ast)))
+          (let [mt (getmetatable ast)
+                ks (or (and mt mt.keys)
+                       (let [ks (icollect [k (pairs ast)] (when (= :string (type k)) k))]
+                         (table.sort ks) ks))]
+            (each [_ k (ipairs ks)]
+              (when (and (= :string (type k)) (not (k:match "^&")))
+                (table.insert out k)))))))
+    out))
+
+(fn agent.tool-schema [f]
+  "The JSON schema of the tool F's arguments: each key its first parameter destructures is a
+required string, unless `:params {key [type description & flags]}` metadata says otherwise
+(flag :optional). Keys listed only in :params are added."
+  (let [params (or (meta f :params) {})
+        keys (arglist-keys f)
+        seen (collect [_ k (ipairs keys)] k true)
+        extra (icollect [k (pairs params)] (when (not (. seen k)) k))
+        props {}
+        required []]
+    (table.sort extra)
+    (each [_ k (ipairs extra)] (table.insert keys k))
+    (each [_ k (ipairs keys)]
+      (let [spec (. params k)
+            ty (or (and spec (. spec 1)) :string)
+            desc (and spec (. spec 2))
+            optional (and spec (accumulate [o false i flag (ipairs spec)]
+                                 (or o (and (> i 2) (= flag :optional)))))]
+        (tset props k (if desc {:type ty :description desc} {:type ty}))
+        (when (not optional) (table.insert required k))))
+    {:type :object
+     :properties (if (next props) props (json.object))
+     :required (json.array (table.unpack required))}))
+
+(fn agent.tool-spec [entry]
+  "What the model is told about the tool ENTRY: {:name :description :parameters}."
+  {:name entry.name
+   :description (oml.doc-text (meta entry.fn :fnl/docstring))
+   :parameters (agent.tool-schema entry.fn)})
+
+;;; The loop
+
+(fn agent.system-prompt []
+  "The system prompt, rebuilt for every model request (never stored in the transcript)."
+  (.. "You are oml, a coding agent. You help the user with software engineering tasks by reading and changing files and running commands.\n\n"
+      "The working directory is " (session.cwd) ".\n\n"
+      "Use the tools: read files before you change them, prefer edit to rewriting whole files with write, and use bash to run commands and tests. Keep answers short and say what you changed."))
+
+(fn agent.build-request [messages]
+  "The request for the next model call: the system prompt, then MESSAGES (the transcript), and
+every tool."
+  (let [msgs [{:role :system :content (agent.system-prompt)}]]
+    (each [_ m (ipairs messages)] (table.insert msgs m))
+    {:messages msgs
+     :tools (icollect [_ e (ipairs (agent.tools))] (agent.tool-spec e))}))
+
+(fn add-usage! [usage]
+  (when (session.current)
+    (let [t (or (session.get :usage) {:calls 0 :prompt_tokens 0 :completion_tokens 0})]
+      (set t.calls (+ t.calls 1))
+      (when (= :table (type usage))
+        (set t.prompt_tokens (+ t.prompt_tokens (or (tonumber usage.prompt_tokens) 0)))
+        (set t.completion_tokens (+ t.completion_tokens (or (tonumber usage.completion_tokens) 0))))
+      (session.put! :usage t))))
+
+(fn agent.call-model [request]
+  "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
+and thought deltas to the session unless :silent?; returns llm.chat's response
+{:message :text :finish-reason :usage :cancelled :tool-calls}. The model is REQUEST's :model,
+else this session's override (/model), else `llm.model`."
+  (let [chat (. _G.llm :chat)
+        sid (session.current)]
+    (when (not= :function (type chat))
+      (error "llm.chat is not defined: the model client binding is missing" 0))
+    (let [on-event (fn [e]
+                     (when (and sid (not request.silent?)
+                                (or (= e.type :text-delta) (= e.type :thought-delta)))
+                       (session.emit! {:type e.type :text e.text} sid)))
+          response (chat {:messages request.messages
+                          :tools (or request.tools (json.array))
+                          :model (or request.model (session.get :model))}
+                         {: on-event :session sid})]
+      (add-usage! response.usage)
+      (when (and sid (= :table (type response.usage)))
+        (session.emit! {:type :usage :usage response.usage} sid))
+      response)))
+
+(fn parse-arguments [s]
+  "The tool call's JSON arguments as a table, or nil and the parse error."
+  (if (or (= nil s) (= s json.null) (not (tostring s)) (not (: (tostring s) :find "%S")))
+      {}
+      (let [(ok v) (pcall json.decode s)]
+        (if (not ok) (values nil (oml.error-message v))
+            (or (not= :table (type v)) (json.array? v)) (values nil "tool arguments must be a JSON object")
+            v))))
+
+(fn tool-title [entry name args]
+  (let [title (and entry (meta entry.fn :title))]
+    (if (= :string (type title))
+        (let [t (pick-values 1 (title:gsub "{([%w_%-]+)}" (fn [k] (let [v (. args k)] (if (= nil v) "" (tostring v))))))]
+          (if (t:find "%S") t name))
+        (= :function (type title))
+        (let [(ok t) (pcall title args)] (if (and ok (= :string (type t))) t name))
+        name)))
+
+(fn tool-locations [args]
+  (let [p args.path]
+    (if (and (= :string (type p)) (p:find "%S"))
+        (let [(ok abs) (pcall session.resolve-path p)]
+          (if ok [{:path abs}] (json.array)))
+        (json.array))))
+
+(fn normalize-result [r]
+  (if (= :string (type r)) {:content r :error? false}
+      (= nil r) {:content "" :error? false}
+      (and (= :table (type r)) (not= nil r.content))
+      {:content (if (= :string (type r.content)) r.content (fennel.view r.content))
+       :error? (= true r.error?) :diff r.diff}
+      {:content (fennel.view r) :error? false}))
+
+(fn agent.run-tool-call [call]
+  "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
+tool card (tool-start), call `agent.execute-tool`, report the end (tool-end). Returns
+{:content :error? :diff}. Never throws: a parse error, an unknown tool or a failing tool is an
+error result the model reads."
+  (let [id call.id
+        fun (or (. call :function) {})
+        name (or fun.name "")
+        (args perr) (parse-arguments fun.arguments)
+        entry (agent.find-tool name)
+        kind (or (and entry (meta entry.fn :kind)) :other)
+        shown (or args {})
+        (title-ok title) (pcall tool-title entry name shown)
+        (loc-ok locations) (pcall tool-locations shown)]
+    (session.emit! {:type :tool-start : id : name :args shown : kind
+                    :title (if title-ok title name)
+                    :locations (if loc-ok locations (json.array))})
+    (let [result (if perr
+                     {:content perr :error? true}
+                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind}) (fn [e] e))]
+                       (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
+      (session.emit! {:type :tool-end : id :content result.content :error? result.error?
+                      :diff result.diff})
+      result)))
+
+(local edit-kinds {:edit true :delete true :move true})
+
+(fn agent.current-permission-mode []
+  "This session's permission mode (set by the frontend), else `agent.permission-mode`."
+  (or (session.get :permission-mode) agent.permission-mode))
+
+(fn agent.ask-permission [request]
+  "Ask the frontend whether the tool call REQUEST {:id :name :args :kind} may run. Returns
+:allow-once, :allow-always, :reject-once, :reject-always, :cancelled or :cannot-ask. This
+default cannot ask anyone (print mode); a frontend that can ask redefines it."
+  :cannot-ask)
+
+(fn agent.check-permission [call]
+  "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
+mode, else the reason it may not. Tools of kind edit, delete and move count as edits; kind
+execute (bash) as commands; every other kind always runs."
+  (let [mode (agent.current-permission-mode)
+        needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)
+        key (.. "permission." call.name)]
+    (if (or (= nil needs) (= mode :yolo)) nil
+        (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
+        (and (= mode :accept-edits) (= needs :edit)) nil
+        (= (session.get key) :allow) nil
+        (= (session.get key) :reject) (.. "the user always rejects " call.name)
+        (case (agent.ask-permission call)
+          :allow-once nil
+          :allow-always (do (session.put! key :allow) nil)
+          :reject-always (do (session.put! key :reject) "the user rejected it")
+          :reject-once "the user rejected it"
+          :cancelled "the prompt was cancelled before the user answered"
+          _ (.. call.name " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)")))))
+
+(fn agent.execute-tool [call]
+  "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a
+\"Blocked: reason\" error when the permission policy refuses it, else the tool's result (a
+string, or {:content :error? :diff}). May throw; `agent.run-tool-call` turns that into an
+error result. Redefine or advise this to change the permission policy or rewrite results."
+  (let [entry (agent.find-tool call.name)]
+    (if (not entry)
+        {:content (.. "Unknown tool: " call.name) :error? true}
+        (let [blocked (agent.check-permission call)]
+          (if blocked
+              {:content (.. "Blocked: " blocked) :error? true}
+              (entry.fn call.args))))))
+
+(fn agent.tool-result-message [call result]
+  "The transcript message for the tool CALL's RESULT: {:role \"tool\" :tool_call_id :content}."
+  {:role :tool :tool_call_id call.id :content result.content})
+
+(fn tool-calls-of [message]
+  (let [calls (and (= :table (type message)) message.tool_calls)]
+    (if (= :table (type calls)) calls [])))
+
+(fn has-text? [message]
+  (let [c (and (= :table (type message)) message.content)]
+    (and (= :string (type c)) (not= c ""))))
+
+(fn agent.stop-reason [{: turn : response}]
+  "After model call number TURN and its tools: nil to go on, else why the loop stops —
+:cancelled, then :end-turn (no tool calls; :max-tokens when the model hit its output limit),
+then :max-turns."
+  (if (or response.cancelled (session.cancelled?)) :cancelled
+      (= 0 (length (tool-calls-of response.message)))
+      (if (= response.finish-reason :length) :max-tokens :end-turn)
+      (>= turn agent.max-turns) :max-turns
+      nil))
+
+(fn agent.run []
+  "The loop: call the model with the whole transcript, run its tool calls in order, append the
+reply and the results together, and repeat until `agent.stop-reason` says stop. Returns the stop
+reason."
+  (var turn 0)
+  (var stop nil)
+  (while (not stop)
+    (set turn (+ turn 1))
+    (if (session.cancelled?)
+        (set stop :cancelled)
+        (let [response (agent.call-model (agent.build-request (session.transcript)))
+              message response.message
+              calls (tool-calls-of message)
+              out []]
+          (when (or (has-text? message) (< 0 (length calls)))
+            (table.insert out message))
+          (each [_ call (ipairs calls)]
+            (let [result (if (session.cancelled?)
+                             {:content "Cancelled before it ran." :error? true}
+                             (agent.run-tool-call call))]
+              (table.insert out (agent.tool-result-message call result))))
+          (when (< 0 (length out))
+            (session.append-message! out))
+          (set stop (agent.stop-reason {: turn : response})))))
+  stop)
+
+(fn agent.parse-prompt [text]
+  "{:command name :input rest} when TEXT is /name for a known command, else {:text TEXT}."
+  (let [(name input) (text:match "^%s*/(%S+)%s*(.*)$")]
+    (if (and name (agent.find-command name))
+        {:command name :input (trim input)}
+        {: text})))
+
+(fn show-value [v]
+  (if (= nil v) "" (= :string (type v)) v (fennel.view v)))
+
+(fn agent.run-command [name input]
+  "Run the command NAME with INPUT and show what it printed, then its value (strings as they
+are, other values with fennel.view, nil omitted); an error shows \"Error in /name: msg\"."
+  (let [entry (agent.find-command name)
+        (ok v out) (capture #(entry.fn input))
+        text (if ok
+                 (.. out (show-value v))
+                 (.. out "Error in /" name ": " (oml.error-message v)))]
+    (when (text:find "%S")
+      (session.say text))
+    nil))
+
+(fn agent.prompt [text]
+  "One user prompt: run it as a slash command when it names one, else append it to the
+transcript and run the loop. Returns {:stop-reason :command}."
+  (let [parsed (agent.parse-prompt text)]
+    (if parsed.command
+        (do (agent.run-command parsed.command parsed.input)
+            {:stop-reason :end-turn :command parsed.command})
+        (do (session.append-message! {:role :user :content text})
+            {:stop-reason (agent.run)}))))
+
+;;; Primitives built on the loop
+
+(fn session.say [...]
+  "Show the arguments, concatenated, as text in the current session."
+  (session.emit! {:type :text-delta
+                  :text (table.concat (icollect [_ v (ipairs (table.pack ...))] (tostring v)))}))
+
+(fn session.with [id f ...]
+  "Call F with the session ID current (for code outside a prompt: the REPL, timers)."
+  (let [prev (session.bind! id)
+        res (table.pack (xpcall f (fn [e] e) ...))]
+    (session.bind! prev)
+    (if (. res 1)
+        (table.unpack res 2 res.n)
+        (error (. res 2) 0))))
+
+(fn agent.call-tool [tool args ?opts]
+  "Call the tool TOOL (a name) with ARGS as if the model had: it shows a tool card and goes
+through `agent.execute-tool` (so policy and advice apply). With {:record true} the call and its
+result are appended to the transcript as a valid pair. Returns {:content :error?}."
+  (let [name (tostring tool)
+        id (.. "call_" (string.format "%08x%08x%08x" (math.random 0 0x7fffffff)
+                                      (math.random 0 0x7fffffff) (math.random 0 0x7fffffff)))
+        call {: id :type :function :function {: name :arguments (json.encode (or args {}))}}
+        result (agent.run-tool-call call)]
+    (when (and ?opts ?opts.record)
+      (session.append-message! [{:role :assistant :content json.null :tool_calls [call]}
+                                (agent.tool-result-message call result)]))
+    result))
+
+(fn agent.complete [prompt ?opts]
+  "One silent, tool-less model call through `agent.call-model`: PROMPT is a string or a list of
+messages; ?opts {:system :model}. Returns the text; throws \"Cancelled\" when the prompt was
+cancelled. The transcript is not touched."
+  (let [opts (or ?opts {})
+        msgs [{:role :system :content (or opts.system (agent.system-prompt))}]]
+    (if (= :string (type prompt))
+        (table.insert msgs {:role :user :content prompt})
+        (each [_ m (ipairs prompt)] (table.insert msgs m)))
+    (let [response (agent.call-model {:messages msgs :tools (json.array) :model opts.model :silent? true})]
+      (when response.cancelled (error "Cancelled" 0))
+      (or response.text ""))))
+
+;;; Tools
+
+(fn tools.read [{: path : offset : limit}]
+  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files."
+   :kind :read :title "Read {path}"
+   :params {:path [:string "File path, relative to the working directory or absolute"]
+            :offset [:integer "First line to read, 1-based" :optional]
+            :limit [:integer "Maximum number of lines to read" :optional]}}
+  (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
+                 _G.tools.read-max-chars _G.tools.read-default-limit))
+
+(fn tools.write [{: path : content}]
+  {:fnl/docstring "Write content to a file, creating parent directories and replacing the file if it exists."
+   :kind :edit :title "Write {path}"
+   :params {:path [:string "File path, relative to the working directory or absolute"]
+            :content [:string "The complete new content of the file"]}}
+  (oml.tool-write (or path "") content))
+
+(fn tools.edit [{: path : old_text : new_text : edits &as args}]
+  {:fnl/docstring "Replace exact text in a file. old_text must match the file exactly (including whitespace) and be unique. To make several changes in one call, give edits: a list of {old_text, new_text} instead."
+   :kind :edit :title "Edit {path}"
+   :params {:path [:string "File path, relative to the working directory or absolute"]
+            :old_text [:string "Exact text to replace; must be unique in the file" :optional]
+            :new_text [:string "Replacement text" :optional]
+            :edits [:array "Several replacements, each {old_text, new_text}, applied together" :optional]}}
+  (oml.tool-edit (or path "") args))
+
+(fn tools.bash [{: command : timeout}]
+  {:fnl/docstring "Run a shell command with bash in the working directory. stdout and stderr are merged; long output keeps its end."
+   :kind :execute :title "{command}"
+   :params {:command [:string "The command to run"]
+            :timeout [:number "Seconds before the command is killed" :optional]}}
+  (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
+                 _G.tools.bash-max-chars))
+
+;;; Commands
+
+(fn commands.doc [input]
+  {:fnl/docstring "Show the documentation of a function, setting, tool or command."
+   :hint "name, e.g. agent.max-turns or run-tool-call"}
+  (if (= input "") "Usage: /doc NAME"
+      (let [text (oml.describe input)]
+        (if (text:match "^Nothing named ") (.. "No var named " input) text))))
+
+(fn commands.apropos [input]
+  {:fnl/docstring "List the documented functions and settings whose name matches a pattern."
+   :hint "pattern"}
+  (let [found (oml.apropos-list input)]
+    (if (= 0 (length found))
+        (.. "Nothing matches \"" input "\"")
+        (table.concat (icollect [_ m (ipairs found)] (.. "- `" m.name "` " (or m.summary ""))) "\n"))))
+
+(fn commands.source [input]
+  {:fnl/docstring "Show where a function or setting is defined, and its source."
+   :hint "name"}
+  (or (oml.source-of input) (.. "No source for " input)))
+
+(fn commands.eval [input]
+  {:fnl/docstring "Evaluate Fennel forms in this session and show the value of the last one."
+   :hint "forms, e.g. (+ 1 2)"}
+  (let [f (oml.compile-string input "/eval")]
+    (f)))
+
+(fn commands.reload [input]
+  {:fnl/docstring "Load the user init file again, and the project init file when it is allowed to run."}
+  (if (= :function (type oml.reload))
+      (oml.reload (session.cwd))
+      "Reloading is not available in this mode."))
+
+(fn commands.settings [input]
+  {:fnl/docstring "List every setting with its value (secrets hidden)."}
+  (table.concat (icollect [_ s (ipairs (oml.settings-list))] (.. "- `" s.name "` = `" s.value "`")) "\n"))
+
+(fn commands.tools [input]
+  {:fnl/docstring "List the tools the model can call."}
+  (table.concat (icollect [_ e (ipairs (agent.tools))]
+                  (.. "- `" e.name "` (" e.table "." e.name ") " (oml.summary (meta e.fn :fnl/docstring))))
+                "\n"))
+
+(fn commands.commands [input]
+  {:fnl/docstring "List the slash commands."}
+  (table.concat (icollect [_ e (ipairs (agent.commands))]
+                  (.. "- `/" e.name "` " (oml.summary (meta e.fn :fnl/docstring))))
+                "\n"))
+
+(fn commands.model [input]
+  {:fnl/docstring "Show the model of this session, or switch this session to another model."
+   :hint "model id (empty: show the current one)"}
+  (if (= input "")
+      (.. "Model: " (or (session.get :model) (oml.setting "llm.model") "none"))
+      (do (session.put! :model input)
+          (.. "Model set to " input " for this session"))))
+
+(fn commands.usage [input]
+  {:fnl/docstring "Show the model calls and tokens of this session."}
+  (let [u (session.get :usage)]
+    (if (or (= nil u) (= 0 u.calls))
+        "No model calls yet."
+        (.. u.calls " model calls, " u.prompt_tokens " prompt tokens, "
+            u.completion_tokens " completion tokens"))))

@@ -1,0 +1,245 @@
+//! The agent: the model loop as named Lisp steps, the tools the model calls, the slash commands,
+//! and the sessions they run in.
+//!
+//! The idea: the loop itself is Fennel (`agent.fnl`, compiled to bytecode at build time), written
+//! as named steps in the `agent` table — `agent.prompt` → `agent.parse-prompt` →
+//! `agent.run-command` or `agent.run` → `agent.build-request` → `agent.call-model` →
+//! `agent.run-tool-call` → `agent.execute-tool` → `agent.tool-result-message` →
+//! `agent.stop-reason` — each called by name at call time, so a redefinition or an advice from an
+//! init file, `/eval` or the live REPL changes the next call. Rust provides the primitives those
+//! steps stand on ([`session`]: the registry; `bind`: `session.*` and the tool implementations) and
+//! the entry point [`Agent::prompt`], which runs `agent.prompt` in a coroutine mapped to its
+//! session.
+//!
+//! The agent reports progress only as [`AgentEvent`]s sent to the session's sink; it knows
+//! nothing of ACP, the CLI or print mode.
+//!
+//! Compare with pi: `packages/agent/src/agent-loop.ts` (one loop function with hooks).
+//! Compare with oml.clj: `src/oml/agent.clj` (the same steps as vars).
+
+mod bind;
+mod chat_fallback;
+pub use bind::install_reload;
+pub mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cancel::CancelToken;
+use crate::lisp::{Lisp, LispError, SettingDecl, from_lua};
+pub use session::{EventSink, Session, Sessions};
+
+static AGENT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent.luac"));
+const AGENT_FILE: &str = "src/agent/agent.fnl";
+
+/// What the loop reports to the frontend, in order. Lisp emits these as tables with a `:type`
+/// (`{:type :text-delta :text "…"}`) through `session.emit!`; an unknown type is an error there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AgentEvent {
+    /// A piece of the answer's text (also what `session.say` and commands show).
+    TextDelta { text: String },
+    /// A piece of the model's reasoning.
+    ThoughtDelta { text: String },
+    /// A tool call is about to run (the ACP tool card).
+    ToolStart {
+        id: String,
+        name: String,
+        #[serde(default)]
+        args: Value,
+        #[serde(default = "other_kind")]
+        kind: String,
+        #[serde(default)]
+        title: String,
+        /// `[{path}]` for tools that touch a file.
+        #[serde(default)]
+        locations: Value,
+    },
+    /// A tool call finished.
+    ToolEnd {
+        id: String,
+        #[serde(default)]
+        content: String,
+        #[serde(rename = "error?", default)]
+        is_error: bool,
+        /// `{path, old-text, new-text}` for `write` and `edit`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Value>,
+    },
+    /// The token usage one model call reported.
+    Usage { usage: Value },
+}
+
+fn other_kind() -> String {
+    "other".to_owned()
+}
+
+/// Errors at the agent's boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no session {0}")]
+    NoSession(String),
+    #[error("agent.prompt is not a function")]
+    NoPromptFunction,
+    #[error(transparent)]
+    Lisp(#[from] LispError),
+}
+
+/// How a prompt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptOutcome {
+    /// `end-turn`, `max-turns`, `max-tokens`, `cancelled`, or whatever a user loop returns.
+    pub stop_reason: String,
+    /// The slash command that handled the prompt, if one did.
+    pub command: Option<String>,
+}
+
+/// The agent installed in a Lisp host: a cheap, cloneable handle.
+#[derive(Clone)]
+pub struct Agent {
+    lisp: Lisp,
+    sessions: Arc<Sessions>,
+}
+
+impl Agent {
+    /// Declare the tool settings, install the `session.*` primitives and the tool
+    /// implementations, and load the loop, tools and commands (`agent.fnl`). Call it before the
+    /// init files load, so that they can redefine and advise everything.
+    pub fn install(lisp: &Lisp) -> Result<Agent, LispError> {
+        let sessions = Arc::new(Sessions::default());
+        lisp.lua().set_app_data(sessions.clone());
+        for decl in settings() {
+            lisp.declare_setting(&decl)?;
+        }
+        bind::install(lisp, sessions.clone())?;
+        chat_fallback::install_if_missing(lisp)?;
+        lisp.lua()
+            .load(AGENT_BYTECODE)
+            .set_name(format!("@{AGENT_FILE}"))
+            .set_mode(mlua::chunk::ChunkMode::Binary)
+            .exec()?;
+        lisp.register_source(AGENT_FILE, include_str!("agent.fnl"));
+        Ok(Agent {
+            lisp: lisp.clone(),
+            sessions,
+        })
+    }
+
+    /// The agent installed in `lisp`, if [`Agent::install`] ran.
+    pub fn of(lisp: &Lisp) -> Option<Agent> {
+        let sessions = lisp.lua().app_data_ref::<Arc<Sessions>>()?.clone();
+        Some(Agent {
+            lisp: lisp.clone(),
+            sessions,
+        })
+    }
+
+    /// The Lisp host this agent runs in.
+    pub fn lisp(&self) -> &Lisp {
+        &self.lisp
+    }
+
+    /// The session registry.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Start a session in `cwd` whose events go to `sink`.
+    pub fn new_session(&self, cwd: PathBuf, sink: Option<EventSink>) -> String {
+        self.sessions.create(cwd, sink)
+    }
+
+    /// Cancel the running prompt of session `id` (its model stream, tools and loop), cleanly:
+    /// the prompt still returns, with stop reason `cancelled`.
+    pub fn cancel(&self, id: &str) {
+        self.sessions.with(id, |s| s.cancel.cancel());
+    }
+
+    /// Run one prompt through `agent.prompt` (looked up now), in a coroutine mapped to session
+    /// `id`. `interrupt` is the hard stop: it aborts the Lisp code itself, where [`Agent::cancel`]
+    /// lets the loop finish the turn properly.
+    pub async fn prompt(
+        &self,
+        id: &str,
+        text: &str,
+        interrupt: &CancelToken,
+    ) -> Result<PromptOutcome, AgentError> {
+        self.sessions
+            .with(id, |s| s.cancel = CancelToken::new())
+            .ok_or_else(|| AgentError::NoSession(id.to_owned()))?;
+        let f = self
+            .lisp
+            .function("agent.prompt")?
+            .ok_or(AgentError::NoPromptFunction)?;
+        let mut key = 0usize;
+        let result: Result<mlua::Value, LispError> = self
+            .lisp
+            .run_with(f, text, interrupt, |thread| {
+                key = thread.to_pointer() as usize;
+                self.sessions.bind_thread(key, Some(id.to_owned()));
+            })
+            .await;
+        self.sessions.bind_thread(key, None);
+        let value = from_lua(self.lisp.lua(), result?).map_err(LispError::from)?;
+        let stop_reason = match value.get("stop-reason") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => "end-turn".to_owned(),
+        };
+        let command = value
+            .get("command")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(PromptOutcome {
+            stop_reason,
+            command,
+        })
+    }
+}
+
+/// The tool settings, with the defaults of `src/tools/`.
+fn settings() -> Vec<SettingDecl> {
+    use crate::tools::{BASH_MAX_CHARS, BASH_TIMEOUT, READ_DEFAULT_LIMIT, READ_MAX_CHARS};
+    let file = "src/agent/mod.rs";
+    vec![
+        SettingDecl {
+            name: "tools.read-max-chars",
+            doc: "Characters `read` returns at most; the head is kept and a footer says how much was cut.",
+            ty: "integer".into(),
+            default: READ_MAX_CHARS.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.read-default-limit",
+            doc: "Lines `read` returns when the model gives no limit.",
+            ty: "integer".into(),
+            default: READ_DEFAULT_LIMIT.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.bash-max-chars",
+            doc: "Characters of output `bash` returns at most; the tail is kept.",
+            ty: "integer".into(),
+            default: BASH_MAX_CHARS.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.bash-timeout",
+            doc: "Seconds a `bash` command may run when the model gives no timeout; then its process group is killed.",
+            ty: "number".into(),
+            default: BASH_TIMEOUT.as_secs().into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+    ]
+}
