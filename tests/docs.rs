@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use mlua::{Table, Value};
 use oml::cancel::CancelToken;
-use oml::lisp::{Lisp, LispOptions, Output};
+use oml::lisp::{Lisp, Output};
+use oml::paths::Paths;
 
 /// The namespaces whose dotted names are checked: `ns.name` in a code span, where `ns` is one of
 /// these, must exist.
@@ -56,7 +57,7 @@ const BLOCK_TIMEOUT: Duration = Duration::from_secs(10);
 #[test]
 fn every_lisp_name_the_docs_mention_exists() {
     let runtime = runtime();
-    let lisp = runtime.block_on(async { host() });
+    let lisp = runtime.block_on(host());
     let registry = match lisp.lookup("oml.settings-registry").expect("lookup") {
         Value::Table(t) => t,
         other => panic!("oml.settings-registry is not a table: {other:?}"),
@@ -190,13 +191,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// A fresh image, as `oml --no-init` has it.
-fn host() -> Lisp {
-    Lisp::new(LispOptions {
-        output: Output::Stderr,
-        cache_dir: None,
-    })
-    .expect("the Lisp host starts")
+/// A fresh image, built the way `oml --no-init` builds it (the host, the agent's steps, tools
+/// and commands, the client functions), with its folders in a throw-away directory.
+async fn host() -> Lisp {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let paths = Paths::under(dir.path());
+    let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
+        .await
+        .expect("the Lisp image starts");
+    lisp
 }
 
 /// Whether `name` is a value in the image or a declared setting (whose value may be nil).
@@ -209,7 +212,7 @@ fn exists(lisp: &Lisp, registry: &Table, name: &str) -> bool {
 /// written to the test's stderr. Lines are padded so that error messages carry the page's own
 /// line numbers.
 async fn evaluate(page: &Path, line: usize, src: &str) -> Result<(), String> {
-    let lisp = host();
+    let lisp = host().await;
     lisp.eval(CAPTURE_PRINT, "capture-print")
         .await
         .map_err(|e| format!("cannot capture print: {e}"))?;
