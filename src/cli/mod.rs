@@ -20,6 +20,14 @@ use crate::lisp::server::{self, ReplServer};
 use crate::lisp::{Lisp, LispOptions, Output, repl};
 use crate::paths::Paths;
 
+/// `println!` that ignores a closed stdout: `oml eval ... | head` is not an error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Exit statuses (see docs/src/getting-started.md).
 pub mod status {
     pub const OK: i32 = 0;
@@ -164,7 +172,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
             if is_terminal() {
-                println!("{}", repl::banner());
+                out!("{}", repl::banner());
             }
             repl::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
             Ok(status::OK)
@@ -176,7 +184,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .await
             {
                 Ok(text) => {
-                    println!("{text}");
+                    out!("{text}");
                     Ok(status::OK)
                 }
                 Err(e) => Ok(report_lisp_error(&e)),
@@ -197,14 +205,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .context("cannot record the trusted directory")?;
             let init = crate::paths::project_init(&dir);
             if init.is_file() {
-                println!(
+                out!(
                     "trusted {} ({} sha256 {})",
                     dir.display(),
                     init.display(),
                     &hash[..12]
                 );
             } else {
-                println!(
+                out!(
                     "trusted {} (it has no .oml/init.fnl yet; trust it again once it has one)",
                     dir.display()
                 );
@@ -217,9 +225,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .untrust(&dir)
                 .context("cannot update the trusted directories")?;
             if was {
-                println!("untrusted {}", dir.display());
+                out!("untrusted {}", dir.display());
             } else {
-                println!("{} was not trusted", dir.display());
+                out!("{} was not trusted", dir.display());
             }
             Ok(status::OK)
         }
@@ -247,7 +255,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 Some(path) => ReplServer::start_at(lisp, &path)?,
                 None => ReplServer::start(lisp, &paths).await?,
             };
-            println!("{}", server.path().display());
+            out!("{}", server.path().display());
             wait_for_stdin_eof_or_signal().await;
             drop(server);
             Ok(status::OK)

@@ -33,6 +33,11 @@ pub(super) fn install_json(lua: &Lua) -> mlua::Result<()> {
         _ => lua.create_table()?,
     };
     json.set("null", lua.null())?;
+    // mlua protects the array marker with `__metatable = false`, which makes `getmetatable`
+    // return `false` and breaks `fennel.view` (the REPL's printer) on every decoded array.
+    // Unprotected, it is still recognised by identity.
+    lua.array_metatable()
+        .raw_set("__metatable", mlua::Value::Nil)?;
     json.set(
         "encode",
         lua.create_function(|lua, v: Value| {

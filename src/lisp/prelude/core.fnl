@@ -45,9 +45,9 @@
     (if (and t (not= nil (. t key)))
         (values (. t key) name)
         (not (name:find "." 1 true))
-        (accumulate [found nil _ ns (ipairs namespaces) &until found]
-          (let [v (rawget (. _G ns) name)]
-            (when (not= nil v) (values v (.. ns "." name))))))))
+        (let [ns (accumulate [hit nil _ ns (ipairs namespaces) &until hit]
+                   (when (not= nil (rawget (. _G ns) name)) ns))]
+          (when ns (values (rawget (. _G ns) name) (.. ns "." name)))))))
 
 ;;; Settings
 
