@@ -497,7 +497,7 @@ async fn set_config_option(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcE
     }
     let options = lisp_json(ctx, "acp.config-options", &[json!(sid)])
         .await
-        .map_err(|e| RpcError::internal_error(e))?;
+        .map_err(RpcError::internal_error)?;
     Ok(json!({ "configOptions": options }))
 }
 
