@@ -31,12 +31,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-pub use bind::Hub;
 use bind::AcpSession;
+pub use bind::Hub;
 
-use crate::acp::jsonrpc::{
-    self, Connection, Incoming, Notification, Request, RequestId, RpcError,
-};
+use crate::acp::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua, init, to_lua};
@@ -93,14 +91,7 @@ struct Ctx {
 
 /// Serve ACP on stdin/stdout until stdin ends or SIGTERM; returns the exit status.
 pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions) -> i32 {
-    serve_on(
-        agent,
-        hub,
-        options,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    )
-    .await
+    serve_on(agent, hub, options, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// [`serve`] on any reader and writer.
@@ -134,8 +125,7 @@ where
         shutdown: CancelToken::new(),
     });
     let mut tasks = JoinSet::new();
-    let mut term =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     tracing::info!("ACP agent ready on stdio");
     loop {
         let message = tokio::select! {
@@ -352,7 +342,12 @@ fn new_session_params(params: &Value) -> Result<(PathBuf, Vec<String>), RpcError
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(servers)) => servers
             .iter()
-            .map(|s| s.get("name").and_then(Value::as_str).unwrap_or("?").to_owned())
+            .map(|s| {
+                s.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned()
+            })
             .collect(),
         Some(_) => return Err(RpcError::invalid_params("mcpServers must be an array")),
     };
@@ -397,7 +392,12 @@ async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
                 advertise_commands(ctx, sid).await;
             }
             if before.mode != after.mode {
-                update(ctx, sid, json!({"sessionUpdate": "current_mode_update", "currentModeId": after.mode})).await;
+                update(
+                    ctx,
+                    sid,
+                    json!({"sessionUpdate": "current_mode_update", "currentModeId": after.mode}),
+                )
+                .await;
             }
             if before.mode != after.mode || before.model != after.model {
                 config_update(ctx, sid).await;
@@ -426,7 +426,11 @@ async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
 pub fn prompt_text(blocks: &[Value]) -> String {
     let mut pieces = Vec::new();
     for block in blocks {
-        let uri = |v: &Value| v.get("uri").and_then(Value::as_str).map(|u| format!("@{u}"));
+        let uri = |v: &Value| {
+            v.get("uri")
+                .and_then(Value::as_str)
+                .map(|u| format!("@{u}"))
+        };
         match block.get("type").and_then(Value::as_str) {
             Some("text") => {
                 if let Some(t) = block.get("text").and_then(Value::as_str) {
@@ -513,10 +517,14 @@ fn known_session(ctx: &Ctx, params: &Value) -> Result<String, RpcError> {
 }
 
 async fn set_option(ctx: &Ctx, sid: &str, id: &str, value: Value) -> Result<(), RpcError> {
-    lisp_json(ctx, "acp.set-config-option!", &[json!(id), value, json!(sid)])
-        .await
-        .map(|_| ())
-        .map_err(RpcError::invalid_params)
+    lisp_json(
+        ctx,
+        "acp.set-config-option!",
+        &[json!(id), value, json!(sid)],
+    )
+    .await
+    .map(|_| ())
+    .map_err(RpcError::invalid_params)
 }
 
 /// `Some(())` when `acp.methods` has a function for `method`.
@@ -618,7 +626,7 @@ fn render(lisp: &Lisp, sid: &str, event: &AgentEvent) -> Option<Value> {
         Ok(mlua::Value::Nil) => None,
         Ok(v) => match from_lua(lua, v) {
             Ok(Value::Null) => None,
-            Ok(update) => Some(update),
+            Ok(update) => Some(stable_order(update, "sessionUpdate")),
             Err(e) => {
                 tracing::warn!("acp.render-event returned something that is not JSON: {e}");
                 None
@@ -634,6 +642,27 @@ fn render(lisp: &Lisp, sid: &str, event: &AgentEvent) -> Option<Value> {
     }
 }
 
+/// `value` with its object keys in a stable order (`first`, then the rest sorted, at every
+/// level): Lua tables have no order, and the wire should not change from run to run.
+fn stable_order(value: Value, first: &str) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|(a, _), (b, _)| (a != first, a).cmp(&(b != first, b)));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, stable_order(v, "type")))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| stable_order(v, "type")).collect())
+        }
+        other => other,
+    }
+}
+
 /// Show `text` in the session as agent text (through the forwarder, so in order).
 fn say(ctx: &Ctx, sid: &str, text: String) {
     ctx.agent
@@ -646,14 +675,21 @@ async fn update(ctx: &Ctx, sid: &str, update: Value) {
     ctx.hub.barrier(sid).await;
     let _ = ctx
         .conn
-        .notify("session/update", json!({"sessionId": sid, "update": update}))
+        .notify(
+            "session/update",
+            json!({"sessionId": sid, "update": update}),
+        )
         .await;
 }
 
 async fn advertise_commands(ctx: &Ctx, sid: &str) {
     match lisp_json(ctx, "acp.available-commands", &[]).await {
         Ok(commands) => {
-            let commands = if commands.is_array() { commands } else { json!([]) };
+            let commands = if commands.is_array() {
+                commands
+            } else {
+                json!([])
+            };
             update(
                 ctx,
                 sid,
@@ -701,6 +737,7 @@ async fn lisp_json(ctx: &Ctx, name: &str, args: &[Value]) -> Result<Value, Strin
     ctx.lisp
         .call_json(name, args, &ctx.shutdown.child())
         .await
+        .map(|v| stable_order(v, "id"))
         .map_err(|e| crate::print_mode::clean_error(&e.to_string()))
 }
 
@@ -768,7 +805,19 @@ mod tests {
             json!({"type": "resource", "resource": {"uri": "file:///c", "blob": "AA=="}}),
             json!({"type": "image", "data": "AA==", "mimeType": "image/png"}),
         ];
-        assert_eq!(prompt_text(&blocks), "look at\n@file:///a.rs\nB\n@file:///c");
+        assert_eq!(
+            prompt_text(&blocks),
+            "look at\n@file:///a.rs\nB\n@file:///c"
+        );
+    }
+
+    #[test]
+    fn updates_have_a_stable_key_order() {
+        let v = json!({"b": 1, "sessionUpdate": "x", "a": {"z": 1, "type": "t"}});
+        assert_eq!(
+            stable_order(v, "sessionUpdate").to_string(),
+            r#"{"sessionUpdate":"x","a":{"type":"t","z":1},"b":1}"#
+        );
     }
 
     #[test]
