@@ -536,6 +536,21 @@ fn the_live_repl_changes_the_running_agent() {
         fake.requests()[0].body["messages"][0]["content"],
         "Redefined over the REPL."
     );
+
+    // A REPL form that names no session acts on the one whose prompt is running.
+    fake.push(Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "waiting"}), None)),
+        Step::Hang,
+    ]));
+    let id = c.prompt(&sid, "wait");
+    c.until(|m| update_kind(m).is_some());
+    s.write_all(b"(session.say \"from the repl\")\n").unwrap();
+    let said = c.until(|m| update_kind(m).is_some());
+    assert_eq!(said["params"]["sessionId"], sid.as_str());
+    assert_eq!(said["params"]["update"]["content"]["text"], "from the repl");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
 }
 
 #[test]
@@ -827,5 +842,30 @@ fn closing_stdin_mid_turn_exits_cleanly() {
     c.until(|m| update_kind(m).is_some());
     c.close_stdin();
     let code = c.wait_exit(Duration::from_secs(4));
+    assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
+}
+
+#[test]
+fn sigterm_mid_turn_exits_cleanly() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "working"}), None)),
+        Step::Hang,
+    ])]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    c.until(|m| update_kind(m).is_some());
+    let pid = c.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    // The running prompt still answers, with `cancelled`, before the process exits.
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    let code = c.wait_exit(Duration::from_secs(3));
     assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
 }

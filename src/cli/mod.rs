@@ -306,7 +306,7 @@ async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
         init::load_all(&lisp, paths, None, true).await
     };
     for line in report.messages() {
-        tracing::warn!("{line}");
+        tracing::info!("{line}");
     }
     let agent = Agent::of(&lisp).context("the agent is not installed")?;
     let repl = if lisp.setting::<bool>("repl.server?").unwrap_or(true) {
