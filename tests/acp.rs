@@ -869,3 +869,81 @@ fn sigterm_mid_turn_exits_cleanly() {
     let code = c.wait_exit(Duration::from_secs(3));
     assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
 }
+
+// --- interoperability
+
+/// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
+/// and a permission request, and a cancel. It needs `python3 -m venv` and `pip install
+/// agent-client-protocol` (network, once per run); without them the test says why and passes.
+#[test]
+fn the_official_python_sdk_drives_oml_acp() {
+    let env = Env::new();
+    let venv = env.root.join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output();
+    if !made.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: python3 -m venv is not available");
+        return;
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "agent-client-protocol==0.12.1"])
+        .output();
+    match pip {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "skipped: pip could not install agent-client-protocol: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot run pip: {e}");
+            return;
+        }
+    }
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_py",
+            "write",
+            &[r#"{"path":"py.txt","content":"from python"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
+            Step::Hang,
+        ]),
+    ]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_client.py");
+    // The Python client gets the environment the agent would get, and passes it on.
+    let oml = env.command(Some(&fake), &[]);
+    let mut python = Command::new(venv.join("bin/python"));
+    python
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_oml"))
+        .arg(&env.project)
+        .current_dir(&env.project)
+        .env_clear();
+    for (k, v) in oml.get_envs() {
+        if let Some(v) = v {
+            python.env(k, v);
+        }
+    }
+    let out = python.output().expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"ok\": true"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("py.txt")).unwrap(),
+        "from python"
+    );
+}
