@@ -8,7 +8,8 @@
 //! - `llm`: the streaming OpenAI-compatible chat-completions client (request, SSE, folding).
 //! - `tools`: the built-in tools `read`, `write`, `edit` and `bash` as plain Rust.
 //! - `acp`: the Agent Client Protocol; `acp::jsonrpc` is the newline-delimited JSON-RPC 2.0
-//!   transport shared by oml as agent and oml as client.
+//!   transport shared by oml as agent and oml as client; `acp::client` drives external agents
+//!   (its Lisp face is `lisp::bind::client`).
 //! - `agent`: the model loop as named Lisp steps, the tools and commands, sessions and events.
 //! - `print_mode`: `oml -p`, one prompt streamed to stdout (text or JSON lines).
 //! - `paths`: the XDG directories oml uses.

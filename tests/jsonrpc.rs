@@ -707,3 +707,58 @@ async fn dropping_the_last_handle_ends_incoming_and_the_peer_sees_eof() {
     peer.read.read_to_end(&mut rest).await.expect("read");
     assert!(rest.is_empty());
 }
+
+#[tokio::test]
+async fn a_synchronous_handler_has_seen_every_earlier_line_when_a_response_wakes_its_waiter() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let (connection, mut incoming, mut peer) = connect(Options {
+        on_incoming: Some(Arc::new(move |message: Incoming| {
+            record.lock().unwrap().push(summary(&message));
+        })),
+        ..options("agent")
+    });
+    let waiter = {
+        let connection = connection.clone();
+        tokio::spawn(async move {
+            let answer = connection.request("session/prompt", json!({})).await;
+            (answer, ())
+        })
+    };
+    let request = peer.json().await;
+    // Many updates, a bad line and a request from the peer, then the answer, in one write.
+    let mut burst = String::new();
+    for n in 0..500 {
+        burst.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"n\":{n}}}}}\n"
+        ));
+    }
+    burst.push_str("noise\n");
+    burst.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ask\"}\n");
+    burst.push_str(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"stopReason\":\"end_turn\"}}}}\n",
+        request["id"]
+    ));
+    peer.send_raw(burst.as_bytes()).await;
+    let (answer, ()) = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the request is answered")
+        .expect("the waiter did not panic");
+    assert_eq!(answer.unwrap(), json!({"stopReason": "end_turn"}));
+    // No waiting here: the handler ran before the answer was routed.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 502, "every earlier line was handled first");
+    assert_eq!(seen[0], "notification session/update {\"n\":0}");
+    assert_eq!(seen[499], "notification session/update {\"n\":499}");
+    assert!(
+        seen[500].starts_with("malformed#1 ParseError"),
+        "{}",
+        seen[500]
+    );
+    assert_eq!(seen[501], "request \"p\" ask -");
+    // The channel stays empty while a handler is set, and ends with the connection.
+    peer.write.shutdown().await.unwrap();
+    drop(connection);
+    assert!(next(&mut incoming).await.is_none());
+}

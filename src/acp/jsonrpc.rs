@@ -405,8 +405,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
 // --- Connection -------------------------------------------------------------------------------
 
+/// A synchronous handler for incoming messages, called by the reader task in line order (see
+/// [`Options::on_incoming`]).
+pub type IncomingHandler = Arc<dyn Fn(Incoming) + Send + Sync>;
+
 /// How a [`Connection`] reads and writes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Options {
     /// Lines longer than this are rejected (see [`DEFAULT_MAX_LINE_BYTES`]).
     pub max_line_bytes: usize,
@@ -414,6 +418,25 @@ pub struct Options {
     pub write_queue: usize,
     /// Who is on the other end, for logs and error messages ("client", "agent claude").
     pub peer: String,
+    /// When set, the reader calls this with every incoming request, notification and bad line,
+    /// on its own task, in line order, and *before it reads the next line*; the channel returned
+    /// by [`Connection::start`] then stays empty. So by the time a response wakes its waiter,
+    /// everything that preceded it on the wire has been handled: this is how the ACP client puts
+    /// a turn's `session/update`s in place before the turn's `session/prompt` answer is seen. The
+    /// handler must be quick and must not block on the connection (it runs on the reader task;
+    /// it may `tokio::spawn`). `None` (the default) hands messages to the channel instead.
+    pub on_incoming: Option<IncomingHandler>,
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("max_line_bytes", &self.max_line_bytes)
+            .field("write_queue", &self.write_queue)
+            .field("peer", &self.peer)
+            .field("on_incoming", &self.on_incoming.as_ref().map(|_| "Fn"))
+            .finish()
+    }
 }
 
 impl Default for Options {
@@ -422,6 +445,7 @@ impl Default for Options {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             write_queue: DEFAULT_WRITE_QUEUE,
             peer: "peer".to_owned(),
+            on_incoming: None,
         }
     }
 }
@@ -519,8 +543,12 @@ impl Connection {
         let (queue, queue_rx) = mpsc::channel(options.write_queue.max(1));
         let (incoming, incoming_rx) = mpsc::unbounded_channel();
         let frames = FrameReader::new(reader, options.max_line_bytes);
+        let deliver = match options.on_incoming {
+            Some(handler) => Deliver::Handler(handler),
+            None => Deliver::Channel(incoming),
+        };
         let reader_task =
-            tokio::spawn(read_loop(frames, Arc::clone(&shared), incoming).instrument(span.clone()));
+            tokio::spawn(read_loop(frames, Arc::clone(&shared), deliver).instrument(span.clone()));
         tokio::spawn(write_loop(writer, queue_rx, Arc::clone(&shared)).instrument(span));
         let inner = Inner {
             queue,
@@ -983,10 +1011,16 @@ fn encode(message: &impl Serialize) -> Result<Vec<u8>, SendError> {
     Ok(bytes)
 }
 
+/// Where the reader hands what is not a response.
+enum Deliver {
+    Channel(mpsc::UnboundedSender<Incoming>),
+    Handler(IncomingHandler),
+}
+
 async fn read_loop<R: AsyncRead + Unpin>(
     mut frames: FrameReader<R>,
     shared: Arc<Shared>,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    deliver: Deliver,
 ) {
     let mut consecutive: u32 = 0;
     let gone = loop {
@@ -1025,8 +1059,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
         };
-        if incoming.send(delivered).is_err() {
-            tracing::debug!("nobody takes incoming messages any more; dropped one");
+        match &deliver {
+            Deliver::Channel(incoming) => {
+                if incoming.send(delivered).is_err() {
+                    tracing::debug!("nobody takes incoming messages any more; dropped one");
+                }
+            }
+            // Called before the next line is read, so before any later response is routed.
+            Deliver::Handler(handler) => handler(delivered),
         }
     };
     tracing::debug!("reader stopped: {gone:?}");

@@ -10,4 +10,5 @@
 //! the client layer over the official Java SDK, both replaced here by one Rust transport.
 
 pub mod agent;
+pub mod client;
 pub mod jsonrpc;

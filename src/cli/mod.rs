@@ -343,6 +343,7 @@ fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     // redefine and advise them.
     Agent::install(&lisp).context("cannot install the agent")?;
     crate::agent::install_reload(&lisp, paths.clone())?;
+    crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     Ok(lisp)
 }
 

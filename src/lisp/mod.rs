@@ -11,6 +11,7 @@
 //! This module does not know about models, tools, sessions or ACP; those modules put their own
 //! functions and settings into the namespace tables through this API.
 
+pub mod bind;
 mod convert;
 pub mod init;
 pub mod repl;

@@ -1,0 +1,440 @@
+//! The synchronous router: called by the JSON-RPC reader for every incoming request,
+//! notification and bad line, in line order, before the next line is read (so before any later
+//! response wakes its waiter).
+//!
+//! - `session/update` is appended to its session's current turn (with a per-session sequence
+//!   number) and wakes the turn's consumer; for a session whose turn has finished it becomes a
+//!   late update of that turn; for a session id not (yet) registered, typically because the
+//!   `session/new` or `session/load` answer is still on its way, it is held and attached when the
+//!   session is registered. Nothing is dropped and nothing sleeps.
+//! - Requests from the agent run as tasks: `session/request_permission` goes to the permission
+//!   handler; anything else is answered `-32601` and the connection stays up.
+//! - Too many consecutive bad lines make the connection fail with a protocol error.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+
+use super::{
+    Category, ClientError, MAX_CONSECUTIVE_MALFORMED, PermissionDecision, PermissionHandler,
+    PermissionRequest, StopReason, Update,
+};
+use crate::acp::jsonrpc::{Connection, Incoming, Request, RpcError};
+use crate::cancel::CancelToken;
+
+/// An update that arrived outside a running turn: a late update of a finished turn, or one for
+/// a session with no turn yet.
+#[derive(Clone, Debug)]
+pub struct OutOfTurn {
+    pub session_id: String,
+    pub update: Update,
+}
+
+pub(super) struct Router {
+    state: Mutex<RouterState>,
+    out_of_turn: mpsc::UnboundedSender<OutOfTurn>,
+    /// Fires when the connection is unusable (too many bad lines); every request awaits it.
+    pub(super) fatal: CancelToken,
+    fatal_error: Mutex<Option<ClientError>>,
+    pub(super) rpc: OnceLock<Connection>,
+    permission: Option<PermissionHandler>,
+}
+
+#[derive(Default)]
+struct RouterState {
+    sessions: HashMap<String, SessionState>,
+    /// Updates for session ids not registered yet, in arrival order.
+    held: HashMap<String, Vec<serde_json::Value>>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    next_seq: u64,
+    turns: u64,
+    /// The running turn, or the last one (finished).
+    turn: Option<Arc<TurnShared>>,
+}
+
+/// One prompt turn, shared by the router (producer) and the prompt's consumer.
+pub(super) struct TurnShared {
+    pub(super) number: u64,
+    pub(super) session_id: String,
+    buf: Mutex<TurnBuf>,
+    notify: Notify,
+    /// Fired by `cancel`: pending permission requests of this turn answer `cancelled`.
+    pub(super) cancel: CancelToken,
+    /// Set once `session/cancel` has been sent for this turn.
+    pub(super) cancel_sent: AtomicBool,
+}
+
+#[derive(Default)]
+struct TurnBuf {
+    updates: VecDeque<Update>,
+    result: Option<Result<StopReason, ClientError>>,
+    finished: bool,
+}
+
+/// What a turn's consumer gets next.
+pub enum TurnEvent {
+    /// Every update that has arrived since the last call, in order.
+    Updates(Vec<Update>),
+    /// The turn is over; every update that preceded the answer has been handed out.
+    Done(Result<StopReason, ClientError>),
+}
+
+impl TurnShared {
+    pub(super) fn set_result(&self, result: Result<StopReason, ClientError>) {
+        self.lock().result = Some(result);
+        self.notify.notify_one();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, TurnBuf> {
+        self.buf.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next batch of updates, or the result once they are all out. One consumer.
+    pub(super) async fn next(&self) -> TurnEvent {
+        loop {
+            {
+                let mut buf = self.lock();
+                if !buf.updates.is_empty() {
+                    return TurnEvent::Updates(buf.updates.drain(..).collect());
+                }
+                if let Some(result) = buf.result.take() {
+                    buf.finished = true;
+                    return TurnEvent::Done(result);
+                }
+                if buf.finished {
+                    return TurnEvent::Done(Err(ClientError::new(
+                        Category::Connection,
+                        "the turn is already over",
+                    )));
+                }
+            }
+            // A notify between the check and here leaves a permit, so no wake-up is lost.
+            self.notify.notified().await;
+        }
+    }
+
+    /// Ends the turn without a consumer (its prompt was dropped): later updates are late.
+    pub(super) fn finish(&self) {
+        self.lock().finished = true;
+    }
+
+    pub(super) fn is_finished(&self) -> bool {
+        self.lock().finished
+    }
+}
+
+impl Router {
+    pub(super) fn new(
+        permission: Option<PermissionHandler>,
+    ) -> (Arc<Router>, mpsc::UnboundedReceiver<OutOfTurn>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let router = Router {
+            state: Mutex::new(RouterState::default()),
+            out_of_turn: tx,
+            fatal: CancelToken::new(),
+            fatal_error: Mutex::new(None),
+            rpc: OnceLock::new(),
+            permission,
+        };
+        (Arc::new(router), rx)
+    }
+
+    fn state(&self) -> MutexGuard<'_, RouterState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn fatal_error(&self) -> Option<ClientError> {
+        self.fatal_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The handler given to the JSON-RPC reader.
+    pub(super) fn handle(self: &Arc<Self>, incoming: Incoming) {
+        match incoming {
+            Incoming::Notification(n) if n.method == "session/update" => {
+                self.route_update(n.params.unwrap_or(Value::Null));
+            }
+            Incoming::Notification(n) => {
+                tracing::debug!(method = %n.method, "ignored a notification from the agent");
+            }
+            Incoming::Request(request) => {
+                let router = Arc::clone(self);
+                tokio::spawn(async move { router.answer(request).await });
+            }
+            Incoming::Malformed { consecutive, .. } => {
+                // The reader has logged the line; only the count matters here.
+                if consecutive >= MAX_CONSECUTIVE_MALFORMED {
+                    let mut fatal = self
+                        .fatal_error
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if fatal.is_none() {
+                        *fatal = Some(ClientError::new(
+                            Category::Protocol,
+                            format!(
+                                "the agent wrote {consecutive} unusable lines in a row on stdout; giving up"
+                            ),
+                        ));
+                        drop(fatal);
+                        self.fatal.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    fn route_update(&self, params: Value) {
+        let Value::Object(mut params) = params else {
+            tracing::warn!("session/update without an object for params; skipped");
+            return;
+        };
+        let Some(Value::String(session_id)) = params.remove("sessionId") else {
+            tracing::warn!("session/update without a sessionId; skipped");
+            return;
+        };
+        let update = params.remove("update").unwrap_or(Value::Null);
+        let mut state = self.state();
+        let Some(session) = state.sessions.get_mut(&session_id) else {
+            tracing::debug!(session = %session_id, "update for a session not registered yet; held");
+            state.held.entry(session_id).or_default().push(update);
+            return;
+        };
+        let seq = session.next_seq;
+        session.next_seq += 1;
+        let mut update = Update {
+            seq,
+            value: update,
+            turn: None,
+            late: false,
+        };
+        if let Some(turn) = &session.turn {
+            update.turn = Some(turn.number);
+            let mut buf = turn.lock();
+            if !buf.finished {
+                buf.updates.push_back(update);
+                drop(buf);
+                turn.notify.notify_one();
+                return;
+            }
+            update.late = true;
+        }
+        let _ = self.out_of_turn.send(OutOfTurn { session_id, update });
+    }
+
+    /// Registers a session and returns the updates held for it, numbered.
+    pub(super) fn register(&self, session_id: &str) -> Vec<Update> {
+        let mut state = self.state();
+        let held = state.held.remove(session_id).unwrap_or_default();
+        let session = state.sessions.entry(session_id.to_owned()).or_default();
+        held.into_iter()
+            .map(|value| {
+                let seq = session.next_seq;
+                session.next_seq += 1;
+                Update {
+                    seq,
+                    value,
+                    turn: None,
+                    late: false,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn forget(&self, session_id: &str) {
+        self.state().sessions.remove(session_id);
+    }
+
+    /// Starts a turn on a session (registering it if needed).
+    pub(super) fn start_turn(&self, session_id: &str) -> Result<Arc<TurnShared>, ClientError> {
+        let mut state = self.state();
+        let held = state.held.remove(session_id).unwrap_or_default();
+        let session = state.sessions.entry(session_id.to_owned()).or_default();
+        if let Some(turn) = &session.turn
+            && !turn.is_finished()
+        {
+            return Err(ClientError::new(
+                Category::Protocol,
+                format!("session {session_id} already has a prompt running"),
+            ));
+        }
+        session.turns += 1;
+        let turn = Arc::new(TurnShared {
+            number: session.turns,
+            session_id: session_id.to_owned(),
+            buf: Mutex::new(TurnBuf::default()),
+            notify: Notify::new(),
+            cancel: CancelToken::new(),
+            cancel_sent: AtomicBool::new(false),
+        });
+        // Updates held for an unregistered id go to this turn, which is the first to hear of it.
+        {
+            let mut buf = turn.lock();
+            for value in held {
+                let seq = session.next_seq;
+                session.next_seq += 1;
+                buf.updates.push_back(Update {
+                    seq,
+                    value,
+                    turn: Some(turn.number),
+                    late: false,
+                });
+            }
+        }
+        session.turn = Some(Arc::clone(&turn));
+        Ok(turn)
+    }
+
+    /// The session's running turn, if any.
+    pub(super) fn running_turn(&self, session_id: &str) -> Option<Arc<TurnShared>> {
+        let state = self.state();
+        let turn = state.sessions.get(session_id)?.turn.as_ref()?;
+        (!turn.is_finished()).then(|| Arc::clone(turn))
+    }
+
+    async fn answer(self: Arc<Self>, request: Request) {
+        let Some(rpc) = self.rpc.get() else { return };
+        let outcome = match request.method.as_str() {
+            "session/request_permission" => {
+                Ok(self.permission(request.params.unwrap_or(Value::Null)).await)
+            }
+            other => {
+                tracing::debug!(method = %other, "the agent asked for a method we do not offer");
+                Err(RpcError::method_not_found(other))
+            }
+        };
+        let sent = match outcome {
+            Ok(result) => rpc.respond(&request.id, result).await,
+            Err(error) => rpc.respond_error(&request.id, error).await,
+        };
+        if let Err(e) = sent {
+            tracing::debug!("could not answer the agent's {}: {e}", request.method);
+        }
+    }
+
+    /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers
+    /// `cancelled` at once, whatever the handler is doing.
+    async fn permission(&self, params: Value) -> Value {
+        let session_id = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let options = params.get("options").cloned().unwrap_or(json!([]));
+        let cancel = self
+            .running_turn(&session_id)
+            .map(|t| t.cancel.clone())
+            .unwrap_or_default();
+        if cancel.is_cancelled() {
+            return cancelled_outcome();
+        }
+        let decision = match &self.permission {
+            None => Err("no permission handler".to_owned()),
+            Some(handler) => {
+                let request = PermissionRequest {
+                    session_id,
+                    tool_call: params.get("toolCall").cloned().unwrap_or(Value::Null),
+                    options: options.clone(),
+                    cancel: cancel.clone(),
+                };
+                tokio::select! {
+                    d = handler(request) => d,
+                    () = cancel.cancelled() => return cancelled_outcome(),
+                }
+            }
+        };
+        let decision = decision.unwrap_or_else(|reason| {
+            tracing::info!("permission request rejected safely: {reason}");
+            PermissionDecision::Reject
+        });
+        if cancel.is_cancelled() {
+            return cancelled_outcome();
+        }
+        choose(&options, &decision)
+    }
+}
+
+fn cancelled_outcome() -> Value {
+    json!({"outcome": {"outcome": "cancelled"}})
+}
+
+/// The outcome for a decision: an option id as given (if the agent offered it), or the first
+/// option of the wanted kind (`_once` preferred). A denial never falls back to another kind;
+/// with no reject option at all the answer is `cancelled`.
+pub fn choose(options: &Value, decision: &PermissionDecision) -> Value {
+    let options = options.as_array().map(Vec::as_slice).unwrap_or_default();
+    let id_of = |o: &Value| o.get("optionId").and_then(Value::as_str).map(str::to_owned);
+    let by_kind = |kinds: &[&str]| {
+        kinds.iter().find_map(|kind| {
+            options
+                .iter()
+                .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
+                .and_then(id_of)
+        })
+    };
+    let reject = || by_kind(&["reject_once", "reject_always"]);
+    let chosen = match decision {
+        PermissionDecision::Cancel => None,
+        PermissionDecision::Allow => by_kind(&["allow_once", "allow_always"]),
+        PermissionDecision::Reject => reject(),
+        PermissionDecision::Option(id) => {
+            if options.iter().any(|o| id_of(o).as_deref() == Some(id)) {
+                Some(id.clone())
+            } else {
+                tracing::warn!(option = %id, "the permission handler chose an option the agent did not offer; rejecting");
+                reject()
+            }
+        }
+    };
+    match chosen {
+        Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+        None => cancelled_outcome(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> Value {
+        json!([
+            {"optionId": "always", "name": "Always", "kind": "allow_always"},
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ])
+    }
+
+    #[test]
+    fn decisions_pick_options_by_kind_never_by_position() {
+        let pick = |d| choose(&opts(), &d)["outcome"]["optionId"].clone();
+        assert_eq!(pick(PermissionDecision::Allow), "allow");
+        assert_eq!(pick(PermissionDecision::Reject), "reject");
+        assert_eq!(pick(PermissionDecision::Option("always".into())), "always");
+        assert_eq!(pick(PermissionDecision::Option("bogus".into())), "reject");
+        assert_eq!(
+            choose(&opts(), &PermissionDecision::Cancel)["outcome"]["outcome"],
+            "cancelled"
+        );
+    }
+
+    #[test]
+    fn a_denial_without_a_reject_option_is_cancelled_not_the_first_option() {
+        let only_allow = json!([{"optionId": "a", "name": "A", "kind": "allow_once"}]);
+        assert_eq!(
+            choose(&only_allow, &PermissionDecision::Reject),
+            json!({"outcome": {"outcome": "cancelled"}})
+        );
+        let only_always = json!([{"optionId": "r", "name": "R", "kind": "reject_always"}, {"optionId": "a", "name": "A", "kind": "allow_once"}]);
+        assert_eq!(
+            choose(&only_always, &PermissionDecision::Reject)["outcome"]["optionId"],
+            "r"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! The Lisp faces of Rust subsystems: each submodule installs one namespace table's functions.
+
+pub mod client;

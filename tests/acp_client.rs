@@ -1,0 +1,445 @@
+//! The ACP client against the scripted fake agent (`oml-fake-agent`) over real pipes: through
+//! the Lisp API with the real `oml` binary (`oml run`), and through the Rust core directly where
+//! a condition is easier to await from Rust (late updates, reaping).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use oml::acp::client::{Client, ConnectOptions, Spawn, TurnEvent};
+use serde_json::json;
+
+const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
+const OML: &str = env!("CARGO_BIN_EXE_oml");
+/// Only reached when a test is about to fail.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs a Fennel program with `oml run` in a fresh HOME and XDG dirs; `arg[1]` is the fake
+/// agent, `arg[2]` the temp dir. Returns (status, stdout, stderr).
+fn run_fennel(program: &str) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prog.fnl");
+    std::fs::write(&file, program).unwrap();
+    let out = Command::new(OML)
+        .arg("--no-init")
+        .arg("run")
+        .arg(&file)
+        .arg(FAKE)
+        .arg(dir.path())
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("XDG_RUNTIME_DIR", dir.path().join("run"))
+        .env_remove("OML_LOG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn lines(program: &str) -> Vec<String> {
+    let (status, stdout, stderr) = run_fennel(program);
+    assert_eq!(status, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout.lines().map(str::to_owned).collect()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence. A zombie would still count, but every test
+    // process is reaped by the client or re-parented to an init that reaps it.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+fn pid_from(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+// --- Through Lisp --------------------------------------------------------------------------
+
+#[test]
+fn connect_negotiates_v1_and_exposes_capabilities() {
+    let out = lines(
+        r#"
+(local conn (client.connect (. arg 1) [:ok]))
+(local c (client.capabilities conn))
+(each [_ k (ipairs [:load-session :list-sessions :close-session :resume-session :delete-session
+                    :image-content :audio-content :embedded-context :mcp-http :mcp-sse])]
+  (print k (. c k)))
+(print :version c.protocol-version c.agent-info.name c.agent-capabilities.promptCapabilities.image)
+(print (: (tostring conn) :match "^#<acp%-connection Fake Agent 0.1 pid %d+>$"))
+(client.close conn)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "load-session\ttrue",
+            "list-sessions\ttrue",
+            "close-session\ttrue",
+            "resume-session\ttrue",
+            "delete-session\tfalse",
+            "image-content\ttrue",
+            "audio-content\tfalse",
+            "embedded-context\ttrue",
+            "mcp-http\tfalse",
+            "mcp-sse\ttrue",
+            "version\t1\tfake-agent\ttrue",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out[11].clone()])
+        .collect::<Vec<_>>()
+    );
+    assert!(
+        out[11].starts_with("#<acp-connection Fake Agent 0.1 pid "),
+        "{}",
+        out[11]
+    );
+}
+
+#[test]
+fn error_categories_reach_lisp_as_tables() {
+    let out = lines(
+        r#"
+(fn try [...] (let [(ok e) (pcall ...)] (print ok e.category e.code (tostring e))))
+(try client.connect "/nonexistent/agent" [])
+(try client.connect (. arg 1) [:early-exit])
+(try client.connect (. arg 1) [:bad-version])
+(try client.connect (. arg 1) [:malformed])
+(try client.connect (. arg 1) [:hang] {:startup-timeout 0.3})
+(local conn (client.connect (. arg 1) [:session-error]))
+(try client.new-session conn)
+(local (_ e) (pcall client.new-session conn))
+(print :auth (. e.data.authMethods 1 :id))
+(try client.close-session conn "s")
+(try client.new-session conn "relative/dir")
+(client.close conn)
+(local conn (client.connect (. arg 1) [:prompt-error]))
+(local s (client.new-session conn))
+(try client.prompt conn s.session-id "hi")
+(client.close conn)
+"#,
+    );
+    let expect = [
+        "false\tconnection\tnil\tACP connection error: cannot start the agent `/nonexistent/agent`",
+        "false\tconnection\tnil\tACP connection error: agent oml-fake-agent closed the connection before answering initialize; the agent exited with exit status 3; its stderr ends with:",
+        "fake agent: cannot find my configuration, giving up",
+        "false\tprotocol\tnil\tACP protocol error: the agent answered protocol version 2",
+        "false\tprotocol\tnil\tACP protocol error: the agent wrote 10 unusable lines in a row",
+        "false\tconnection\tnil\tACP connection error: initialize: the agent gave no answer within",
+        "false\tagent\t-32000\tACP agent error: session/new failed: authentication required; the agent offers: login (Log in with a browser) (code -32000)",
+        "auth\tlogin",
+        "false\tcapability\tnil\tACP capability error: the agent does not advertise session/close",
+        "false\tprotocol\tnil\tACP protocol error: the session cwd must be an absolute path",
+        "false\tagent\t-32603\tACP agent error: session/prompt failed: Internal error: the model is unavailable (-32603) (code -32603)",
+    ];
+    assert_eq!(out.len(), expect.len(), "{out:#?}");
+    for (got, want) in out.iter().zip(expect) {
+        assert!(got.starts_with(want), "{got:?} should start with {want:?}");
+    }
+}
+
+#[test]
+fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
+    let out = lines(
+        r#"
+(local seen [])
+(local conn (client.connect (. arg 1) [:prompt-ok] {:on-update (fn [u] (table.insert seen u.content.text))}))
+(local s (client.new-session conn))
+(local r (client.prompt conn s.session-id "hi"))
+(print r.stop-reason (length r.updates))
+(each [_ u (ipairs r.updates)]
+  (print u.kind u.sessionUpdate u.seq u.content.type u.content.text u.late))
+(print :callback (table.concat seen "|"))
+(client.close conn)
+(local conn (client.connect (. arg 1) [:prompt-stop]))
+(local s (client.new-session conn))
+(print (. (client.prompt conn s.session-id [{:type :text :text "go"}]) :stop-reason))
+(client.close conn)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "end-turn\t2",
+            "agent-message-chunk\tagent_message_chunk\t0\ttext\tHello, \tnil",
+            "agent-message-chunk\tagent_message_chunk\t1\ttext\tworld!\tnil",
+            "callback\tHello, |world!",
+            "max-tokens",
+        ]
+    );
+}
+
+#[test]
+fn the_permission_handler_decides_and_failures_reject_safely() {
+    let out = lines(
+        r#"
+(fn turn [opts]
+  (let [conn (client.connect (. arg 1) [:prompt-permission] opts)
+        s (client.new-session conn)
+        r (client.prompt conn s.session-id "write it")]
+    (client.close conn)
+    (. r.updates (length r.updates) :content :text)))
+(print :allow (turn {:on-permission (fn [req] :allow)}))
+(print :reject (turn {:on-permission (fn [req] :reject)}))
+(print :by-id (turn {:on-permission (fn [req] (. req.options 2 :optionId))}))
+(print :cancel (turn {:on-permission (fn [req] :cancel)}))
+(print :none (turn {}))
+(print :fails (turn {:on-permission (fn [req] (error "boom"))}))
+(print :junk (turn {:on-permission (fn [req] 42)}))
+(print :sees (turn {:on-permission (fn [req]
+  (print req.session-id req.tool-call.toolCallId req.tool-call.rawInput.path (. req.options 1 :kind))
+  :allow)}))
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "allow\tselected allow",
+            "reject\tselected reject",
+            "by-id\tselected reject",
+            "cancel\tcancelled",
+            "none\tselected reject",
+            "fails\tselected reject",
+            "junk\tselected reject",
+            "sess-1\tcall-1\t/tmp/notes.txt\tallow_once",
+            "sees\tselected allow",
+        ]
+    );
+}
+
+#[test]
+fn cancel_from_another_coroutine_ends_the_turn_as_cancelled() {
+    let out = lines(
+        r#"
+(local conn (client.connect (. arg 1) [:prompt-cancel] {:on-permission (fn [req] (oml.sleep 60000) :allow)}))
+(local s (client.new-session conn))
+(var started false)
+(local h (client.spawn (fn []
+  (client.prompt conn s.session-id "long job" {:on-update (fn [u] (set started true))}))))
+(while (not started) (oml.sleep 5))
+(client.cancel conn s.session-id)
+(local r (client.join h))
+(print r.stop-reason (. r.updates (length r.updates) :content :text))
+(client.close conn)
+"#,
+    );
+    assert_eq!(out, ["cancelled\tpermission cancelled"]);
+}
+
+#[test]
+fn sessions_and_connections_run_concurrently() {
+    let out = lines(
+        r#"
+(local a (client.connect (. arg 1) [:ok]))
+(local b (client.connect (. arg 1) [:ok]))
+(local hs (icollect [_ conn (ipairs [a b a])]
+  (client.spawn (fn [] (let [s (client.new-session conn)] (. (client.prompt conn s.session-id "x") :stop-reason))))))
+(print (table.concat (icollect [_ h (ipairs hs)] (client.join h)) " "))
+(local (ok e) (pcall client.join (client.spawn (fn [] (error {:category :mine})))))
+(print ok e.category)
+(client.close a)
+(client.close b)
+"#,
+    );
+    assert_eq!(out, ["end-turn end-turn end-turn", "false\tmine"]);
+}
+
+#[test]
+fn sessions_close_when_advertised_and_optional_methods_work() {
+    let out = lines(
+        r#"
+(local conn (client.connect (. arg 1) [:ok]))
+(local s (client.new-session conn (. arg 2)))
+(print (. s.modes.availableModes 2 :id))
+(print (client.close-session conn s.session-id))
+(print (length (. (client.list-sessions conn) :sessions)))
+(print (. (client.load-session conn "sess-1") :updates 1 :content :text))
+(print (. (client.resume-session conn "sess-1") :session-id))
+(print (. (client.set-config-option conn "sess-1" "model" "fast") :configOptions 1 :currentValue))
+(client.set-mode conn "sess-1" "code")
+(client.set-model conn "sess-1" "m")
+(print (client.close conn) (client.close conn))
+(local conn (client.connect (. arg 1) [:close-ok]))
+(print (client.close-session conn (. (client.new-session conn) :session-id)))
+(client.close conn)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "code",
+            "nil",
+            "1",
+            "earlier",
+            "sess-1",
+            "fast",
+            "true\tfalse",
+            "nil"
+        ]
+    );
+}
+
+#[test]
+fn noisy_agents_huge_lines_odd_ids_and_unknown_requests_are_survived() {
+    let out = lines(
+        r#"
+(fn last-text [mode]
+  (let [conn (client.connect (. arg 1) [mode] {:on-permission (fn [] :allow)})
+        s (client.new-session conn)
+        r (client.prompt conn s.session-id "hi")]
+    (client.close conn)
+    (values r.stop-reason (. r.updates (length r.updates) :content :text) (length r.updates))))
+(print (last-text :garbage-stdout))
+(let [(stop text) (last-text :huge-line)] (print stop (length text)))
+(print (last-text :ids))
+(print (last-text :unknown-request))
+(local conn (client.connect (. arg 1) [:updates-before-session-response]))
+(local s (client.new-session conn))
+(print (. s.updates 1 :kind) (. s.updates 1 :availableCommands 1 :name))
+(client.close conn)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "end-turn\tworld!\t3",
+            "end-turn\t5242880",
+            "end-turn\tid \"req-a\" echoed true\t2",
+            "end-turn\tfs/read_text_file answered -32601\t1",
+            "available-commands-update\tweb",
+        ]
+    );
+}
+
+// --- Through the core ----------------------------------------------------------------------
+
+fn options(mode: &str, env: Vec<(String, String)>) -> ConnectOptions {
+    ConnectOptions {
+        spawn: Spawn {
+            command: FAKE.to_owned(),
+            args: vec![mode.to_owned()],
+            env,
+            cwd: None,
+        },
+        ..ConnectOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn late_updates_are_delivered_as_late_updates_of_their_turn() {
+    let client = Client::connect(options("late-updates", vec![]))
+        .await
+        .unwrap();
+    let mut late = client.take_out_of_turn().unwrap();
+    let (session, _) = client.new_session(Path::new("/")).await.unwrap();
+    let sid = session["sessionId"].as_str().unwrap();
+    let mut turn = client
+        .prompt(sid, json!([{"type": "text", "text": "x"}]), None)
+        .unwrap();
+    let mut texts = Vec::new();
+    let stop = loop {
+        match turn.next().await {
+            TurnEvent::Updates(batch) => {
+                texts.extend(batch.iter().map(|u| u.value["content"]["text"].clone()))
+            }
+            TurnEvent::Done(r) => break r.unwrap(),
+        }
+    };
+    assert_eq!(stop.0, "end-turn");
+    // "late" may also land in the turn when it is routed before the answer is handed out; then
+    // no out-of-turn event follows.
+    if texts.len() == 2 {
+        assert_eq!(texts, [json!("in time"), json!("late")]);
+    } else {
+        assert_eq!(texts, [json!("in time")]);
+        let event = tokio::time::timeout(PATIENCE, late.recv())
+            .await
+            .expect("the late update arrives")
+            .expect("the out-of-turn channel is open");
+        assert_eq!(event.session_id, sid);
+        assert!(event.update.late);
+        assert_eq!(event.update.turn, Some(1));
+        assert_eq!(event.update.value["content"]["text"], "late");
+    }
+    assert!(client.close().await);
+}
+
+#[tokio::test]
+async fn close_is_bounded_and_reaps_an_agent_that_ignores_eof_and_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let env = vec![(
+        "FAKE_AGENT_PID_FILE".to_owned(),
+        pid_file.display().to_string(),
+    )];
+    let client = Client::connect(options("ignores-stdin-eof", env))
+        .await
+        .unwrap();
+    let pid = pid_from(&pid_file);
+    let started = Instant::now();
+    assert!(!client.close().await, "not graceful");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(!alive(pid), "the agent was killed and reaped");
+    assert!(!client.close().await, "a second close does nothing");
+}
+
+#[tokio::test]
+async fn a_grandchild_in_the_agents_group_does_not_survive_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let child_file: PathBuf = dir.path().join("grandchild");
+    let env = vec![(
+        "FAKE_AGENT_GRANDCHILD_FILE".to_owned(),
+        child_file.display().to_string(),
+    )];
+    let client = Client::connect(options("spawns-grandchild", env))
+        .await
+        .unwrap();
+    let grandchild = pid_from(&child_file);
+    assert!(alive(grandchild));
+    assert!(client.close().await, "the agent itself exits on EOF");
+    // The grandchild was SIGKILLed; it is re-parented and reaped by init (or a subreaper), which
+    // may take a moment: await that condition, bounded.
+    let deadline = Instant::now() + PATIENCE;
+    while alive(grandchild) && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !alive(grandchild) || is_zombie(grandchild),
+        "grandchild {grandchild} survived"
+    );
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+#[tokio::test]
+async fn a_version_mismatch_reaps_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let env = vec![(
+        "FAKE_AGENT_PID_FILE".to_owned(),
+        pid_file.display().to_string(),
+    )];
+    let error = Client::connect(options("bad-version", env))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category, oml::acp::client::Category::Protocol);
+    assert!(!alive(pid_from(&pid_file)));
+}

@@ -1,0 +1,339 @@
+//! `oml-fake-agent`: a scripted ACP agent over real pipes, for the client's tests and
+//! benchmarks. The first argument picks the behaviour (see `usage`); a second argument is a
+//! number where a mode needs one (`flood N`). `FAKE_AGENT_PID_FILE` makes it write its pid,
+//! `FAKE_AGENT_GRANDCHILD_FILE` the pid of the child it starts in `spawns-grandchild`.
+//!
+//! Plain std and serde_json, one thread: it reads one line at a time and answers in order, so
+//! every update it writes precedes the answer that follows it on the pipe.
+
+use std::io::{BufRead, BufWriter, Write};
+
+use serde_json::{Value, json};
+
+struct Agent {
+    mode: String,
+    n: usize,
+    input: std::io::StdinLock<'static>,
+    out: BufWriter<std::io::Stdout>,
+    next_id: i64,
+}
+
+impl Agent {
+    fn send(&mut self, v: Value) {
+        serde_json::to_writer(&mut self.out, &v).unwrap();
+        self.out.write_all(b"\n").unwrap();
+        self.out.flush().unwrap();
+    }
+
+    fn raw(&mut self, line: &str) {
+        self.out.write_all(line.as_bytes()).unwrap();
+        self.out.write_all(b"\n").unwrap();
+        self.out.flush().unwrap();
+    }
+
+    /// The next message, or `None` at EOF.
+    fn recv(&mut self) -> Option<Value> {
+        loop {
+            let mut line = String::new();
+            if self.input.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                return Some(v);
+            }
+        }
+    }
+
+    fn answer(&mut self, id: &Value, result: Value) {
+        if self.mode == "garbage-stdout" {
+            self.raw("Starting agent... (this is not JSON)");
+            self.raw(r#"{"level":"info","msg":"a JSON log record","id":1}"#);
+            self.raw("42");
+        }
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn error(&mut self, id: &Value, code: i64, message: &str, data: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}}));
+    }
+
+    fn update(&mut self, session: &str, update: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": "session/update",
+                         "params": {"sessionId": session, "update": update}}));
+    }
+
+    fn chunk(&mut self, session: &str, text: &str) {
+        self.update(
+            session,
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}),
+        );
+    }
+
+    /// Sends a request with `id` (or the next number) and waits for its answer.
+    fn ask(&mut self, id: Option<Value>, method: &str, params: Value) -> Option<Value> {
+        let id = id.unwrap_or_else(|| {
+            self.next_id += 1;
+            json!(self.next_id)
+        });
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let m = self.recv()?;
+            if m.get("method").is_none() && m.get("id") == Some(&id) {
+                return Some(m);
+            }
+        }
+    }
+
+    fn capabilities(&self) -> Value {
+        let mut session = json!({});
+        match self.mode.as_str() {
+            "ok" => session = json!({"list": {}, "resume": {}, "close": {}}),
+            "close-ok" => session = json!({"close": {}}),
+            _ => {}
+        }
+        json!({
+            "loadSession": self.mode == "ok",
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": true},
+            "sessionCapabilities": session,
+        })
+    }
+
+    fn run(&mut self) {
+        match self.mode.as_str() {
+            "malformed" => {
+                for i in 0..20 {
+                    self.raw(&format!("garbage line {i}"));
+                }
+            }
+            "hang" => loop {
+                std::thread::park();
+            },
+            "spawns-grandchild" => {
+                let child = std::process::Command::new("sleep")
+                    .arg("1000")
+                    .spawn()
+                    .unwrap();
+                if let Ok(path) = std::env::var("FAKE_AGENT_GRANDCHILD_FILE") {
+                    std::fs::write(path, child.id().to_string()).unwrap();
+                }
+                std::mem::forget(child);
+            }
+            _ => {}
+        }
+        let mut sessions = 0;
+        while let Some(m) = self.recv() {
+            let Some(method) = m.get("method").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            let id = m.get("id").cloned();
+            let params = m.get("params").cloned().unwrap_or(Value::Null);
+            let Some(id) = id else { continue };
+            match method.as_str() {
+                "initialize" => match self.mode.as_str() {
+                    "malformed" => {}
+                    "early-exit" => {
+                        eprintln!("fake agent: cannot find my configuration, giving up");
+                        std::process::exit(3);
+                    }
+                    "bad-version" => self.answer(&id, json!({"protocolVersion": 2, "agentCapabilities": {}})),
+                    _ => {
+                        let caps = self.capabilities();
+                        let mut result = json!({"protocolVersion": 1, "agentCapabilities": caps,
+                            "agentInfo": {"name": "fake-agent", "title": "Fake Agent", "version": "0.1"},
+                            "authMethods": []});
+                        if self.mode == "session-error" {
+                            result["authMethods"] = json!([{"id": "login", "name": "Log in with a browser"}]);
+                        }
+                        self.answer(&id, result);
+                    }
+                },
+                "session/new" => {
+                    if !params.get("mcpServers").is_some_and(Value::is_array) {
+                        self.error(&id, -32602, "Invalid params: mcpServers is required", json!(null));
+                        continue;
+                    }
+                    if self.mode == "session-error" {
+                        self.error(&id, -32000, "Authentication required", json!({"hint": "log in"}));
+                        continue;
+                    }
+                    sessions += 1;
+                    let sid = format!("sess-{sessions}");
+                    if self.mode == "updates-before-session-response" {
+                        self.update(&sid, json!({"sessionUpdate": "available_commands_update",
+                            "availableCommands": [{"name": "web", "description": "Search"}]}));
+                    }
+                    self.answer(&id, json!({"sessionId": sid,
+                        "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}}));
+                }
+                "session/load" => {
+                    let sid = params["sessionId"].as_str().unwrap_or("").to_owned();
+                    self.update(&sid, json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "earlier"}}));
+                    self.answer(&id, Value::Null);
+                }
+                "session/list" => self.answer(&id, json!({"sessions": [{"sessionId": "sess-1", "cwd": "/"}]})),
+                "session/resume" | "session/set_mode" | "session/set_model" => self.answer(&id, json!({})),
+                "session/set_config_option" => self.answer(&id, json!({"configOptions": [{"id": params["configId"], "currentValue": params["value"]}]})),
+                "session/close" => self.answer(&id, json!({})),
+                "session/prompt" => {
+                    let sid = params["sessionId"].as_str().unwrap_or("").to_owned();
+                    self.prompt(&id, &sid, &params);
+                }
+                _ => self.error(&id, -32601, &format!("Method not found: {method}"), json!(null)),
+            }
+        }
+        // EOF on stdin.
+        if self.mode == "ignores-stdin-eof" {
+            // SAFETY: ignoring SIGTERM so that only SIGKILL ends this process.
+            unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+            loop {
+                std::thread::park();
+            }
+        }
+    }
+
+    fn prompt(&mut self, id: &Value, sid: &str, params: &Value) {
+        let text = params["prompt"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        match self.mode.as_str() {
+            "prompt-stop" => {
+                self.chunk(sid, "partial");
+                self.answer(id, json!({"stopReason": "max_tokens"}));
+            }
+            "prompt-error" => {
+                self.chunk(sid, "trying");
+                self.error(
+                    id,
+                    -32603,
+                    "Internal error: the model is unavailable",
+                    json!({"retryAfter": 3}),
+                );
+            }
+            "prompt-permission" => {
+                let options = json!([
+                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                ]);
+                let tool_call = json!({"toolCallId": "call-1", "title": "Write notes.txt", "kind": "edit",
+                    "status": "pending", "rawInput": {"path": "/tmp/notes.txt"}});
+                self.update(sid, json!({"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Write notes.txt", "kind": "edit", "status": "pending"}));
+                let answer = self.ask(
+                    None,
+                    "session/request_permission",
+                    json!({"sessionId": sid, "toolCall": tool_call, "options": options}),
+                );
+                let outcome = answer
+                    .map(|a| a["result"]["outcome"].clone())
+                    .unwrap_or(Value::Null);
+                let decision = match outcome["outcome"].as_str() {
+                    Some("selected") => {
+                        format!("selected {}", outcome["optionId"].as_str().unwrap_or("?"))
+                    }
+                    Some(other) => other.to_owned(),
+                    None => "no answer".to_owned(),
+                };
+                self.chunk(sid, &decision);
+                let stop = if decision == "cancelled" {
+                    "cancelled"
+                } else {
+                    "end_turn"
+                };
+                self.answer(id, json!({"stopReason": stop}));
+            }
+            "prompt-cancel" => {
+                self.chunk(sid, "working");
+                // The permission request stays pending until the client cancels the turn.
+                let options = json!([{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                                     {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]);
+                self.send(json!({"jsonrpc": "2.0", "id": "perm-x", "method": "session/request_permission",
+                    "params": {"sessionId": sid, "toolCall": {"toolCallId": "c"}, "options": options}}));
+                let mut permission = None;
+                let mut cancelled = false;
+                while permission.is_none() || !cancelled {
+                    let Some(m) = self.recv() else { return };
+                    if m.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                        cancelled = true;
+                    } else if m.get("id") == Some(&json!("perm-x")) {
+                        permission = m["result"]["outcome"]["outcome"]
+                            .as_str()
+                            .map(str::to_owned);
+                    }
+                }
+                self.chunk(
+                    sid,
+                    &format!("permission {}", permission.unwrap_or_default()),
+                );
+                self.answer(id, json!({"stopReason": "cancelled"}));
+            }
+            "late-updates" => {
+                self.chunk(sid, "in time");
+                self.answer(id, json!({"stopReason": "end_turn"}));
+                self.chunk(sid, "late");
+            }
+            "huge-line" => {
+                let big = "x".repeat(5 * 1024 * 1024);
+                self.chunk(sid, &big);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            "ids" => {
+                let options = json!([{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                                     {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]);
+                let p =
+                    json!({"sessionId": sid, "toolCall": {"toolCallId": "c"}, "options": options});
+                for rid in [json!(0), json!("req-a")] {
+                    let a = self.ask(Some(rid.clone()), "session/request_permission", p.clone());
+                    let ok = a.as_ref().and_then(|a| a.get("id")) == Some(&rid);
+                    self.chunk(sid, &format!("id {rid} echoed {ok}"));
+                }
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            "unknown-request" => {
+                let a = self.ask(
+                    None,
+                    "fs/read_text_file",
+                    json!({"sessionId": sid, "path": "/etc/hostname"}),
+                );
+                let code = a.map(|a| a["error"]["code"].clone()).unwrap_or(Value::Null);
+                self.chunk(sid, &format!("fs/read_text_file answered {code}"));
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            "flood" => {
+                for i in 0..self.n {
+                    serde_json::to_writer(&mut self.out, &json!({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": format!("chunk {i} ")}}}})).unwrap();
+                    self.out.write_all(b"\n").unwrap();
+                }
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            _ => {
+                // prompt-ok and every other mode: two chunks, then end_turn; echo the prompt.
+                if !text.is_empty() && self.mode != "prompt-ok" {
+                    self.chunk(sid, &format!("you said: {text}"));
+                }
+                self.chunk(sid, "Hello, ");
+                self.chunk(sid, "world!");
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+        }
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "ok".to_owned());
+    let n = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    if let Ok(path) = std::env::var("FAKE_AGENT_PID_FILE") {
+        std::fs::write(path, std::process::id().to_string()).unwrap();
+    }
+    let mut agent = Agent {
+        mode,
+        n,
+        input: std::io::stdin().lock(),
+        out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
+        next_id: 0,
+    };
+    agent.run();
+}
