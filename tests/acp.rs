@@ -394,6 +394,11 @@ fn a_session_with_a_tool_call() {
     let unknown = c.call("no/such", json!({}));
     assert_eq!(unknown["error"]["code"], -32601);
     assert_eq!(unknown["error"]["message"], "Method not found: no/such");
+    assert_eq!(
+        c.stderr.lock().unwrap().as_str(),
+        "",
+        "quiet on stderr by default"
+    );
 }
 
 #[test]
@@ -480,7 +485,7 @@ fn slash_commands_are_advertised_and_run_without_the_model() {
 fn init_files_run_and_their_errors_are_reported() {
     let env = Env::new();
     env.init(
-        "(fn commands.hello [input]\n  {:fnl/docstring \"Say hello.\"}\n  (.. \"hello \" input))\n",
+        "(print \"init prints go to stderr\")\n(io.write \"so does io.write\\n\")\n(fn commands.hello [input]\n  {:fnl/docstring \"Say hello.\"}\n  (.. \"hello \" input))\n",
     );
     env.file(".oml/init.fnl", "(this is (not closed\n");
     // Trust the project as it is now.
@@ -508,6 +513,12 @@ fn init_files_run_and_their_errors_are_reported() {
     let id = c.prompt(&sid, "are you there?");
     let (_, r) = c.until_response(id);
     assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(
+        c.stderr
+            .lock()
+            .unwrap()
+            .contains("init prints go to stderr")
+    );
 }
 
 #[test]
@@ -744,6 +755,37 @@ fn hooks_ask_the_client_and_extension_methods_answer() {
         json!({"sessionId": sid, "modeId": "nope"}),
     );
     assert_eq!(bad["error"]["code"], -32602);
+}
+
+#[test]
+fn request_errors_and_a_closing_client_reach_lisp() {
+    let env = Env::new();
+    env.init(
+        r#"(fn commands.ask [method]
+  {:fnl/docstring "Ask the client."}
+  (acp.request! method {}))
+"#,
+    );
+    let mut c = env.spawn(None);
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "/ask _test/fail");
+    let asked = c.until(|m| m["method"] == "_test/fail");
+    c.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -1, "message": "boom"}}));
+    let (updates, _) = c.until_response(id);
+    assert_eq!(texts(&updates), "Error in /ask: _test/fail failed: boom");
+
+    let id = c.prompt(&sid, "/ask _test/never");
+    c.until(|m| m["method"] == "_test/never");
+    c.close_stdin();
+    let (updates, r) = c.until_response(id);
+    assert_eq!(
+        texts(&updates),
+        "Error in /ask: ACP client closed before answering _test/never"
+    );
+    // The end of stdin cancels every running prompt; it still answers.
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    assert_eq!(c.wait_exit(Duration::from_secs(3)), Some(0));
 }
 
 // --- bad input
