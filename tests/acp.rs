@@ -783,8 +783,10 @@ fn request_errors_and_a_closing_client_reach_lisp() {
         texts(&updates),
         "Error in /ask: ACP client closed before answering _test/never"
     );
-    // The end of stdin cancels every running prompt; it still answers.
-    assert_eq!(r["result"]["stopReason"], "cancelled");
+    // The prompt still answers: `end_turn` when the command finished before shutdown cancelled
+    // the session (the failed request ends it at once), `cancelled` when shutdown came first.
+    let stop = r["result"]["stopReason"].as_str().unwrap();
+    assert!(stop == "end_turn" || stop == "cancelled", "{r}");
     assert_eq!(c.wait_exit(Duration::from_secs(3)), Some(0));
 }
 
