@@ -673,6 +673,37 @@ fn cancel_while_asking_answers_cancelled() {
 }
 
 #[test]
+fn cancel_kills_a_running_command() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(tool_call_chunks(
+        "call_sleep",
+        "bash",
+        &[r#"{"command":"sleep 30"}"#],
+    ))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let r = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    assert_eq!(r["result"], json!({}));
+    let id = c.prompt(&sid, "sleep");
+    c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (updates, r) = c.until_response(id);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    let end = updates
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .expect("the tool's end is reported before the response");
+    assert_eq!(end["params"]["update"]["toolCallId"], "call_sleep");
+}
+
+#[test]
 fn reasoning_streams_as_thought_chunks() {
     let env = Env::new();
     let mut steps = reasoning_chunks("reasoning_content", &["think ", "more"]);
@@ -834,6 +865,13 @@ fn bad_lines_get_errors_and_the_agent_carries_on() {
     );
     assert_eq!(r["error"]["code"], -32602);
     let r = c.call("initialize", json!({"protocolVersion": "1.0.0"}));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = c.call("session/new", json!({"cwd": "/", "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let r = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
+    );
     assert_eq!(r["error"]["code"], -32602);
 }
 

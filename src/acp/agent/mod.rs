@@ -368,6 +368,11 @@ async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
         .and_then(Value::as_array)
         .ok_or_else(|| RpcError::invalid_params("prompt must be an array of content blocks"))?;
     let text = prompt_text(blocks);
+    if text.trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt has no text, resource link or embedded text resource",
+        ));
+    }
     if session.running.swap(true, Ordering::SeqCst) {
         return Err(RpcError::invalid_params(
             "A prompt is already running in this session",
