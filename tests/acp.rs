@@ -1029,3 +1029,55 @@ fn the_official_python_sdk_drives_oml_acp() {
         "from python"
     );
 }
+
+/// oml's own ACP client (the `client` table, through `oml run`) drives `oml acp`: a prompt whose
+/// write asks for permission, allowed by the Lisp handler.
+#[test]
+fn omls_own_client_drives_oml_acp() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_w",
+            "write",
+            &[r#"{"path":"own.txt","content":"from oml"}"#],
+        )),
+        Reply::from(text_chunks(&["written"])),
+    ]);
+    let script = env.file(
+        "drive.fnl",
+        r#"(local conn (client.connect (. arg 1) [:acp] {:on-permission (fn [req] :allow)}))
+(local s (client.new-session conn))
+(local r (client.prompt conn s.session-id "write own.txt"))
+(print r.stop-reason)
+(each [_ u (ipairs r.updates)] (print u.kind))
+(client.close conn)
+"#,
+    );
+    let out = env
+        .command(Some(&fake), &["run"])
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_oml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("oml run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "end-turn",
+            "tool-call",
+            "tool-call-update",
+            "agent-message-chunk"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("own.txt")).unwrap(),
+        "from oml"
+    );
+}
