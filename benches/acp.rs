@@ -79,7 +79,8 @@ impl Agent {
         self.next
     }
 
-    /// Read up to the response to `id`; returns the number of messages before it.
+    /// Read up to the response to `id`; returns the number of `agent_message_chunk` updates
+    /// before it.
     fn until(&mut self, id: u64) -> (usize, Value) {
         let mut n = 0;
         loop {
@@ -91,7 +92,9 @@ impl Agent {
             if v["id"] == json!(id) && v.get("method").is_none() {
                 return (n, v);
             }
-            n += 1;
+            if v["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+                n += 1;
+            }
         }
     }
 

@@ -182,7 +182,7 @@ fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
             }
         }
         method => {
-            if user_method(&ctx.lisp, method).is_some() {
+            if has_user_method(&ctx.lisp, method) {
                 let ctx = ctx.clone();
                 let method = method.to_owned();
                 tasks.spawn(async move {
@@ -206,10 +206,8 @@ async fn request(ctx: &Arc<Ctx>, r: Request) {
         "session/prompt" => prompt(ctx, &params).await,
         "session/set_mode" => set_mode(ctx, &params).await,
         "session/set_config_option" => set_config_option(ctx, &params).await,
-        method => match user_method(&ctx.lisp, method) {
-            Some(()) => call_user_method(ctx, method, params).await,
-            None => Err(RpcError::method_not_found(method)),
-        },
+        method if has_user_method(&ctx.lisp, method) => call_user_method(ctx, method, params).await,
+        method => Err(RpcError::method_not_found(method)),
     };
     let _ = match result {
         Ok(value) => ctx.conn.respond(&r.id, value).await,
@@ -532,16 +530,15 @@ async fn set_option(ctx: &Ctx, sid: &str, id: &str, value: Value) -> Result<(), 
     .map_err(RpcError::invalid_params)
 }
 
-/// `Some(())` when `acp.methods` has a function for `method`.
-fn user_method(lisp: &Lisp, method: &str) -> Option<()> {
-    let methods = match lisp.lookup("acp.methods").ok()? {
-        mlua::Value::Table(t) => t,
-        _ => return None,
+/// Whether `acp.methods` (looked up now) has a function for `method`.
+fn has_user_method(lisp: &Lisp, method: &str) -> bool {
+    let Ok(mlua::Value::Table(methods)) = lisp.lookup("acp.methods") else {
+        return false;
     };
-    match methods.raw_get::<mlua::Value>(method).ok()? {
-        mlua::Value::Function(_) => Some(()),
-        mlua::Value::Table(t) if t.metatable().is_some() => Some(()),
-        _ => None,
+    match methods.raw_get::<mlua::Value>(method) {
+        Ok(mlua::Value::Function(_)) => true,
+        Ok(mlua::Value::Table(t)) => t.metatable().is_some(),
+        _ => false,
     }
 }
 
