@@ -25,6 +25,9 @@ pub(super) struct AcpSession {
     pub barrier: mpsc::UnboundedSender<oneshot::Sender<()>>,
     /// Set while a `session/prompt` runs (one prompt per session at a time).
     pub running: Arc<AtomicBool>,
+    /// Becomes true once the session's setup (project init, `session.on-session-start`) is done;
+    /// prompts wait for it, so the first one already sees what the project's init defined.
+    pub ready: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The connection and the sessions of `oml acp`.

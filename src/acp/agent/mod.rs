@@ -263,11 +263,13 @@ async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
         s.data.insert("permission-mode".into(), json!(mode));
     });
     let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     ctx.hub.insert(
         sid.clone(),
         AcpSession {
             barrier: barrier_tx,
             running: Arc::default(),
+            ready: ready_rx,
         },
     );
     tokio::spawn(forward(
@@ -321,6 +323,7 @@ async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
         );
     }
     advertise_commands(ctx, &sid).await;
+    let _ = ready_tx.send(true);
 }
 
 fn new_session_params(params: &Value) -> Result<(PathBuf, Vec<String>), RpcError> {
@@ -383,6 +386,9 @@ async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
         }
     }
     let _running = Running(session.running.clone());
+    // A prompt sent right after session/new waits for the session's setup to finish.
+    let mut ready = session.ready.clone();
+    let _ = ready.wait_for(|r| *r).await;
 
     let before = session_state(ctx, sid);
     let result = ctx.agent.prompt(sid, &text, &ctx.shutdown).await;
