@@ -725,6 +725,24 @@ fn reasoning_streams_as_thought_chunks() {
 }
 
 #[test]
+fn render_event_can_be_advised_to_drop_updates() {
+    let env = Env::new();
+    env.init(
+        "(advise! acp.render-event :no-thoughts\n  (fn [render event sid] (when (not= event.type :thought-delta) (render event sid))))\n",
+    );
+    let mut steps = reasoning_chunks("reasoning_content", &["hidden"]);
+    steps.extend(text_chunks(&["shown"]));
+    let fake = FakeModel::start([Reply::from(steps)]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "think");
+    let (updates, _) = c.until_response(id);
+    assert_eq!(kinds(&updates), ["agent_message_chunk"]);
+    assert_eq!(texts(&updates), "shown");
+}
+
+#[test]
 fn hooks_ask_the_client_and_extension_methods_answer() {
     let env = Env::new();
     env.init(
