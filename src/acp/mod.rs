@@ -9,5 +9,6 @@
 //! strictly LF-delimited JSONL with its own commands. Compare with oml.clj: `oml.acp` (agent) and
 //! the client layer over the official Java SDK, both replaced here by one Rust transport.
 
+pub mod agent;
 pub mod client;
 pub mod jsonrpc;

@@ -168,8 +168,18 @@ impl Agent {
         interrupt: &CancelToken,
     ) -> Result<PromptOutcome, AgentError> {
         self.sessions
-            .with(id, |s| s.cancel = CancelToken::new())
+            .with(id, |s| {
+                s.cancel = CancelToken::new();
+                s.prompting = true;
+            })
             .ok_or_else(|| AgentError::NoSession(id.to_owned()))?;
+        struct Done<'a>(&'a Sessions, &'a str);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.with(self.1, |s| s.prompting = false);
+            }
+        }
+        let _done = Done(&self.sessions, id);
         let f = self
             .lisp
             .function("agent.prompt")?

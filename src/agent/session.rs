@@ -4,7 +4,9 @@
 //! The idea: Lisp never holds a session object. A prompt, command or tool runs in a coroutine
 //! that the registry maps to its session id, so `session.current` and every `session.*`
 //! primitive find "their" session implicitly; elsewhere (the REPL, a timer) Lisp passes the id
-//! explicitly or binds one with `session.with`. There is no "most recent session" global.
+//! explicitly or binds one with `session.with`; a form from the live REPL that does neither gets
+//! the session whose prompt is running, when exactly one is. There is no "most recent session"
+//! global.
 //!
 //! This module knows nothing of ACP, the CLI or how events are rendered: it forwards
 //! [`AgentEvent`]s to whatever sink the frontend gave when it created the session.
@@ -38,6 +40,8 @@ pub struct Session {
     /// Per-session values Lisp reads and writes with `session.get` and `session.put!` (the model
     /// override, the permission mode and memory, usage totals).
     pub data: Map<String, Value>,
+    /// Whether a prompt is running in this session now.
+    pub prompting: bool,
 }
 
 /// The registry of sessions and of the coroutines running on their behalf.
@@ -61,6 +65,7 @@ impl Sessions {
             cancel: CancelToken::new(),
             sink,
             data: Map::new(),
+            prompting: false,
         };
         lock(&self.sessions).insert(id.clone(), session);
         id
@@ -91,9 +96,23 @@ impl Sessions {
         }
     }
 
-    /// The session the coroutine `thread` runs for.
+    /// The session the coroutine `thread` runs for. A coroutine mapped to none (a form from the
+    /// live REPL) gets the session whose prompt is running, when exactly one is.
     pub fn of_thread(&self, thread: usize) -> Option<String> {
-        lock(&self.threads).get(&thread).cloned()
+        if let Some(id) = lock(&self.threads).get(&thread).cloned() {
+            return Some(id);
+        }
+        self.only_running()
+    }
+
+    /// The one session whose prompt is running, if exactly one is.
+    pub fn only_running(&self) -> Option<String> {
+        let sessions = lock(&self.sessions);
+        let mut running = sessions.values().filter(|s| s.prompting);
+        match (running.next(), running.next()) {
+            (Some(s), None) => Some(s.id.clone()),
+            _ => None,
+        }
     }
 
     /// Map the coroutine `thread` to the session `id` (or unmap it); returns the previous id.

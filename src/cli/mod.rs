@@ -96,6 +96,11 @@ pub enum Command {
     Trust { dir: Option<PathBuf> },
     /// Stop trusting DIR (default: the current directory).
     Untrust { dir: Option<PathBuf> },
+    /// Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Emacs, ...).
+    ///
+    /// stdout carries only protocol; logs and Lisp output go to stderr. The line cap is
+    /// $OML_ACP_MAX_LINE_BYTES (default 64 MiB).
+    Acp,
     /// Connect to, or serve, the live REPL of a running oml process.
     Repl {
         /// Connect to SOCKET (default: the most recently started server).
@@ -177,6 +182,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             repl::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
             Ok(status::OK)
         }
+        Some(Command::Acp) => acp(&paths, cli.no_init).await,
         Some(Command::Eval { expr }) => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             match lisp
@@ -297,13 +303,44 @@ async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
     Ok(crate::print_mode::run(&agent, options).await)
 }
 
-/// Build the Lisp host and load the init files (user, then the current directory's project
-/// file). Init errors are reported on stderr and never stop oml.
-pub async fn boot(
-    paths: &Paths,
-    no_init: bool,
-    output: Output,
-) -> anyhow::Result<(Lisp, InitReport)> {
+/// `oml acp`: the ACP agent on stdio, with the live REPL beside it.
+async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
+    let lisp = new_host(paths, Output::Stderr)?;
+    let hub = crate::acp::agent::install(&lisp).context("cannot install the ACP agent")?;
+    // Project init files run per session, in the session's directory.
+    let report = if no_init {
+        InitReport::default()
+    } else {
+        init::load_all(&lisp, paths, None, true).await
+    };
+    for line in report.messages() {
+        tracing::info!("{line}");
+    }
+    let agent = Agent::of(&lisp).context("the agent is not installed")?;
+    let repl = if lisp.setting::<bool>("repl.server?").unwrap_or(true) {
+        match ReplServer::start(lisp.clone(), paths).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                tracing::warn!("cannot start the live REPL server: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let options = crate::acp::agent::ServeOptions {
+        paths: paths.clone(),
+        no_init,
+        startup_messages: report.messages(),
+        max_line_bytes: crate::acp::agent::max_line_bytes_from_env(),
+    };
+    let code = crate::acp::agent::serve(agent, hub, options).await;
+    drop(repl);
+    Ok(code)
+}
+
+/// The Lisp host with the agent installed, before any init file.
+fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     let lisp = Lisp::new(LispOptions {
         output,
         cache_dir: Some(paths.fennel_cache()),
@@ -315,6 +352,17 @@ pub async fn boot(
     Agent::install(&lisp).context("cannot install the agent")?;
     crate::agent::install_reload(&lisp, paths.clone())?;
     crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
+    Ok(lisp)
+}
+
+/// Build the Lisp host and load the init files (user, then the current directory's project
+/// file). Init errors are reported on stderr and never stop oml.
+pub async fn boot(
+    paths: &Paths,
+    no_init: bool,
+    output: Output,
+) -> anyhow::Result<(Lisp, InitReport)> {
+    let lisp = new_host(paths, output)?;
     let report = if no_init {
         InitReport::default()
     } else {

@@ -1,0 +1,219 @@
+//! Whole-process benchmark of `oml acp` (run with `cargo bench --bench acp`): the real binary
+//! driven over pipes against the fake model server. It prints four figures:
+//!
+//! - spawn → `initialize` answer (median and p90 over `RUNS` runs);
+//! - resident memory (VmRSS) after `session/new`;
+//! - `session/update` throughput: one model reply of `DELTAS` one-character deltas, counted from
+//!   the prompt to its response (every delta goes SSE decode → fold → loop event →
+//!   `acp.render-event` → the ordered writer → stdout);
+//! - the overhead of a full turn (a tool call, then an answer: two model calls) over the fake
+//!   model's own time (each reply sleeps `MODEL_SLEEP_MS` before streaming).
+
+#[path = "../tests/support/fake_model.rs"]
+#[allow(dead_code)]
+mod fake_model;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks};
+use serde_json::{Value, json};
+
+const RUNS: usize = 50;
+const DELTAS: usize = 20_000;
+const MODEL_SLEEP_MS: u64 = 50;
+const TURNS: usize = 20;
+
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Agent {
+    fn spawn(root: &std::path::Path, fake: Option<&FakeModel>) -> Agent {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
+        cmd.arg("acp")
+            .current_dir(root)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", root)
+            .env("XDG_CONFIG_HOME", root.join("config"))
+            .env("XDG_STATE_HOME", root.join("state"))
+            .env("XDG_CACHE_HOME", root.join("cache"))
+            .env("XDG_RUNTIME_DIR", root.join("runtime"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(fake) = fake {
+            cmd.env("OPENAI_BASE_URL", fake.base_url())
+                .env("OPENAI_MODEL", "fake/model")
+                .env("OPENAI_API_KEY", "k");
+        }
+        let mut child = cmd.spawn().expect("spawn oml acp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Agent {
+            stdin: child.stdin.take().expect("stdin"),
+            child,
+            lines: rx,
+            next: 0,
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        self.next
+    }
+
+    /// Read up to the response to `id`; returns the number of `agent_message_chunk` updates
+    /// before it.
+    fn until(&mut self, id: u64) -> (usize, Value) {
+        let mut n = 0;
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("an answer");
+            let v: Value = serde_json::from_str(&line).expect("json");
+            if v["id"] == json!(id) && v.get("method").is_none() {
+                return (n, v);
+            }
+            if v["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+                n += 1;
+            }
+        }
+    }
+
+    fn new_session(&mut self, cwd: &std::path::Path) -> String {
+        let id = self.request("initialize", json!({"protocolVersion": 1}));
+        self.until(id);
+        let id = self.request(
+            "session/new",
+            json!({"cwd": cwd.display().to_string(), "mcpServers": []}),
+        );
+        let (_, r) = self.until(id);
+        r["result"]["sessionId"].as_str().expect("id").to_owned()
+    }
+
+    fn prompt(&mut self, sid: &str, text: &str) -> (usize, Value) {
+        let id = self.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        );
+        self.until(id)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` runs this too, so keep that short.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    for d in ["config/oml", "state", "cache", "runtime"] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+
+    // 1. spawn → initialize
+    let runs = if quick { 2 } else { RUNS };
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let mut a = Agent::spawn(&root, None);
+        let id = a.request("initialize", json!({"protocolVersion": 1}));
+        a.until(id);
+        times.push(start.elapsed());
+    }
+    times.sort();
+    println!(
+        "spawn -> initialize answer: median {:.1} ms, p90 {:.1} ms ({runs} runs)",
+        percentile(&times, 0.5).as_secs_f64() * 1e3,
+        percentile(&times, 0.9).as_secs_f64() * 1e3
+    );
+
+    // 2. memory after session/new
+    let mut a = Agent::spawn(&root, None);
+    a.new_session(&root);
+    std::thread::sleep(Duration::from_millis(100));
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", a.child.id())).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .unwrap_or("VmRSS: ?");
+    println!(
+        "resident memory after session/new: {}",
+        rss.trim_start_matches("VmRSS:").trim()
+    );
+    drop(a);
+
+    // 3. update throughput
+    let deltas = if quick { 200 } else { DELTAS };
+    let pieces: Vec<&str> = vec!["x"; deltas];
+    let fake = FakeModel::start([Reply::from(text_chunks(&pieces))]);
+    let mut a = Agent::spawn(&root, Some(&fake));
+    let sid = a.new_session(&root);
+    let start = Instant::now();
+    let (n, r) = a.prompt(&sid, "stream");
+    let took = start.elapsed();
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    println!(
+        "session/update throughput: {n} updates in {:.0} ms = {:.0} updates/s",
+        took.as_secs_f64() * 1e3,
+        n as f64 / took.as_secs_f64()
+    );
+    drop(a);
+
+    // 4. turn overhead over the model's own time
+    let turns = if quick { 1 } else { TURNS };
+    let fake = FakeModel::start(Vec::<Reply>::new());
+    let mut a = Agent::spawn(&root, Some(&fake));
+    let sid = a.new_session(&root);
+    std::fs::write(root.join("n.txt"), "hello\n").expect("write");
+    let mut overheads = Vec::new();
+    for _ in 0..turns {
+        let mut first = vec![Step::Sleep(MODEL_SLEEP_MS)];
+        first.extend(tool_call_chunks("c1", "read", &[r#"{"path":"n.txt"}"#]));
+        let mut second = vec![Step::Sleep(MODEL_SLEEP_MS)];
+        second.extend(text_chunks(&["it ", "says ", "hello"]));
+        second.push(Step::Chunk(delta_chunk(json!({}), None)));
+        fake.push(Reply::from(first));
+        fake.push(Reply::from(second));
+        let start = Instant::now();
+        let (_, r) = a.prompt(&sid, "read n.txt");
+        let took = start.elapsed();
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+        overheads.push(took.saturating_sub(Duration::from_millis(2 * MODEL_SLEEP_MS)));
+    }
+    overheads.sort();
+    println!(
+        "full turn (tool call + answer, 2 model calls) overhead over the model's {} ms: median {:.1} ms, p90 {:.1} ms ({turns} turns)",
+        2 * MODEL_SLEEP_MS,
+        percentile(&overheads, 0.5).as_secs_f64() * 1e3,
+        percentile(&overheads, 0.9).as_secs_f64() * 1e3
+    );
+}

@@ -1,0 +1,171 @@
+;; oml as an ACP agent: the Lisp side of `oml acp`.
+;;
+;; Loaded only in ACP mode, after the agent (agent.fnl) and before the init files, so that init
+;; files can redefine and advise everything here. The host (src/acp/agent/bind.rs) has put
+;; `acp.request!` in place before this file runs. Rust calls `acp.render-event`,
+;; `acp.available-commands`, `acp.config-options` and the entries of `acp.methods` by name at call
+;; time.
+
+(local oml _G.oml)
+(local fennel (require :fennel))
+(local acp _G.acp)
+(local agent _G.agent)
+(local session _G.session)
+(local json _G.json)
+
+(local file "src/acp/agent/acp.fnl")
+
+(fn defsetting [name default typ doc]
+  (oml.defsetting* name default {:type typ : doc : file
+                                 :line (. (debug.getinfo 2 :l) :currentline)}))
+
+(defsetting "acp.models" [] :table
+  "Model ids offered to the ACP client as the choices of the `model` config option, besides the session's current model.")
+(defsetting "repl.server?" true :boolean
+  "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
+
+;;; Rendering loop events as session/update payloads
+
+(local tool-kinds {:read true :edit true :delete true :move true :search true :execute true
+                   :think true :fetch true :switch_mode true :other true})
+
+(fn text-block [text] {:type :text :text (or text "")})
+
+(fn acp.render-event [event session-id]
+  "The `session/update` payload (the `update` object) for the loop EVENT of SESSION-ID, or nil to
+send nothing. Called by name for every event: text and thought deltas become
+agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
+rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and a
+diff for write and edit). Usage events are dropped (the turn's usage goes in the prompt
+response's _meta). Must not wait on anything."
+  (case event.type
+    :text-delta {:sessionUpdate :agent_message_chunk :content (text-block event.text)}
+    :thought-delta {:sessionUpdate :agent_thought_chunk :content (text-block event.text)}
+    :tool-start (let [u {:sessionUpdate :tool_call :toolCallId event.id
+                         :title (if (and (= :string (type event.title)) (event.title:find "%S"))
+                                    event.title
+                                    event.name)
+                         :kind (if (. tool-kinds event.kind) event.kind :other)
+                         :status :in_progress
+                         :rawInput (or event.args (json.object))}]
+                  (when (and (= :table (type event.locations)) (< 0 (length event.locations)))
+                    (set u.locations event.locations))
+                  u)
+    :tool-end (let [content [{:type :content :content (text-block event.content)}]]
+                (when (= :table (type event.diff))
+                  (table.insert content {:type :diff :path event.diff.path
+                                         :oldText (or (. event.diff :old-text) json.null)
+                                         :newText (or (. event.diff :new-text) "")}))
+                {:sessionUpdate :tool_call_update :toolCallId event.id
+                 :status (if (. event :error?) :failed :completed)
+                 : content})
+    _ nil))
+
+;;; Slash commands, modes and config options as the client sees them
+
+(fn acp.available-commands []
+  "The slash commands as ACP AvailableCommand entries: {:name :description :input {:hint}}."
+  (icollect [_ e (ipairs (agent.commands))]
+    (let [hint (fennel.metadata:get e.fn :hint)
+          c {:name e.name
+             :description (oml.summary (fennel.metadata:get e.fn :fnl/docstring))}]
+      (when (= :string (type hint)) (set c.input {: hint}))
+      c)))
+
+(set acp.modes
+     [{:id :ask :name "Ask" :description "write, edit and bash ask before they run"}
+      {:id :accept-edits :name "Accept edits" :description "write and edit run; bash asks"}
+      {:id :yolo :name "Yolo" :description "every tool runs without asking"}
+      {:id :read-only :name "Read only" :description "write, edit and bash are refused"}])
+
+(fn acp.current-model [?session-id]
+  "The model of the session: its override (/model), else `llm.model`, else $OPENAI_MODEL."
+  (let [llm-model (and (= :table (type _G.llm)) (rawget _G.llm :model))]
+    (or (session.get :model ?session-id)
+        (and (= :string (type llm-model)) llm-model)
+        (os.getenv "OPENAI_MODEL")
+        "default")))
+
+(fn acp.modes-state [?session-id]
+  "The `modes` object of a session: {:currentModeId :availableModes}."
+  {:currentModeId (or (session.get :permission-mode ?session-id) agent.permission-mode)
+   :availableModes acp.modes})
+
+(fn acp.config-options [?session-id]
+  "The session's ACP config options: the permission mode (category mode) and the model
+(category model, choices: the current model and `acp.models`)."
+  (let [mode (or (session.get :permission-mode ?session-id) agent.permission-mode)
+        model (acp.current-model ?session-id)
+        models [model]]
+    (each [_ m (ipairs (or _G.acp.models []))]
+      (when (and (= :string (type m)) (not= m model)) (table.insert models m)))
+    [{:id :mode :name "Permission mode" :category :mode :type :select :currentValue mode
+      :options (icollect [_ m (ipairs acp.modes)]
+                 {:value m.id :name m.name :description m.description})}
+     {:id :model :name "Model" :category :model :type :select :currentValue model
+      :options (icollect [_ m (ipairs models)] {:value m :name m})}]))
+
+(fn acp.set-config-option! [config-id value ?session-id]
+  "Set the config option CONFIG-ID (:mode or :model) of the session to VALUE; errors name what is
+wrong."
+  (case config-id
+    :mode (do (when (not (accumulate [ok false _ m (ipairs acp.modes)] (or ok (= m.id value))))
+                (error (.. "Unknown mode: " (tostring value)) 0))
+              (session.put! :permission-mode value ?session-id))
+    :model (do (when (or (not= :string (type value)) (not (value:find "%S")))
+                 (error "The model must be a non-empty string" 0))
+               (session.put! :model value ?session-id))
+    _ (error (.. "Unknown config option: " (tostring config-id)) 0)))
+
+;;; Asking the client
+
+(set acp.permission-options
+     [{:optionId :allow_once :name "Allow once" :kind :allow_once}
+      {:optionId :allow_always :name "Always allow" :kind :allow_always}
+      {:optionId :reject_once :name "Reject" :kind :reject_once}
+      {:optionId :reject_always :name "Always reject" :kind :reject_always}])
+
+(fn acp.request-permission [tool-call ?options]
+  "Ask the client whether TOOL-CALL (an ACP ToolCallUpdate such as {:toolCallId :title
+:rawInput}) may run, offering ?OPTIONS (default `acp.permission-options`: allow_once,
+allow_always, reject_once, reject_always, each optionId equal to its kind). Returns the outcome:
+{:outcome :selected :optionId :kind} or {:outcome :cancelled} (also when the prompt is cancelled
+while waiting). An error answer is an error."
+  (let [options (or ?options acp.permission-options)
+        (ok result) (pcall acp.request! "session/request_permission"
+                           {:sessionId (session.current) :toolCall tool-call : options})]
+    (if (not ok)
+        (if (: (oml.error-message result) :find "Cancelled while waiting for" 1 true)
+            {:outcome :cancelled}
+            (error (oml.error-message result) 0))
+        (let [outcome (or (and (= :table (type result)) result.outcome) {:outcome :cancelled})]
+          (when (= outcome.outcome :selected)
+            (each [_ o (ipairs options)]
+              (when (= o.optionId outcome.optionId) (set outcome.kind o.kind))))
+          outcome))))
+
+(local answers {:allow_once :allow-once :allow_always :allow-always
+                :reject_once :reject-once :reject_always :reject-always})
+
+(fn agent.ask-permission [call]
+  "In ACP mode: ask the client with `acp.request-permission` whether the tool CALL {:id :name
+:args :kind} may run (its tool card has already been sent). Returns :allow-once, :allow-always,
+:reject-once, :reject-always or :cancelled."
+  (let [outcome (acp.request-permission {:toolCallId call.id :title call.name
+                                         :rawInput (or call.args (json.object))})]
+    (if (= outcome.outcome :selected)
+        (or (. answers outcome.kind) :reject-once)
+        :cancelled)))
+
+;;; Extension methods and hooks
+
+(set acp.methods (or acp.methods {}))
+
+(fn session.on-session-start [session-id]
+  "Called after the session/new response is written, with the new session SESSION-ID current
+(after the project init file ran). Redefine or advise it; it may call `acp.request!`."
+  nil)
+
+(fn acp.sessions []
+  "The ids of the ACP sessions, sorted."
+  (session.list))

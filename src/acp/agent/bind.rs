@@ -1,0 +1,158 @@
+//! The ACP agent's state shared with Lisp, and its host functions: `acp.request!` (a request to
+//! the client, awaited from a coroutine) and `acp.running-sessions`.
+//!
+//! The [`Hub`] lives in the Lua state's app data, so host functions reach the connection and the
+//! per-session forwarders without holding them in closures. Before any request from a session,
+//! `acp.request!` waits until that session's forwarder has queued every event emitted so far, so
+//! the tool card reaches the client before the question about it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mlua::{Table, Value};
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::acp::jsonrpc::{Connection, RequestError};
+use crate::agent::Sessions;
+use crate::lisp::{Lisp, LispError, from_lua, to_lua};
+
+/// What the ACP layer keeps per session.
+#[derive(Clone)]
+pub(super) struct AcpSession {
+    /// Asks the session's forwarder to queue every pending event, then answer.
+    pub barrier: mpsc::UnboundedSender<oneshot::Sender<()>>,
+    /// Set while a `session/prompt` runs (one prompt per session at a time).
+    pub running: Arc<AtomicBool>,
+    /// Becomes true once the session's setup (project init, `session.on-session-start`) is done;
+    /// prompts wait for it, so the first one already sees what the project's init defined.
+    pub ready: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The connection and the sessions of `oml acp`.
+#[derive(Default)]
+pub struct Hub {
+    conn: Mutex<Option<Connection>>,
+    sessions: Mutex<HashMap<String, AcpSession>>,
+}
+
+impl Hub {
+    pub(super) fn set_connection(&self, conn: Connection) {
+        *lock(&self.conn) = Some(conn);
+    }
+
+    pub(super) fn connection(&self) -> Option<Connection> {
+        lock(&self.conn).clone()
+    }
+
+    pub(super) fn insert(&self, id: String, session: AcpSession) {
+        lock(&self.sessions).insert(id, session);
+    }
+
+    pub(super) fn get(&self, id: &str) -> Option<AcpSession> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    pub(super) fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// The sessions whose prompt is running now.
+    pub(super) fn running(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.sessions)
+            .iter()
+            .filter(|(_, s)| s.running.load(Ordering::SeqCst))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Wait until every event the session emitted before this call is in the connection's
+    /// write queue. Returns at once for an unknown session or a stopped forwarder.
+    pub(super) async fn barrier(&self, id: &str) {
+        let Some(session) = self.get(id) else { return };
+        let (ack, acked) = oneshot::channel();
+        if session.barrier.send(ack).is_ok() {
+            let _ = acked.await;
+        }
+    }
+}
+
+pub(super) fn install(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
+    let lua = lisp.lua();
+    lua.set_app_data(hub.clone());
+    let acp: Table = lua.globals().get("acp")?;
+
+    let h = hub.clone();
+    acp.set(
+        "request!",
+        lua.create_async_function(
+            move |lua, (method, params, explicit): (String, Value, Option<String>)| {
+                let hub = h.clone();
+                let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+                let key = lua.current_thread().to_pointer() as usize;
+                let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
+                let cancel = match (&sessions, &sid) {
+                    (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
+                    _ => None,
+                };
+                let params = from_lua(&lua, params);
+                async move {
+                    let mut params = params?;
+                    if params.is_null() {
+                        params = json!({});
+                    }
+                    let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
+                    if let Some(id) = &sid {
+                        hub.barrier(id).await;
+                    }
+                    match conn
+                        .request_with(&method, params, None, cancel.as_ref())
+                        .await
+                    {
+                        Ok(v) => to_lua(&lua, &v),
+                        Err(RequestError::Rpc { error, .. }) => {
+                            Err(rt(format!("{method} failed: {}", error.message)))
+                        }
+                        Err(RequestError::Cancelled { id, .. }) => {
+                            if let Some(id) = id {
+                                // ACP's generic cancellation: the client may stop working on it.
+                                let _ = conn
+                                    .notify("$/cancel_request", json!({ "requestId": id }))
+                                    .await;
+                            }
+                            Err(rt(format!("Cancelled while waiting for {method}")))
+                        }
+                        Err(RequestError::Timeout { .. }) => {
+                            Err(rt(format!("{method} got no answer in time")))
+                        }
+                        Err(
+                            RequestError::Closed { .. }
+                            | RequestError::Io { .. }
+                            | RequestError::Send { .. },
+                        ) => Err(rt(format!("ACP client closed before answering {method}"))),
+                    }
+                }
+            },
+        )?,
+    )?;
+
+    let h = hub;
+    acp.set(
+        "running-sessions",
+        lua.create_function(move |_, ()| Ok(h.running()))?,
+    )?;
+    Ok(())
+}
+
+fn rt(msg: impl Into<String>) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

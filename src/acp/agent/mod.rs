@@ -1,0 +1,847 @@
+//! oml as an ACP v1 agent over stdio (`oml acp`).
+//!
+//! The idea: one [`Connection`] (the shared JSON-RPC transport) owns stdin and stdout; every
+//! message written goes through its single ordered queue. Each request runs in its own task, so a
+//! long `session/prompt` never blocks `session/cancel` or another session's prompt. Each session
+//! has a *forwarder* task that turns the loop's [`AgentEvent`]s into `session/update`
+//! notifications through the Lisp function `acp.render-event` (called by name for every event).
+//! Before a prompt's response, and before any request the agent sends on a session's behalf, the
+//! forwarder is asked to queue everything pending (a barrier), so every update of a turn is
+//! written before the turn's response and a tool card before the permission question about it.
+//! Setup notifications (init warnings, `available_commands_update`) are queued after the
+//! `session/new` response.
+//!
+//! Requests are parsed from `serde_json::Value` by method name (see Cargo.toml for why not the
+//! schema crate). Errors: `-32700` for lines that are not JSON (the transport classifies them),
+//! `-32600` for JSON that is not a request, `-32601 Method not found: <method>`, `-32602` for
+//! bad params, an unknown session or a busy one, `-32603` for failures inside (a model error).
+//! Notifications are never answered; unknown ones are ignored. A cancelled prompt always answers
+//! `stopReason: "cancelled"`, never an error.
+//!
+//! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
+
+mod bind;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use bind::AcpSession;
+pub use bind::Hub;
+
+use crate::acp::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
+use crate::agent::{Agent, AgentEvent};
+use crate::cancel::CancelToken;
+use crate::lisp::{Lisp, LispError, from_lua, init, to_lua};
+use crate::paths::Paths;
+
+static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
+const ACP_FILE: &str = "src/acp/agent/acp.fnl";
+
+/// The protocol version we speak.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The environment variable that caps the length of one incoming line, in bytes (default
+/// [`jsonrpc::DEFAULT_MAX_LINE_BYTES`], 64 MiB).
+pub const MAX_LINE_ENV: &str = "OML_ACP_MAX_LINE_BYTES";
+
+/// How long shutdown waits for running prompts to answer `cancelled`.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(1200);
+
+/// What `oml acp` needs besides the Lisp host.
+pub struct ServeOptions {
+    pub paths: Paths,
+    /// `--no-init`: no project init files either.
+    pub no_init: bool,
+    /// Errors and notices from the user init file, shown to every new session as warnings.
+    pub startup_messages: Vec<String>,
+    pub max_line_bytes: usize,
+}
+
+/// Install the ACP layer's Lisp surface (`acp.*`, the ACP `agent.ask-permission`,
+/// `session.on-session-start`) into a host where the agent is installed. Call it before the init
+/// files run, so they can redefine it.
+pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
+    let hub = Arc::new(Hub::default());
+    bind::install(lisp, hub.clone())?;
+    lisp.lua()
+        .load(ACP_BYTECODE)
+        .set_name(format!("@{ACP_FILE}"))
+        .set_mode(mlua::chunk::ChunkMode::Binary)
+        .exec()?;
+    lisp.register_source(ACP_FILE, include_str!("acp.fnl"));
+    Ok(hub)
+}
+
+/// Everything a request handler needs.
+struct Ctx {
+    agent: Agent,
+    lisp: Lisp,
+    conn: Connection,
+    hub: Arc<Hub>,
+    options: ServeOptions,
+    /// The hard stop of shutdown: interrupts Lisp code that ignores the cancel.
+    shutdown: CancelToken,
+}
+
+/// Serve ACP on stdin/stdout until stdin ends or SIGTERM; returns the exit status.
+pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions) -> i32 {
+    serve_on(agent, hub, options, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// [`serve`] on any reader and writer.
+pub async fn serve_on<R, W>(
+    agent: Agent,
+    hub: Arc<Hub>,
+    options: ServeOptions,
+    reader: R,
+    writer: W,
+) -> i32
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (conn, mut incoming) = Connection::start(
+        reader,
+        writer,
+        jsonrpc::Options {
+            max_line_bytes: options.max_line_bytes,
+            peer: "ACP client".to_owned(),
+            ..jsonrpc::Options::default()
+        },
+    );
+    hub.set_connection(conn.clone());
+    let ctx = Arc::new(Ctx {
+        lisp: agent.lisp().clone(),
+        agent,
+        conn: conn.clone(),
+        hub: hub.clone(),
+        options,
+        shutdown: CancelToken::new(),
+    });
+    let mut tasks = JoinSet::new();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tracing::info!("ACP agent ready on stdio");
+    loop {
+        let message = tokio::select! {
+            m = incoming.recv() => m,
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending().await,
+                }
+            } => None,
+        };
+        let Some(message) = message else { break };
+        while tasks.try_join_next().is_some() {}
+        match message {
+            Incoming::Malformed { malformed, .. } => {
+                tracing::warn!("bad line from the client: {}", malformed.detail);
+                let _ = conn.respond_malformed(&malformed).await;
+            }
+            Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
+            Incoming::Request(r) => {
+                let ctx = ctx.clone();
+                tasks.spawn(async move { request(&ctx, r).await });
+            }
+        }
+    }
+
+    // Shutdown: cancel every prompt (the model stream, bash, pending client requests), let them
+    // answer `cancelled`, then write everything queued and stop.
+    for id in hub.ids() {
+        ctx.agent.cancel(&id);
+    }
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        ctx.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_millis(300), async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+    }
+    let _ = tokio::time::timeout(Duration::from_millis(300), conn.flush()).await;
+    0
+}
+
+fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
+    let params = n.params.unwrap_or(Value::Null);
+    match n.method.as_str() {
+        "session/cancel" => {
+            if let Some(id) = params.get("sessionId").and_then(Value::as_str) {
+                ctx.agent.cancel(id);
+            }
+        }
+        method => {
+            if has_user_method(&ctx.lisp, method) {
+                let ctx = ctx.clone();
+                let method = method.to_owned();
+                tasks.spawn(async move {
+                    if let Err(e) = call_user_method(&ctx, &method, params).await {
+                        tracing::warn!("{method}: {}", e.message);
+                    }
+                });
+            } else {
+                // Unknown notifications (including `_`-prefixed extensions) are ignored.
+                tracing::debug!("ignoring notification {method}");
+            }
+        }
+    }
+}
+
+async fn request(ctx: &Arc<Ctx>, r: Request) {
+    let params = r.params.unwrap_or(Value::Null);
+    let result = match r.method.as_str() {
+        "initialize" => initialize(&params),
+        "session/new" => return session_new(ctx, &r.id, &params).await,
+        "session/prompt" => prompt(ctx, &params).await,
+        "session/set_mode" => set_mode(ctx, &params).await,
+        "session/set_config_option" => set_config_option(ctx, &params).await,
+        method if has_user_method(&ctx.lisp, method) => call_user_method(ctx, method, params).await,
+        method => Err(RpcError::method_not_found(method)),
+    };
+    let _ = match result {
+        Ok(value) => ctx.conn.respond(&r.id, value).await,
+        Err(error) => ctx.conn.respond_error(&r.id, error).await,
+    };
+}
+
+// --- methods
+
+fn initialize(params: &Value) -> Result<Value, RpcError> {
+    match params.get("protocolVersion") {
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v <= u64::from(u16::MAX)) => {}
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "protocolVersion must be an integer, got {other}"
+            )));
+        }
+        None => return Err(RpcError::invalid_params("protocolVersion is required")),
+    }
+    // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
+    // go on), and so does one asking for 0, 1 being our latest.
+    Ok(json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": false,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": false},
+        },
+        "authMethods": [],
+        "agentInfo": {
+            "name": "oml",
+            "title": "oml",
+            "version": env!("CARGO_PKG_VERSION"),
+        },
+    }))
+}
+
+async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
+    let (cwd, mcp_names) = match new_session_params(params) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ctx.conn.respond_error(id, e).await;
+            return;
+        }
+    };
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let sid = ctx.agent.new_session(cwd.clone(), Some(events_tx));
+    let mode: String = ctx
+        .lisp
+        .setting("agent.permission-mode")
+        .unwrap_or_else(|_| "ask".to_owned());
+    ctx.agent.sessions().with(&sid, |s| {
+        s.data.insert("permission-mode".into(), json!(mode));
+    });
+    let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    ctx.hub.insert(
+        sid.clone(),
+        AcpSession {
+            barrier: barrier_tx,
+            running: Arc::default(),
+            ready: ready_rx,
+        },
+    );
+    tokio::spawn(forward(
+        ctx.lisp.clone(),
+        ctx.conn.clone(),
+        sid.clone(),
+        events_rx,
+        barrier_rx,
+    ));
+
+    let modes = lisp_json(ctx, "acp.modes-state", &[json!(sid)]).await;
+    let config = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await;
+    let mut result = Map::new();
+    result.insert("sessionId".into(), json!(sid));
+    if let Ok(modes) = modes {
+        result.insert("modes".into(), modes);
+    }
+    if let Ok(config) = config {
+        result.insert("configOptions".into(), config);
+    }
+    let _ = ctx.conn.respond(id, Value::Object(result)).await;
+
+    // Everything below is queued after the response: clients learn the session id from it and
+    // drop updates for ids they do not know yet.
+    let mut warnings = ctx.options.startup_messages.clone();
+    if !ctx.options.no_init {
+        let report = init::load_project_init(&ctx.lisp, &ctx.options.paths, &cwd).await;
+        warnings.extend(report.messages());
+    }
+    for w in warnings {
+        say(ctx, &sid, format!("Warning: {w}\n"));
+    }
+    if !mcp_names.is_empty() {
+        say(
+            ctx,
+            &sid,
+            format!(
+                "Note: oml does not connect MCP servers yet; not connected: {}\n",
+                mcp_names.join(", ")
+            ),
+        );
+    }
+    if let Err(e) = session_start_hook(ctx, &sid).await {
+        say(
+            ctx,
+            &sid,
+            format!(
+                "Warning: session.on-session-start failed: {}\n",
+                crate::print_mode::clean_error(&e.to_string())
+            ),
+        );
+    }
+    advertise_commands(ctx, &sid).await;
+    let _ = ready_tx.send(true);
+}
+
+fn new_session_params(params: &Value) -> Result<(PathBuf, Vec<String>), RpcError> {
+    let cwd = params
+        .get("cwd")
+        .and_then(Value::as_str)
+        .filter(|c| !c.trim().is_empty())
+        .ok_or_else(|| RpcError::invalid_params("cwd is required"))?;
+    let cwd = PathBuf::from(cwd);
+    if !cwd.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd must be an absolute path: {}",
+            cwd.display()
+        )));
+    }
+    let mcp_names = match params.get("mcpServers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(servers)) => servers
+            .iter()
+            .map(|s| {
+                s.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned()
+            })
+            .collect(),
+        Some(_) => return Err(RpcError::invalid_params("mcpServers must be an array")),
+    };
+    Ok((cwd, mcp_names))
+}
+
+async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
+    let sid = params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?;
+    let session = ctx
+        .hub
+        .get(sid)
+        .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))?;
+    let blocks = params
+        .get("prompt")
+        .and_then(Value::as_array)
+        .ok_or_else(|| RpcError::invalid_params("prompt must be an array of content blocks"))?;
+    let text = prompt_text(blocks);
+    if text.trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt has no text, resource link or embedded text resource",
+        ));
+    }
+    if session.running.swap(true, Ordering::SeqCst) {
+        return Err(RpcError::invalid_params(
+            "A prompt is already running in this session",
+        ));
+    }
+    struct Running(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    let _running = Running(session.running.clone());
+    // A prompt sent right after session/new waits for the session's setup to finish.
+    let mut ready = session.ready.clone();
+    let _ = ready.wait_for(|r| *r).await;
+
+    let before = session_state(ctx, sid);
+    let result = ctx.agent.prompt(sid, &text, &ctx.shutdown).await;
+    ctx.hub.barrier(sid).await;
+    let after = session_state(ctx, sid);
+    let cancelled = after.cancelled || ctx.shutdown.is_cancelled();
+    match result {
+        Ok(outcome) => {
+            if outcome.command.is_some() {
+                advertise_commands(ctx, sid).await;
+            }
+            if before.mode != after.mode {
+                update(
+                    ctx,
+                    sid,
+                    json!({"sessionUpdate": "current_mode_update", "currentModeId": after.mode}),
+                )
+                .await;
+            }
+            if before.mode != after.mode || before.model != after.model {
+                config_update(ctx, sid).await;
+            }
+            let stop = if cancelled {
+                "cancelled"
+            } else {
+                stop_reason(&outcome.stop_reason)
+            };
+            Ok(json!({
+                "stopReason": stop,
+                "_meta": {"oml": {"usage": usage_delta(&before.usage, &after.usage)}},
+            }))
+        }
+        Err(_) if cancelled => Ok(json!({"stopReason": "cancelled"})),
+        Err(e) => Err(RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            crate::print_mode::clean_error(&e.to_string()),
+        )),
+    }
+}
+
+/// The prompt's content blocks as the text the loop gets: text as it is, a resource link as
+/// `@uri`, an embedded text resource as its text (`@uri` without one); images and audio, which we
+/// do not advertise, are left out. Pieces are joined with newlines.
+pub fn prompt_text(blocks: &[Value]) -> String {
+    let mut pieces = Vec::new();
+    for block in blocks {
+        let uri = |v: &Value| {
+            v.get("uri")
+                .and_then(Value::as_str)
+                .map(|u| format!("@{u}"))
+        };
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(t) = block.get("text").and_then(Value::as_str) {
+                    pieces.push(t.to_owned());
+                }
+            }
+            Some("resource_link") => pieces.extend(uri(block)),
+            Some("resource") => {
+                let res = block.get("resource").unwrap_or(&Value::Null);
+                match res.get("text").and_then(Value::as_str) {
+                    Some(t) => pieces.push(t.to_owned()),
+                    None => pieces.extend(uri(res)),
+                }
+            }
+            _ => {}
+        }
+    }
+    pieces.join("\n")
+}
+
+/// ACP's stop reason for the loop's.
+pub fn stop_reason(loop_reason: &str) -> &'static str {
+    match loop_reason {
+        "cancelled" => "cancelled",
+        "max-turns" => "max_turn_requests",
+        "max-tokens" => "max_tokens",
+        "refusal" => "refusal",
+        _ => "end_turn",
+    }
+}
+
+async fn set_mode(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, params)?;
+    let mode = params
+        .get("modeId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("modeId is required"))?;
+    set_option(ctx, &sid, "mode", json!(mode)).await?;
+    update(
+        ctx,
+        &sid,
+        json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+    )
+    .await;
+    config_update(ctx, &sid).await;
+    Ok(json!({}))
+}
+
+async fn set_config_option(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, params)?;
+    let config_id = params
+        .get("configId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("configId is required"))?;
+    let value = match params.get("value") {
+        Some(Value::Object(o)) => o.get("value").cloned().unwrap_or(Value::Null),
+        Some(v) => v.clone(),
+        None => return Err(RpcError::invalid_params("value is required")),
+    };
+    set_option(ctx, &sid, config_id, value.clone()).await?;
+    if config_id == "mode" {
+        update(
+            ctx,
+            &sid,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+        )
+        .await;
+    }
+    let options = lisp_json(ctx, "acp.config-options", &[json!(sid)])
+        .await
+        .map_err(RpcError::internal_error)?;
+    Ok(json!({ "configOptions": options }))
+}
+
+fn known_session(ctx: &Ctx, params: &Value) -> Result<String, RpcError> {
+    let sid = params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?;
+    ctx.hub
+        .get(sid)
+        .map(|_| sid.to_owned())
+        .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))
+}
+
+async fn set_option(ctx: &Ctx, sid: &str, id: &str, value: Value) -> Result<(), RpcError> {
+    lisp_json(
+        ctx,
+        "acp.set-config-option!",
+        &[json!(id), value, json!(sid)],
+    )
+    .await
+    .map(|_| ())
+    .map_err(RpcError::invalid_params)
+}
+
+/// Whether `acp.methods` (looked up now) has a function for `method`.
+fn has_user_method(lisp: &Lisp, method: &str) -> bool {
+    let Ok(mlua::Value::Table(methods)) = lisp.lookup("acp.methods") else {
+        return false;
+    };
+    match methods.raw_get::<mlua::Value>(method) {
+        Ok(mlua::Value::Function(_)) => true,
+        Ok(mlua::Value::Table(t)) => t.metatable().is_some(),
+        _ => false,
+    }
+}
+
+/// Call `acp.methods[method]` with the params (looked up now); its value is the result.
+async fn call_user_method(ctx: &Ctx, method: &str, params: Value) -> Result<Value, RpcError> {
+    let lua = ctx.lisp.lua();
+    let run = async {
+        let methods: mlua::Table = match ctx.lisp.lookup("acp.methods")? {
+            mlua::Value::Table(t) => t,
+            _ => return Err(LispError::Runtime("acp.methods is not a table".into())),
+        };
+        let f: mlua::Function = match methods.raw_get::<mlua::Value>(method)? {
+            mlua::Value::Function(f) => f,
+            mlua::Value::Table(t) => {
+                let call: mlua::Function = t
+                    .metatable()
+                    .ok_or_else(|| LispError::Runtime(format!("{method} is not a function")))?
+                    .get("__call")?;
+                call.bind(t)?
+            }
+            _ => return Err(LispError::Runtime(format!("{method} is not a function"))),
+        };
+        let arg = to_lua(lua, &params)?;
+        let v: mlua::Value = ctx.lisp.run(f, arg, &ctx.shutdown.child()).await?;
+        Ok(from_lua(lua, v)?)
+    };
+    match run.await {
+        Ok(Value::Null) => Ok(json!({})),
+        Ok(v) => Ok(v),
+        Err(e) => Err(RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            crate::print_mode::clean_error(&e.to_string()),
+        )),
+    }
+}
+
+// --- updates
+
+/// Turn the session's loop events into `session/update` notifications, in order; on a barrier
+/// request, queue every event already emitted, then acknowledge.
+async fn forward(
+    lisp: Lisp,
+    conn: Connection,
+    sid: String,
+    mut events: mpsc::UnboundedReceiver<AgentEvent>,
+    mut barriers: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => send_event(&lisp, &conn, &sid, &event).await,
+                None => break,
+            },
+            ack = barriers.recv() => match ack {
+                Some(ack) => {
+                    while let Ok(event) = events.try_recv() {
+                        send_event(&lisp, &conn, &sid, &event).await;
+                    }
+                    let _ = ack.send(());
+                }
+                None => break,
+            },
+        }
+    }
+}
+
+async fn send_event(lisp: &Lisp, conn: &Connection, sid: &str, event: &AgentEvent) {
+    if let Some(update) = render(lisp, sid, event) {
+        let _ = conn
+            .notify(
+                "session/update",
+                json!({"sessionId": sid, "update": update}),
+            )
+            .await;
+    }
+}
+
+/// `(acp.render-event event session-id)`, looked up now and called directly (it must not wait).
+/// A failing renderer is logged and the event dropped: rendering never stops a turn.
+fn render(lisp: &Lisp, sid: &str, event: &AgentEvent) -> Option<Value> {
+    let f = lisp.function("acp.render-event").ok().flatten()?;
+    let lua = lisp.lua();
+    let event = serde_json::to_value(event).ok()?;
+    let arg = to_lua(lua, &event).ok()?;
+    match f.call::<mlua::Value>((arg, sid)) {
+        Ok(mlua::Value::Nil) => None,
+        Ok(v) => match from_lua(lua, v) {
+            Ok(Value::Null) => None,
+            Ok(update) => Some(stable_order(update, "sessionUpdate")),
+            Err(e) => {
+                tracing::warn!("acp.render-event returned something that is not JSON: {e}");
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(
+                "acp.render-event failed: {}",
+                crate::print_mode::clean_error(&e.to_string())
+            );
+            None
+        }
+    }
+}
+
+/// `value` with its object keys in a stable order (`first`, then the rest sorted, at every
+/// level): Lua tables have no order, and the wire should not change from run to run.
+fn stable_order(value: Value, first: &str) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|(a, _), (b, _)| (a != first, a).cmp(&(b != first, b)));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, stable_order(v, "type")))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| stable_order(v, "type")).collect())
+        }
+        other => other,
+    }
+}
+
+/// Show `text` in the session as agent text (through the forwarder, so in order).
+fn say(ctx: &Ctx, sid: &str, text: String) {
+    ctx.agent
+        .sessions()
+        .emit(sid, AgentEvent::TextDelta { text });
+}
+
+/// Queue `update` for the session after everything it emitted so far.
+async fn update(ctx: &Ctx, sid: &str, update: Value) {
+    ctx.hub.barrier(sid).await;
+    let _ = ctx
+        .conn
+        .notify(
+            "session/update",
+            json!({"sessionId": sid, "update": update}),
+        )
+        .await;
+}
+
+async fn advertise_commands(ctx: &Ctx, sid: &str) {
+    match lisp_json(ctx, "acp.available-commands", &[]).await {
+        Ok(commands) => {
+            let commands = if commands.is_array() {
+                commands
+            } else {
+                json!([])
+            };
+            update(
+                ctx,
+                sid,
+                json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+            )
+            .await;
+        }
+        Err(e) => tracing::warn!("acp.available-commands failed: {e}"),
+    }
+}
+
+async fn config_update(ctx: &Ctx, sid: &str) {
+    if let Ok(options) = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await {
+        update(
+            ctx,
+            sid,
+            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+        )
+        .await;
+    }
+}
+
+// --- helpers
+
+/// `session.on-session-start` (looked up now) with the session current.
+async fn session_start_hook(ctx: &Ctx, sid: &str) -> Result<(), LispError> {
+    let Some(f) = ctx.lisp.function("session.on-session-start")? else {
+        return Ok(());
+    };
+    let sessions = ctx.agent.sessions().clone();
+    let mut key = 0usize;
+    let result: Result<mlua::Value, LispError> = ctx
+        .lisp
+        .run_with(f, sid, &ctx.shutdown.child(), |thread| {
+            key = thread.to_pointer() as usize;
+            sessions.bind_thread(key, Some(sid.to_owned()));
+        })
+        .await;
+    sessions.bind_thread(key, None);
+    result.map(|_| ())
+}
+
+/// Call the Lisp function `name` with JSON arguments; errors as their clean message.
+async fn lisp_json(ctx: &Ctx, name: &str, args: &[Value]) -> Result<Value, String> {
+    ctx.lisp
+        .call_json(name, args, &ctx.shutdown.child())
+        .await
+        .map(|v| stable_order(v, "id"))
+        .map_err(|e| crate::print_mode::clean_error(&e.to_string()))
+}
+
+struct SessionState {
+    mode: Option<Value>,
+    model: Option<Value>,
+    usage: Option<Value>,
+    cancelled: bool,
+}
+
+fn session_state(ctx: &Ctx, sid: &str) -> SessionState {
+    ctx.agent
+        .sessions()
+        .with(sid, |s| SessionState {
+            mode: s.data.get("permission-mode").cloned(),
+            model: s.data.get("model").cloned(),
+            usage: s.data.get("usage").cloned(),
+            cancelled: s.cancel.is_cancelled(),
+        })
+        .unwrap_or(SessionState {
+            mode: None,
+            model: None,
+            usage: None,
+            cancelled: false,
+        })
+}
+
+/// The turn's usage: the session totals after minus before.
+fn usage_delta(before: &Option<Value>, after: &Option<Value>) -> Value {
+    let get = |v: &Option<Value>, k: &str| {
+        v.as_ref()
+            .and_then(|v| v.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let mut out = Map::new();
+    for k in ["calls", "prompt_tokens", "completion_tokens"] {
+        out.insert(
+            k.to_owned(),
+            json!(get(after, k).saturating_sub(get(before, k))),
+        );
+    }
+    Value::Object(out)
+}
+
+/// The line cap from [`MAX_LINE_ENV`], else the transport's default.
+pub fn max_line_bytes_from_env() -> usize {
+    std::env::var(MAX_LINE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(jsonrpc::DEFAULT_MAX_LINE_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_blocks_flatten_to_text() {
+        let blocks = vec![
+            json!({"type": "text", "text": "look at"}),
+            json!({"type": "resource_link", "uri": "file:///a.rs", "name": "a.rs"}),
+            json!({"type": "resource", "resource": {"uri": "file:///b", "text": "B"}}),
+            json!({"type": "resource", "resource": {"uri": "file:///c", "blob": "AA=="}}),
+            json!({"type": "image", "data": "AA==", "mimeType": "image/png"}),
+        ];
+        assert_eq!(
+            prompt_text(&blocks),
+            "look at\n@file:///a.rs\nB\n@file:///c"
+        );
+    }
+
+    #[test]
+    fn updates_have_a_stable_key_order() {
+        let v = json!({"b": 1, "sessionUpdate": "x", "a": {"z": 1, "type": "t"}});
+        assert_eq!(
+            stable_order(v, "sessionUpdate").to_string(),
+            r#"{"sessionUpdate":"x","a":{"type":"t","z":1},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn loop_stop_reasons_map_to_acp() {
+        assert_eq!(stop_reason("end-turn"), "end_turn");
+        assert_eq!(stop_reason("max-turns"), "max_turn_requests");
+        assert_eq!(stop_reason("max-tokens"), "max_tokens");
+        assert_eq!(stop_reason("cancelled"), "cancelled");
+    }
+
+    #[test]
+    fn initialize_answers_version_one_and_checks_the_version() {
+        let r = initialize(&json!({"protocolVersion": 7})).unwrap();
+        assert_eq!(r["protocolVersion"], 1);
+        assert_eq!(r["authMethods"], json!([]));
+        assert!(initialize(&json!({"protocolVersion": "1.0.0"})).is_err());
+        assert!(initialize(&json!({})).is_err());
+    }
+}

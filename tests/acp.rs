@@ -1,0 +1,1103 @@
+//! `oml acp` end to end: a scripted ACP client in this file drives the real binary over pipes,
+//! against the fake model server, with fresh XDG and HOME directories per test.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::fake_model::{
+    FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A throw-away home, config, state and project directory.
+struct Env {
+    _root: tempfile::TempDir,
+    root: PathBuf,
+    project: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let root_dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(root_dir.path()).expect("canonical tempdir");
+        let project = root.join("project");
+        for d in ["home", "config/oml", "state", "cache", "runtime", "project"] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        Env {
+            _root: root_dir,
+            root,
+            project,
+        }
+    }
+
+    fn init(&self, text: &str) {
+        std::fs::write(self.root.join("config/oml/init.fnl"), text).expect("write init");
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.project.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, text).expect("write file");
+        p
+    }
+
+    fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root.join("home"))
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("XDG_CACHE_HOME", self.root.join("cache"))
+            .env("XDG_RUNTIME_DIR", self.root.join("runtime"));
+        if let Some(fake) = fake {
+            cmd.env("OPENAI_BASE_URL", fake.base_url())
+                .env("OPENAI_MODEL", "fake/model")
+                .env("OPENAI_API_KEY", "test-key");
+        }
+        cmd
+    }
+
+    fn spawn(&self, fake: Option<&FakeModel>) -> Client {
+        self.spawn_with(fake, &[])
+    }
+
+    fn spawn_with(&self, fake: Option<&FakeModel>, env: &[(&str, &str)]) -> Client {
+        let mut cmd = self.command(fake, &["acp"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Client::spawn(cmd)
+    }
+}
+
+/// The scripted ACP client: writes lines to the agent's stdin, reads its stdout line by line.
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+    /// Every message read, in order (for snapshots).
+    log: Vec<Value>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Client {
+    fn spawn(mut cmd: Command) -> Client {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn oml acp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Client {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            next_id: 0,
+            log: Vec::new(),
+            stderr,
+        }
+    }
+
+    fn raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the agent");
+        stdin.flush().expect("flush");
+    }
+
+    fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).expect("json");
+        line.push(b'\n');
+        self.raw(&line);
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn answer(&mut self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn next(&mut self) -> Value {
+        let line = self.lines.recv_timeout(WAIT).unwrap_or_else(|_| {
+            panic!(
+                "no message from the agent in {WAIT:?}; stderr:\n{}",
+                self.stderr.lock().unwrap()
+            )
+        });
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
+        self.log.push(v.clone());
+        v
+    }
+
+    /// Read until the response to `id`; returns the messages before it and the response.
+    fn until_response(&mut self, id: u64) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next();
+            if m.get("id") == Some(&json!(id)) && m.get("method").is_none() {
+                return (before, m);
+            }
+            before.push(m);
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.until_response(id).1
+    }
+
+    /// Read until a message satisfies `pred`; returns it (the others are dropped).
+    fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let m = self.next();
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        let r = self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        r["result"].clone()
+    }
+
+    /// session/new in `cwd`; waits for the first available_commands_update.
+    fn new_session(&mut self, cwd: &Path) -> (String, Vec<Value>) {
+        let (_, r) = {
+            let id = self.request(
+                "session/new",
+                json!({"cwd": cwd.display().to_string(), "mcpServers": []}),
+            );
+            self.until_response(id)
+        };
+        let sid = r["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session id in {r}"))
+            .to_owned();
+        let mut setup = Vec::new();
+        loop {
+            let m = self.next();
+            let kind = update_kind(&m);
+            setup.push(m);
+            if kind.as_deref() == Some("available_commands_update") {
+                break;
+            }
+        }
+        (sid, setup)
+    }
+
+    fn prompt(&mut self, sid: &str, text: &str) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.stdin.take();
+        if self.wait_exit(Duration::from_secs(3)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn update_kind(m: &Value) -> Option<String> {
+    (m["method"] == "session/update").then(|| {
+        m["params"]["update"]["sessionUpdate"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned()
+    })
+}
+
+fn kinds(ms: &[Value]) -> Vec<String> {
+    ms.iter().filter_map(update_kind).collect()
+}
+
+fn texts(ms: &[Value]) -> String {
+    ms.iter()
+        .filter(|m| update_kind(m).as_deref() == Some("agent_message_chunk"))
+        .map(|m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or("")
+        })
+        .collect()
+}
+
+fn roles(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+/// A model reply that says `text` and then calls `tool` with `args`.
+fn text_then_tool(text: &str, id: &str, tool: &str, args: &str) -> Vec<Step> {
+    let mut steps = vec![Step::Chunk(delta_chunk(json!({"content": text}), None))];
+    steps.extend(tool_call_chunks(id, tool, &[args]));
+    steps
+}
+
+// --- the original's end-to-end list
+
+#[test]
+fn a_session_with_a_tool_call() {
+    let env = Env::new();
+    let notes = env.file("notes.txt", "hello from notes\n");
+    let fake = FakeModel::start([
+        Reply::from(text_then_tool(
+            "Let me read it.",
+            "call_1",
+            "read",
+            r#"{"path":"notes.txt"}"#,
+        )),
+        Reply::from(text_chunks(&["The file ", "says hello."])),
+    ]);
+    let mut c = env.spawn(Some(&fake));
+    let init = c.initialize();
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["authMethods"], json!([]));
+    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentInfo"]["name"], "oml");
+
+    let (sid, _) = c.new_session(&env.project);
+    let start = c.log.len();
+    let id = c.prompt(&sid, "What do my notes say?");
+    let (updates, response) = c.until_response(id);
+    assert_eq!(
+        kinds(&updates),
+        [
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+            "agent_message_chunk"
+        ]
+    );
+    for u in &updates {
+        assert_eq!(u["params"]["sessionId"], sid.as_str(), "{u}");
+    }
+    let card = &updates[1]["params"]["update"];
+    assert_eq!(card["toolCallId"], "call_1");
+    assert_eq!(card["kind"], "read");
+    assert_eq!(card["title"], "Read notes.txt");
+    assert_eq!(card["status"], "in_progress");
+    assert_eq!(card["rawInput"], json!({"path": "notes.txt"}));
+    assert_eq!(
+        card["locations"],
+        json!([{"path": notes.display().to_string()}])
+    );
+    let end = &updates[2]["params"]["update"];
+    assert_eq!(end["status"], "completed");
+    assert!(
+        end["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from notes"),
+        "{end}"
+    );
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        roles(&requests[1].body),
+        ["system", "user", "assistant", "tool"]
+    );
+
+    // The wire output of the whole turn, ids and paths normalised.
+    let wire: Vec<String> = c.log[start..]
+        .iter()
+        .map(|m| {
+            m.to_string()
+                .replace(&sid, "SESSION")
+                .replace(&env.root.display().to_string(), "ROOT")
+        })
+        .collect();
+    insta::assert_snapshot!(wire.join("\n"));
+
+    let unknown = c.call("no/such", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert_eq!(unknown["error"]["message"], "Method not found: no/such");
+    assert_eq!(
+        c.stderr.lock().unwrap().as_str(),
+        "",
+        "quiet on stderr by default"
+    );
+}
+
+#[test]
+fn cancel_answers_cancelled_and_keeps_the_partial_answer() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "partial"}), None)),
+        Step::Hang,
+    ])]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "Write a long story");
+    let first = c.until(|m| update_kind(m).is_some());
+    assert_eq!(update_kind(&first).as_deref(), Some("agent_message_chunk"));
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, response) = c.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+
+    fake.push(Reply::from(text_chunks(&["ok"])));
+    let id = c.prompt(&sid, "Again");
+    let (_, response) = c.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let second = &fake.requests()[1].body;
+    let kept = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["role"] == "assistant" && m["content"] == "partial");
+    assert!(kept, "the partial answer is in the transcript: {second}");
+}
+
+#[test]
+fn slash_commands_are_advertised_and_run_without_the_model() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(text_chunks(&["model here"]))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, setup) = c.new_session(&env.project);
+    let adv = setup
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("available_commands_update"))
+        .unwrap();
+    let commands = adv["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = commands
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for n in [
+        "doc", "apropos", "source", "eval", "reload", "settings", "tools", "commands",
+    ] {
+        assert!(names.contains(&n), "{n} advertised: {names:?}");
+    }
+    let doc = commands.iter().find(|c| c["name"] == "doc").unwrap();
+    assert!(
+        doc["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Show the documentation")
+    );
+    assert!(doc["input"]["hint"].is_string());
+
+    let id = c.prompt(&sid, "/doc agent.max-turns");
+    let (updates, response) = c.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert!(texts(&updates).contains("30"), "{}", texts(&updates));
+    // Commands are re-advertised after every command, before the response.
+    assert_eq!(kinds(&updates).last().unwrap(), "available_commands_update");
+
+    let id = c.prompt(&sid, "/eval (+ 1 2)");
+    let (updates, _) = c.until_response(id);
+    assert!(texts(&updates).contains('3'));
+    assert!(fake.requests().is_empty(), "no model calls for commands");
+
+    let id = c.prompt(&sid, "/x hello");
+    let (_, response) = c.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(fake.requests().len(), 1, "an unknown /x goes to the model");
+}
+
+#[test]
+fn init_files_run_and_their_errors_are_reported() {
+    let env = Env::new();
+    env.init(
+        "(print \"init prints go to stderr\")\n(io.write \"so does io.write\\n\")\n(fn commands.hello [input]\n  {:fnl/docstring \"Say hello.\"}\n  (.. \"hello \" input))\n",
+    );
+    env.file(".oml/init.fnl", "(this is (not closed\n");
+    // Trust the project as it is now.
+    let out = env.command(None, &["trust"]).output().expect("oml trust");
+    assert!(out.status.success());
+    let fake = FakeModel::start([Reply::from(text_chunks(&["still here"]))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, setup) = c.new_session(&env.project);
+    let warnings = texts(&setup);
+    assert!(warnings.starts_with("Warning: "), "{warnings}");
+    assert!(warnings.contains(".oml/init.fnl"), "{warnings}");
+    let adv = setup.last().unwrap();
+    assert!(
+        adv["params"]["update"]["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "hello"),
+        "the user init's command is advertised"
+    );
+    let id = c.prompt(&sid, "/hello you");
+    let (updates, _) = c.until_response(id);
+    assert_eq!(texts(&updates), "hello you");
+    let id = c.prompt(&sid, "are you there?");
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(
+        c.stderr
+            .lock()
+            .unwrap()
+            .contains("init prints go to stderr")
+    );
+}
+
+#[test]
+fn the_live_repl_changes_the_running_agent() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let record = env.root.join("state/oml/repl-socket");
+    let socket = std::fs::read_to_string(&record).expect("the socket path is recorded");
+    let mut s = std::os::unix::net::UnixStream::connect(socket.trim()).expect("connect");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(b"(fn agent.system-prompt [] \"Redefined over the REPL.\")\n(+ 20 22)\n")
+        .unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 1024];
+    while !seen.contains("42") {
+        let n = s.read(&mut buf).expect("read the REPL");
+        assert!(n > 0, "the REPL closed: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let id = c.prompt(&sid, "hi");
+    c.until_response(id);
+    assert_eq!(
+        fake.requests()[0].body["messages"][0]["content"],
+        "Redefined over the REPL."
+    );
+
+    // A REPL form that names no session acts on the one whose prompt is running.
+    fake.push(Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "waiting"}), None)),
+        Step::Hang,
+    ]));
+    let id = c.prompt(&sid, "wait");
+    c.until(|m| update_kind(m).is_some());
+    s.write_all(b"(session.say \"from the repl\")\n").unwrap();
+    let said = c.until(|m| update_kind(m).is_some());
+    assert_eq!(said["params"]["sessionId"], sid.as_str());
+    assert_eq!(said["params"]["update"]["content"]["text"], "from the repl");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+}
+
+#[test]
+fn permission_requests_round_trip() {
+    let env = Env::new();
+    let write = |id: &str, name: &str| {
+        Reply::from(tool_call_chunks(
+            id,
+            "write",
+            &[&format!(r#"{{"path":"{name}","content":"x"}}"#)],
+        ))
+    };
+    let fake = FakeModel::start([
+        write("call_1", "a.txt"),
+        Reply::from(text_chunks(&["rejected"])),
+        write("call_2", "b.txt"),
+        Reply::from(text_chunks(&["written"])),
+        write("call_3", "c.txt"),
+        Reply::from(text_chunks(&["written again"])),
+    ]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+
+    // reject_once: the card comes first, then the question; the file is not written.
+    let id = c.prompt(&sid, "write a");
+    let card = c.until(|m| m.get("method").is_some());
+    assert_eq!(update_kind(&card).as_deref(), Some("tool_call"));
+    let ask = c.next();
+    assert_eq!(ask["method"], "session/request_permission");
+    assert_eq!(ask["params"]["sessionId"], sid.as_str());
+    assert_eq!(ask["params"]["toolCall"]["toolCallId"], "call_1");
+    let options = ask["params"]["options"].as_array().unwrap();
+    let ids: Vec<&str> = options
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    for o in options {
+        assert_eq!(o["optionId"], o["kind"]);
+        assert!(o["name"].is_string());
+    }
+    c.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    );
+    let (updates, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let end = updates
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .unwrap();
+    assert_eq!(end["params"]["update"]["status"], "failed");
+    assert!(!env.project.join("a.txt").exists());
+    assert_eq!(
+        fake.requests()[1].body["messages"][3]["content"],
+        "Blocked: the user rejected it"
+    );
+
+    // allow_always: asked once, remembered for the session; the write carries a diff.
+    let id = c.prompt(&sid, "write b");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    c.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_always"}}),
+    );
+    let (updates, _) = c.until_response(id);
+    assert!(env.project.join("b.txt").exists());
+    let end = updates
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .unwrap();
+    let diff = &end["params"]["update"]["content"][1];
+    assert_eq!(diff["type"], "diff");
+    assert_eq!(diff["newText"], "x");
+    let id = c.prompt(&sid, "write c");
+    let (updates, _) = c.until_response(id);
+    assert!(
+        updates
+            .iter()
+            .all(|m| m["method"] != "session/request_permission")
+    );
+    assert!(env.project.join("c.txt").exists());
+}
+
+#[test]
+fn cancel_while_asking_answers_cancelled() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(tool_call_chunks(
+        "call_1",
+        "bash",
+        &[r#"{"command":"echo hi"}"#],
+    ))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "run it");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    // The client's late answer is harmless.
+    c.answer(&ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
+    let r = c.call("initialize", json!({"protocolVersion": 1}));
+    assert_eq!(r["result"]["protocolVersion"], 1);
+}
+
+#[test]
+fn cancel_kills_a_running_command() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(tool_call_chunks(
+        "call_sleep",
+        "bash",
+        &[r#"{"command":"sleep 30"}"#],
+    ))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let r = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    assert_eq!(r["result"], json!({}));
+    let id = c.prompt(&sid, "sleep");
+    c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (updates, r) = c.until_response(id);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    let end = updates
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .expect("the tool's end is reported before the response");
+    assert_eq!(end["params"]["update"]["toolCallId"], "call_sleep");
+}
+
+#[test]
+fn reasoning_streams_as_thought_chunks() {
+    let env = Env::new();
+    let mut steps = reasoning_chunks("reasoning_content", &["think ", "more"]);
+    steps.extend(text_chunks(&["answer"]));
+    let fake = FakeModel::start([Reply::from(steps)]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "think");
+    let (updates, _) = c.until_response(id);
+    assert_eq!(
+        kinds(&updates),
+        [
+            "agent_thought_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk"
+        ]
+    );
+}
+
+#[test]
+fn render_event_can_be_advised_to_drop_updates() {
+    let env = Env::new();
+    env.init(
+        "(advise! acp.render-event :no-thoughts\n  (fn [render event sid] (when (not= event.type :thought-delta) (render event sid))))\n",
+    );
+    let mut steps = reasoning_chunks("reasoning_content", &["hidden"]);
+    steps.extend(text_chunks(&["shown"]));
+    let fake = FakeModel::start([Reply::from(steps)]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "think");
+    let (updates, _) = c.until_response(id);
+    assert_eq!(kinds(&updates), ["agent_message_chunk"]);
+    assert_eq!(texts(&updates), "shown");
+}
+
+#[test]
+fn hooks_ask_the_client_and_extension_methods_answer() {
+    let env = Env::new();
+    env.init(
+        r#"(fn session.on-session-start [sid]
+  (let [r (acp.request! "_test/ping" {:x 1})]
+    (session.say "pong " r.y)))
+(tset acp.methods "_oml/echo" (fn [params] {:echo params.x}))
+"#,
+    );
+    let mut c = env.spawn(None);
+    c.initialize();
+    let id = c.request(
+        "session/new",
+        json!({"cwd": env.project.display().to_string(), "mcpServers": [{"name": "fs", "command": "/bin/true", "args": [], "env": []}]}),
+    );
+    let (_, r) = c.until_response(id);
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(r["result"]["modes"]["currentModeId"], "ask");
+    let options = r["result"]["configOptions"].as_array().unwrap();
+    assert!(options.iter().any(|o| o["category"] == "model"));
+    let ping = c.until(|m| m["method"] == "_test/ping");
+    assert_eq!(ping["params"], json!({"x": 1}));
+    c.answer(&ping["id"], json!({"y": 2}));
+    let adv = c.until(|m| update_kind(m).as_deref() == Some("available_commands_update"));
+    let before: Vec<Value> = c.log[..c.log.len() - 1].to_vec();
+    let said = texts(&before);
+    assert!(said.contains("not connected: fs"), "{said}");
+    assert!(said.contains("pong 2"), "{said}");
+    assert_eq!(adv["params"]["sessionId"], sid.as_str());
+
+    let r = c.call("_oml/echo", json!({"x": "hi"}));
+    assert_eq!(r["result"], json!({"echo": "hi"}));
+
+    let id = c.request(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    let (updates, r) = c.until_response(id);
+    assert_eq!(r["result"], json!({}));
+    assert_eq!(
+        updates[0]["params"]["update"]["sessionUpdate"],
+        "current_mode_update"
+    );
+    assert_eq!(updates[0]["params"]["update"]["currentModeId"], "yolo");
+    let r = c.call(
+        "session/set_config_option",
+        json!({"sessionId": sid, "configId": "model", "value": "other/model"}),
+    );
+    let model = r["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "model")
+        .unwrap()
+        .clone();
+    assert_eq!(model["currentValue"], "other/model");
+    let bad = c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "nope"}),
+    );
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+#[test]
+fn request_errors_and_a_closing_client_reach_lisp() {
+    let env = Env::new();
+    env.init(
+        r#"(fn commands.ask [method]
+  {:fnl/docstring "Ask the client."}
+  (acp.request! method {}))
+"#,
+    );
+    let mut c = env.spawn(None);
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "/ask _test/fail");
+    let asked = c.until(|m| m["method"] == "_test/fail");
+    c.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -1, "message": "boom"}}));
+    let (updates, _) = c.until_response(id);
+    assert_eq!(texts(&updates), "Error in /ask: _test/fail failed: boom");
+
+    let id = c.prompt(&sid, "/ask _test/never");
+    c.until(|m| m["method"] == "_test/never");
+    c.close_stdin();
+    let (updates, r) = c.until_response(id);
+    assert_eq!(
+        texts(&updates),
+        "Error in /ask: ACP client closed before answering _test/never"
+    );
+    // The prompt still answers: `end_turn` when the command finished before shutdown cancelled
+    // the session (the failed request ends it at once), `cancelled` when shutdown came first.
+    let stop = r["result"]["stopReason"].as_str().unwrap();
+    assert!(stop == "end_turn" || stop == "cancelled", "{r}");
+    assert_eq!(c.wait_exit(Duration::from_secs(3)), Some(0));
+}
+
+// --- bad input
+
+#[test]
+fn bad_lines_get_errors_and_the_agent_carries_on() {
+    let env = Env::new();
+    let mut c = env.spawn_with(None, &[("OML_ACP_MAX_LINE_BYTES", "1000")]);
+    c.raw(b"this is not json\n");
+    let m = c.next();
+    assert_eq!(m["error"]["code"], -32700);
+    assert_eq!(m["id"], Value::Null);
+    c.raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\xff\"}\n");
+    assert_eq!(c.next()["error"]["code"], -32700);
+    let long = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"{}\"}}\n",
+        "a".repeat(2000)
+    );
+    c.raw(long.as_bytes());
+    assert_eq!(c.next()["error"]["code"], -32700);
+    c.raw(b"[1,2]\n");
+    assert_eq!(c.next()["error"]["code"], -32600);
+    // Notifications are never answered, known or not.
+    c.notify("_unknown/thing", json!({}));
+    c.notify("session/cancel", json!({"sessionId": "nope"}));
+    let r = c.call("initialize", json!({"protocolVersion": 1}));
+    assert_eq!(r["result"]["protocolVersion"], 1);
+    let r = c.call("_oml/nothing", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    let r = c.call(
+        "session/prompt",
+        json!({"sessionId": "sess_nope", "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown session: sess_nope")
+    );
+    let r = c.call(
+        "session/new",
+        json!({"cwd": "relative/dir", "mcpServers": []}),
+    );
+    assert_eq!(r["error"]["code"], -32602);
+    let r = c.call("initialize", json!({"protocolVersion": "1.0.0"}));
+    assert_eq!(r["error"]["code"], -32602);
+    let r = c.call("session/new", json!({"cwd": "/", "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let r = c.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602);
+}
+
+#[test]
+fn two_prompts_at_once() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
+            Step::Hang,
+        ]),
+        Reply::from(text_chunks(&["fast"])),
+    ]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (a, _) = c.new_session(&env.project);
+    let (b, _) = c.new_session(&env.project);
+    let first = c.prompt(&a, "slow one");
+    c.until(|m| update_kind(m).is_some());
+    let second = c.prompt(&a, "again");
+    let (_, r) = c.until_response(second);
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already running")
+    );
+    // Another session runs while the first still waits for its model.
+    let other = c.prompt(&b, "other session");
+    let (updates, r) = c.until_response(other);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert_eq!(texts(&updates), "fast");
+    c.notify("session/cancel", json!({"sessionId": a}));
+    let (_, r) = c.until_response(first);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+}
+
+#[test]
+fn closing_stdin_mid_turn_exits_cleanly() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "working"}), None)),
+        Step::Hang,
+    ])]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    c.prompt(&sid, "go");
+    c.until(|m| update_kind(m).is_some());
+    c.close_stdin();
+    let code = c.wait_exit(Duration::from_secs(4));
+    assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
+}
+
+#[test]
+fn sigterm_mid_turn_exits_cleanly() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "working"}), None)),
+        Step::Hang,
+    ])]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    c.until(|m| update_kind(m).is_some());
+    let pid = c.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    // The running prompt still answers, with `cancelled`, before the process exits.
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    let code = c.wait_exit(Duration::from_secs(3));
+    assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
+}
+
+// --- interoperability
+
+/// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
+/// and a permission request, and a cancel. It needs `python3 -m venv` and `pip install
+/// agent-client-protocol` (network, once per run); without them the test says why and passes.
+#[test]
+fn the_official_python_sdk_drives_oml_acp() {
+    let env = Env::new();
+    let venv = env.root.join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output();
+    if !made.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: python3 -m venv is not available");
+        return;
+    }
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "agent-client-protocol==0.12.1"])
+        .output();
+    match pip {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "skipped: pip could not install agent-client-protocol: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot run pip: {e}");
+            return;
+        }
+    }
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_py",
+            "write",
+            &[r#"{"path":"py.txt","content":"from python"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
+            Step::Hang,
+        ]),
+    ]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_client.py");
+    // The Python client gets the environment the agent would get, and passes it on.
+    let oml = env.command(Some(&fake), &[]);
+    let mut python = Command::new(venv.join("bin/python"));
+    python
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_oml"))
+        .arg(&env.project)
+        .current_dir(&env.project)
+        .env_clear();
+    for (k, v) in oml.get_envs() {
+        if let Some(v) = v {
+            python.env(k, v);
+        }
+    }
+    let out = python.output().expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"ok\": true"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("py.txt")).unwrap(),
+        "from python"
+    );
+}
+
+/// oml's own ACP client (the `client` table, through `oml run`) drives `oml acp`: a prompt whose
+/// write asks for permission, allowed by the Lisp handler.
+#[test]
+fn omls_own_client_drives_oml_acp() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_w",
+            "write",
+            &[r#"{"path":"own.txt","content":"from oml"}"#],
+        )),
+        Reply::from(text_chunks(&["written"])),
+    ]);
+    let script = env.file(
+        "drive.fnl",
+        r#"(local conn (client.connect (. arg 1) [:acp] {:on-permission (fn [req] :allow)}))
+(local s (client.new-session conn))
+(local r (client.prompt conn s.session-id "write own.txt"))
+(print r.stop-reason)
+;; Setup updates may arrive once the prompt is sent; only the turn's own matter here.
+(each [_ u (ipairs r.updates)]
+  (when (not= u.kind :available-commands-update) (print u.kind)))
+(client.close conn)
+"#,
+    );
+    let out = env
+        .command(Some(&fake), &["run"])
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_oml"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("oml run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "end-turn",
+            "tool-call",
+            "tool-call-update",
+            "agent-message-chunk"
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("own.txt")).unwrap(),
+        "from oml"
+    );
+}
