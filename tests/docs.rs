@@ -191,14 +191,16 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// A fresh image, built the way `oml --no-init` builds it (the host, the agent's steps, tools
-/// and commands, the client functions), with its folders in a throw-away directory.
+/// A fresh image, built the way `oml acp --no-init` builds it (the host, the agent's steps,
+/// tools and commands, the client functions, and the ACP layer's `acp.*` surface), with its
+/// folders in a throw-away directory.
 async fn host() -> Lisp {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let paths = Paths::under(dir.path());
     let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
         .await
         .expect("the Lisp image starts");
+    oml::acp::agent::install(&lisp).expect("the ACP layer installs");
     lisp
 }
 
