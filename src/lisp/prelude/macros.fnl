@@ -19,7 +19,8 @@
     (for [i 1 n 2]
       (let [name (select i ...)]
         (table.insert call (name-of name "setq"))
-        (table.insert call (select (+ i 1) ...))))
+        ;; One value: `select` returns every argument from there on.
+        (table.insert call (pick-values 1 (select (+ i 1) ...)))))
     call))
 
 (fn defsetting [name default typ doc ...]
