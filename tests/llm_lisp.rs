@@ -623,8 +623,12 @@ impl Env {
     }
 
     fn eval(&self, vars: &[(&str, &str)], expr: &str) -> Output {
+        self.run(vars, &["eval", expr])
+    }
+
+    fn run(&self, vars: &[(&str, &str)], args: &[&str]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
-        cmd.args(["eval", expr])
+        cmd.args(args)
             .current_dir(&self.root)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -711,6 +715,15 @@ fn the_api_key_is_hidden_by_describe_and_settings() {
         shown.contains("Defined in src/lisp/bind/llm.rs:"),
         "doc says where it is defined: {shown}"
     );
+
+    // The slash commands of print mode (they never call the model).
+    for command in ["/settings", "/doc llm.api-key"] {
+        let out = env.run(&vars, &["-p", command]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        let shown = stdout(&out);
+        assert!(!shown.contains("sk-very-secret"), "{command}: {shown}");
+        assert!(shown.contains("<hidden>"), "{command}: {shown}");
+    }
 }
 
 #[test]
