@@ -18,7 +18,6 @@
 //! Compare with oml.clj: `src/oml/agent.clj` (the same steps as vars).
 
 mod bind;
-mod chat_fallback;
 pub use bind::install_reload;
 pub mod session;
 
@@ -115,7 +114,16 @@ impl Agent {
             lisp.declare_setting(&decl)?;
         }
         bind::install(lisp, sessions.clone())?;
-        chat_fallback::install_if_missing(lisp)?;
+        // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
+        let s = sessions.clone();
+        crate::lisp::bind::llm::set_cancel_lookup(
+            lisp,
+            Arc::new(move |lua: &mlua::Lua| {
+                let thread = lua.current_thread().to_pointer() as usize;
+                let id = s.of_thread(thread)?;
+                s.with(&id, |session| session.cancel.clone())
+            }),
+        );
         lisp.lua()
             .load(AGENT_BYTECODE)
             .set_name(format!("@{AGENT_FILE}"))

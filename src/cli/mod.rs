@@ -347,6 +347,9 @@ fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     })
     .context("cannot start the Lisp runtime")?;
     lisp.install_searcher()?;
+    // The llm.* settings and llm.chat, before the agent (whose call-model uses llm.chat) and
+    // before the init files, which may setq them.
+    crate::lisp::bind::llm::install(&lisp).context("cannot install the model client functions")?;
     // The agent's steps, tools and commands exist before the init files run, so that they can
     // redefine and advise them.
     Agent::install(&lisp).context("cannot install the agent")?;

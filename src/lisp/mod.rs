@@ -543,7 +543,12 @@ impl Lisp {
         opts.set("secret", decl.secret)?;
         opts.set("file", decl.file)?;
         opts.set("line", decl.line)?;
-        let default = to_lua(&self.lua, &decl.default)?;
+        // A JSON null default is nil (the only way a nilable setting can start out unset), not
+        // the `json.null` sentinel.
+        let default = match &decl.default {
+            serde_json::Value::Null => Value::Nil,
+            default => to_lua(&self.lua, default)?,
+        };
         define.call::<()>((decl.name, default, opts))?;
         Ok(())
     }
@@ -619,6 +624,7 @@ pub struct SettingDecl {
     pub doc: &'static str,
     /// A type name (`"integer"`, `"string?"`, ...) or an array of allowed values.
     pub ty: serde_json::Value,
+    /// The initial value; `null` means nil.
     pub default: serde_json::Value,
     pub secret: bool,
     pub file: &'static str,

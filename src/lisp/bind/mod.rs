@@ -1,3 +1,5 @@
-//! The Lisp faces of Rust subsystems: each submodule installs one namespace table's functions.
+//! The Lisp faces of Rust subsystems: each submodule installs one namespace table's functions
+//! and settings. The Rust modules themselves know nothing of Lisp.
 
 pub mod client;
+pub mod llm;
