@@ -178,13 +178,31 @@ pub async fn interactive(
         }
     });
 
-    // Output is written by one task so values and prints keep their order.
+    // Output is written by one task so values and prints keep their order. It stops when told
+    // to, not when every sender is gone: the Lisp closure that holds a sender lives until the
+    // garbage collector runs, so waiting for the channel to close would wait forever.
+    let (finish_tx, mut finish_rx) = oneshot::channel::<()>();
     let writer = tokio::spawn(async move {
         use std::io::Write as _;
-        while let Some(text) = out_rx.recv().await {
+        let write = |text: String| {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
+        };
+        loop {
+            tokio::select! {
+                biased;
+                text = out_rx.recv() => match text {
+                    Some(text) => write(text),
+                    None => break,
+                },
+                _ = &mut finish_rx => {
+                    while let Ok(text) = out_rx.try_recv() {
+                        write(text);
+                    }
+                    break;
+                }
+            }
         }
     });
 
@@ -236,6 +254,7 @@ pub async fn interactive(
 
     let result = drive(lisp, reads_tx, out_tx, interrupt).await;
     sigint.abort();
+    let _ = finish_tx.send(());
     let _ = writer.await;
     let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
     result
