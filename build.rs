@@ -35,7 +35,12 @@ fn main() {
     check_version(&fennel_path, &fennel_src);
 
     // SAFETY: Fennel needs the debug library; this state only compiles our own sources.
-    let lua = unsafe { mlua::Lua::unsafe_new_with(mlua::StdLib::ALL_SAFE | mlua::StdLib::DEBUG, mlua::LuaOptions::new()) };
+    let lua = unsafe {
+        mlua::Lua::unsafe_new_with(
+            mlua::StdLib::ALL_SAFE | mlua::StdLib::DEBUG,
+            mlua::LuaOptions::new(),
+        )
+    };
     let fennel_chunk = lua
         .load(&fennel_src)
         .set_name("@fennel.lua")
@@ -69,8 +74,11 @@ fn main() {
         fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
             .expect("write prelude bytecode");
     }
-    fs::write(out.join("fennel_path.txt"), fennel_path.display().to_string())
-        .expect("write fennel path");
+    fs::write(
+        out.join("fennel_path.txt"),
+        fennel_path.display().to_string(),
+    )
+    .expect("write fennel path");
 }
 
 fn find_fennel(manifest: &Path) -> Option<PathBuf> {
@@ -81,10 +89,15 @@ fn find_fennel(manifest: &Path) -> Option<PathBuf> {
         }
         panic!("OML_FENNEL_LUA={} is not a file", p.display());
     }
-    let mut prefixes: Vec<PathBuf> = ["/usr", "/usr/local", "/opt/homebrew", "/run/current-system/sw"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+    let mut prefixes: Vec<PathBuf> = [
+        "/usr",
+        "/usr/local",
+        "/opt/homebrew",
+        "/run/current-system/sw",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     if let Some(home) = env::var_os("HOME") {
         prefixes.push(PathBuf::from(home).join(".nix-profile"));
     }
@@ -118,7 +131,9 @@ fn check_version(path: &Path, src: &str) {
         .find_map(|l| l.trim().strip_prefix("local version = \""))
         .and_then(|rest| rest.split('"').next())
         .unwrap_or("0.0");
-    let mut parts = version.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut parts = version
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
     let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     if found < MIN_FENNEL {
         panic!(

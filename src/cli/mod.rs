@@ -79,7 +79,11 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { status::USAGE } else { status::OK };
+            return if e.use_stderr() {
+                status::USAGE
+            } else {
+                status::OK
+            };
         }
     };
     init_logging();
@@ -131,7 +135,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Eval { expr }) => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
-            match lisp.eval_to_string(&expr, "eval", &CancelToken::new()).await {
+            match lisp
+                .eval_to_string(&expr, "eval", &CancelToken::new())
+                .await
+            {
                 Ok(text) => {
                     println!("{text}");
                     Ok(status::OK)
@@ -154,7 +161,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .context("cannot record the trusted directory")?;
             let init = crate::paths::project_init(&dir);
             if init.is_file() {
-                println!("trusted {} ({} sha256 {})", dir.display(), init.display(), &hash[..12]);
+                println!(
+                    "trusted {} ({} sha256 {})",
+                    dir.display(),
+                    init.display(),
+                    &hash[..12]
+                );
             } else {
                 println!(
                     "trusted {} (it has no .oml/init.fnl yet; trust it again once it has one)",
@@ -189,7 +201,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             server::connect(&socket).await?;
             Ok(status::OK)
         }
-        Some(Command::Repl { listen: true, socket, .. }) => {
+        Some(Command::Repl {
+            listen: true,
+            socket,
+            ..
+        }) => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             let server = match socket {
                 Some(path) => ReplServer::start_at(lisp, &path)?,
@@ -201,7 +217,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(status::OK)
         }
         Some(Command::Repl { .. }) => {
-            eprintln!("oml repl: say --connect [SOCKET] or --listen (plain `oml` opens a local REPL)");
+            eprintln!(
+                "oml repl: say --connect [SOCKET] or --listen (plain `oml` opens a local REPL)"
+            );
             Ok(status::USAGE)
         }
     }
@@ -209,7 +227,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 
 /// Build the Lisp host and load the init files (user, then the current directory's project
 /// file). Init errors are reported on stderr and never stop oml.
-pub async fn boot(paths: &Paths, no_init: bool, output: Output) -> anyhow::Result<(Lisp, InitReport)> {
+pub async fn boot(
+    paths: &Paths,
+    no_init: bool,
+    output: Output,
+) -> anyhow::Result<(Lisp, InitReport)> {
     let lisp = Lisp::new(LispOptions {
         output,
         cache_dir: Some(paths.fennel_cache()),

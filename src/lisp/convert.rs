@@ -43,10 +43,8 @@ pub(super) fn install_json(lua: &Lua) -> mlua::Result<()> {
     json.set(
         "decode",
         lua.create_function(|lua, s: mlua::LuaString| {
-            let j: serde_json::Value =
-                serde_json::from_slice(&s.as_bytes()).map_err(|e| {
-                    mlua::Error::RuntimeError(format!("json.decode: {e}"))
-                })?;
+            let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
+                .map_err(|e| mlua::Error::RuntimeError(format!("json.decode: {e}")))?;
             to_lua(lua, &j)
         })?,
     )?;

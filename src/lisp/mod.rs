@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use mlua::chunk::ChunkMode;
 use mlua::{
-    FromLuaMulti, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue,
-    StdLib, Table, Value, VmState,
+    FromLuaMulti, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table,
+    Value, VmState,
 };
 use sha2::{Digest, Sha256};
 
@@ -43,7 +43,10 @@ const PRELUDE_SOURCES: &[(&str, &str)] = &[
         "src/lisp/prelude/macros.fnl",
         include_str!("prelude/macros.fnl"),
     ),
-    ("src/lisp/prelude/core.fnl", include_str!("prelude/core.fnl")),
+    (
+        "src/lisp/prelude/core.fnl",
+        include_str!("prelude/core.fnl"),
+    ),
 ];
 
 /// How many VM instructions run between two checks of the interrupt flag. Small enough that an
@@ -146,7 +149,8 @@ impl Lisp {
         // SAFETY: the `debug` library is what makes this constructor unsafe in mlua's terms;
         // Fennel needs it for metadata and tracebacks, and oml's Lisp code is trusted like an
         // Emacs init file (project files run only once their directory is trusted).
-        let lua = unsafe { Lua::unsafe_new_with(StdLib::ALL_SAFE | StdLib::DEBUG, LuaOptions::new()) };
+        let lua =
+            unsafe { Lua::unsafe_new_with(StdLib::ALL_SAFE | StdLib::DEBUG, LuaOptions::new()) };
         let shared = Arc::new(Shared {
             output: options.output,
             cache_dir: options.cache_dir,
@@ -175,8 +179,18 @@ impl Lisp {
         let env = lua.create_table()?;
         let mangle: Function = fennel.get("mangle")?;
         for name in [
-            "sym", "list", "sequence", "sym?", "list?", "table?", "sequence?", "multi-sym?",
-            "varg?", "comment?", "ast-source", "view",
+            "sym",
+            "list",
+            "sequence",
+            "sym?",
+            "list?",
+            "table?",
+            "sequence?",
+            "multi-sym?",
+            "varg?",
+            "comment?",
+            "ast-source",
+            "view",
         ] {
             let v = fennel.get::<Value>(name)?;
             let mangled: String = mangle.call(name)?;
@@ -436,7 +450,10 @@ impl Lisp {
     pub fn function(&self, qualified: &str) -> Result<Option<Function>, LispError> {
         match self.lookup(qualified)? {
             Value::Function(f) => Ok(Some(f)),
-            Value::Table(t) if t.metatable().is_some_and(|m| m.contains_key("__call").unwrap_or(false)) => {
+            Value::Table(t)
+                if t.metatable()
+                    .is_some_and(|m| m.contains_key("__call").unwrap_or(false)) =>
+            {
                 let call: Function = t.metatable().expect("checked").get("__call")?;
                 Ok(Some(call.bind(t)?))
             }
@@ -515,7 +532,11 @@ impl Lisp {
 
     /// Put `dir` on the module search path (`require`) and the macro search path, once.
     pub fn add_load_path(&self, dir: &Path) -> Result<(), LispError> {
-        let f: Function = self.lua.load(ADD_LOAD_PATH_LUA).set_name("=oml-load-path").into_function()?;
+        let f: Function = self
+            .lua
+            .load(ADD_LOAD_PATH_LUA)
+            .set_name("=oml-load-path")
+            .into_function()?;
         f.call::<()>(dir.display().to_string())?;
         Ok(())
     }
@@ -529,7 +550,11 @@ impl Lisp {
                 Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
             }
         })?;
-        let install: Function = self.lua.load(SEARCHER_LUA).set_name("=oml-searcher").into_function()?;
+        let install: Function = self
+            .lua
+            .load(SEARCHER_LUA)
+            .set_name("=oml-searcher")
+            .into_function()?;
         install.call::<()>(find)?;
         Ok(())
     }

@@ -76,7 +76,13 @@ pub async fn drive(
         let flag = flag.clone();
         async move {
             let (reply, answer) = oneshot::channel();
-            if reads.send(ReadRequest { continuation, reply }).is_err() {
+            if reads
+                .send(ReadRequest {
+                    continuation,
+                    reply,
+                })
+                .is_err()
+            {
                 return Ok(None);
             }
             let chunk = answer.await.unwrap_or(None);

@@ -193,7 +193,10 @@ pub fn default_socket(paths: &Paths) -> Option<PathBuf> {
 /// writes is shown; its prompt is used as the local prompt.
 pub async fn connect(socket: &Path) -> io::Result<()> {
     let stream = UnixStream::connect(socket).await.map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot connect to {}: {e}", socket.display()))
+        io::Error::new(
+            e.kind(),
+            format!("cannot connect to {}: {e}", socket.display()),
+        )
     })?;
     let (mut rd, mut wr) = stream.into_split();
     // Server output, split into "text" and "a prompt is waiting".
