@@ -17,9 +17,10 @@
     (when (or (= n 0) (not= 0 (% n 2)))
       (error "setq: expected name/value pairs, e.g. (setq agent.max-turns 50)"))
     (for [i 1 n 2]
-      (let [name (select i ...)]
+      (let [name (select i ...)
+            value (select (+ i 1) ...)]
         (table.insert call (name-of name "setq"))
-        (table.insert call (select (+ i 1) ...))))
+        (table.insert call value)))
     call))
 
 (fn defsetting [name default typ doc ...]
