@@ -21,7 +21,11 @@
             value (select (+ i 1) ...)]
         (table.insert call (name-of name "setq"))
         (table.insert call value)))
-    call))
+    ;; Bound to a local rather than returned directly: a call in tail position would be a Lua
+    ;; tail call, which leaves no frame for the error to point at, and a bad `setq` as the last
+    ;; form of an init file (or of a function) would be reported without its line.
+    (let [v (sym :setq-value)]
+      (list (sym :let) (sequence v call) v))))
 
 (fn defsetting [name default typ doc ...]
   "Declare a setting: (defsetting my.limit 200 :integer \"How many lines to keep.\")."
