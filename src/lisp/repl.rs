@@ -307,6 +307,10 @@ return function(read, write)
       for k, v in pairs(oml_scope.macros) do opts.scope.macros[k] = v end
     end,
     ["view-opts"] = {depth = 6},
+    -- Fennel's REPL otherwise fixes the known globals when it starts, so a global defined later
+    -- (by this client, another client or Rust) would be an "unknown identifier" here. Init
+    -- files, `oml eval` and `oml run` compile without that check; the REPL does the same.
+    allowedGlobals = false,
   })
 end
 "#;
