@@ -503,7 +503,7 @@ impl Lisp {
         opts.set("secret", decl.secret)?;
         opts.set("file", decl.file)?;
         opts.set("line", decl.line)?;
-        let default = to_lua(&self.lua, &decl.default)?;
+        let default = self.setting_value(&decl.default)?;
         define.call::<()>((decl.name, default, opts))?;
         Ok(())
     }
@@ -525,9 +525,18 @@ impl Lisp {
     pub fn set_setting(&self, name: &str, value: &serde_json::Value) -> Result<(), LispError> {
         let oml: Table = self.lua.globals().get("oml")?;
         let set: Function = oml.get("set-setting!")?;
-        let v = to_lua(&self.lua, value)?;
+        let v = self.setting_value(value)?;
         set.call::<Value>((name, v))?;
         Ok(())
+    }
+
+    /// A setting's value from JSON. A top-level `null` is nil, the "no value" of an optional
+    /// (`string?`) setting; `json.null` is only for nulls inside JSON data.
+    fn setting_value(&self, value: &serde_json::Value) -> mlua::Result<Value> {
+        match value {
+            serde_json::Value::Null => Ok(Value::Nil),
+            v => to_lua(&self.lua, v),
+        }
     }
 
     /// Put `dir` on the module search path (`require`) and the macro search path, once.
