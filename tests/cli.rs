@@ -281,6 +281,16 @@ const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
         "(set _G.before true)\n\n(setq repl.history-size :lots)",
         ":3: setq: repl.history-size expects an integer, got string \"lots\"",
     ),
+    (
+        "advice for a function that does not exist, as the last form",
+        "(set _G.before true)\n(advise! agent.no-such-step :log (fn [f ...] (f ...)))",
+        ":2: advise!: agent.no-such-step is not a function",
+    ),
+    (
+        "defsetting with a default of the wrong type, as the last form",
+        "(set _G.before true)\n\n(defsetting my.limit :many :integer \"A limit.\")",
+        ":3: defsetting: the default of my.limit is not an integer",
+    ),
 ];
 
 #[tokio::test]
