@@ -243,14 +243,8 @@ async fn no_init_skips_the_user_init_file() {
     assert_eq!((out.code, out.stdout.as_str()), (0, "false\n"));
 }
 
-/// Bad init files: each is reported on stderr as `oml: error in FILE:LINE...`, and oml still
-/// evaluates. `(expected line, start of the message after "FILE:LINE")`.
+/// More bad init files: `(what, source, the message after "oml: error in FILE")`.
 const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
-    (
-        "syntax error: a closing delimiter too many",
-        "(set _G.before true)\n\n(print :x))\n",
-        ":3:10: Parse error: unexpected closing delimiter )",
-    ),
     (
         "syntax error: an unclosed form",
         "(set _G.before true)\n(fn f []\n",
@@ -260,11 +254,6 @@ const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
         "compile error: an unknown special form use",
         "(set _G.before true)\n(local)\n",
         ":2:0: Compile error: expected name and value",
-    ),
-    (
-        "runtime error: error called",
-        "(set _G.before true)\n\n\n(error \"init exploded\")\n(set _G.after true)\n",
-        ":4: init exploded",
     ),
     (
         "runtime error: indexing nil",
@@ -293,30 +282,87 @@ const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Which init file a bad-input test writes.
+#[derive(Clone, Copy, Debug)]
+enum InitFile {
+    User,
+    /// The project's `.oml/init.fnl`, trusted after it is written.
+    Project,
+}
+
+/// Write `src` as the init file, run `oml eval '(+ 1 2)'`, and check that it still prints 3 and
+/// exits 0 while stderr reports the error once, starting `oml: error in FILE` + `message`.
+async fn assert_bad_init_reported(which: InitFile, src: &str, message: &str) {
+    let home = Home::new();
+    let init = match which {
+        InitFile::User => home.user_init(),
+        InitFile::Project => home.project_init(),
+    };
+    write(&init, src);
+    if let InitFile::Project = which {
+        assert_eq!(home.oml(&["trust"]).await.code, 0);
+    }
+    let out = home.oml(&["eval", "(+ 1 2)"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "3\n"),
+        "{which:?} {src:?}: {out:?}"
+    );
+    let expected = format!("oml: error in {}{message}", init.display());
+    assert!(
+        out.stderr.starts_with(&expected),
+        "{which:?} {src:?}:\n expected {expected:?}\n got {:?}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("oml: error in").count(),
+        1,
+        "{which:?} {src:?}: one report: {:?}",
+        out.stderr
+    );
+}
+
+const SYNTAX_ERROR: (&str, &str) = (
+    "(set _G.before true)\n\n(print :x))\n",
+    ":3:10: Parse error: unexpected closing delimiter )",
+);
+
+const RUNTIME_ERROR: (&str, &str) = (
+    "(set _G.before true)\n\n\n(error \"init exploded\")\n(set _G.after true)\n",
+    ":4: init exploded",
+);
+
 #[tokio::test]
-async fn an_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working() {
+async fn a_syntax_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+{
+    assert_bad_init_reported(InitFile::User, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_runtime_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::User, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_syntax_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::Project, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_runtime_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::Project, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn other_bad_init_files_are_reported_with_file_and_line_in_either_init_file() {
     for (what, src, message) in BAD_INIT_FILES {
-        let home = Home::new();
-        let init = home.user_init();
-        write(&init, src);
-        let out = home.oml(&["eval", "(+ 1 2)"]).await;
-        assert_eq!(
-            (out.code, out.stdout.as_str()),
-            (0, "3\n"),
-            "{what}: {out:?}"
-        );
-        let expected = format!("oml: error in {}{message}", init.display());
-        assert!(
-            out.stderr.starts_with(&expected),
-            "{what}:\n expected {expected:?}\n got {:?}",
-            out.stderr
-        );
-        assert_eq!(
-            out.stderr.matches("oml: error in").count(),
-            1,
-            "{what}: one report: {:?}",
-            out.stderr
-        );
+        for which in [InitFile::User, InitFile::Project] {
+            println!("{which:?}: {what}");
+            assert_bad_init_reported(which, src, message).await;
+        }
     }
 }
 
@@ -519,10 +565,10 @@ async fn oml_trust_takes_a_directory_argument() {
     write(&other.join(".oml/init.fnl"), "(set _G.other-ran true)\n");
     let out = home.oml(&["trust", other.to_str().expect("utf-8")]).await;
     assert_eq!(out.code, 0, "{out:?}");
-    let mut cmd = home.command(&["eval", "(= true _G.other-ran)"]);
-    cmd.current_dir(&other);
-    let out = cmd.output().await.expect("run oml");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "true\n");
+    let out = home
+        .oml_in(&other, &["eval", "(= true _G.other-ran)"])
+        .await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "true\n"), "{out:?}");
     // Trusting one directory does not trust another.
     write(&home.project_init(), PROJECT_INIT);
     assert_eq!(home.eval("(= true _G.project-ran)").await, "false");
@@ -651,29 +697,6 @@ async fn a_trusted_project_init_finds_modules_in_its_lisp_dir() {
     );
     assert_eq!(home.oml(&["trust"]).await.code, 0);
     assert_eq!(home.eval("answer").await, "42");
-}
-
-#[tokio::test]
-async fn an_error_in_a_trusted_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
- {
-    for (what, src, message) in BAD_INIT_FILES {
-        let home = Home::new();
-        let init = home.project_init();
-        write(&init, src);
-        assert_eq!(home.oml(&["trust"]).await.code, 0, "{what}");
-        let out = home.oml(&["eval", "(+ 1 2)"]).await;
-        assert_eq!(
-            (out.code, out.stdout.as_str()),
-            (0, "3\n"),
-            "{what}: {out:?}"
-        );
-        let expected = format!("oml: error in {}{message}", init.display());
-        assert!(
-            out.stderr.starts_with(&expected),
-            "{what}:\n expected {expected:?}\n got {:?}",
-            out.stderr
-        );
-    }
 }
 
 #[tokio::test]

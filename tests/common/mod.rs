@@ -113,29 +113,14 @@ impl Home {
 
     /// Run `oml ARGS…` with `input` on stdin (then end of file) and wait for it.
     pub async fn oml_with_stdin(&self, args: &[&str], input: &str) -> Outcome {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn oml");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let input = input.to_string();
-        let feed = tokio::spawn(async move {
-            // The process may exit before reading everything; that is its business.
-            let _ = stdin.write_all(input.as_bytes()).await;
-        });
-        let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("oml {args:?} did not finish within {DEADLINE:?}"))
-            .expect("wait for oml");
-        let _ = feed.await;
-        Outcome {
-            code: out.status.code().expect("exited, not killed by a signal"),
-            stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
-            stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
-        }
+        finish(self.command(args), args, input).await
+    }
+
+    /// Run `oml ARGS…` from `dir` instead of the project directory, with empty stdin.
+    pub async fn oml_in(&self, dir: &Path, args: &[&str]) -> Outcome {
+        let mut cmd = self.command(args);
+        cmd.current_dir(dir);
+        finish(cmd, args, "").await
     }
 
     /// `oml eval EXPR`, asserting that it succeeds; returns its stdout without the final newline.
@@ -146,6 +131,32 @@ impl Home {
             .strip_suffix('\n')
             .unwrap_or_else(|| panic!("no final newline: {out:?}"))
             .to_string()
+    }
+}
+
+/// Spawn `cmd` with `input` on stdin, wait for it within the deadline and collect its output.
+async fn finish(mut cmd: Command, args: &[&str], input: &str) -> Outcome {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_string();
+    let feed = tokio::spawn(async move {
+        // The process may exit before reading everything; that is its business.
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("oml {args:?} did not finish within {DEADLINE:?}"))
+        .expect("wait for oml");
+    let _ = feed.await;
+    Outcome {
+        code: out.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
     }
 }
 
