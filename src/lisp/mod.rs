@@ -361,9 +361,13 @@ impl Lisp {
         };
         let key = sha256_hex(
             format!(
-                "oml {}\0{}\0{}\0{}",
+                "oml {}\0{}\0{}\0{}\0{}\0{}",
                 env!("CARGO_PKG_VERSION"),
                 include_str!(concat!(env!("OUT_DIR"), "/fennel_path.txt")),
+                // The Fennel compiler, the prelude's macros and the options they compile with:
+                // a change to any of them changes the compiled output.
+                include_str!(concat!(env!("OUT_DIR"), "/compiler_id.txt")),
+                COMPILER_LUA,
                 name,
                 src
             )
