@@ -64,10 +64,16 @@ fn main() {
     loaded.set("fennel", &fennel).expect("register fennel");
     let compile: mlua::Function = fennel.get("compileString").expect("fennel.compileString");
 
+    // What compiled user files depend on besides their own text: the compiler and the macros.
+    // The cache of compiled Fennel (src/lisp/mod.rs) keys on this, so a changed Fennel or prelude
+    // does not keep serving files compiled by the old one. Only needs to be stable within a build.
+    let mut compiler_id = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&fennel_src, &mut compiler_id);
     for (name, rel) in PRELUDE {
         let rel = rel.to_string();
         let src = fs::read_to_string(manifest.join(&rel))
             .unwrap_or_else(|e| panic!("cannot read {rel}: {e}"));
+        std::hash::Hash::hash(&src, &mut compiler_id);
         let opts = lua.create_table().expect("table");
         opts.set("filename", rel.as_str()).expect("opt");
         opts.set("correlate", true).expect("opt");
@@ -84,6 +90,11 @@ fn main() {
         fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
             .expect("write prelude bytecode");
     }
+    fs::write(
+        out.join("compiler_id.txt"),
+        format!("{:016x}", std::hash::Hasher::finish(&compiler_id)),
+    )
+    .expect("write compiler id");
     fs::write(
         out.join("fennel_path.txt"),
         fennel_path.display().to_string(),

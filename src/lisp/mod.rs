@@ -379,9 +379,13 @@ impl Lisp {
         };
         let key = sha256_hex(
             format!(
-                "oml {}\0{}\0{}\0{}",
+                "oml {}\0{}\0{}\0{}\0{}\0{}",
                 env!("CARGO_PKG_VERSION"),
                 include_str!(concat!(env!("OUT_DIR"), "/fennel_path.txt")),
+                // The Fennel compiler, the prelude's macros and the options they compile with:
+                // a change to any of them changes the compiled output.
+                include_str!(concat!(env!("OUT_DIR"), "/compiler_id.txt")),
+                COMPILER_LUA,
                 name,
                 src
             )
@@ -543,12 +547,7 @@ impl Lisp {
         opts.set("secret", decl.secret)?;
         opts.set("file", decl.file)?;
         opts.set("line", decl.line)?;
-        // A JSON null default is nil (the only way a nilable setting can start out unset), not
-        // the `json.null` sentinel.
-        let default = match &decl.default {
-            serde_json::Value::Null => Value::Nil,
-            default => to_lua(&self.lua, default)?,
-        };
+        let default = self.setting_value(&decl.default)?;
         define.call::<()>((decl.name, default, opts))?;
         Ok(())
     }
@@ -570,9 +569,18 @@ impl Lisp {
     pub fn set_setting(&self, name: &str, value: &serde_json::Value) -> Result<(), LispError> {
         let oml: Table = self.lua.globals().get("oml")?;
         let set: Function = oml.get("set-setting!")?;
-        let v = to_lua(&self.lua, value)?;
+        let v = self.setting_value(value)?;
         set.call::<Value>((name, v))?;
         Ok(())
+    }
+
+    /// A setting's value from JSON. A top-level `null` is nil, the "no value" of an optional
+    /// (`string?`) setting; `json.null` is only for nulls inside JSON data.
+    fn setting_value(&self, value: &serde_json::Value) -> mlua::Result<Value> {
+        match value {
+            serde_json::Value::Null => Ok(Value::Nil),
+            v => to_lua(&self.lua, v),
+        }
     }
 
     /// Put `dir` on the module search path (`require`) and the macro search path, once.

@@ -154,8 +154,19 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
         }
     });
 
-    if let Err(e) = repl::drive(&lisp, reads_tx, out_tx, interrupt).await {
-        tracing::warn!("repl client ended with an error: {e}");
+    // The conversation runs on a thread of its own, not on a runtime worker. A form runs
+    // synchronously inside the coroutine's poll; on a worker, the writer task that its `print`
+    // wakes is queued on that same worker (tokio's LIFO slot, which other workers cannot steal
+    // from), so a client saw nothing a form printed until the form ended, and nothing at all
+    // from a form that never ends. From this thread, woken tasks go to the shared queue.
+    let handle = tokio::runtime::Handle::current();
+    let conversation = tokio::task::spawn_blocking(move || {
+        handle.block_on(async move { repl::drive(&lisp, reads_tx, out_tx, interrupt).await })
+    });
+    match conversation.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("repl client ended with an error: {e}"),
+        Err(e) => tracing::warn!("repl client ended abnormally: {e}"),
     }
     frontend.abort();
     reader.abort();

@@ -10,6 +10,14 @@
       (= :string (type x)) x
       (error (.. what ": expected a name such as agent.max-turns, got " (tostring x)))))
 
+(fn no-tail [call]
+  "CALL bound to a local and returned, rather than returned directly. A call in tail position is
+a Lua tail call, which leaves no frame for an error raised with a level to point at: a bad `setq`,
+`defsetting` or `advise!` as the last form of an init file (or of a function) would be reported
+without its line."
+  (let [v (sym :oml-result)]
+    (list (sym :let) (sequence v call) v)))
+
 (fn setq [...]
   "Set settings by name, validating each value: (setq llm.model \"gpt-4o-mini\" agent.max-turns 50)."
   (let [n (select :# ...)
@@ -22,7 +30,7 @@
             value (select (+ i 1) ...)]
         (table.insert call (name-of name "setq"))
         (table.insert call value)))
-    call))
+    (no-tail call)))
 
 (fn defsetting [name default typ doc ...]
   "Declare a setting: (defsetting my.limit 200 :integer \"How many lines to keep.\")."
@@ -30,11 +38,11 @@
         opts {:type typ :doc doc :file src.filename :line src.line}]
     (for [i 1 (select :# ...) 2]
       (tset opts (select i ...) (select (+ i 1) ...)))
-    (list (sym :_G.oml.defsetting*) (name-of name "defsetting") default opts)))
+    (no-tail (list (sym :_G.oml.defsetting*) (name-of name "defsetting") default opts))))
 
 (fn advise! [target key f]
   "Wrap the function named TARGET with around-advice F, called as (f original ...args)."
-  (list (sym :_G.oml.advise*) (name-of target "advise!") key f))
+  (no-tail (list (sym :_G.oml.advise*) (name-of target "advise!") key f)))
 
 (fn unadvise! [target ?key]
   "Remove the advice KEY from TARGET, or all of its advice when KEY is omitted."

@@ -1,0 +1,738 @@
+//! The `oml` binary as a user runs it: `oml eval`, `oml run`, the REPL on piped stdin, `oml trust`
+//! and `oml untrust`, and the init files (user and project) with their errors. Every test gets
+//! fresh XDG directories and a fresh project directory as its working directory.
+
+mod common;
+
+use common::{Home, write};
+
+// ---------------------------------------------------------------------------------------------
+// oml eval
+
+#[tokio::test]
+async fn eval_prints_the_value_of_the_expression() {
+    let home = Home::new();
+    let cases = [
+        ("(+ 1 2)", "3"),
+        ("\"text\"", "\"text\""),
+        ("[1 2 3]", "[1 2 3]"),
+        ("{:a 1}", "{:a 1}"),
+        ("(values 1 :two)", "1\t\"two\""),
+        ("nil", "nil"),
+        ("(let [x 20] (+ x 22))", "42"),
+    ];
+    for (expr, expected) in cases {
+        let out = home.oml(&["eval", expr]).await;
+        assert_eq!(
+            (out.code, out.stdout.as_str(), out.stderr.as_str()),
+            (0, format!("{expected}\n").as_str(), ""),
+            "oml eval {expr:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn eval_of_a_failing_expression_exits_1_with_the_error_on_stderr() {
+    let home = Home::new();
+    let out = home.oml(&["eval", "(error \"boom\")"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.starts_with("error: eval:1: boom"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn eval_of_a_syntax_error_exits_1_and_says_parse_error() {
+    let home = Home::new();
+    let out = home.oml(&["eval", "(+ 1 2))"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.starts_with("error: eval:1:")
+            && out
+                .stderr
+                .contains("Parse error: unexpected closing delimiter )"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn setq_of_an_unknown_setting_names_it() {
+    let home = Home::new();
+    let out = home.oml(&["eval", "(setq agent.no-such-setting 5)"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("error: eval:1: setq: unknown setting agent.no-such-setting\n"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn setq_of_a_wrong_type_names_the_setting_and_the_expected_type() {
+    let home = Home::new();
+    let out = home
+        .oml(&["eval", "(setq repl.history-size \"many\")"])
+        .await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.starts_with(
+            "error: eval:1: setq: repl.history-size expects an integer, got string \"many\"\n"
+        ),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn setq_sets_several_settings_and_returns_the_last_value() {
+    let home = Home::new();
+    let out = home
+        .eval("[(setq repl.history-size 5 init.project-init :never) repl.history-size init.project-init]")
+        .await;
+    assert_eq!(out, "[\"never\" 5 \"never\"]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The REPL on a pipe
+
+#[tokio::test]
+async fn repl_on_piped_stdin_prints_each_value_and_exits_at_end_of_input() {
+    let home = Home::new();
+    let out = home.oml_with_stdin(&[], "(+ 1 2)\n").await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "3\n", "")
+    );
+}
+
+#[tokio::test]
+async fn repl_on_piped_stdin_reads_forms_over_several_lines() {
+    let home = Home::new();
+    let input = "(fn _G.twice [x]\n  \"Double X.\"\n  (* 2 x))\n(twice\n  21)\n(print \"side\n effect\")\n(+ 1 1)\n";
+    let out = home.oml_with_stdin(&[], input).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    // The fn form's value is the function itself; then the call, the print and the sum.
+    assert_eq!(lines.len(), 5, "{:?}", out.stdout);
+    assert!(lines[0].starts_with("#<function: "), "{:?}", lines[0]);
+    assert_eq!(&lines[1..], ["42", "side", " effect", "2"]);
+}
+
+#[tokio::test]
+async fn repl_on_piped_stdin_reports_an_error_and_reads_on() {
+    let home = Home::new();
+    let out = home
+        .oml_with_stdin(&[], "(error \"boom\")\n(+ 1 2)\n")
+        .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", out.stdout);
+    assert!(
+        lines[0].starts_with("Runtime error: ") && lines[0].ends_with("boom"),
+        "{:?}",
+        lines[0]
+    );
+    assert_eq!(lines[1], "3");
+}
+
+// ---------------------------------------------------------------------------------------------
+// oml run
+
+#[tokio::test]
+async fn run_passes_the_arguments_in_the_arg_table() {
+    let home = Home::new();
+    let prog = home.project.join("prog.fnl");
+    write(
+        &prog,
+        "(print (length arg) (. arg 1) (. arg 2) (. arg 3))\n(print (= (. arg 0) \"prog.fnl\"))\n",
+    );
+    let out = home.oml(&["run", "prog.fnl", "one", "--two", "3"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "3\tone\t--two\t3\ntrue\n", "")
+    );
+}
+
+#[tokio::test]
+async fn run_exits_with_the_status_given_to_os_exit() {
+    let home = Home::new();
+    let cases = [
+        ("(os.exit 3)", 3),
+        ("(os.exit 0)", 0),
+        ("(os.exit true)", 0),
+        ("(os.exit false)", 1),
+        ("(print :before)\n(os.exit 7)\n(print :after)", 7),
+        // From inside a function called by the program.
+        ("(fn stop [] (os.exit 4))\n(stop)", 4),
+    ];
+    for (src, status) in cases {
+        let prog = home.project.join("exit.fnl");
+        write(&prog, src);
+        let out = home.oml(&["run", "exit.fnl"]).await;
+        assert_eq!(out.code, status, "{src:?}: {out:?}");
+        assert_eq!(out.stderr, "", "{src:?}");
+        assert!(!out.stdout.contains("after"), "{src:?}: {out:?}");
+    }
+}
+
+#[tokio::test]
+async fn run_of_a_program_that_fails_exits_1_with_the_file_and_line_on_stderr() {
+    let home = Home::new();
+    let prog = home.project.join("fails.fnl");
+    write(&prog, "(print :start)\n\n(error \"went wrong\")\n");
+    let out = home.oml(&["run", "fails.fnl"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.stdout, "start\n");
+    assert!(
+        out.stderr.starts_with("error: fails.fnl:3: went wrong"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn run_of_a_missing_file_exits_1_and_names_it() {
+    let home = Home::new();
+    let out = home.oml(&["run", "nowhere.fnl"]).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.starts_with("error: nowhere.fnl: "),
+        "{:?}",
+        out.stderr
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The user init file
+
+#[tokio::test]
+async fn user_init_runs_and_finds_modules_in_its_lisp_dir() {
+    let home = Home::new();
+    write(
+        &home.config.join("oml/lisp/my/ext.fnl"),
+        "(local M {})\n(fn M.greet [name] \"Greet NAME.\" (.. \"hello \" name))\nM\n",
+    );
+    write(
+        &home.user_init(),
+        "(local ext (require :my.ext))\n(set _G.greeting (ext.greet \"init\"))\n(setq repl.history-size 7)\n",
+    );
+    assert_eq!(
+        home.eval("[greeting repl.history-size]").await,
+        "[\"hello init\" 7]"
+    );
+    // The module stays reachable from the command's own code too.
+    assert_eq!(
+        home.eval("((. (require :my.ext) :greet) \"eval\")").await,
+        "\"hello eval\""
+    );
+}
+
+#[tokio::test]
+async fn no_init_skips_the_user_init_file() {
+    let home = Home::new();
+    write(&home.user_init(), "(set _G.init-ran true)\n");
+    assert_eq!(home.eval("(= true _G.init-ran)").await, "true");
+    let out = home
+        .oml(&["--no-init", "eval", "(= true _G.init-ran)"])
+        .await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "false\n"));
+}
+
+/// More bad init files: `(what, source, the message after "oml: error in FILE")`.
+const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
+    (
+        "syntax error: an unclosed form",
+        "(set _G.before true)\n(fn f []\n",
+        ":3:0: Parse error: expected closing delimiter )",
+    ),
+    (
+        "compile error: an unknown special form use",
+        "(set _G.before true)\n(local)\n",
+        ":2:0: Compile error: expected name and value",
+    ),
+    (
+        "runtime error: indexing nil",
+        "(set _G.before true)\n(local t nil)\n(print (. t :field))\n",
+        ":3: attempt to index a nil value (local 't')",
+    ),
+    (
+        "setq of an unknown setting",
+        "(set _G.before true)\n(setq agent.nope 1)\n",
+        ":2: setq: unknown setting agent.nope",
+    ),
+    (
+        "setq of a wrong type, as the last form",
+        "(set _G.before true)\n\n(setq repl.history-size :lots)",
+        ":3: setq: repl.history-size expects an integer, got string \"lots\"",
+    ),
+    (
+        "advice for a function that does not exist, as the last form",
+        "(set _G.before true)\n(advise! agent.no-such-step :log (fn [f ...] (f ...)))",
+        ":2: advise!: agent.no-such-step is not a function",
+    ),
+    (
+        "defsetting with a default of the wrong type, as the last form",
+        "(set _G.before true)\n\n(defsetting my.limit :many :integer \"A limit.\")",
+        ":3: defsetting: the default of my.limit is not an integer",
+    ),
+];
+
+/// Which init file a bad-input test writes.
+#[derive(Clone, Copy, Debug)]
+enum InitFile {
+    User,
+    /// The project's `.oml/init.fnl`, trusted after it is written.
+    Project,
+}
+
+/// Write `src` as the init file, run `oml eval '(+ 1 2)'`, and check that it still prints 3 and
+/// exits 0 while stderr reports the error once, starting `oml: error in FILE` + `message`.
+async fn assert_bad_init_reported(which: InitFile, src: &str, message: &str) {
+    let home = Home::new();
+    let init = match which {
+        InitFile::User => home.user_init(),
+        InitFile::Project => home.project_init(),
+    };
+    write(&init, src);
+    if let InitFile::Project = which {
+        assert_eq!(home.oml(&["trust"]).await.code, 0);
+    }
+    let out = home.oml(&["eval", "(+ 1 2)"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "3\n"),
+        "{which:?} {src:?}: {out:?}"
+    );
+    let expected = format!("oml: error in {}{message}", init.display());
+    assert!(
+        out.stderr.starts_with(&expected),
+        "{which:?} {src:?}:\n expected {expected:?}\n got {:?}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("oml: error in").count(),
+        1,
+        "{which:?} {src:?}: one report: {:?}",
+        out.stderr
+    );
+}
+
+const SYNTAX_ERROR: (&str, &str) = (
+    "(set _G.before true)\n\n(print :x))\n",
+    ":3:10: Parse error: unexpected closing delimiter )",
+);
+
+const RUNTIME_ERROR: (&str, &str) = (
+    "(set _G.before true)\n\n\n(error \"init exploded\")\n(set _G.after true)\n",
+    ":4: init exploded",
+);
+
+#[tokio::test]
+async fn a_syntax_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+{
+    assert_bad_init_reported(InitFile::User, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_runtime_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::User, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_syntax_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::Project, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn a_runtime_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
+ {
+    assert_bad_init_reported(InitFile::Project, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
+}
+
+#[tokio::test]
+async fn other_bad_init_files_are_reported_with_file_and_line_in_either_init_file() {
+    for (what, src, message) in BAD_INIT_FILES {
+        for which in [InitFile::User, InitFile::Project] {
+            println!("{which:?}: {what}");
+            assert_bad_init_reported(which, src, message).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn what_a_failing_user_init_did_before_the_error_stays_done() {
+    let home = Home::new();
+    write(
+        &home.user_init(),
+        "(set _G.before true)\n(error \"stop\")\n(set _G.after true)\n",
+    );
+    let out = home
+        .oml(&["eval", "[(= true _G.before) (= true _G.after)]"])
+        .await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "[true false]\n"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_module_required_by_the_user_init_names_the_module_file() {
+    let home = Home::new();
+    let module = home.config.join("oml/lisp/broken.fnl");
+    write(&module, "{:ok true\n :bad (\n");
+    write(&home.user_init(), "(require :broken)\n");
+    let out = home.oml(&["eval", "(+ 1 2)"]).await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "3\n"), "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with(&format!("oml: error in {}", home.user_init().display()))
+            && out.stderr.contains(&format!("{}:3:", module.display())),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn introspection_works_on_functions_of_the_user_init_and_its_modules() {
+    let home = Home::new();
+    let module = home.config.join("oml/lisp/my/ext.fnl");
+    write(
+        &module,
+        "(local M {})\n\n(fn M.greet [name]\n  \"Greet NAME politely.\"\n  (.. \"hello \" name))\n\nM\n",
+    );
+    let init = home.user_init();
+    write(
+        &init,
+        "(set _G.my {})\n(set my.greet (. (require :my.ext) :greet))\n\n(fn my.double [x]\n  \"Double X.\n\nWorks on integers.\"\n  (* 2 x))\n(defsetting my.limit 200 :integer \"How many lines to keep.\")\n",
+    );
+    // `doc` and `source` print and return no value, which `oml eval` prints as an empty line;
+    // `apropos` returns nil.
+    let out = home.oml(&["eval", "(doc my.double)"]).await;
+    assert_eq!(
+        out.stdout,
+        format!(
+            "(my.double x)\n  Double X.\n  \n  Works on integers.\n  Defined in {}:4\n\n",
+            init.display()
+        )
+    );
+    let out = home.oml(&["eval", "(source my.double)"]).await;
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{}:4\n(fn my.double [x]\n  \"Double X.\n\nWorks on integers.\"\n  (* 2 x))\n\n",
+            init.display()
+        )
+    );
+    let out = home.oml(&["eval", "(source my.greet)"]).await;
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{}:3\n(fn M.greet [name]\n  \"Greet NAME politely.\"\n  (.. \"hello \" name))\n\n",
+            module.display()
+        )
+    );
+    let out = home.oml(&["eval", "(apropos \"^my%.\")"]).await;
+    assert_eq!(
+        out.stdout,
+        "my.double  Double X.\nmy.greet  Greet NAME politely.\nmy.limit  How many lines to keep.\nnil\n"
+    );
+    let out = home.oml(&["eval", "(settings)"]).await;
+    assert!(
+        out.stdout.contains("\nmy.limit = 200\n"),
+        "{:?}",
+        out.stdout
+    );
+    let out = home.oml(&["eval", "(source my.limit)"]).await;
+    assert_eq!(
+        out.stdout,
+        format!(
+            "{}:9\n(defsetting my.limit 200 :integer \"How many lines to keep.\")\n\n",
+            init.display()
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compiled-Fennel cache
+
+#[tokio::test]
+async fn compiled_init_files_are_cached_by_content_and_a_changed_file_is_recompiled() {
+    let home = Home::new();
+    write(&home.user_init(), "(set _G.version 1)\n");
+    assert!(home.cached_files().is_empty());
+    assert_eq!(home.eval("version").await, "1");
+    let first = home.cached_files();
+    assert_eq!(first.len(), 1, "one compiled file: {first:?}");
+    let compiled = std::fs::read_to_string(&first[0]).expect("read the cache");
+    assert!(compiled.contains("version"), "{compiled:?}");
+
+    // The same content again: the cache is reused, nothing new is written.
+    assert_eq!(home.eval("version").await, "1");
+    assert_eq!(home.cached_files(), first);
+
+    // Changed content: recompiled, the new code runs.
+    write(&home.user_init(), "(set _G.version 2)\n");
+    assert_eq!(home.eval("version").await, "2");
+    let second = home.cached_files();
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(second.contains(&first[0]));
+}
+
+#[tokio::test]
+async fn the_cached_compilation_is_what_runs_for_unchanged_content() {
+    let home = Home::new();
+    write(&home.user_init(), "(set _G.version :compiled)\n");
+    assert_eq!(home.eval("version").await, "\"compiled\"");
+    let files = home.cached_files();
+    assert_eq!(files.len(), 1);
+    // Tamper with the cached Lua: an unchanged source file must be loaded from the cache.
+    std::fs::write(&files[0], "version = \"from-cache\"\n").expect("tamper");
+    assert_eq!(home.eval("version").await, "\"from-cache\"");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Project init files and trust
+
+/// A project init whose side effects are a global and a file next to it.
+const PROJECT_INIT: &str =
+    "(set _G.project-ran true)\n(with-open [f (io.open \".oml/ran\" :w)] (f:write :yes))\n";
+
+#[tokio::test]
+async fn an_untrusted_project_init_file_does_not_run_and_says_how_to_trust_it() {
+    let home = Home::new();
+    write(&home.project_init(), PROJECT_INIT);
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "false\n"), "{out:?}");
+    assert!(
+        !home.project.join(".oml/ran").exists(),
+        "the file did not run"
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "oml: not loading {}: this directory is not trusted. Review the file, then run `oml trust {}`.\n",
+            home.project_init().display(),
+            home.project.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn oml_trust_records_the_directory_and_the_file_hash_and_the_file_then_runs() {
+    let home = Home::new();
+    write(&home.project_init(), PROJECT_INIT);
+    let out = home.oml(&["trust"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let hash = sha256_hex(PROJECT_INIT.as_bytes());
+    assert_eq!(
+        out.stdout,
+        format!(
+            "trusted {} ({} sha256 {})\n",
+            home.project.display(),
+            home.project_init().display(),
+            &hash[..12]
+        )
+    );
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(home.state.join("oml/trusted.json")).expect("trust record"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        record,
+        serde_json::json!({ home.project.display().to_string(): hash })
+    );
+
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "true\n", "")
+    );
+    assert!(home.project.join(".oml/ran").exists());
+}
+
+#[tokio::test]
+async fn oml_trust_takes_a_directory_argument() {
+    let home = Home::new();
+    let other = home.root.join("other");
+    write(&other.join(".oml/init.fnl"), "(set _G.other-ran true)\n");
+    let out = home.oml(&["trust", other.to_str().expect("utf-8")]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = home
+        .oml_in(&other, &["eval", "(= true _G.other-ran)"])
+        .await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, "true\n"), "{out:?}");
+    // Trusting one directory does not trust another.
+    write(&home.project_init(), PROJECT_INIT);
+    assert_eq!(home.eval("(= true _G.project-ran)").await, "false");
+}
+
+#[tokio::test]
+async fn a_trusted_project_init_file_that_changed_does_not_run_until_trusted_again() {
+    let home = Home::new();
+    write(&home.project_init(), PROJECT_INIT);
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    write(
+        &home.project_init(),
+        &format!("{PROJECT_INIT}(set _G.changed true)\n"),
+    );
+    let out = home
+        .oml(&["eval", "[(= true _G.project-ran) (= true _G.changed)]"])
+        .await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "[false false]\n"),
+        "{out:?}"
+    );
+    assert!(
+        !home.project.join(".oml/ran").exists(),
+        "the file did not run"
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "oml: not loading {}: it changed since you trusted it. Review it, then run `oml trust {}` again.\n",
+            home.project_init().display(),
+            home.project.display()
+        )
+    );
+
+    assert_eq!(home.oml(&["trust", "."]).await.code, 0);
+    let out = home
+        .oml(&["eval", "[(= true _G.project-ran) (= true _G.changed)]"])
+        .await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "[true true]\n", "")
+    );
+}
+
+#[tokio::test]
+async fn oml_untrust_stops_the_project_init_file_from_running() {
+    let home = Home::new();
+    write(&home.project_init(), PROJECT_INIT);
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    assert_eq!(home.eval("(= true _G.project-ran)").await, "true");
+    let out = home.oml(&["untrust"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (
+            0,
+            format!("untrusted {}\n", home.project.display()).as_str()
+        )
+    );
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!(out.stdout, "false\n");
+    assert!(out.stderr.contains("`oml trust "), "{:?}", out.stderr);
+    let out = home.oml(&["untrust"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (
+            0,
+            format!("{} was not trusted\n", home.project.display()).as_str()
+        )
+    );
+}
+
+#[tokio::test]
+async fn trusting_a_directory_without_an_init_file_does_not_trust_one_added_later() {
+    let home = Home::new();
+    let out = home.oml(&["trust"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("has no .oml/init.fnl yet"),
+        "{:?}",
+        out.stdout
+    );
+    write(&home.project_init(), PROJECT_INIT);
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!(out.stdout, "false\n");
+    assert!(
+        out.stderr.contains("changed since you trusted it"),
+        "{:?}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
+async fn project_init_setting_always_runs_an_untrusted_file_and_never_skips_a_trusted_one() {
+    let home = Home::new();
+    write(&home.project_init(), PROJECT_INIT);
+
+    write(&home.user_init(), "(setq init.project-init :always)\n");
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "true\n", "")
+    );
+    std::fs::remove_file(home.project.join(".oml/ran")).expect("it ran");
+
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    write(&home.user_init(), "(setq init.project-init :never)\n");
+    let out = home.oml(&["eval", "(= true _G.project-ran)"]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "false\n", "")
+    );
+    assert!(!home.project.join(".oml/ran").exists());
+}
+
+#[tokio::test]
+async fn a_trusted_project_init_finds_modules_in_its_lisp_dir() {
+    let home = Home::new();
+    write(
+        &home.project.join(".oml/lisp/proj/util.fnl"),
+        "{:answer (fn [] 42)}\n",
+    );
+    write(
+        &home.project_init(),
+        "(set _G.answer ((. (require :proj.util) :answer)))\n",
+    );
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    assert_eq!(home.eval("answer").await, "42");
+}
+
+#[tokio::test]
+async fn errors_in_both_init_files_are_each_reported_and_oml_keeps_working() {
+    let home = Home::new();
+    write(
+        &home.user_init(),
+        "(set _G.user true)\n(error \"user broke\")\n",
+    );
+    write(
+        &home.project_init(),
+        "(set _G.proj true)\n\n(error \"project broke\")\n",
+    );
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    let out = home
+        .oml(&["eval", "[(= true _G.user) (= true _G.proj)]"])
+        .await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "[true true]\n"),
+        "{out:?}"
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "oml: error in {}:2: user broke\noml: error in {}:3: project broke\n",
+            home.user_init().display(),
+            home.project_init().display()
+        )
+    );
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,339 @@
+//! Helpers shared by the Lisp-surface, CLI and REPL-server tests: a throw-away home for the real
+//! `oml` binary, running it with a deadline, and a line client for the REPL socket. Each test file
+//! says `mod common;` and uses only part of this, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::process::{Child, ChildStdin, Command};
+
+/// Generous: a debug binary on a loaded 2-core machine. Only a hang ever reaches it.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A fresh set of XDG directories, a home and a project directory (the working directory of every
+/// command), all under one temp dir in `/tmp` so that socket paths stay short.
+pub struct Home {
+    _root: tempfile::TempDir,
+    pub root: PathBuf,
+    pub config: PathBuf,
+    pub state: PathBuf,
+    pub cache: PathBuf,
+    pub runtime: PathBuf,
+    pub home: PathBuf,
+    /// The working directory of the commands; where a project `.oml/` goes.
+    pub project: PathBuf,
+}
+
+/// What a finished command did.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        let dir = tempfile::Builder::new()
+            .prefix("oml")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        // Canonical, so paths in messages (which oml canonicalises) compare equal.
+        let root = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
+        let sub = |name: &str| {
+            let p = root.join(name);
+            std::fs::create_dir_all(&p).expect("create dir");
+            p
+        };
+        Home {
+            config: sub("config"),
+            state: sub("state"),
+            cache: sub("cache"),
+            runtime: sub("run"),
+            home: sub("home"),
+            project: sub("project"),
+            root,
+            _root: dir,
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/oml/init.fnl`.
+    pub fn user_init(&self) -> PathBuf {
+        self.config.join("oml/init.fnl")
+    }
+
+    /// The project's `.oml/init.fnl`.
+    pub fn project_init(&self) -> PathBuf {
+        self.project.join(".oml/init.fnl")
+    }
+
+    /// `$XDG_CACHE_HOME/oml/fennel/`.
+    pub fn fennel_cache(&self) -> PathBuf {
+        self.cache.join("oml/fennel")
+    }
+
+    /// The compiled files in the Fennel cache, sorted.
+    pub fn cached_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(self.fennel_cache()) {
+            Ok(rd) => rd
+                .map(|e| e.expect("dir entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "lua"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        files.sort();
+        files
+    }
+
+    /// `oml ARGS…` with this home's environment, run from the project directory.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env("XDG_CONFIG_HOME", &self.config)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("XDG_CACHE_HOME", &self.cache)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", &self.home)
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("OML_LOG")
+            .env_remove("NO_COLOR")
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Run `oml ARGS…` with empty stdin and wait for it.
+    pub async fn oml(&self, args: &[&str]) -> Outcome {
+        self.oml_with_stdin(args, "").await
+    }
+
+    /// Run `oml ARGS…` with `input` on stdin (then end of file) and wait for it.
+    pub async fn oml_with_stdin(&self, args: &[&str], input: &str) -> Outcome {
+        finish(self.command(args), args, input).await
+    }
+
+    /// Run `oml ARGS…` from `dir` instead of the project directory, with empty stdin.
+    pub async fn oml_in(&self, dir: &Path, args: &[&str]) -> Outcome {
+        let mut cmd = self.command(args);
+        cmd.current_dir(dir);
+        finish(cmd, args, "").await
+    }
+
+    /// `oml eval EXPR`, asserting that it succeeds; returns its stdout without the final newline.
+    pub async fn eval(&self, expr: &str) -> String {
+        let out = self.oml(&["eval", expr]).await;
+        assert_eq!(out.code, 0, "oml eval {expr:?} failed: {out:?}");
+        out.stdout
+            .strip_suffix('\n')
+            .unwrap_or_else(|| panic!("no final newline: {out:?}"))
+            .to_string()
+    }
+}
+
+/// Spawn `cmd` with `input` on stdin, wait for it within the deadline and collect its output.
+async fn finish(mut cmd: Command, args: &[&str], input: &str) -> Outcome {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_string();
+    let feed = tokio::spawn(async move {
+        // The process may exit before reading everything; that is its business.
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("oml {args:?} did not finish within {DEADLINE:?}"))
+        .expect("wait for oml");
+    let _ = feed.await;
+    Outcome {
+        code: out.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+impl Default for Home {
+    fn default() -> Self {
+        Home::new()
+    }
+}
+
+/// Write `text` to `path`, creating its parent directories.
+pub fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("create parent");
+    std::fs::write(path, text).expect("write file");
+}
+
+/// `oml repl --listen` running in the background; its stdin is held open until `stop`.
+pub struct Server {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    pub socket: PathBuf,
+}
+
+impl Server {
+    /// Start a server; with `socket` it listens there, else at its default place. Waits until
+    /// it has printed the socket path (it listens before printing).
+    pub async fn start(home: &Home, socket: Option<&Path>) -> Server {
+        let mut args = vec!["repl", "--listen"];
+        let socket_arg;
+        if let Some(s) = socket {
+            socket_arg = s.display().to_string();
+            args.extend(["--socket", socket_arg.as_str()]);
+        }
+        let mut child = home
+            .command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn oml repl --listen");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        tokio::time::timeout(DEADLINE, BufReader::new(stdout).read_line(&mut line))
+            .await
+            .expect("the server prints its socket path in time")
+            .expect("read the socket path");
+        assert!(
+            line.ends_with('\n'),
+            "the socket path is one line: {line:?}"
+        );
+        Server {
+            child,
+            stdin,
+            socket: PathBuf::from(line.trim_end()),
+        }
+    }
+
+    pub async fn connect(&self) -> Client {
+        Client::connect(&self.socket).await
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// Close the server's stdin and wait for it to exit; returns its status.
+    pub async fn stop(mut self) -> i32 {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(DEADLINE, self.child.wait())
+            .await
+            .expect("the server exits once its stdin is closed")
+            .expect("wait for the server");
+        status.code().expect("exited, not killed by a signal")
+    }
+}
+
+/// Which prompt the server wrote after its output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prompt {
+    /// `>> `: ready for a new form.
+    Ready,
+    /// `.. `: inside an unfinished form.
+    More,
+}
+
+/// A line client of the REPL socket, as `socat` would be.
+pub struct Client {
+    pub stream: UnixStream,
+    pending: Vec<u8>,
+}
+
+impl Client {
+    /// Connect and read the first prompt.
+    pub async fn connect(socket: &Path) -> Client {
+        let stream = tokio::time::timeout(DEADLINE, UnixStream::connect(socket))
+            .await
+            .expect("connect in time")
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", socket.display()));
+        let mut client = Client {
+            stream,
+            pending: Vec::new(),
+        };
+        let (greeting, prompt) = client.read_to_prompt().await;
+        assert_eq!((greeting.as_str(), prompt), ("", Prompt::Ready));
+        client
+    }
+
+    /// Send one line (a newline is added).
+    pub async fn send(&mut self, line: &str) {
+        self.stream
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("send a line");
+    }
+
+    /// Read until the server's next prompt; returns the text before it and the prompt.
+    pub async fn read_to_prompt(&mut self) -> (String, Prompt) {
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                if let Some(found) = self.take_to_prompt() {
+                    return found;
+                }
+                let mut buf = [0u8; 4096];
+                let n = self.stream.read(&mut buf).await.expect("read");
+                assert!(
+                    n > 0,
+                    "the server closed the connection; unanswered: {:?}",
+                    String::from_utf8_lossy(&self.pending)
+                );
+                self.pending.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "no prompt within {DEADLINE:?}; got {:?}",
+                String::from_utf8_lossy(&self.pending)
+            )
+        })
+    }
+
+    /// Read until at least `text` has arrived (it must come before any prompt is complete).
+    pub async fn read_until(&mut self, text: &str) {
+        tokio::time::timeout(DEADLINE, async {
+            while !String::from_utf8_lossy(&self.pending).contains(text) {
+                let mut buf = [0u8; 4096];
+                let n = self.stream.read(&mut buf).await.expect("read");
+                assert!(n > 0, "the server closed the connection before {text:?}");
+                self.pending.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{text:?} did not arrive within {DEADLINE:?}"));
+    }
+
+    /// A prompt at the end of what has arrived: `>> ` or `.. ` alone or after a newline.
+    fn take_to_prompt(&mut self) -> Option<(String, Prompt)> {
+        for (p, kind) in [(&b">> "[..], Prompt::Ready), (&b".. "[..], Prompt::More)] {
+            let at_start = self.pending == p;
+            let after_newline = self.pending.ends_with(p)
+                && self.pending[..self.pending.len() - 3].ends_with(b"\n");
+            if at_start || after_newline {
+                let text = String::from_utf8(self.pending[..self.pending.len() - 3].to_vec())
+                    .expect("utf-8 from the server");
+                self.pending.clear();
+                return Some((text, kind));
+            }
+        }
+        None
+    }
+
+    /// Send one complete form on one line; returns what the server wrote before the next `>> `.
+    pub async fn eval(&mut self, form: &str) -> String {
+        self.send(form).await;
+        let (text, prompt) = self.read_to_prompt().await;
+        assert_eq!(prompt, Prompt::Ready, "{form:?} left the form unfinished");
+        text
+    }
+}
