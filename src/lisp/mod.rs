@@ -733,6 +733,9 @@ return function(src, filename, scope)
   return fennel.compileString(src, {
     filename = filename, correlate = true, useMetadata = true,
     scope = fennel.scope(scope),
+    -- No terminal escape codes around the offending form: these messages reach log files,
+    -- editors (as ACP text) and test output, not only terminals.
+    ["error-pinpoint"] = false,
   })
 end
 "#;
