@@ -1,6 +1,7 @@
 //! `oml acp` end to end: a scripted ACP client in this file drives the real binary over pipes,
 //! against the fake model server, with fresh XDG and HOME directories per test.
 
+mod common;
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -978,35 +979,13 @@ fn sigterm_mid_turn_exits_cleanly() {
 #[test]
 fn the_official_python_sdk_drives_oml_acp() {
     let env = Env::new();
-    let venv = env.root.join("venv");
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output();
-    if !made.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: python3 -m venv is not available");
-        return;
-    }
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "-q", "agent-client-protocol==0.12.1"])
-        .output();
-    match pip {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            eprintln!(
-                "skipped: pip could not install agent-client-protocol: {}",
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-            );
+    let python = match common::python_sdk_venv(&env.root) {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: {why}");
             return;
         }
-        Err(e) => {
-            eprintln!("skipped: cannot run pip: {e}");
-            return;
-        }
-    }
+    };
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks(
             "call_py",
@@ -1022,7 +1001,7 @@ fn the_official_python_sdk_drives_oml_acp() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_client.py");
     // The Python client gets the environment the agent would get, and passes it on.
     let oml = env.command(Some(&fake), &[]);
-    let mut python = Command::new(venv.join("bin/python"));
+    let mut python = Command::new(python);
     python
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_oml"))
@@ -1049,7 +1028,8 @@ fn the_official_python_sdk_drives_oml_acp() {
 }
 
 /// oml's own ACP client (the `client` table, through `oml run`) drives `oml acp`: a prompt whose
-/// write asks for permission, allowed by the Lisp handler.
+/// write asks for permission, allowed by the Lisp handler, then a prompt cancelled from another
+/// coroutine while the model hangs.
 #[test]
 fn omls_own_client_drives_oml_acp() {
     let env = Env::new();
@@ -1060,16 +1040,31 @@ fn omls_own_client_drives_oml_acp() {
             &[r#"{"path":"own.txt","content":"from oml"}"#],
         )),
         Reply::from(text_chunks(&["written"])),
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
+            Step::Hang,
+        ]),
     ]);
     let script = env.file(
         "drive.fnl",
-        r#"(local conn (client.connect (. arg 1) [:acp] {:on-permission (fn [req] :allow)}))
+        r#"(var asked nil)
+(local conn (client.connect (. arg 1) [:acp]
+                            {:on-permission (fn [req] (set asked req.tool-call.toolCallId) :allow)}))
 (local s (client.new-session conn))
 (local r (client.prompt conn s.session-id "write own.txt"))
 (print r.stop-reason)
 ;; Setup updates may arrive once the prompt is sent; only the turn's own matter here.
 (each [_ u (ipairs r.updates)]
   (when (not= u.kind :available-commands-update) (print u.kind)))
+(print "asked" asked)
+;; A turn cancelled from another coroutine once its first chunk has arrived.
+(var started false)
+(local h (client.spawn (fn [] (client.prompt conn s.session-id "take your time"
+                                             {:on-update (fn [u] (when (= u.kind :agent-message-chunk)
+                                                                   (set started true)))}))))
+(while (not started) (oml.sleep 5))
+(client.cancel conn s.session-id)
+(print (. (client.join h) :stop-reason))
 (client.close conn)
 "#,
     );
@@ -1093,7 +1088,9 @@ fn omls_own_client_drives_oml_acp() {
             "end-turn",
             "tool-call",
             "tool-call-update",
-            "agent-message-chunk"
+            "agent-message-chunk",
+            "asked\tcall_w",
+            "cancelled"
         ]
     );
     assert_eq!(

@@ -178,6 +178,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
             if is_terminal() {
                 out!("{}", repl::banner());
+                // Agents driven from this REPL without a permission handler ask here.
+                crate::lisp::bind::client::ask_on_terminal(true);
             }
             repl::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
             Ok(status::OK)

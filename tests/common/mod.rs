@@ -337,3 +337,33 @@ impl Client {
         text
     }
 }
+
+/// A throw-away virtualenv in `dir` with the official ACP Python SDK (PyPI
+/// `agent-client-protocol`, pinned) installed; returns its `python`. `Err` says why it cannot be
+/// had here (no `venv` module, or pip cannot reach the index), so the caller can skip with that
+/// reason instead of failing on a machine without Python.
+pub fn python_sdk_venv(dir: &Path) -> Result<PathBuf, String> {
+    let venv = dir.join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    if !made.status.success() {
+        return Err("python3 -m venv is not available".into());
+    }
+    let pip = std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "agent-client-protocol==0.12.1"])
+        .output()
+        .map_err(|e| format!("cannot run pip: {e}"))?;
+    if !pip.status.success() {
+        return Err(format!(
+            "pip could not install agent-client-protocol: {}",
+            String::from_utf8_lossy(&pip.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    Ok(venv.join("bin/python"))
+}

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -441,6 +442,11 @@ async fn connect(
         {
             options.on_permission = Some(permission_handler(lisp, f).map_err(lua_error)?);
         }
+    }
+    if options.on_permission.is_none() && ASK_ON_TERMINAL.load(Ordering::SeqCst) {
+        options.on_permission = Some(terminal_permission_handler());
+    }
+    if let Some(opts) = &opts {
         if let Some(f) = opts
             .get::<Option<Function>>("on-update")
             .map_err(lua_error)?
@@ -504,6 +510,86 @@ async fn deliver_out_of_turn(
         lisp.run::<()>(f, t, &CancelToken::new()).await?;
     }
     Ok(())
+}
+
+/// Set while the interactive terminal REPL runs: a connection made without `:on-permission`
+/// then asks the user on the terminal instead of rejecting.
+static ASK_ON_TERMINAL: AtomicBool = AtomicBool::new(false);
+
+/// Called by the interactive REPL (and only there): permission requests of connections without
+/// a handler are asked on the terminal. Headless programs never prompt; they reject safely.
+pub fn ask_on_terminal(enabled: bool) {
+    ASK_ON_TERMINAL.store(enabled, Ordering::SeqCst);
+}
+
+/// Asks on the controlling terminal (`/dev/tty`): the tool call's title and kind, the options
+/// numbered; an empty, unreadable or unknown answer rejects. The REPL's line editor is idle
+/// while a form waits for its prompt, so the terminal is free. A turn cancelled meanwhile is
+/// answered `cancelled` by the client whatever is typed.
+fn terminal_permission_handler() -> PermissionHandler {
+    Arc::new(|request: PermissionRequest| {
+        Box::pin(async move {
+            let answer = tokio::task::spawn_blocking(move || ask_tty(&request))
+                .await
+                .map_err(|e| format!("the terminal question failed: {e}"))?;
+            Ok(answer)
+        })
+    })
+}
+
+fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
+    use std::io::{BufRead as _, Write as _};
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return PermissionDecision::Reject;
+    };
+    let options: Vec<(String, String)> = request
+        .options
+        .as_array()
+        .map(|o| {
+            o.iter()
+                .map(|o| {
+                    let id = o["optionId"].as_str().unwrap_or("").to_owned();
+                    let name = o["name"].as_str().unwrap_or(&id).to_owned();
+                    (id, name)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let title = request.tool_call["title"]
+        .as_str()
+        .or(request.tool_call["toolCallId"].as_str())
+        .unwrap_or("a tool call");
+    let kind = request.tool_call["kind"].as_str().unwrap_or("other");
+    let mut out = &tty;
+    let mut text = format!("\nThe agent asks permission for: {title} ({kind})\n");
+    for (i, (_, name)) in options.iter().enumerate() {
+        text.push_str(&format!("  {}) {name}\n", i + 1));
+    }
+    text.push_str(&format!(
+        "Choose 1-{} (anything else rejects): ",
+        options.len()
+    ));
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        return PermissionDecision::Reject;
+    }
+    let mut line = String::new();
+    if std::io::BufReader::new(&tty).read_line(&mut line).is_err() {
+        return PermissionDecision::Reject;
+    }
+    match line.trim().parse::<usize>() {
+        Ok(n) if (1..=options.len()).contains(&n) => {
+            PermissionDecision::Option(options[n - 1].0.clone())
+        }
+        _ => PermissionDecision::Reject,
+    }
 }
 
 fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHandler> {

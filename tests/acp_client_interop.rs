@@ -1,0 +1,67 @@
+//! Interop of oml's ACP client with an agent this project did not write the protocol code of: a
+//! small agent built on the official Python SDK (`tests/interop/acp_python_agent.py`), driven
+//! from Lisp through `oml run`: initialize, session/new, a prompt with streamed updates and a
+//! permission request answered by the Lisp handler, a prompt cancelled from another coroutine,
+//! and a clean close.
+
+mod common;
+
+use std::path::Path;
+
+use common::Home;
+
+#[tokio::test]
+async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
+    let home = Home::new();
+    let venv_dir = tempfile::tempdir().expect("temp dir");
+    let python = match common::python_sdk_venv(venv_dir.path()) {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_agent.py");
+    let script = venv_dir.path().join("drive.fnl");
+    common::write(
+        &script,
+        r#"(var asked nil)
+(local conn (client.connect (. arg 1) [(. arg 2)]
+                            {:on-permission (fn [req] (set asked req.tool-call.title) :allow)}))
+(print "version" (. (client.capabilities conn) :protocol-version))
+(local s (client.new-session conn (os.getenv "PWD")))
+(local r (client.prompt conn s.session-id "hello permission"))
+(print r.stop-reason)
+(print (table.concat (icollect [_ u (ipairs r.updates)]
+                       (when (= u.kind :agent-message-chunk) u.content.text)) ""))
+(print "asked" asked)
+(var started false)
+(local h (client.spawn (fn [] (client.prompt conn s.session-id "wait"
+                                             {:on-update (fn [u] (set started true))}))))
+(while (not started) (oml.sleep 5))
+(client.cancel conn s.session-id)
+(print (. (client.join h) :stop-reason))
+(print "closed" (client.close conn))
+"#,
+    );
+    let script = script.display().to_string();
+    let python = python.display().to_string();
+    let agent = agent.display().to_string();
+    let out = home
+        .oml(&["--no-init", "run", &script, &python, &agent])
+        .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "version\t1",
+            "end-turn",
+            "echo: hello permission chose yes",
+            "asked\tWrite notes.txt",
+            "cancelled",
+            "closed\ttrue",
+        ],
+        "{out:?}"
+    );
+}

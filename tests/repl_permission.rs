@@ -1,0 +1,90 @@
+//! In the interactive REPL (a real terminal), an agent driven without a permission handler asks
+//! the user on the terminal; the answer picks the option. Runs `oml` under a pseudo-terminal made
+//! by util-linux `script`; skipped with a reason where `script` is missing.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{DEADLINE, Home};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Read from `out` into `seen` until it contains `needle`.
+async fn read_until(out: &mut tokio::process::ChildStdout, seen: &mut String, needle: &str) {
+    let mut buf = [0u8; 4096];
+    let found = tokio::time::timeout(DEADLINE, async {
+        while !seen.contains(needle) {
+            let n = out.read(&mut buf).await.expect("read the terminal");
+            assert!(
+                n > 0,
+                "the REPL ended before printing {needle:?}; it printed:\n{seen}"
+            );
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    assert!(
+        found.is_ok(),
+        "no {needle:?} within {DEADLINE:?}; the REPL printed:\n{seen}"
+    );
+}
+
+#[tokio::test]
+async fn the_repl_asks_on_the_terminal_when_no_handler_is_given() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux script is not installed");
+        return;
+    }
+    let home = Home::new();
+    let oml = env!("CARGO_BIN_EXE_oml");
+    let mut cmd = home.command(&[]);
+    // `script` runs oml on a new pseudo-terminal; its stdin and stdout are our pipes.
+    let std_cmd = cmd.as_std_mut();
+    let envs: Vec<(String, String)> = std_cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
+        .collect();
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qfec", &format!("{oml} --no-init"), "/dev/null"])
+        .envs(envs)
+        .env("TERM", "dumb")
+        .current_dir(std_cmd.get_current_dir().expect("the project dir"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = script.spawn().expect("spawn script");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    read_until(&mut stdout, &mut seen, ">> ").await;
+
+    let form = format!(
+        "(let [c (client.connect {:?} [:prompt-permission]) s (client.new-session c) r (client.prompt c s.session-id \"go\")] (client.close c) (.. \"RESULT \" (. r.updates (length r.updates) :content :text)))\r",
+        env!("CARGO_BIN_EXE_oml-fake-agent")
+    );
+    stdin
+        .write_all(form.as_bytes())
+        .await
+        .expect("type the form");
+    read_until(&mut stdout, &mut seen, "Choose 1-2").await;
+    assert!(
+        seen.contains("The agent asks permission for: Write notes.txt (edit)"),
+        "{seen}"
+    );
+    stdin.write_all(b"1\r").await.expect("answer");
+    read_until(&mut stdout, &mut seen, "RESULT selected allow").await;
+
+    stdin.write_all(b"\x04").await.expect("Ctrl-D");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the REPL exits at Ctrl-D")
+        .expect("wait");
+    assert!(status.success(), "{status:?}\n{seen}");
+}
