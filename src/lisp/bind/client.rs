@@ -446,13 +446,12 @@ async fn connect(
     if options.on_permission.is_none() && ASK_ON_TERMINAL.load(Ordering::SeqCst) {
         options.on_permission = Some(terminal_permission_handler());
     }
-    if let Some(opts) = &opts {
-        if let Some(f) = opts
+    if let Some(opts) = &opts
+        && let Some(f) = opts
             .get::<Option<Function>>("on-update")
             .map_err(lua_error)?
-        {
-            on_update = Some(lua.create_registry_value(f).map_err(lua_error)?);
-        }
+    {
+        on_update = Some(lua.create_registry_value(f).map_err(lua_error)?);
     }
     let client = Client::connect(options).await?;
     let conn = Conn {
