@@ -443,3 +443,29 @@ async fn a_version_mismatch_reaps_the_agent() {
     assert_eq!(error.category, oml::acp::client::Category::Protocol);
     assert!(!alive(pid_from(&pid_file)));
 }
+
+#[test]
+fn a_program_that_ends_without_close_leaves_no_agent_behind() {
+    let (status, stdout, stderr) = run_fennel(
+        r#"(local c (client.connect (. arg 1) [:spawns-grandchild]
+                            {:env {:FAKE_AGENT_GRANDCHILD_FILE (.. (. arg 2) "/grandchild")}}))
+(print (. (client.capabilities c) :protocol-version))
+(let [f (io.open (.. (. arg 2) "/grandchild"))] (print (f:read "*l")) (f:close))"#,
+    );
+    assert_eq!(status, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let grandchild: i32 = stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no grandchild pid in {stdout:?}"));
+    // oml has exited: the agent's whole group was killed on the way out. Re-parenting and reaping
+    // by init may take a moment: await that condition, bounded.
+    let deadline = Instant::now() + PATIENCE;
+    while alive(grandchild) && !is_zombie(grandchild) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !alive(grandchild) || is_zombie(grandchild),
+        "grandchild {grandchild} survived oml's exit"
+    );
+}

@@ -150,6 +150,8 @@ pub fn main() -> i32 {
         }
     });
     runtime.shutdown_background();
+    // Agents a program started and never closed go with it, launchers' children included.
+    crate::acp::client::process::kill_remaining_groups();
     code
 }
 

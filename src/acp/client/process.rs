@@ -6,7 +6,7 @@
 //! killing only the direct child would orphan the real agent. Signals therefore always go to the
 //! whole group, also after the leader has exited, so a grandchild never survives `close`.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,6 +69,9 @@ impl AgentProcess {
         }
         let mut child = command.spawn()?;
         let pid = child.id().map_or(0, |p| p as i32);
+        if pid > 0 {
+            live_groups().get_or_insert_with(HashSet::new).insert(pid);
+        }
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -176,7 +179,31 @@ impl AgentProcess {
         if self.wait_exit(KILL_WAIT).await.is_none() {
             tracing::warn!(pid = self.inner.pid, "the agent did not die after SIGKILL");
         }
+        if let Some(groups) = live_groups().as_mut() {
+            groups.remove(&self.inner.pid);
+        }
         graceful
+    }
+}
+
+/// Process groups of agents started by this process and not yet shut down. A program that ends
+/// without `client.close` would otherwise leave a launcher's children running: `kill_on_drop`
+/// reaches only the direct child.
+static LIVE_GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+fn live_groups() -> std::sync::MutexGuard<'static, Option<HashSet<i32>>> {
+    LIVE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// SIGKILL every agent process group this process started and has not shut down. Called once by
+/// the CLI when oml is about to exit; harmless when there are none.
+pub fn kill_remaining_groups() {
+    let groups = live_groups().take().unwrap_or_default();
+    for pgid in groups {
+        // SAFETY: killpg has no memory effects; a group that is already gone gives ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
     }
 }
 
