@@ -1,6 +1,6 @@
-//! In the interactive REPL (a real terminal), an agent driven without a permission handler asks
-//! the user on the terminal; the answer picks the option. Runs `oml` under a pseudo-terminal made
-//! by util-linux `script`; skipped with a reason where `script` is missing.
+//! The interactive REPL on a real terminal: Ctrl-C interrupts a running form without leaving, and
+//! an agent driven without a permission handler asks the user on the terminal. Runs `oml` under a
+//! pseudo-terminal made by util-linux `script`; skipped with a reason where `script` is missing.
 
 mod common;
 
@@ -30,20 +30,19 @@ async fn read_until(out: &mut tokio::process::ChildStdout, seen: &mut String, ne
     );
 }
 
-#[tokio::test]
-async fn the_repl_asks_on_the_terminal_when_no_handler_is_given() {
+/// `oml --no-init` on a fresh pseudo-terminal, or `None` (with the reason printed) when util-linux
+/// `script` is not installed. The child's stdin and stdout are the terminal's keyboard and screen.
+fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
     if std::process::Command::new("script")
         .arg("--version")
         .output()
         .is_err()
     {
         eprintln!("skipped: util-linux script is not installed");
-        return;
+        return None;
     }
-    let home = Home::new();
     let oml = env!("CARGO_BIN_EXE_oml");
     let mut cmd = home.command(&[]);
-    // `script` runs oml on a new pseudo-terminal; its stdin and stdout are our pipes.
     let std_cmd = cmd.as_std_mut();
     let envs: Vec<(String, String)> = std_cmd
         .get_envs()
@@ -59,7 +58,43 @@ async fn the_repl_asks_on_the_terminal_when_no_handler_is_given() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = script.spawn().expect("spawn script");
+    Some(script.spawn().expect("spawn script"))
+}
+
+#[tokio::test]
+async fn ctrl_c_interrupts_a_running_form_and_the_repl_goes_on() {
+    let home = Home::new();
+    let Some(mut child) = terminal_repl(&home) else {
+        return;
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    read_until(&mut stdout, &mut seen, ">> ").await;
+    stdin
+        .write_all(b"(do (print :looping) (while true nil))\r")
+        .await
+        .expect("type the form");
+    // The printed line, not the echo of the typed form: the form is running.
+    read_until(&mut stdout, &mut seen, "\nlooping").await;
+    stdin.write_all(b"\x03").await.expect("Ctrl-C");
+    read_until(&mut stdout, &mut seen, "interrupted").await;
+    stdin.write_all(b"(+ 40 2)\r").await.expect("type");
+    read_until(&mut stdout, &mut seen, "42").await;
+    stdin.write_all(b"\x04").await.expect("Ctrl-D");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the REPL exits at Ctrl-D")
+        .expect("wait");
+    assert!(status.success(), "{status:?}\n{seen}");
+}
+
+#[tokio::test]
+async fn the_repl_asks_on_the_terminal_when_no_handler_is_given() {
+    let home = Home::new();
+    let Some(mut child) = terminal_repl(&home) else {
+        return;
+    };
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = child.stdout.take().expect("stdout");
     let mut seen = String::new();
