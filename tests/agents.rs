@@ -285,6 +285,10 @@ fn agents_fnl_loads_before_init_fnl_and_a_broken_default_is_not_fatal() {
     let (status, stdout, stderr) = env.run(&[]);
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(!stdout.contains("[y/N]"));
+    // oml acp starts too, and ends at the end of its input.
+    let (status, stdout, stderr) = env.run(&["acp"]);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(!stdout.contains("[y/N]"));
     // Connecting reports the failure as a value.
     let (status, stdout, _) = env.run(&[
         "eval",
