@@ -121,7 +121,7 @@ pub static ENTRIES: &[Entry] = &[
             &["codex-acp"],
             &[],
             AGENT_AUTH,
-            "https://github.com/zed-industries/codex-acp",
+            "https://github.com/agentclientprotocol/codex-acp",
         )
     },
     Entry {
