@@ -18,6 +18,7 @@
 pub mod acp;
 pub mod agent;
 pub mod cancel;
+pub mod catalog;
 pub mod cli;
 pub mod lisp;
 pub mod llm;

@@ -1,8 +1,8 @@
 //! Where oml keeps its files: the XDG base directories, resolved once from the environment.
 //!
-//! - config: `$XDG_CONFIG_HOME/oml` (`~/.config/oml`): `init.fnl`, `lisp/`.
+//! - config: `$XDG_CONFIG_HOME/oml` (`~/.config/oml`): `agents.fnl`, `init.fnl`, `lisp/`.
 //! - state: `$XDG_STATE_HOME/oml` (`~/.local/state/oml`): REPL history, trusted directories,
-//!   the REPL socket record, sessions.
+//!   the REPL socket record, sessions, the answer to the agents offer.
 //! - cache: `$XDG_CACHE_HOME/oml` (`~/.cache/oml`): compiled Fennel, safe to delete.
 //! - runtime: `$XDG_RUNTIME_DIR/oml` for sockets, else `<state>/run`.
 //!
@@ -60,6 +60,17 @@ impl Paths {
 
     pub fn user_init(&self) -> PathBuf {
         self.config.join("init.fnl")
+    }
+
+    /// The agent configuration oml may write once, on request (see docs/src/agents.md); loaded
+    /// before `init.fnl`.
+    pub fn agents_file(&self) -> PathBuf {
+        self.config.join("agents.fnl")
+    }
+
+    /// The record of the answer to the offer to write `agents.fnl`, so it is asked once.
+    pub fn agents_offer_record(&self) -> PathBuf {
+        self.state.join("agents-offer")
     }
 
     pub fn user_lisp(&self) -> PathBuf {

@@ -89,6 +89,28 @@ fn every_lisp_name_the_docs_mention_exists() {
     );
 }
 
+/// The catalog table in docs/src/agents.md is the one the code generates
+/// (`oml agents --markdown`, `oml::catalog::markdown_table`).
+#[test]
+fn the_agents_page_shows_the_catalog_the_code_has() {
+    let page = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/agents.md"));
+    let begin = page
+        .find("<!-- catalog:begin")
+        .expect("docs/src/agents.md has a <!-- catalog:begin ... --> marker");
+    let start = begin + page[begin..].find("-->").expect("the marker ends") + 3;
+    let end = page
+        .find("<!-- catalog:end -->")
+        .expect("docs/src/agents.md has a <!-- catalog:end --> marker");
+    let shown = page[start..end].trim();
+    let generated = oml::catalog::markdown_table();
+    assert_eq!(
+        shown,
+        generated.trim(),
+        "the catalog table in docs/src/agents.md is stale: replace it with the output of \
+         `oml agents --markdown`"
+    );
+}
+
 #[test]
 fn every_tested_fennel_block_evaluates() {
     let runtime = runtime();

@@ -2,7 +2,7 @@
 //!
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
 //! `oml` (the interactive REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
-//! `oml untrust [DIR]`, `oml repl --connect [SOCKET]`, `oml repl --listen`, and print mode
+//! `oml untrust [DIR]`, `oml agents`, `oml repl --connect [SOCKET]`, `oml repl --listen`, and print mode
 //! (`oml -p TEXT`, `oml prompt TEXT`, see `print_mode`).
 //!
 //! This module wires things together; it holds no behaviour of its own beyond argument handling
@@ -70,6 +70,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub show_thinking: bool,
 
+    /// Never ask anything at start-up (the offer to configure a discovered agent), even on a
+    /// terminal.
+    #[arg(long, global = true)]
+    pub no_input: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -101,6 +106,15 @@ pub enum Command {
     /// stdout carries only protocol; logs and Lisp output go to stderr. The line cap is
     /// $OML_ACP_MAX_LINE_BYTES (default 64 MiB).
     Acp,
+    /// List the known ACP agents, which are on PATH, and the Fennel that would configure them.
+    ///
+    /// Looks on PATH for the catalog's command names only; installs, downloads and changes
+    /// nothing. --json prints one JSON object for scripts.
+    Agents {
+        /// Print the catalog as the Markdown table of docs/src/agents.md.
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
+    },
     /// Connect to, or serve, the live REPL of a running oml process.
     Repl {
         /// Connect to SOCKET (default: the most recently started server).
@@ -178,6 +192,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         None => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
+            if is_terminal() && !cli.no_init && !cli.no_input {
+                offer_agents(&lisp, &paths).await;
+            }
             if is_terminal() {
                 out!("{}", repl::banner());
                 // Agents driven from this REPL without a permission handler ask here.
@@ -187,6 +204,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(status::OK)
         }
         Some(Command::Acp) => acp(&paths, cli.no_init).await,
+        Some(Command::Agents { markdown }) => Ok(agents(cli.json, markdown)),
         Some(Command::Eval { expr }) => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             match lisp
@@ -279,6 +297,88 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// `oml agents`: the catalog, what is on PATH, and the proposed configuration.
+fn agents(json: bool, markdown: bool) -> i32 {
+    use crate::catalog;
+    if markdown {
+        out!("{}", catalog::markdown_table().trim_end());
+        return status::OK;
+    }
+    let discovered = catalog::discover_env();
+    let found: Vec<catalog::Found> = discovered.iter().filter_map(|(_, f)| f.clone()).collect();
+    let proposal = catalog::proposed_config(&found);
+    if json {
+        let agents: Vec<serde_json::Value> = discovered
+            .iter()
+            .map(|(e, f)| {
+                serde_json::json!({
+                    "id": e.id,
+                    "name": e.name,
+                    "commands": e.commands,
+                    "args": e.args,
+                    "env": e.env.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
+                    "auth": e.auth.as_str(),
+                    "homepage": e.homepage,
+                    "found": f.is_some(),
+                    "path": f.as_ref().map(|f| f.path.display().to_string()),
+                })
+            })
+            .collect();
+        out!(
+            "{}",
+            serde_json::json!({"agents": agents, "proposal": proposal})
+        );
+        return status::OK;
+    }
+    out!("Known ACP agents (looked for on PATH; nothing is installed or changed):");
+    for (e, f) in &discovered {
+        match f {
+            Some(f) => out!(
+                "  {:<11} {:<20} found      {}",
+                e.id,
+                e.name,
+                f.path.display()
+            ),
+            None => out!(
+                "  {:<11} {:<20} not found  ({})",
+                e.id,
+                e.name,
+                e.commands.join(", ")
+            ),
+        }
+    }
+    out!(
+        "\nProposed configuration (review it, then add it to ~/.config/oml/agents.fnl or init.fnl):\n"
+    );
+    out!("{}", proposal.trim_end());
+    status::OK
+}
+
+/// Interactive start-up: offer once to write the configuration of the agents found on PATH.
+async fn offer_agents(lisp: &Lisp, paths: &Paths) {
+    let default: Option<String> = lisp.setting("client.default-agent").unwrap_or(None);
+    let found: Vec<crate::catalog::Found> = crate::catalog::discover_env()
+        .into_iter()
+        .filter_map(|(_, f)| f)
+        .collect();
+    let result = {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let mut output = std::io::stdout();
+        crate::catalog::offer::offer(paths, default.is_some(), &found, &mut input, &mut output)
+    };
+    match result {
+        Ok(crate::catalog::offer::Offer::Wrote(file)) => {
+            if let Err(e) = lisp.load_file(&file, &CancelToken::new()).await {
+                eprintln!("oml: {}: {e}", file.display());
+            }
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("oml: cannot offer the agent configuration: {e}"),
+    }
+}
+
 /// Print mode: `oml -p TEXT` and `oml prompt TEXT`.
 async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
     let text = if text == "-" {
@@ -358,6 +458,7 @@ fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     // redefine and advise them.
     Agent::install(&lisp).context("cannot install the agent")?;
     crate::agent::install_reload(&lisp, paths.clone())?;
+    crate::lisp::bind::catalog::install(&lisp).context("cannot install the agent catalog")?;
     crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     Ok(lisp)
 }

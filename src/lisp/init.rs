@@ -96,6 +96,11 @@ pub async fn load_user_init(lisp: &Lisp, paths: &Paths) -> InitReport {
             message: e.to_string(),
         });
     }
+    // The agents oml configured on request load first, so init.fnl can change them.
+    let agents = paths.agents_file();
+    if agents.is_file() {
+        load_one(lisp, &agents, &mut report).await;
+    }
     let init = paths.user_init();
     if init.is_file() {
         load_one(lisp, &init, &mut report).await;

@@ -102,6 +102,56 @@ client.join = function(h)
   if r[1] then return unpack(r, 2, r.n) end
   error(r[2], 0)
 end
+
+-- Named agents (see docs/src/agents.md).
+oml["defsetting*"]("client.default-agent", nil, {type = "string?",
+  doc = "The name of the agent (client.defagent) that (client.connect) with no command starts."})
+client.agents = client.agents or {}
+local function config_error(message, data)
+  return setmetatable({category = "config", message = message, data = data}, mt)
+end
+client.defagent = function(id, cfg)
+  if type(id) ~= "string" or id == "" then
+    error("client.defagent: the first argument is the agent's name, a string", 2)
+  end
+  if type(cfg) ~= "table" or type(cfg.command) ~= "string" then
+    error("client.defagent: expected (client.defagent :name {:command \"/path\" :args [...] :env {...}})", 2)
+  end
+  local args, env = {}, {}
+  for i, a in ipairs(cfg.args or {}) do
+    if type(a) ~= "string" then error("client.defagent: :args are strings", 2) end
+    args[i] = a
+  end
+  for k, v in pairs(cfg.env or {}) do env[k] = v end
+  client.agents[id] = {command = cfg.command, args = args, env = env}
+  return id
+end
+local connect_command = client.connect
+client.connect = function(what, args, opts)
+  if what == nil then
+    local id = oml.setting("client.default-agent")
+    if id == nil then
+      local message, fennel = catalog["missing-default-message"]()
+      error(config_error(message, {fennel = fennel}), 0)
+    end
+    if client.agents[id] == nil then
+      error(config_error("client.default-agent is " .. id .. ", but no agent of that name is defined; "
+        .. "add (client.defagent :" .. id .. " {:command \"/path/to/agent\" :args [...]}) "
+        .. "(`oml agents` prints one for each agent found on PATH)", {agent = id}), 0)
+    end
+    what = id
+  end
+  local cfg = client.agents[what]
+  if cfg == nil then return connect_command(what, args, opts) end
+  -- By name, the second argument is the options.
+  local o = {}
+  for k, v in pairs(args or {}) do o[k] = v end
+  local env = {}
+  for k, v in pairs(cfg.env) do env[k] = v end
+  for k, v in pairs((args or {}).env or {}) do env[k] = v end
+  o.env = env
+  return connect_command(cfg.command, cfg.args, o)
+end
 return mt
 "#;
 

@@ -1,0 +1,410 @@
+//! The agent catalog end to end with the real `oml` binary: discovery on a `PATH` made of temp
+//! folders with fake executables, `oml agents` (text and JSON), the proposed configuration fed
+//! back to `oml run` and used by `(client.connect)` against the fake agent installed under a
+//! catalog command name, headless runs that never wait for input, and the start-up offer under a
+//! pseudo-terminal (`script`).
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
+const OML: &str = env!("CARGO_BIN_EXE_oml");
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Env {
+    dir: tempfile::TempDir,
+    path: String,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["home", "config", "state", "cache", "run"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        Env {
+            dir,
+            path: String::new(),
+        }
+    }
+
+    fn folder(&self, name: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    fn with_path(mut self, folders: &[&str]) -> Env {
+        let parts: Vec<String> = folders
+            .iter()
+            .map(|f| self.folder(f).display().to_string())
+            .collect();
+        self.path = parts.join(":");
+        self
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(OML);
+        c.args(args)
+            .env("PATH", &self.path)
+            .env("HOME", self.dir.path().join("home"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
+            .env_remove("OML_LOG")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs with stdin closed and a deadline; returns (status, stdout, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        run_with_deadline(self.command(args))
+    }
+
+    fn agents_file(&self) -> PathBuf {
+        self.dir.path().join("config/oml/agents.fnl")
+    }
+}
+
+fn run_with_deadline(mut c: Command) -> (i32, String, String) {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let start = Instant::now();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if start.elapsed() > PATIENCE {
+            // SAFETY: the child is ours and not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("oml did not finish within {PATIENCE:?} (was it waiting for input?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = waiter.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn json(env: &Env) -> serde_json::Value {
+    let (status, stdout, stderr) = env.run(&["agents", "--json"]);
+    assert_eq!(status, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn entry<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not listed"))
+}
+
+#[test]
+fn discovery_finds_catalog_executables_only_and_the_first_on_path_wins() {
+    let env = Env::new().with_path(&["a", "b"]);
+    let a = env.folder("a");
+    let b = env.folder("b");
+    script(&a.join("codex-acp"), "#!/bin/sh\nexit 0\n");
+    script(&b.join("codex-acp"), "#!/bin/sh\nexit 0\n");
+    // Not executable, a directory, and an executable that is not in the catalog.
+    std::fs::write(a.join("gemini"), "#!/bin/sh\n").unwrap();
+    std::fs::create_dir(a.join("qwen")).unwrap();
+    script(&b.join("qwen"), "#!/bin/sh\n");
+    script(&a.join("my-own-tool"), "#!/bin/sh\n");
+    // The older Claude command when only it is there.
+    script(&b.join("claude-code-acp"), "#!/bin/sh\n");
+
+    let v = json(&env);
+    assert_eq!(entry(&v, "codex")["found"], true);
+    assert_eq!(
+        entry(&v, "codex")["path"],
+        a.join("codex-acp").display().to_string()
+    );
+    assert_eq!(entry(&v, "gemini")["found"], false);
+    // The directory named qwen in a is skipped; the executable in b is found.
+    assert_eq!(
+        entry(&v, "qwen")["path"],
+        b.join("qwen").display().to_string()
+    );
+    assert_eq!(
+        entry(&v, "claude")["path"],
+        b.join("claude-code-acp").display().to_string()
+    );
+    assert_eq!(entry(&v, "cursor")["found"], false);
+    assert_eq!(entry(&v, "oml")["found"], true);
+    let text = v.to_string();
+    assert!(!text.contains("my-own-tool"), "{text}");
+
+    let (status, stdout, _) = env.run(&["agents"]);
+    assert_eq!(status, 0);
+    assert!(stdout.contains("not found"), "{stdout}");
+    assert!(!stdout.contains("my-own-tool"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "(client.defagent :codex {{:command \"{}\" :args []}})",
+            a.join("codex-acp").display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(setq client.default-agent :claude)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn nothing_found_still_exits_0() {
+    let env = Env::new().with_path(&["empty"]);
+    let (status, stdout, _) = env.run(&["agents"]);
+    assert_eq!(status, 0);
+    assert!(stdout.contains("codex-acp"), "{stdout}");
+    // oml itself is always there.
+    assert!(
+        stdout.contains("(setq client.default-agent :oml)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_proposed_configuration_evaluates_and_connect_uses_it() {
+    let env = Env::new().with_path(&["bin"]);
+    let bin = env.folder("bin");
+    // The fake agent under a catalog command name; a wrapper picks its behaviour.
+    std::os::unix::fs::symlink(FAKE, bin.join("fake-agent")).unwrap();
+    script(
+        &bin.join("codex-acp"),
+        &format!(
+            "#!/bin/sh\nexec {} \"${{FAKE_MODE:-ok}}\"\n",
+            bin.join("fake-agent").display()
+        ),
+    );
+    let v = json(&env);
+    let proposal = v["proposal"].as_str().unwrap();
+    assert!(proposal.contains("(setq client.default-agent :codex)"));
+    let program = format!(
+        "{proposal}\n\
+         (print :default client.default-agent (. client.agents :codex :command))\n\
+         (print :cmd (. (catalog.command :codex) :command))\n\
+         (local conn (client.connect nil {{:env {{:FAKE_MODE :ok}}}}))\n\
+         (local s (client.new-session conn))\n\
+         (local r (client.prompt conn s.session-id \"hi\"))\n\
+         (print :stop r.stop-reason)\n\
+         (client.close conn)\n\
+         (local conn2 (client.connect :codex))\n\
+         (print :named (tostring conn2))\n\
+         (client.close conn2)\n"
+    );
+    let file = env.dir.path().join("prog.fnl");
+    std::fs::write(&file, program).unwrap();
+    let (status, stdout, stderr) = env.run(&["--no-init", "run", file.to_str().unwrap()]);
+    assert_eq!(status, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let codex = bin.join("codex-acp").display().to_string();
+    assert!(
+        stdout.contains(&format!("default\tcodex\t{codex}")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("cmd\t{codex}")), "{stdout}");
+    assert!(stdout.contains("stop\tend-turn"), "{stdout}");
+    assert!(stdout.contains("named\t#<acp-connection"), "{stdout}");
+}
+
+#[test]
+fn headless_connect_without_a_default_is_an_actionable_config_error() {
+    let env = Env::new().with_path(&["bin"]);
+    script(&env.folder("bin").join("gemini"), "#!/bin/sh\n");
+    let file = env.dir.path().join("prog.fnl");
+    std::fs::write(
+        &file,
+        "(let [(ok e) (pcall client.connect)]\n\
+           (print ok e.category)\n\
+           (print e.message))\n",
+    )
+    .unwrap();
+    let (status, stdout, stderr) = env.run(&["run", file.to_str().unwrap()]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.starts_with("false\tconfig\n"), "{stdout}");
+    assert!(stdout.contains("client.default-agent"), "{stdout}");
+    assert!(stdout.contains("Found on PATH: gemini"), "{stdout}");
+    assert!(
+        stdout.contains("(client.defagent :gemini {:command"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(setq client.default-agent :gemini)"),
+        "{stdout}"
+    );
+    // Headless: no question, no file.
+    assert!(!stdout.contains("[y/N]"));
+    assert!(!env.agents_file().exists());
+
+    // A default that names no defined agent is a config error too.
+    let (status, stdout, _) = env.run(&[
+        "eval",
+        "(do (setq client.default-agent :nope) (let [(ok e) (pcall client.connect)] e.category))",
+    ]);
+    assert_eq!(status, 0);
+    assert!(stdout.contains("config"), "{stdout}");
+}
+
+#[test]
+fn agents_fnl_loads_before_init_fnl_and_a_broken_default_is_not_fatal() {
+    let env = Env::new().with_path(&["bin"]);
+    let cfg = env.dir.path().join("config/oml");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("agents.fnl"),
+        "(client.defagent :gone {:command \"/nonexistent/agent\" :args []})\n\
+         (setq client.default-agent :gone)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        cfg.join("init.fnl"),
+        "(global seen-default client.default-agent)\n",
+    )
+    .unwrap();
+    let (status, stdout, stderr) = env.run(&["eval", "seen-default"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "\"gone\"");
+    // The REPL on a closed stdin starts and ends; nothing is asked.
+    let (status, stdout, stderr) = env.run(&[]);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(!stdout.contains("[y/N]"));
+    // oml acp starts too, and ends at the end of its input.
+    let (status, stdout, stderr) = env.run(&["acp"]);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(!stdout.contains("[y/N]"));
+    // Connecting reports the failure as a value.
+    let (status, stdout, _) = env.run(&[
+        "eval",
+        "(let [(ok e) (pcall client.connect)] [ok e.category])",
+    ]);
+    assert_eq!(status, 0);
+    assert!(stdout.contains("false"), "{stdout}");
+    assert!(stdout.contains("connection"), "{stdout}");
+}
+
+/// `oml` under a pseudo-terminal (util-linux `script`), answering the offer with `answer`.
+fn interactive(env: &Env, answer: &str) -> String {
+    // The environment of env.command, on script's command instead.
+    let c = env.command(&[]);
+    let mut s = Command::new("script");
+    s.args(["-qec", OML, "/dev/null"]);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => s.env(k, v),
+            None => s.env_remove(k),
+        };
+    }
+    // script needs a shell from PATH; the agents' PATH goes in last.
+    s.env("PATH", format!("{}:/usr/bin:/bin", env.path));
+    s.current_dir(env.dir.path());
+    let mut child = s
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(answer.as_bytes()).unwrap();
+        // End the REPL that follows.
+        stdin.write_all(b"(os.exit 0)\n").unwrap();
+    }
+    drop(child.stdin.take());
+    let pid = child.id() as i32;
+    let start = Instant::now();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if start.elapsed() > PATIENCE {
+            // SAFETY: our child, not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the interactive oml did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = waiter.join().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn script_available() -> bool {
+    Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn the_interactive_offer_under_a_pty() {
+    if !script_available() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    // Yes writes the file, once.
+    let env = Env::new().with_path(&["bin"]);
+    script(&env.folder("bin").join("codex-acp"), "#!/bin/sh\n");
+    let out = interactive(&env, "y\n");
+    assert!(out.contains("[y/N]"), "{out}");
+    let written = std::fs::read_to_string(env.agents_file()).unwrap();
+    assert!(
+        written.contains("(setq client.default-agent :codex)"),
+        "{written}"
+    );
+    let out = interactive(&env, "");
+    assert!(!out.contains("[y/N]"), "asked twice:\n{out}");
+
+    // No writes nothing, and is remembered.
+    let env = Env::new().with_path(&["bin"]);
+    script(&env.folder("bin").join("codex-acp"), "#!/bin/sh\n");
+    let out = interactive(&env, "n\n");
+    assert!(out.contains("[y/N]"), "{out}");
+    assert!(!env.agents_file().exists());
+    let out = interactive(&env, "");
+    assert!(!out.contains("[y/N]"), "asked twice:\n{out}");
+
+    // An existing file is shown the snippet, never changed.
+    let env = Env::new().with_path(&["bin"]);
+    script(&env.folder("bin").join("codex-acp"), "#!/bin/sh\n");
+    std::fs::create_dir_all(env.agents_file().parent().unwrap()).unwrap();
+    std::fs::write(env.agents_file(), ";; mine\n").unwrap();
+    let out = interactive(&env, "y\n");
+    assert!(out.contains("already exists"), "{out}");
+    assert!(!out.contains("[y/N]"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(env.agents_file()).unwrap(),
+        ";; mine\n"
+    );
+
+    // --no-input never asks, even on a terminal.
+    let env = Env::new().with_path(&["bin"]);
+    script(&env.folder("bin").join("codex-acp"), "#!/bin/sh\n");
+    let mut s = Command::new("script");
+    s.args(["-qec", &format!("{OML} --no-input eval 1"), "/dev/null"]);
+    let out = s
+        .env("PATH", format!("{}:/usr/bin:/bin", env.path))
+        .env("XDG_CONFIG_HOME", env.dir.path().join("config"))
+        .env("XDG_STATE_HOME", env.dir.path().join("state"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("[y/N]"), "{text}");
+}
