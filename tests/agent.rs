@@ -811,3 +811,75 @@ fn print_mode_continues_the_latest_session_here() {
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("no stored session s-nope"), "{run:?}");
 }
+
+#[test]
+fn compact_summarises_all_but_the_last_turn() {
+    let env = Env::new();
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["First answer."]),
+        text_chunks(&["Second answer."]),
+        text_chunks(&["THE SUMMARY"]),
+        text_chunks(&["Next answer."]),
+    ]));
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    assert_eq!(
+        env.run(Some(&fake), &["-p", "second question", "-c"]).code,
+        0
+    );
+    let run = env.run(Some(&fake), &["-p", "/compact mention names", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout, "Compacted 2 messages into a summary.\n",
+        "{run:?}"
+    );
+    let requests = fake.requests();
+    let ask = requests[2].body["messages"][1]["content"].as_str().unwrap();
+    assert!(ask.contains("[user] first question"), "{ask}");
+    assert!(ask.contains("Also: mention names"), "{ask}");
+    assert!(!ask.contains("second question"), "{ask}");
+    assert_eq!(env.run(Some(&fake), &["-p", "next", "-c"]).code, 0);
+    let body = &fake.requests()[3].body;
+    assert_eq!(roles(body), ["system", "user", "user", "assistant", "user"]);
+    assert_eq!(
+        body["messages"][1]["content"],
+        "Summary of the earlier conversation:\n\nTHE SUMMARY"
+    );
+    // The file keeps the whole history: the replaced messages, then the replacement.
+    let dir = env.root.join("state/oml/sessions");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains("\"first question\""));
+    assert!(text.contains("\"type\":\"transcript\""));
+    assert!(text.contains("\"kind\":\"compaction\""));
+}
+
+#[test]
+fn a_transcript_past_the_threshold_is_compacted_before_the_model_call() {
+    let env = Env::new();
+    env.init("(setq llm.context-window 100 agent.compact-at 0.45 agent.compact-keep 0.1)\n");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["First answer."]),
+        text_chunks(&["Second answer."]),
+        text_chunks(&["AUTO SUMMARY"]),
+        text_chunks(&["Third answer."]),
+    ]));
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    assert_eq!(
+        env.run(Some(&fake), &["-p", "second question", "-c"]).code,
+        0
+    );
+    let run = env.run(Some(&fake), &["-p", "third question", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Third answer.\n", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4);
+    let ask = requests[2].body["messages"][1]["content"].as_str().unwrap();
+    assert!(ask.contains("[user] second question"), "{ask}");
+    assert_eq!(roles(&requests[3].body), ["system", "user", "user"]);
+    assert_eq!(requests[3].body["messages"][2]["content"], "third question");
+}
