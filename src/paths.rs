@@ -85,6 +85,11 @@ impl Paths {
         self.state.join("trusted.json")
     }
 
+    /// Where sessions are stored, one `<id>.jsonl` each.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.state.join("sessions")
+    }
+
     pub fn history_file(&self) -> PathBuf {
         self.state.join("repl-history")
     }

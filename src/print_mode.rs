@@ -44,13 +44,60 @@ pub struct PrintOptions {
     pub mode: Option<String>,
     /// Show the model's reasoning too.
     pub show_thinking: bool,
+    /// Which session the prompt runs in.
+    pub session: SessionChoice,
+}
+
+/// Which session `oml -p` runs in.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SessionChoice {
+    /// A new one, stored when the agent has a store.
+    #[default]
+    New,
+    /// The latest stored session of the current directory (`--continue`), else a new one.
+    Continue,
+    /// The stored session with this id (`--session ID`).
+    Id(String),
+    /// A new one that is not stored (`--no-session`).
+    None,
 }
 
 /// Run one prompt and render it; returns the exit status.
 pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     let (tx, rx) = mpsc::unbounded_channel();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let id = agent.new_session(cwd, Some(tx));
+    let store = agent.sessions().store();
+    let existing = match (&options.session, &store) {
+        (SessionChoice::Continue, Some(store)) => {
+            store.list(Some(&cwd)).first().map(|s| s.id.clone())
+        }
+        (SessionChoice::Id(id), Some(store)) => {
+            if !store.exists(id) {
+                eprintln!("error: no stored session {id}");
+                return 1;
+            }
+            Some(id.clone())
+        }
+        (SessionChoice::Id(id), None) => {
+            eprintln!("error: no stored session {id} (sessions are not stored)");
+            return 1;
+        }
+        _ => None,
+    };
+    let id = match existing {
+        Some(id) => match agent.sessions().load(&id, Some(tx)) {
+            Ok(_) => {
+                // Relative paths resolve where oml runs now.
+                agent.sessions().with(&id, |s| s.cwd = cwd.clone());
+                id
+            }
+            Err(e) => {
+                eprintln!("error: cannot load session {id}: {e}");
+                return 1;
+            }
+        },
+        None => agent.new_session(cwd, Some(tx)),
+    };
     let mode = options.mode.clone().unwrap_or_else(|| {
         agent
             .lisp()
@@ -97,6 +144,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
                     "type": "result",
                     "stop-reason": outcome.stop_reason,
                     "command": outcome.command,
+                    "session": id,
                 }));
             }
             if outcome.stop_reason != "end-turn" {

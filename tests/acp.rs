@@ -333,7 +333,7 @@ fn a_session_with_a_tool_call() {
     let init = c.initialize();
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["authMethods"], json!([]));
-    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
     assert_eq!(init["agentInfo"]["name"], "oml");
 
     let (sid, _) = c.new_session(&env.project);
@@ -1097,4 +1097,256 @@ fn omls_own_client_drives_oml_acp() {
         std::fs::read_to_string(env.project.join("own.txt")).unwrap(),
         "from oml"
     );
+}
+
+// --- persistent sessions
+
+fn load_session(c: &mut Client, method: &str, sid: &str, cwd: &Path) -> (Vec<Value>, Value) {
+    let id = c.request(
+        method,
+        json!({"sessionId": sid, "cwd": cwd.display().to_string(), "mcpServers": []}),
+    );
+    c.until_response(id)
+}
+
+fn normalise(ms: &[Value], sid: &str, env: &Env) -> String {
+    ms.iter()
+        .map(|m| {
+            m.to_string()
+                .replace(sid, "SESSION")
+                .replace(&env.root.display().to_string(), "ROOT")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_loaded_session_replays_its_history_and_goes_on() {
+    let env = Env::new();
+    env.file("notes.txt", "hello from notes\n");
+    let mut first = reasoning_chunks("reasoning_content", &["I should read it."]);
+    first.extend(text_then_tool(
+        "Let me read it.",
+        "call_1",
+        "read",
+        r#"{"path":"notes.txt"}"#,
+    ));
+    let fake = FakeModel::start([
+        Reply::from(first),
+        Reply::from(text_chunks(&["The file says hello."])),
+        Reply::from(text_chunks(&["Still here."])),
+    ]);
+    env.init("(setq llm.send-reasoning? true)\n");
+    let sid = {
+        let mut c = env.spawn(Some(&fake));
+        let init = c.initialize();
+        assert_eq!(init["agentCapabilities"]["loadSession"], true);
+        assert_eq!(
+            init["agentCapabilities"]["sessionCapabilities"],
+            json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
+        );
+        let (sid, _) = c.new_session(&env.project);
+        let id = c.prompt(&sid, "What do my notes say?");
+        let (_, r) = c.until_response(id);
+        assert_eq!(r["result"]["stopReason"], "end_turn");
+        sid
+    };
+
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (before, r) = load_session(&mut c, "session/load", &sid, &env.project);
+    assert_eq!(r["result"]["modes"]["currentModeId"], "ask", "{r}");
+    let replay: Vec<Value> = before
+        .into_iter()
+        .filter(|m| m["method"] == "session/update")
+        .collect();
+    insta::assert_snapshot!(normalise(&replay, &sid, &env));
+
+    // The loaded session goes on with its whole transcript.
+    while update_kind(&c.next()).as_deref() != Some("available_commands_update") {}
+    let id = c.prompt(&sid, "Again?");
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let requests = fake.requests();
+    assert_eq!(
+        roles(&requests[2].body),
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+
+    // Resume: no replay; close frees the session; delete removes it for good.
+    let mut c2 = env.spawn(Some(&fake));
+    c2.initialize();
+    let (before, r) = load_session(&mut c2, "session/resume", &sid, &env.project);
+    assert!(r.get("result").is_some(), "{r}");
+    assert!(kinds(&before).is_empty(), "{before:?}");
+    let r = c2.call("session/close", json!({"sessionId": sid}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r = c2.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = c2.call("session/delete", json!({"sessionId": sid}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let r = c2.call("session/delete", json!({"sessionId": sid}));
+    assert_eq!(r["result"], json!({}), "{r}");
+    let (_, r) = load_session(&mut c2, "session/load", &sid, &env.project);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+#[test]
+fn a_killed_agent_loses_nothing_but_the_turn_in_flight() {
+    let env = Env::new();
+    env.file("notes.txt", "hello from notes\n");
+    let fake = FakeModel::start([
+        Reply::from(text_then_tool(
+            "Let me read it.",
+            "call_1",
+            "read",
+            r#"{"path":"notes.txt"}"#,
+        )),
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": "Half an ans"}), None)),
+            Step::Hang,
+        ]),
+    ]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    c.prompt(&sid, "What do my notes say?");
+    let start = Instant::now();
+    while fake.requests().len() < 2 {
+        assert!(start.elapsed() < WAIT, "the second model call never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.until(|m| m["params"]["update"]["content"]["text"] == "Half an ans");
+    // kill -9 mid-turn.
+    c.child.kill().expect("kill");
+    c.child.wait().expect("wait");
+
+    let mut c = env.spawn(None);
+    c.initialize();
+    let (before, r) = load_session(&mut c, "session/load", &sid, &env.project);
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(
+        kinds(&before),
+        [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update"
+        ]
+    );
+    assert!(
+        before[3]["params"]["update"]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from notes")
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_skipped() {
+    let env = Env::new();
+    let dir = env.root.join("state/oml/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cwd = env.project.display().to_string();
+    let lines = [
+        json!({"type": "session", "id": "s-torn", "cwd": cwd, "created": 0, "version": "0"})
+            .to_string(),
+        json!({"type": "message", "message": {"role": "user", "content": "hi"}}).to_string(),
+        json!({"type": "message", "message": {"role": "assistant", "content": "hello"}})
+            .to_string(),
+        r#"{"type":"message","message":{"role":"user","cont"#.to_owned(),
+    ];
+    std::fs::write(dir.join("s-torn.jsonl"), lines.join("\n")).unwrap();
+    let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (before, r) = load_session(&mut c, "session/load", "s-torn", &env.project);
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(
+        kinds(&before),
+        ["user_message_chunk", "agent_message_chunk"]
+    );
+    while update_kind(&c.next()).as_deref() != Some("available_commands_update") {}
+    let id = c.prompt("s-torn", "more");
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        roles(&fake.requests()[0].body),
+        ["system", "user", "assistant", "user"]
+    );
+    // The next entry went on a fresh line: the file reads back whole.
+    let text = std::fs::read_to_string(dir.join("s-torn.jsonl")).unwrap();
+    let good = text
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .count();
+    assert_eq!(good, text.lines().count() - 1, "{text}");
+}
+
+#[test]
+fn session_list_pages_and_filters_by_cwd() {
+    let env = Env::new();
+    let dir = env.root.join("state/oml/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let here = env.project.display().to_string();
+    for i in 0..60 {
+        let cwd = if i % 10 == 0 {
+            "/elsewhere"
+        } else {
+            here.as_str()
+        };
+        let id = format!("s-{i:03}");
+        let lines = [
+            json!({"type": "session", "id": id, "cwd": cwd, "created": 0, "version": "0"})
+                .to_string(),
+            json!({"type": "message", "message": {"role": "user", "content": format!("task {i}\nmore")}})
+                .to_string(),
+        ];
+        std::fs::write(dir.join(format!("{id}.jsonl")), lines.join("\n") + "\n").unwrap();
+    }
+    let mut c = env.spawn(None);
+    c.initialize();
+    let r = c.call("session/list", json!({"cwd": here}));
+    let page = r["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .clone();
+    let cursor = r["result"]["nextCursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    assert_eq!(page.len(), 50);
+    assert!(page.iter().all(|s| s["cwd"] == here.as_str()));
+    assert!(
+        page.iter()
+            .all(|s| s["updatedAt"].as_str().unwrap().ends_with('Z'))
+    );
+    let r = c.call("session/list", json!({"cwd": here, "cursor": cursor}));
+    let rest = r["result"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .clone();
+    assert_eq!(rest.len(), 4);
+    assert!(r["result"].get("nextCursor").is_none(), "{r}");
+    let mut ids: Vec<&str> = page
+        .iter()
+        .chain(&rest)
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 54);
+    let s7 = page
+        .iter()
+        .chain(&rest)
+        .find(|s| s["sessionId"] == "s-007")
+        .unwrap();
+    assert_eq!(s7["title"], "task 7 more");
+    let r = c.call("session/list", json!({}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 50);
+    let r = c.call("session/list", json!({"cwd": "/elsewhere"}));
+    assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 6);
 }

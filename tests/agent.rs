@@ -666,6 +666,15 @@ fn json_mode_writes_one_event_per_line() {
     let stdout = run
         .stdout
         .replace(&env.project.display().to_string(), "<project>");
+    // The session id differs from run to run.
+    let stdout = match stdout.find(r#","session":""#) {
+        Some(i) => {
+            let start = i + r#","session":""#.len();
+            let end = start + stdout[start..].find('"').unwrap();
+            format!("{}{}", &stdout[..i], &stdout[end + 1..])
+        }
+        None => stdout,
+    };
     for line in stdout.lines() {
         serde_json::from_str::<Value>(line).expect("each line is JSON");
     }
@@ -747,4 +756,130 @@ fn recipe_project_context_and_usage_totals() {
         run.stdout, "2 model calls, 20 prompt tokens, 2 completion tokens\n",
         "{run:?}"
     );
+}
+
+// --- stored sessions
+
+#[test]
+fn print_mode_continues_the_latest_session_here() {
+    let env = Env::new();
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["First answer."]),
+        text_chunks(&["Second answer."]),
+        text_chunks(&["Third answer."]),
+        text_chunks(&["Fresh."]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "first question"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = env.run(Some(&fake), &["-p", "second question", "--continue"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Second answer.\n");
+    let requests = fake.requests();
+    assert_eq!(
+        roles(&requests[1].body),
+        ["system", "user", "assistant", "user"]
+    );
+    assert_eq!(requests[1].body["messages"][1]["content"], "first question");
+
+    // `oml sessions` lists it, titled by its first message; --session picks it by id.
+    let list = env.run(None, &["sessions"]);
+    assert_eq!(list.code, 0, "{list:?}");
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{list:?}");
+    assert!(lines[0].ends_with("first question"), "{list:?}");
+    let id = lines[0].split_whitespace().next().unwrap();
+    let run = env.run(Some(&fake), &["-p", "third", "--session", id, "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!("\"session\":\"{id}\"")),
+        "{run:?}"
+    );
+    assert_eq!(
+        fake.requests()[2].body["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
+
+    // --no-session stores nothing; an unknown id is an error.
+    let run = env.run(Some(&fake), &["-p", "fresh", "--no-session"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(roles(&fake.requests()[3].body), ["system", "user"]);
+    assert_eq!(env.run(None, &["sessions"]).stdout.lines().count(), 1);
+    let run = env.run(Some(&fake), &["-p", "x", "--session", "s-nope"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("no stored session s-nope"), "{run:?}");
+}
+
+#[test]
+fn compact_summarises_all_but_the_last_turn() {
+    let env = Env::new();
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["First answer."]),
+        text_chunks(&["Second answer."]),
+        text_chunks(&["THE SUMMARY"]),
+        text_chunks(&["Next answer."]),
+    ]));
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    assert_eq!(
+        env.run(Some(&fake), &["-p", "second question", "-c"]).code,
+        0
+    );
+    let run = env.run(Some(&fake), &["-p", "/compact mention names", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout, "Compacted 2 messages into a summary.\n",
+        "{run:?}"
+    );
+    let requests = fake.requests();
+    let ask = requests[2].body["messages"][1]["content"].as_str().unwrap();
+    assert!(ask.contains("[user] first question"), "{ask}");
+    assert!(ask.contains("Also: mention names"), "{ask}");
+    assert!(!ask.contains("second question"), "{ask}");
+    assert_eq!(env.run(Some(&fake), &["-p", "next", "-c"]).code, 0);
+    let body = &fake.requests()[3].body;
+    assert_eq!(roles(body), ["system", "user", "user", "assistant", "user"]);
+    assert_eq!(
+        body["messages"][1]["content"],
+        "Summary of the earlier conversation:\n\nTHE SUMMARY"
+    );
+    // The file keeps the whole history: the replaced messages, then the replacement.
+    let dir = env.root.join("state/oml/sessions");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains("\"first question\""));
+    assert!(text.contains("\"type\":\"transcript\""));
+    assert!(text.contains("\"kind\":\"compaction\""));
+}
+
+#[test]
+fn a_transcript_past_the_threshold_is_compacted_before_the_model_call() {
+    let env = Env::new();
+    env.init("(setq llm.context-window 100 agent.compact-at 0.45 agent.compact-keep 0.1)\n");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["First answer."]),
+        text_chunks(&["Second answer."]),
+        text_chunks(&["AUTO SUMMARY"]),
+        text_chunks(&["Third answer."]),
+    ]));
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    assert_eq!(
+        env.run(Some(&fake), &["-p", "second question", "-c"]).code,
+        0
+    );
+    let run = env.run(Some(&fake), &["-p", "third question", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Third answer.\n", "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4);
+    let ask = requests[2].body["messages"][1]["content"].as_str().unwrap();
+    assert!(ask.contains("[user] second question"), "{ask}");
+    assert_eq!(roles(&requests[3].body), ["system", "user", "user"]);
+    assert_eq!(requests[3].body["messages"][2]["content"], "third question");
 }

@@ -35,6 +35,14 @@
 (defsetting "agent.print-mode-permission" :yolo modes
   "Permission mode of `oml -p` when --mode is not given.")
 
+;; Compaction
+(defsetting "llm.context-window" 128000 :integer
+  "Tokens the model's context holds; compaction starts relative to it.")
+(defsetting "agent.compact-at" 0.8 :number
+  "Compact the transcript before a model call when its estimated size passes this fraction of `llm.context-window` (0 turns automatic compaction off).")
+(defsetting "agent.compact-keep" 0.3 :number
+  "The fraction of `llm.context-window` that compaction keeps verbatim at the end of the transcript.")
+
 ;;; Helpers
 
 (fn trim [s] (or (s:match "^%s*(.-)%s*$") ""))
@@ -343,7 +351,8 @@ reason."
     (set turn (+ turn 1))
     (if (session.cancelled?)
         (set stop :cancelled)
-        (let [response (agent.call-model (agent.build-request (session.transcript)))
+        (let [_ (agent.maybe-compact!)
+              response (agent.call-model (agent.build-request (session.transcript)))
               message response.message
               calls (tool-calls-of message)
               out []]
@@ -534,3 +543,77 @@ cancelled. The transcript is not touched."
         "No model calls yet."
         (.. u.calls " model calls, " u.prompt_tokens " prompt tokens, "
             u.completion_tokens " completion tokens"))))
+
+;;; Compaction
+
+(fn agent.estimate-tokens [messages]
+  "A rough token count of MESSAGES: their JSON length over four."
+  (accumulate [n 0 _ m (ipairs messages)]
+    (+ n (math.ceil (/ (length (json.encode m)) 4)))))
+
+(fn agent.compact-cut [messages keep-tokens]
+  "The index of the first message compaction keeps verbatim: the latest user message such that
+what follows it fits KEEP-TOKENS, else the last user message; 1 (keep everything) when there is
+no earlier user message to cut at. Cutting only before a user message never separates a tool call
+from its result."
+  (var cut nil)
+  (var size 0)
+  (var i (length messages))
+  (while (> i 1)
+    (set size (+ size (agent.estimate-tokens [(. messages i)])))
+    (when (= :user (. messages i :role))
+      (when (or (= nil cut) (<= size keep-tokens))
+        (set cut i)))
+    (set i (- i 1)))
+  (or cut 1))
+
+(fn agent.compact-prompt [messages ?instructions]
+  "The request that asks the model to summarise MESSAGES (the older part of the transcript)."
+  (let [lines []]
+    (each [_ m (ipairs messages)]
+      (let [text (if (= :string (type m.content)) m.content "")]
+        (table.insert lines (.. "[" (tostring m.role) "] " text))
+        (each [_ c (ipairs (or m.tool_calls []))]
+          (table.insert lines (.. "[tool call] " (tostring c.function.name) " "
+                                  (tostring c.function.arguments))))))
+    (.. "Summarise this conversation between a user and a coding agent so that the agent can go on "
+        "without it: the user's goals, decisions, files touched and their state, and what is left "
+        "to do. Be concise." (if ?instructions (.. "\n\nAlso: " ?instructions) "")
+        "\n\n" (table.concat lines "\n"))))
+
+(fn agent.compact! [?instructions ?keep-tokens]
+  "Summarise the older turns of the transcript through `agent.complete` and replace them with the
+summary (as a user message), keeping the most recent part verbatim: ?KEEP-TOKENS (default
+`agent.compact-keep` of `llm.context-window`; 0 keeps only the last turn), see
+`agent.compact-cut`. ?INSTRUCTIONS go to the summariser. The file keeps the whole history.
+Returns the number of messages replaced (0 when there is nothing to compact)."
+  (let [t (session.transcript)
+        window (oml.setting "llm.context-window")
+        keep (or ?keep-tokens (* window (oml.setting "agent.compact-keep")))
+        cut (agent.compact-cut t keep)]
+    (if (<= cut 1)
+        0
+        (let [old (fcollect [i 1 (- cut 1)] (. t i))
+              summary (agent.complete (agent.compact-prompt old ?instructions))
+              new [{:role :user
+                    :content (.. "Summary of the earlier conversation:\n\n" summary)}]]
+          (for [i cut (length t)] (table.insert new (. t i)))
+          (session.record! :compaction {:replaced (- cut 1) : summary})
+          (session.set-transcript! new)
+          (- cut 1)))))
+
+(fn agent.maybe-compact! []
+  "Compact when the transcript's estimate passes `agent.compact-at` of `llm.context-window`."
+  (let [at (oml.setting "agent.compact-at")
+        window (oml.setting "llm.context-window")]
+    (when (and (< 0 at)
+               (> (agent.estimate-tokens (session.transcript)) (* at window)))
+      (agent.compact!))))
+
+(fn commands.compact [input]
+  {:fnl/docstring "Summarise the older part of the conversation to free context."
+   :hint "[instructions]"}
+  (let [n (agent.compact! (if (= "" input) nil input) 0)]
+    (if (= 0 n)
+        "Nothing to compact."
+        (.. "Compacted " n " messages into a summary."))))

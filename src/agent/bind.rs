@@ -17,6 +17,10 @@ use super::{AgentEvent, Sessions};
 use crate::lisp::{Lisp, LispError, compile_in, from_lua, to_lua};
 use crate::tools::{self, ReadLimits, ToolOutput};
 
+/// The `session.put!` keys whose changes are recorded in the session's file (and restored when
+/// it is loaded).
+const RECORDED_KEYS: &[&str] = &["model", "permission-mode"];
+
 pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let lua = lisp.lua();
     let session: Table = lua.globals().get("session")?;
@@ -72,7 +76,12 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
         lua.create_function(move |lua, (msgs, id): (Value, Option<String>)| {
             let id = session_id(lua, &s, id)?;
             let msgs = messages(lua, msgs)?;
-            s.with(&id, |s| s.transcript.extend(msgs));
+            s.with(&id, |s| {
+                for m in &msgs {
+                    s.record(serde_json::json!({"type": "message", "message": m}));
+                }
+                s.transcript.extend(msgs)
+            });
             Ok(())
         })?,
     )?;
@@ -85,7 +94,11 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
                 Value::Nil => Vec::new(),
                 other => messages(lua, other)?,
             };
-            s.with(&id, |s| s.transcript = msgs);
+            s.with(&id, |s| {
+                // History is never rewritten: the file records that the transcript was replaced.
+                s.record(serde_json::json!({"type": "transcript", "messages": &msgs}));
+                s.transcript = msgs
+            });
             Ok(())
         })?,
     )?;
@@ -143,11 +156,29 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
                 let id = session_id(lua, &s, id)?;
                 let value = from_lua(lua, value)?;
                 s.with(&id, |s| {
+                    if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
+                        s.record(serde_json::json!({"type": "data", "key": &key, "value": &value}));
+                    }
                     if value.is_null() {
                         s.data.remove(&key);
                     } else {
                         s.data.insert(key, value);
                     }
+                });
+                Ok(())
+            },
+        )?,
+    )?;
+
+    let s = sessions.clone();
+    session.set(
+        "record!",
+        lua.create_function(
+            move |lua, (kind, data, id): (String, Value, Option<String>)| {
+                let id = session_id(lua, &s, id)?;
+                let data = from_lua(lua, data)?;
+                s.with(&id, |s| {
+                    s.record(serde_json::json!({"type": "custom", "kind": kind, "data": data}))
                 });
                 Ok(())
             },

@@ -20,6 +20,7 @@
 mod bind;
 pub use bind::install_reload;
 pub mod session;
+pub mod store;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -201,6 +202,8 @@ impl Agent {
             })
             .await;
         self.sessions.bind_thread(key, None);
+        // The end of a turn: everything it recorded is on disk before the frontend answers.
+        self.sessions.flush(id).await;
         let value = from_lua(self.lisp.lua(), result?).map_err(LispError::from)?;
         let stop_reason = match value.get("stop-reason") {
             Some(Value::String(s)) => s.clone(),

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Map, Value};
 
 use super::AgentEvent;
+use super::store::{Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
 
 /// Where a session's loop events go: the frontend (print mode, ACP) reads the other end.
@@ -42,6 +43,17 @@ pub struct Session {
     pub data: Map<String, Value>,
     /// Whether a prompt is running in this session now.
     pub prompting: bool,
+    /// The writer of the session's file, when sessions are persisted.
+    pub log: Option<SessionLog>,
+}
+
+impl Session {
+    /// Record `entry` in the session's file (nothing happens without one).
+    pub fn record(&self, entry: Value) {
+        if let Some(log) = &self.log {
+            log.append(entry);
+        }
+    }
 }
 
 /// The registry of sessions and of the coroutines running on their behalf.
@@ -51,13 +63,31 @@ pub struct Sessions {
     /// Coroutine (Lua thread pointer) → session id.
     threads: Mutex<HashMap<usize, String>>,
     next: AtomicU64,
+    /// Where sessions are persisted; `None` keeps them in memory only.
+    store: Mutex<Option<Store>>,
 }
 
 impl Sessions {
     /// Create a session in `cwd` whose events go to `sink`; returns its id.
+    ///
+    /// With a store, the session's file is created too (a failure is logged, and the session
+    /// lives in memory only).
     pub fn create(&self, cwd: PathBuf, sink: Option<EventSink>) -> String {
-        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("sess_{}_{n}", std::process::id());
+        let store = self.store();
+        let id = match &store {
+            Some(_) => super::store::new_id(),
+            None => {
+                let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+                format!("sess_{}_{n}", std::process::id())
+            }
+        };
+        let log = store.and_then(|store| match store.create(&id, &cwd) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                tracing::warn!("cannot persist session {id}: {e}");
+                None
+            }
+        });
         let session = Session {
             id: id.clone(),
             cwd,
@@ -66,9 +96,51 @@ impl Sessions {
             sink,
             data: Map::new(),
             prompting: false,
+            log,
         };
         lock(&self.sessions).insert(id.clone(), session);
         id
+    }
+
+    /// Persist sessions created from now on in `store` (`None`: keep them in memory only).
+    pub fn set_store(&self, store: Option<Store>) {
+        *lock(&self.store) = store;
+    }
+
+    /// The store sessions are persisted in, if any.
+    pub fn store(&self) -> Option<Store> {
+        lock(&self.store).clone()
+    }
+
+    /// Bring the stored session `id` back: its transcript and values rebuilt from its file, new
+    /// entries appended to it, events to `sink`. Returns what was read (for a replay).
+    pub fn load(&self, id: &str, sink: Option<EventSink>) -> std::io::Result<Loaded> {
+        let store = self
+            .store()
+            .ok_or_else(|| std::io::Error::other("sessions are not persisted"))?;
+        let loaded = store.load(id)?;
+        let log = store.open(id)?;
+        let cwd = loaded.cwd().unwrap_or_else(|| PathBuf::from("/"));
+        let session = Session {
+            id: id.to_owned(),
+            cwd,
+            transcript: loaded.transcript(),
+            cancel: CancelToken::new(),
+            sink,
+            data: loaded.data(),
+            prompting: false,
+            log: Some(log),
+        };
+        lock(&self.sessions).insert(id.to_owned(), session);
+        Ok(loaded)
+    }
+
+    /// Wait until everything session `id` recorded is written and fsynced.
+    pub async fn flush(&self, id: &str) {
+        let log = self.with(id, |s| s.log.clone()).flatten();
+        if let Some(log) = log {
+            log.flush().await;
+        }
     }
 
     /// Forget a session; its sink is dropped, which ends the frontend's event stream.

@@ -14,11 +14,13 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::agent::Agent;
+use crate::agent::store::Store;
 use crate::cancel::CancelToken;
 use crate::lisp::init::{self, InitReport, TrustStore};
 use crate::lisp::server::{self, ReplServer};
 use crate::lisp::{Lisp, LispOptions, Output, repl};
 use crate::paths::Paths;
+use crate::print_mode::SessionChoice;
 
 /// `println!` that ignores a closed stdout: `oml eval ... | head` is not an error.
 macro_rules! out {
@@ -75,6 +77,18 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_input: bool,
 
+    /// Print mode: go on with the latest session in this directory (a new one if there is none).
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["session", "no_session"])]
+    pub continue_: bool,
+
+    /// Print mode: go on with the stored session ID.
+    #[arg(long, value_name = "ID", conflicts_with = "no_session")]
+    pub session: Option<String>,
+
+    /// Print mode: do not store the session.
+    #[arg(long)]
+    pub no_session: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -101,6 +115,11 @@ pub enum Command {
     Trust { dir: Option<PathBuf> },
     /// Stop trusting DIR (default: the current directory).
     Untrust { dir: Option<PathBuf> },
+    /// List the stored sessions of this directory (--all: of every directory), latest first.
+    Sessions {
+        #[arg(long)]
+        all: bool,
+    },
     /// Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Emacs, ...).
     ///
     /// stdout carries only protocol; logs and Lisp output go to stderr. The line cap is
@@ -205,6 +224,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Acp) => acp(&paths, cli.no_init).await,
         Some(Command::Agents { markdown }) => Ok(agents(cli.json, markdown)),
+        Some(Command::Sessions { all }) => Ok(list_sessions(&paths, all, cli.json)),
         Some(Command::Eval { expr }) => {
             let (lisp, _) = boot(&paths, cli.no_init, Output::Stdout).await?;
             match lisp
@@ -403,8 +423,57 @@ async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
         json: cli.json,
         mode: cli.mode.clone(),
         show_thinking: cli.show_thinking,
+        session: if cli.no_session {
+            SessionChoice::None
+        } else if cli.continue_ {
+            SessionChoice::Continue
+        } else if let Some(id) = &cli.session {
+            SessionChoice::Id(id.clone())
+        } else {
+            SessionChoice::New
+        },
     };
+    if !cli.no_session {
+        agent
+            .sessions()
+            .set_store(Some(Store::new(paths.sessions_dir())));
+    }
     Ok(crate::print_mode::run(&agent, options).await)
+}
+
+/// `oml sessions`: one line per stored session (id, last update, title), latest first.
+fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
+    let store = Store::new(paths.sessions_dir());
+    let cwd = std::env::current_dir().ok();
+    let list = store.list(if all { None } else { cwd.as_deref() });
+    for s in &list {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"id": s.id, "cwd": s.cwd.display().to_string(),
+                                   "title": s.title, "updated": s.updated_at})
+            );
+        } else if all {
+            println!(
+                "{}  {}  {}  {}",
+                s.id,
+                s.updated_at,
+                s.cwd.display(),
+                s.title.as_deref().unwrap_or("")
+            );
+        } else {
+            println!(
+                "{}  {}  {}",
+                s.id,
+                s.updated_at,
+                s.title.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if list.is_empty() && !json {
+        eprintln!("no sessions{}", if all { "" } else { " in this directory" });
+    }
+    status::OK
 }
 
 /// `oml acp`: the ACP agent on stdio, with the live REPL beside it.

@@ -50,6 +50,10 @@ impl Hub {
         lock(&self.sessions).insert(id, session);
     }
 
+    pub(super) fn remove(&self, id: &str) -> Option<AcpSession> {
+        lock(&self.sessions).remove(id)
+    }
+
     pub(super) fn get(&self, id: &str) -> Option<AcpSession> {
         lock(&self.sessions).get(id).cloned()
     }

@@ -35,6 +35,7 @@ use bind::AcpSession;
 pub use bind::Hub;
 
 use crate::acp::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
+use crate::agent::store::Store;
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua, init, to_lua};
@@ -116,6 +117,11 @@ where
         },
     );
     hub.set_connection(conn.clone());
+    if agent.sessions().store().is_none() {
+        agent
+            .sessions()
+            .set_store(Some(Store::new(options.paths.sessions_dir())));
+    }
     let ctx = Arc::new(Ctx {
         lisp: agent.lisp().clone(),
         agent,
@@ -203,6 +209,11 @@ async fn request(ctx: &Arc<Ctx>, r: Request) {
     let result = match r.method.as_str() {
         "initialize" => initialize(&params),
         "session/new" => return session_new(ctx, &r.id, &params).await,
+        "session/load" => return session_load(ctx, &r.id, &params, true).await,
+        "session/resume" => return session_load(ctx, &r.id, &params, false).await,
+        "session/list" => session_list(ctx, &params),
+        "session/close" => session_close(ctx, &params).await,
+        "session/delete" => session_delete(ctx, &params).await,
         "session/prompt" => prompt(ctx, &params).await,
         "session/set_mode" => set_mode(ctx, &params).await,
         "session/set_config_option" => set_config_option(ctx, &params).await,
@@ -232,7 +243,8 @@ fn initialize(params: &Value) -> Result<Value, RpcError> {
     Ok(json!({
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
-            "loadSession": false,
+            "loadSession": true,
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": false, "sse": false},
         },
@@ -262,10 +274,24 @@ async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
     ctx.agent.sessions().with(&sid, |s| {
         s.data.insert("permission-mode".into(), json!(mode));
     });
+    let ready_tx = attach(ctx, &sid, events_rx);
+    let mut result = session_setup_result(ctx, &sid).await;
+    result.insert("sessionId".into(), json!(sid));
+    let _ = ctx.conn.respond(id, Value::Object(result)).await;
+    after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+}
+
+/// Register session `sid` with the hub and start its forwarder; returns the sender that marks
+/// its setup as finished.
+fn attach(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    events_rx: mpsc::UnboundedReceiver<AgentEvent>,
+) -> tokio::sync::watch::Sender<bool> {
     let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     ctx.hub.insert(
-        sid.clone(),
+        sid.to_owned(),
         AcpSession {
             barrier: barrier_tx,
             running: Arc::default(),
@@ -275,55 +301,314 @@ async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
     tokio::spawn(forward(
         ctx.lisp.clone(),
         ctx.conn.clone(),
-        sid.clone(),
+        sid.to_owned(),
         events_rx,
         barrier_rx,
     ));
+    ready_tx
+}
 
+/// The `modes` and `configOptions` of a session/new, load or resume answer.
+async fn session_setup_result(ctx: &Arc<Ctx>, sid: &str) -> Map<String, Value> {
     let modes = lisp_json(ctx, "acp.modes-state", &[json!(sid)]).await;
     let config = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await;
     let mut result = Map::new();
-    result.insert("sessionId".into(), json!(sid));
     if let Ok(modes) = modes {
         result.insert("modes".into(), modes);
     }
     if let Ok(config) = config {
         result.insert("configOptions".into(), config);
     }
-    let _ = ctx.conn.respond(id, Value::Object(result)).await;
+    result
+}
 
+/// What follows a session/new, load or resume answer: the project init file, warnings, the
+/// session-start hook, the slash commands; then prompts may run.
+async fn after_setup(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    cwd: &std::path::Path,
+    mcp_names: &[String],
+    ready_tx: tokio::sync::watch::Sender<bool>,
+) {
     // Everything below is queued after the response: clients learn the session id from it and
     // drop updates for ids they do not know yet.
     let mut warnings = ctx.options.startup_messages.clone();
     if !ctx.options.no_init {
-        let report = init::load_project_init(&ctx.lisp, &ctx.options.paths, &cwd).await;
+        let report = init::load_project_init(&ctx.lisp, &ctx.options.paths, cwd).await;
         warnings.extend(report.messages());
     }
     for w in warnings {
-        say(ctx, &sid, format!("Warning: {w}\n"));
+        say(ctx, sid, format!("Warning: {w}\n"));
     }
     if !mcp_names.is_empty() {
         say(
             ctx,
-            &sid,
+            sid,
             format!(
                 "Note: oml does not connect MCP servers yet; not connected: {}\n",
                 mcp_names.join(", ")
             ),
         );
     }
-    if let Err(e) = session_start_hook(ctx, &sid).await {
+    if let Err(e) = session_start_hook(ctx, sid).await {
         say(
             ctx,
-            &sid,
+            sid,
             format!(
                 "Warning: session.on-session-start failed: {}\n",
                 crate::print_mode::clean_error(&e.to_string())
             ),
         );
     }
-    advertise_commands(ctx, &sid).await;
+    advertise_commands(ctx, sid).await;
     let _ = ready_tx.send(true);
+}
+
+/// `session/load` (`replay`: the history as updates first) and `session/resume` (no replay).
+async fn session_load(ctx: &Arc<Ctx>, id: &RequestId, params: &Value, replay: bool) {
+    let result = async {
+        let sid = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?
+            .to_owned();
+        let (cwd, mcp_names) = new_session_params(params)?;
+        let store = ctx
+            .agent
+            .sessions()
+            .store()
+            .ok_or_else(|| RpcError::invalid_params("sessions are not persisted"))?;
+        if !store.exists(&sid) {
+            return Err(RpcError::invalid_params(format!("Unknown session: {sid}")));
+        }
+        if ctx.hub.get(&sid).is_some() {
+            // Already open in this process: answer from its file, nothing is set up again.
+            let loaded = store
+                .load(&sid)
+                .map_err(|e| RpcError::internal_error(e.to_string()))?;
+            if replay {
+                ctx.agent.sessions().flush(&sid).await;
+                let loaded = store.load(&sid).unwrap_or(loaded);
+                for u in replay_updates(&loaded.entries) {
+                    update(ctx, &sid, u).await;
+                }
+            }
+            return Ok((sid, cwd, mcp_names, None));
+        }
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let loaded = ctx
+            .agent
+            .sessions()
+            .load(&sid, Some(events_tx))
+            .map_err(|e| RpcError::internal_error(format!("cannot load session {sid}: {e}")))?;
+        let mode: String = ctx
+            .lisp
+            .setting("agent.permission-mode")
+            .unwrap_or_else(|_| "ask".to_owned());
+        ctx.agent.sessions().with(&sid, |s| {
+            s.cwd = cwd.clone();
+            s.data
+                .entry("permission-mode")
+                .or_insert_with(|| json!(mode));
+        });
+        let ready_tx = attach(ctx, &sid, events_rx);
+        if replay {
+            for u in replay_updates(&loaded.entries) {
+                let _ = ctx
+                    .conn
+                    .notify("session/update", json!({"sessionId": sid, "update": u}))
+                    .await;
+            }
+        }
+        Ok((sid, cwd, mcp_names, Some(ready_tx)))
+    }
+    .await;
+    match result {
+        Err(e) => {
+            let _ = ctx.conn.respond_error(id, e).await;
+        }
+        Ok((sid, cwd, mcp_names, ready_tx)) => {
+            let result = session_setup_result(ctx, &sid).await;
+            let _ = ctx.conn.respond(id, Value::Object(result)).await;
+            if let Some(ready_tx) = ready_tx {
+                after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+            }
+        }
+    }
+}
+
+/// How many sessions one `session/list` page holds.
+pub const LIST_PAGE: usize = 50;
+
+/// `session/list`: the stored sessions (in `cwd` when given), most recent first, in pages of
+/// [`LIST_PAGE`]; the cursor is opaque to the client (an offset here).
+fn session_list(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
+    let cwd = match params.get("cwd") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(PathBuf::from(c)),
+        Some(_) => return Err(RpcError::invalid_params("cwd must be a string")),
+    };
+    let start = match params.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(c)) => c
+            .strip_prefix("o")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| RpcError::invalid_params("bad cursor"))?,
+        Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
+    };
+    let all = ctx
+        .agent
+        .sessions()
+        .store()
+        .map(|s| s.list(cwd.as_deref()))
+        .unwrap_or_default();
+    let sessions: Vec<Value> = all
+        .iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|s| {
+            let mut info = Map::new();
+            info.insert("sessionId".into(), json!(s.id));
+            info.insert("cwd".into(), json!(s.cwd.display().to_string()));
+            if let Some(t) = &s.title {
+                info.insert("title".into(), json!(t));
+            }
+            info.insert("updatedAt".into(), json!(s.updated_at));
+            Value::Object(info)
+        })
+        .collect();
+    let mut result = Map::new();
+    result.insert("sessions".into(), Value::Array(sessions));
+    if start + LIST_PAGE < all.len() {
+        result.insert(
+            "nextCursor".into(),
+            json!(format!("o{}", start + LIST_PAGE)),
+        );
+    }
+    Ok(Value::Object(result))
+}
+
+/// `session/close`: cancel the session's prompt, then free it (its file stays).
+async fn session_close(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, params)?;
+    close(ctx, &sid).await;
+    Ok(json!({}))
+}
+
+async fn close(ctx: &Arc<Ctx>, sid: &str) {
+    ctx.agent.cancel(sid);
+    // Wait (briefly) for a running prompt to answer `cancelled` before the session goes.
+    if let Some(session) = ctx.hub.get(sid) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        while session.running.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    ctx.agent.sessions().flush(sid).await;
+    ctx.hub.remove(sid);
+    ctx.agent.sessions().remove(sid);
+}
+
+/// `session/delete`: close the session if it is open and delete its file; idempotent.
+async fn session_delete(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
+    let sid = params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?
+        .to_owned();
+    if ctx.hub.get(&sid).is_some() {
+        close(ctx, &sid).await;
+    }
+    if let Some(store) = ctx.agent.sessions().store() {
+        store
+            .delete(&sid)
+            .map_err(|e| RpcError::internal_error(e.to_string()))?;
+    }
+    Ok(json!({}))
+}
+
+/// The tool kind ACP shows for a built-in tool's name, for replays.
+fn replay_tool_kind(name: &str) -> &'static str {
+    match name {
+        "read" => "read",
+        "write" | "edit" => "edit",
+        "bash" => "execute",
+        _ => "other",
+    }
+}
+
+/// The `session/update` payloads that replay a stored session's history: user messages as
+/// user_message_chunk, kept reasoning as agent_thought_chunk, answers as agent_message_chunk,
+/// each tool call as a tool_call card and its result as a completed tool_call_update. Entries
+/// other than messages (values, custom entries, transcript replacements) are not shown.
+pub fn replay_updates(entries: &[Value]) -> Vec<Value> {
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let mut out = Vec::new();
+    let mut names: std::collections::HashMap<String, String> = Default::default();
+    for e in entries {
+        if e.get("type").and_then(Value::as_str) != Some("message") {
+            continue;
+        }
+        let m = &e["message"];
+        let content = message_text(&m["content"]);
+        match m["role"].as_str() {
+            Some("user") => out.push(json!({
+                "sessionUpdate": "user_message_chunk", "content": text(&content)})),
+            Some("assistant") => {
+                for key in ["reasoning_content", "reasoning"] {
+                    if let Some(r) = m.get(key).and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                        out.push(
+                            json!({"sessionUpdate": "agent_thought_chunk", "content": text(r)}),
+                        );
+                        break;
+                    }
+                }
+                if !content.is_empty() {
+                    out.push(
+                        json!({"sessionUpdate": "agent_message_chunk", "content": text(&content)}),
+                    );
+                }
+                for call in m["tool_calls"].as_array().into_iter().flatten() {
+                    let id = call["id"].as_str().unwrap_or_default();
+                    let name = call["function"]["name"].as_str().unwrap_or("tool");
+                    names.insert(id.to_owned(), name.to_owned());
+                    let args = call["function"]["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                        .unwrap_or_else(|| json!({}));
+                    out.push(json!({
+                        "sessionUpdate": "tool_call", "toolCallId": id, "title": name,
+                        "kind": replay_tool_kind(name), "status": "pending", "rawInput": args,
+                    }));
+                }
+            }
+            Some("tool") => {
+                let id = m["tool_call_id"].as_str().unwrap_or_default();
+                out.push(json!({
+                    "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
+                    "content": [{"type": "content", "content": text(&content)}],
+                }));
+            }
+            _ => {}
+        }
+    }
+    out.into_iter()
+        .map(|u| stable_order(u, "sessionUpdate"))
+        .collect()
+}
+
+/// A message's content as text: a string, or the text parts of a list of parts.
+fn message_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
 }
 
 fn new_session_params(params: &Value) -> Result<(PathBuf, Vec<String>), RpcError> {

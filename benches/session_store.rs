@@ -1,0 +1,94 @@
+//! The session store (run with `cargo bench --bench session_store`):
+//!
+//! - `append`: queueing one message entry (serialising it and sending it to the writer thread,
+//!   which writes it at once), the cost the loop pays per message;
+//! - `append_and_flush`: one entry written and fsynced, the end-of-turn cost when a turn adds one
+//!   entry;
+//! - `load_10k`: reading back a session of 10 000 messages (about 300 bytes each) and rebuilding
+//!   its transcript, with divan's allocation profiler counting the bytes allocated;
+//! - `list_100`: `session/list` over 100 sessions.
+//!
+//! Measured 2026-11-30 on the shared 2-core build machine (release): `append` 14 µs median
+//! (13 allocations, ~0.9 KB); `append_and_flush` 156 µs median (the fsync); `load_10k` 35 ms
+//! median for a 2.85 MB file (~81 MB/s), 24 MB allocated in total and 23.6 MB live at the peak
+//! (the parsed entries plus the rebuilt transcript); `list_100` 0.83 ms.
+
+use std::path::Path;
+
+use divan::{AllocProfiler, Bencher};
+use oml::agent::store::Store;
+use serde_json::{Value, json};
+
+#[global_allocator]
+static ALLOC: AllocProfiler = AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+fn message(i: usize) -> Value {
+    match i % 3 {
+        0 => json!({"role": "user", "content": format!("question {i}: {}", "words ".repeat(35))}),
+        1 => {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{i}"),
+            "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}}]})
+        }
+        _ => json!({"role": "tool", "tool_call_id": format!("call_{}", i - 1),
+            "content": format!("     1\t{}", "fn main() {} ".repeat(18))}),
+    }
+}
+
+#[divan::bench]
+fn append(bencher: Bencher) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let log = store.create("bench", Path::new("/p")).unwrap();
+    let msg = message(0);
+    bencher.bench_local(|| log.message(divan::black_box(&msg)));
+    log.flush_blocking();
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn append_and_flush(bencher: Bencher) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let log = store.create("bench", Path::new("/p")).unwrap();
+    let msg = message(0);
+    bencher.bench_local(|| {
+        log.message(&msg);
+        log.flush_blocking();
+    });
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn load_10k(bencher: Bencher) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    let log = store.create("big", Path::new("/p")).unwrap();
+    for i in 0..10_000 {
+        log.message(&message(i));
+    }
+    log.flush_blocking();
+    let size = std::fs::metadata(store.path("big")).unwrap().len();
+    eprintln!("10k-message session file: {size} bytes");
+    bencher
+        .counter(divan::counter::BytesCount::new(size))
+        .bench_local(|| {
+            let loaded = store.load("big").unwrap();
+            divan::black_box(loaded.transcript().len())
+        });
+}
+
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn list_100(bencher: Bencher) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(dir.path());
+    for s in 0..100 {
+        let log = store.create(&format!("s{s}"), Path::new("/p")).unwrap();
+        for i in 0..30 {
+            log.message(&message(i));
+        }
+        log.flush_blocking();
+    }
+    bencher.bench_local(|| divan::black_box(store.list(Some(Path::new("/p"))).len()));
+}

@@ -1,0 +1,492 @@
+//! The session store: each session is an append-only JSONL file `<id>.jsonl` in one directory
+//! (`$XDG_STATE_HOME/oml/sessions/`).
+//!
+//! The first line is a header `{"type":"session","id","cwd","created","version"}`; every later
+//! line is an entry:
+//!
+//! - `{"type":"message","message":{…}}`: one OpenAI message (user, assistant, tool), as appended
+//!   to the transcript;
+//! - `{"type":"transcript","messages":[…]}`: `session.set-transcript!` replaced the transcript
+//!   (history is never rewritten; the model's view restarts from these messages);
+//! - `{"type":"data","key","value"}`: a session value changed (the model, the permission mode);
+//! - `{"type":"custom","kind","data"}`: written from Lisp with `session.record!`.
+//!
+//! Every entry carries `"at"` (seconds since the epoch). One writer thread per session owns the
+//! file: [`SessionLog::append`] queues a line (the thread writes it at once, so a killed process
+//! loses at most what was still queued), [`SessionLog::flush`] fsyncs and answers when done (the
+//! agent calls it at the end of every turn). A torn last line (the process died mid-write) is
+//! skipped with a warning on load, and the next writer starts on a fresh line.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+/// What the writer thread is asked to do.
+enum Command {
+    Append(String),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The handle of one session's writer thread; dropping it ends the thread after it has written
+/// (and fsynced) everything queued.
+#[derive(Clone)]
+pub struct SessionLog {
+    tx: mpsc::Sender<Command>,
+}
+
+impl SessionLog {
+    /// Queue one entry (an object with a `type`); `at` is added.
+    pub fn append(&self, mut entry: Value) {
+        if let Value::Object(map) = &mut entry {
+            map.insert("at".into(), json!(now()));
+        }
+        let _ = self.tx.send(Command::Append(entry.to_string()));
+    }
+
+    /// Queue a message entry.
+    pub fn message(&self, message: &Value) {
+        self.append(json!({"type": "message", "message": message}));
+    }
+
+    /// Wait until everything queued is written and fsynced.
+    pub async fn flush(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Command::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// [`SessionLog::flush`] for callers outside an async runtime.
+    pub fn flush_blocking(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Command::Flush(tx)).is_ok() {
+            let _ = rx.blocking_recv();
+        }
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| (d.as_millis() as f64) / 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// A new session id: time-ordered and unique across processes (`s<millis hex>-<pid hex><n>`).
+pub fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("s{ms:011x}-{:x}{n:x}", std::process::id())
+}
+
+/// Whether `id` is safe as a file name (no separators, no dots at the start).
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// A session read back from its file.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub header: Value,
+    /// Every entry after the header, in order (torn or unparsable lines left out).
+    pub entries: Vec<Value>,
+    /// What was skipped and why.
+    pub warnings: Vec<String>,
+}
+
+impl Loaded {
+    /// The session's working directory from the header.
+    pub fn cwd(&self) -> Option<PathBuf> {
+        self.header
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+    }
+
+    /// The transcript the entries rebuild: messages appended, replaced by `transcript` entries.
+    pub fn transcript(&self) -> Vec<Value> {
+        let mut t = Vec::new();
+        for e in &self.entries {
+            match e.get("type").and_then(Value::as_str) {
+                Some("message") => t.extend(e.get("message").cloned()),
+                Some("transcript") => {
+                    t = e
+                        .get("messages")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                }
+                _ => {}
+            }
+        }
+        t
+    }
+
+    /// The session values the `data` entries leave (the last value of each key; null removes).
+    pub fn data(&self) -> serde_json::Map<String, Value> {
+        let mut data = serde_json::Map::new();
+        for e in &self.entries {
+            if e.get("type").and_then(Value::as_str) == Some("data")
+                && let Some(key) = e.get("key").and_then(Value::as_str)
+            {
+                match e.get("value") {
+                    None | Some(Value::Null) => {
+                        data.remove(key);
+                    }
+                    Some(v) => {
+                        data.insert(key.to_owned(), v.clone());
+                    }
+                }
+            }
+        }
+        data
+    }
+}
+
+/// One line of `session/list` / `oml sessions`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub cwd: PathBuf,
+    /// The first user message, on one line, cut to 80 characters.
+    pub title: Option<String>,
+    /// When the file was last written (RFC 3339, UTC).
+    pub updated_at: String,
+    /// The same as seconds since the epoch, for sorting.
+    pub updated: SystemTime,
+}
+
+/// The directory of session files.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub fn new(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of session `id`.
+    pub fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    pub fn exists(&self, id: &str) -> bool {
+        valid_id(id) && self.path(id).is_file()
+    }
+
+    /// Create the file of a new session (its header written and fsynced) and start its writer.
+    pub fn create(&self, id: &str, cwd: &Path) -> std::io::Result<SessionLog> {
+        if !valid_id(id) {
+            return Err(std::io::Error::other(format!("bad session id {id:?}")));
+        }
+        crate::paths::ensure_private_dir(&self.dir)?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(self.path(id))?;
+        let header = json!({
+            "type": "session",
+            "id": id,
+            "cwd": cwd.display().to_string(),
+            "created": now(),
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        writeln!(file, "{header}")?;
+        file.sync_all()?;
+        Ok(spawn_writer(file, id))
+    }
+
+    /// Open an existing session's file for appending (after a newline if its last line is torn).
+    pub fn open(&self, id: &str) -> std::io::Result<SessionLog> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(self.path(id))?;
+        let len = file.seek(SeekFrom::End(0))?;
+        if len > 0 {
+            file.seek(SeekFrom::Start(len - 1))?;
+            let mut last = [0u8; 1];
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(spawn_writer(file, id))
+    }
+
+    /// Read session `id`.
+    pub fn load(&self, id: &str) -> std::io::Result<Loaded> {
+        if !valid_id(id) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no session {id}"),
+            ));
+        }
+        load_file(&self.path(id))
+    }
+
+    /// Delete session `id`'s file; a missing file is not an error.
+    pub fn delete(&self, id: &str) -> std::io::Result<()> {
+        if !valid_id(id) {
+            return Ok(());
+        }
+        match std::fs::remove_file(self.path(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every session (in `cwd` when given), most recently updated first.
+    pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for entry in dir.flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+                continue;
+            }
+            let Some(summary) = summarize(&path) else {
+                continue;
+            };
+            if cwd.is_some_and(|c| c != summary.cwd) {
+                continue;
+            }
+            out.push(summary);
+        }
+        out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+        out
+    }
+}
+
+fn spawn_writer(file: File, id: &str) -> SessionLog {
+    let (tx, rx) = mpsc::channel::<Command>();
+    let name = format!("session-log-{id}");
+    let spawn = std::thread::Builder::new().name(name).spawn(move || {
+        let mut file = std::io::BufWriter::new(file);
+        let mut dirty = false;
+        while let Ok(cmd) = rx.recv() {
+            match cmd {
+                Command::Append(line) => {
+                    // One write per line: the line reaches the OS before the next is taken.
+                    let mut buf = line.into_bytes();
+                    buf.push(b'\n');
+                    if let Err(e) = file.write_all(&buf).and_then(|_| file.flush()) {
+                        tracing::warn!("session log: {e}");
+                    }
+                    dirty = true;
+                }
+                Command::Flush(done) => {
+                    if dirty {
+                        if let Err(e) = file.flush().and_then(|_| file.get_ref().sync_data()) {
+                            tracing::warn!("session log: {e}");
+                        }
+                        dirty = false;
+                    }
+                    let _ = done.send(());
+                }
+            }
+        }
+        if dirty {
+            let _ = file.flush().and_then(|_| file.get_ref().sync_data());
+        }
+    });
+    if let Err(e) = spawn {
+        tracing::warn!("session log: cannot start the writer: {e}");
+    }
+    SessionLog { tx }
+}
+
+/// Read a session file: the header, then entries; unparsable lines are skipped with a warning.
+pub fn load_file(path: &Path) -> std::io::Result<Loaded> {
+    let file = File::open(path)?;
+    let mut loaded = Loaded::default();
+    let mut first = true;
+    for (n, line) in BufReader::new(file).split(b'\n').enumerate() {
+        let line = line?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(&line) {
+            Ok(v) if first => {
+                if v.get("type").and_then(Value::as_str) != Some("session") {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}: no session header", path.display()),
+                    ));
+                }
+                loaded.header = v;
+                first = false;
+            }
+            Ok(v) if v.is_object() => loaded.entries.push(v),
+            Ok(_) | Err(_) => {
+                let w = format!(
+                    "{}: line {} is not a complete entry; skipped",
+                    path.display(),
+                    n + 1
+                );
+                tracing::warn!("{w}");
+                loaded.warnings.push(w);
+            }
+        }
+    }
+    if first {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: empty session file", path.display()),
+        ));
+    }
+    Ok(loaded)
+}
+
+/// The list line of one session file: the header, the first user message, the mtime.
+fn summarize(path: &Path) -> Option<SessionSummary> {
+    let file = File::open(path).ok()?;
+    let updated = file.metadata().ok()?.modified().ok()?;
+    let mut lines = BufReader::new(file).split(b'\n');
+    let header: Value = serde_json::from_slice(&lines.next()?.ok()?).ok()?;
+    if header.get("type").and_then(Value::as_str) != Some("session") {
+        return None;
+    }
+    let id = header.get("id")?.as_str()?.to_owned();
+    let cwd = PathBuf::from(header.get("cwd")?.as_str()?);
+    let mut title = None;
+    for line in lines.take(200) {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        let msg = &v["message"];
+        if v["type"] == "message" && msg["role"] == "user" {
+            title = msg["content"].as_str().map(make_title);
+            break;
+        }
+    }
+    Some(SessionSummary {
+        id,
+        cwd,
+        title,
+        updated_at: rfc3339(updated),
+        updated,
+    })
+}
+
+fn make_title(text: &str) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 80 {
+        let cut: String = one.chars().take(79).collect();
+        format!("{cut}…")
+    } else {
+        one
+    }
+}
+
+/// `t` as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_load_and_a_torn_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("sessions"));
+        let log = store.create("s1", Path::new("/p")).unwrap();
+        log.message(&json!({"role": "user", "content": "hello\nthere"}));
+        log.message(&json!({"role": "assistant", "content": "hi"}));
+        log.append(json!({"type": "data", "key": "model", "value": "m"}));
+        log.flush_blocking();
+        drop(log);
+        // A torn last line, as a kill -9 mid-write leaves it.
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(store.path("s1"))
+            .unwrap();
+        f.write_all(br#"{"type":"message","message":{"ro"#).unwrap();
+        drop(f);
+        let loaded = store.load("s1").unwrap();
+        assert_eq!(loaded.entries.len(), 3);
+        assert_eq!(loaded.warnings.len(), 1);
+        assert_eq!(loaded.transcript().len(), 2);
+        assert_eq!(loaded.data()["model"], "m");
+        // Appending after a torn line starts on a fresh line.
+        let log = store.open("s1").unwrap();
+        log.append(json!({"type": "transcript", "messages": [{"role": "user", "content": "x"}]}));
+        log.flush_blocking();
+        let loaded = store.load("s1").unwrap();
+        assert_eq!(loaded.entries.len(), 4);
+        assert_eq!(
+            loaded.transcript(),
+            vec![json!({"role": "user", "content": "x"})]
+        );
+        let list = store.list(Some(Path::new("/p")));
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].title.as_deref(), Some("hello there"));
+        assert!(store.list(Some(Path::new("/q"))).is_empty());
+        store.delete("s1").unwrap();
+        store.delete("s1").unwrap();
+        assert!(store.list(None).is_empty());
+    }
+
+    #[test]
+    fn ids_are_unique_and_safe() {
+        let a = new_id();
+        let b = new_id();
+        assert_ne!(a, b);
+        assert!(valid_id(&a));
+        assert!(!valid_id("../x"));
+        assert!(!valid_id(".x"));
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_796_064_000);
+        assert_eq!(rfc3339(t), "2026-11-30T18:40:00Z");
+    }
+}
