@@ -748,3 +748,173 @@ fn recipe_project_context_and_usage_totals() {
         "{run:?}"
     );
 }
+
+/// Run `oml -p` over a fake model that calls each of CALLS (tool name, JSON arguments) in turn,
+/// then answers; returns what the model read back for each call.
+fn tool_results(env: &Env, path: Option<&std::ffi::OsStr>, calls: &[(&str, &str)]) -> Vec<String> {
+    let mut list: Vec<Vec<Step>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| tool_call_chunks(&format!("call_{i}"), name, &[args]))
+        .collect();
+    list.push(text_chunks(&["done"]));
+    let fake = FakeModel::start(replies(list));
+    let mut cmd = env.command(Some(&fake), &["-p", "search"]);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let run = Run::from(cmd.output().expect("run oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    (1..=calls.len())
+        .map(|i| {
+            let msgs = requests[i].body["messages"].as_array().unwrap();
+            let last = msgs.last().unwrap();
+            assert_eq!(last["role"], "tool");
+            last["content"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// A directory holding only a link to the system's grep: a PATH without rg.
+fn path_without_rg(env: &Env) -> std::ffi::OsString {
+    let bin = env.root.join("bin-grep-only");
+    std::fs::create_dir_all(&bin).unwrap();
+    let grep = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("grep"))
+        .find(|p| p.is_file())
+        .expect("grep on PATH");
+    std::os::unix::fs::symlink(grep, bin.join("grep")).unwrap();
+    bin.into_os_string()
+}
+
+fn search_tree(env: &Env) {
+    install_example(env, "search-tools.fnl");
+    env.init("(require :search-tools)");
+    for d in ["src/lib", ".hidden", "empty"] {
+        std::fs::create_dir_all(env.project.join(d)).unwrap();
+    }
+    env.file("a.txt", "hello\nworld\n");
+    env.file("top.rs", "fn top() {}\n");
+    env.file("src/main.rs", "fn main() {}\n// hello there\n");
+    env.file("src/lib/x.rs", "pub fn x() {}\n");
+    env.file(".hidden/h.rs", "hello hidden\n");
+    env.file(".env", "SECRET=1\n");
+}
+
+#[test]
+fn recipe_search_tools_ls_and_find() {
+    let env = Env::new();
+    search_tree(&env);
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("ls", "{}"),
+            ("ls", r#"{"path": "src"}"#),
+            ("ls", r#"{"path": "empty"}"#),
+            ("ls", r#"{"path": "a.txt"}"#),
+            ("find", r#"{"pattern": "**/*.rs"}"#),
+            ("find", r#"{"pattern": "*.rs"}"#),
+            ("find", r#"{"pattern": "*.rs", "path": "src/lib"}"#),
+            ("find", r#"{"pattern": "{a,top}.*"}"#),
+            ("find", r#"{"pattern": "**/*.py"}"#),
+        ],
+    );
+    assert_eq!(
+        out,
+        [
+            ".env\n.hidden/\na.txt\nempty/\nsrc/\ntop.rs",
+            "lib/\nmain.rs",
+            "(empty)",
+            "Not a directory: a.txt",
+            "src/lib/x.rs\nsrc/main.rs\ntop.rs",
+            "top.rs",
+            "x.rs",
+            "a.txt\ntop.rs",
+            "No files found.",
+        ]
+    );
+}
+
+#[test]
+fn recipe_search_tools_grep_falls_back_to_grep_without_rg() {
+    let env = Env::new();
+    search_tree(&env);
+    let lines: String = (1..=250).map(|i| format!("needle {i}\n")).collect();
+    env.file("many.txt", &lines);
+    env.file("long.txt", &format!("needle {}\n", "x".repeat(400)));
+    let path = path_without_rg(&env);
+    let out = tool_results(
+        &env,
+        Some(&path),
+        &[
+            ("grep", r#"{"pattern": "hel+o"}"#),
+            ("grep", r#"{"pattern": "hello", "glob": "*.rs"}"#),
+            ("grep", r#"{"pattern": "nothing-matches"}"#),
+            ("grep", r#"{"pattern": "x", "path": "missing"}"#),
+            ("grep", r#"{"pattern": "needle"}"#),
+        ],
+    );
+    // grep -r does not skip hidden files; ripgrep does.
+    assert_eq!(
+        out[0],
+        ".hidden/h.rs:1:hello hidden\na.txt:1:hello\nsrc/main.rs:2:// hello there"
+    );
+    assert_eq!(
+        out[1],
+        ".hidden/h.rs:1:hello hidden\nsrc/main.rs:2:// hello there"
+    );
+    assert_eq!(out[2], "No matches.");
+    assert!(
+        out[3].starts_with("grep failed: grep: missing: No such file"),
+        "{}",
+        out[3]
+    );
+    let lines: Vec<&str> = out[4].lines().collect();
+    assert_eq!(lines.len(), 201);
+    assert_eq!(
+        lines[0],
+        format!("long.txt:1:needle {}...", "x".repeat(300 - 18))
+    );
+    assert_eq!(lines[1], "many.txt:1:needle 1");
+    assert_eq!(lines[199], "many.txt:199:needle 199");
+    assert_eq!(lines[200], "[51 more lines; narrow the search]");
+}
+
+#[test]
+fn recipe_search_tools_grep_uses_rg_when_on_path() {
+    let env = Env::new();
+    search_tree(&env);
+    let bin = env.root.join("bin-rg");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = env.root.join("rg-args");
+    let rg = bin.join("rg");
+    std::fs::write(
+        &rg,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\necho 'src/main.rs:2:// hello there'\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&rg, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = tool_results(
+        &env,
+        Some(&path),
+        &[(
+            "grep",
+            r#"{"pattern": "hello", "glob": "*.rs", "path": "src"}"#,
+        )],
+    );
+    assert_eq!(out, ["src/main.rs:2:// hello there"]);
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "-n\n--no-heading\n--color=never\n-g\n*.rs\n-e\nhello\nsrc\n"
+    );
+}
