@@ -918,3 +918,180 @@ fn recipe_search_tools_grep_uses_rg_when_on_path() {
         "-n\n--no-heading\n--color=never\n-g\n*.rs\n-e\nhello\nsrc\n"
     );
 }
+
+#[test]
+fn recipe_permissions_blocks_a_write_in_print_mode() {
+    let env = Env::new();
+    install_example(&env, "permissions.fnl");
+    env.init("(require :permissions)");
+    env.file("a.txt", "hello\n");
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("write", r#"{"path": "new.txt", "content": "x"}"#),
+            ("read", r#"{"path": "a.txt"}"#),
+        ],
+    );
+    assert_eq!(
+        out[0],
+        "Blocked: nobody can be asked whether write may run here (print mode), so it counts as \
+         rejected"
+    );
+    assert!(out[1].contains("hello"), "{}", out[1]);
+    assert!(!env.project.join("new.txt").exists());
+}
+
+#[test]
+fn recipe_permissions_follows_the_answers_and_remembers_always() {
+    let env = Env::new();
+    install_example(&env, "permissions.fnl");
+    env.init(
+        r#"(require :permissions)
+(local answers [:allow-once :reject-always :allow-always :reject-once :cancelled])
+(set agent.ask-permission (fn [call] (table.remove answers 1)))"#,
+    );
+    env.file("a.txt", "one\n");
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("write", r#"{"path": "w.txt", "content": "x"}"#),
+            ("write", r#"{"path": "w.txt", "content": "x"}"#),
+            (
+                "edit",
+                r#"{"path": "a.txt", "old_text": "one", "new_text": "two"}"#,
+            ),
+            (
+                "edit",
+                r#"{"path": "a.txt", "old_text": "two", "new_text": "three"}"#,
+            ),
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("read", r#"{"path": "a.txt"}"#),
+        ],
+    );
+    assert_eq!(out[0].trim(), "ran");
+    assert_eq!(out[1], "Blocked: the user rejected it");
+    assert_eq!(out[2], "Blocked: the user always rejects write");
+    assert!(!out[3].starts_with("Blocked"), "{}", out[3]);
+    assert!(!out[4].starts_with("Blocked"), "{}", out[4]);
+    assert_eq!(out[5], "Blocked: the user rejected it");
+    assert_eq!(
+        out[6],
+        "Blocked: the prompt was cancelled before the user answered"
+    );
+    assert!(out[7].contains("three"), "{}", out[7]);
+    assert!(!env.project.join("w.txt").exists());
+    // The remembered write and edit were not asked again: a sixth question would have had no
+    // answer (nil), which blocks.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("a.txt")).unwrap(),
+        "three\n"
+    );
+}
+
+/// The role and content of each message of a recorded request, after the system prompt.
+fn shape(body: &Value) -> Vec<String> {
+    body["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().unwrap_or("");
+            match m["tool_calls"].as_array() {
+                Some(calls) => format!(
+                    "{}: {content}[{}]",
+                    m["role"].as_str().unwrap(),
+                    calls[0]["function"]["name"].as_str().unwrap()
+                ),
+                None => format!("{}: {content}", m["role"].as_str().unwrap()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn recipe_plan_review_plans_executes_and_reviews() {
+    let env = Env::new();
+    install_example(&env, "plan-review.fnl");
+    env.init("(require :plan-review)");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["1. write a.txt"]),
+        tool_call_chunks("call_1", "write", &[r#"{"path": "a.txt", "content": "a"}"#]),
+        text_chunks(&["wrote a.txt"]),
+        text_chunks(&["b.txt is missing"]),
+        text_chunks(&["nothing else to do"]),
+        text_chunks(&["DONE"]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "make a.txt and b.txt"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "1. write a.txt\n\n> write: Write a.txt\n  ok: Wrote 1 bytes to {}/a.txt\nwrote \
+             a.txt\n\nNot done yet: b.txt is missing\n\nnothing else to do\n",
+            env.project.display()
+        ),
+        "{run:?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 6);
+    let with_tools: Vec<bool> = requests
+        .iter()
+        .map(|r| !tool_names(&r.body).is_empty())
+        .collect();
+    assert_eq!(with_tools, [false, true, true, false, true, false]);
+    let plan_q = "user: Before doing anything, write a short numbered plan for the request above. \
+                  Do not carry it out yet.";
+    let review_q = "user: Review the work above against the request. If it is complete, answer \
+                    exactly DONE. Otherwise list what is missing.";
+    assert_eq!(
+        shape(&requests[0].body),
+        ["user: make a.txt and b.txt", plan_q]
+    );
+    let executed = [
+        "user: make a.txt and b.txt",
+        "assistant: 1. write a.txt",
+        "user: Carry out the plan.",
+    ];
+    assert_eq!(shape(&requests[1].body), executed);
+    let mut reviewed: Vec<String> = executed.iter().map(|s| s.to_string()).collect();
+    reviewed.extend([
+        "assistant: [write]".to_owned(),
+        format!("tool: Wrote 1 bytes to {}/a.txt", env.project.display()),
+        "assistant: wrote a.txt".to_owned(),
+    ]);
+    let mut review1 = reviewed.clone();
+    review1.push(review_q.to_owned());
+    assert_eq!(shape(&requests[3].body), review1);
+    reviewed.push("user: Not done yet: b.txt is missing".to_owned());
+    assert_eq!(shape(&requests[4].body), reviewed);
+    assert_eq!(shape(&requests[5].body).last().unwrap(), review_q);
+}
+
+#[test]
+fn recipe_plan_review_stops_after_max_reviews_and_unadvise_restores_the_loop() {
+    let env = Env::new();
+    install_example(&env, "plan-review.fnl");
+    env.init("(require :plan-review)");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["plan"]),
+        text_chunks(&["did 1"]),
+        text_chunks(&["missing 1"]),
+        text_chunks(&["did 2"]),
+        text_chunks(&["missing 2"]),
+        text_chunks(&["did 3"]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "task"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(fake.requests().len(), 6, "two reviews, then stop");
+    let last = shape(&fake.requests()[5].body);
+    assert_eq!(last.last().unwrap(), "user: Not done yet: missing 2");
+
+    env.init("(require :plan-review)\n(unadvise! agent.run :plan-review)");
+    let fake = FakeModel::start(replies(vec![text_chunks(&["plain"])]));
+    let run = env.run(Some(&fake), &["-p", "task"]);
+    assert_eq!(run.stdout, "plain\n", "{run:?}");
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(shape(&fake.requests()[0].body), ["user: task"]);
+}
