@@ -883,3 +883,350 @@ fn a_transcript_past_the_threshold_is_compacted_before_the_model_call() {
     assert_eq!(roles(&requests[3].body), ["system", "user", "user"]);
     assert_eq!(requests[3].body["messages"][2]["content"], "third question");
 }
+
+/// Run `oml -p` over a fake model that calls each of CALLS (tool name, JSON arguments) in turn,
+/// then answers; returns what the model read back for each call.
+fn tool_results(env: &Env, path: Option<&std::ffi::OsStr>, calls: &[(&str, &str)]) -> Vec<String> {
+    let mut list: Vec<Vec<Step>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| tool_call_chunks(&format!("call_{i}"), name, &[args]))
+        .collect();
+    list.push(text_chunks(&["done"]));
+    let fake = FakeModel::start(replies(list));
+    let mut cmd = env.command(Some(&fake), &["-p", "search"]);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let run = Run::from(cmd.output().expect("run oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    (1..=calls.len())
+        .map(|i| {
+            let msgs = requests[i].body["messages"].as_array().unwrap();
+            let last = msgs.last().unwrap();
+            assert_eq!(last["role"], "tool");
+            last["content"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// A directory holding only a link to the system's grep: a PATH without rg.
+fn path_without_rg(env: &Env) -> std::ffi::OsString {
+    let bin = env.root.join("bin-grep-only");
+    std::fs::create_dir_all(&bin).unwrap();
+    let grep = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("grep"))
+        .find(|p| p.is_file())
+        .expect("grep on PATH");
+    std::os::unix::fs::symlink(grep, bin.join("grep")).unwrap();
+    bin.into_os_string()
+}
+
+fn search_tree(env: &Env) {
+    install_example(env, "search-tools.fnl");
+    env.init("(require :search-tools)");
+    for d in ["src/lib", ".hidden", "empty"] {
+        std::fs::create_dir_all(env.project.join(d)).unwrap();
+    }
+    env.file("a.txt", "hello\nworld\n");
+    env.file("top.rs", "fn top() {}\n");
+    env.file("src/main.rs", "fn main() {}\n// hello there\n");
+    env.file("src/lib/x.rs", "pub fn x() {}\n");
+    env.file(".hidden/h.rs", "hello hidden\n");
+    env.file(".env", "SECRET=1\n");
+}
+
+#[test]
+fn recipe_search_tools_ls_and_find() {
+    let env = Env::new();
+    search_tree(&env);
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("ls", "{}"),
+            ("ls", r#"{"path": "src"}"#),
+            ("ls", r#"{"path": "empty"}"#),
+            ("ls", r#"{"path": "a.txt"}"#),
+            ("find", r#"{"pattern": "**/*.rs"}"#),
+            ("find", r#"{"pattern": "*.rs"}"#),
+            ("find", r#"{"pattern": "*.rs", "path": "src/lib"}"#),
+            ("find", r#"{"pattern": "{a,top}.*"}"#),
+            ("find", r#"{"pattern": "**/*.py"}"#),
+        ],
+    );
+    assert_eq!(
+        out,
+        [
+            ".env\n.hidden/\na.txt\nempty/\nsrc/\ntop.rs",
+            "lib/\nmain.rs",
+            "(empty)",
+            "Not a directory: a.txt",
+            "src/lib/x.rs\nsrc/main.rs\ntop.rs",
+            "top.rs",
+            "x.rs",
+            "a.txt\ntop.rs",
+            "No files found.",
+        ]
+    );
+}
+
+#[test]
+fn recipe_search_tools_grep_falls_back_to_grep_without_rg() {
+    let env = Env::new();
+    search_tree(&env);
+    let lines: String = (1..=250).map(|i| format!("needle {i}\n")).collect();
+    env.file("many.txt", &lines);
+    env.file("long.txt", &format!("needle {}\n", "x".repeat(400)));
+    let path = path_without_rg(&env);
+    let out = tool_results(
+        &env,
+        Some(&path),
+        &[
+            ("grep", r#"{"pattern": "hel+o"}"#),
+            ("grep", r#"{"pattern": "hello", "glob": "*.rs"}"#),
+            ("grep", r#"{"pattern": "nothing-matches"}"#),
+            ("grep", r#"{"pattern": "x", "path": "missing"}"#),
+            ("grep", r#"{"pattern": "needle"}"#),
+        ],
+    );
+    // grep -r does not skip hidden files; ripgrep does.
+    assert_eq!(
+        out[0],
+        ".hidden/h.rs:1:hello hidden\na.txt:1:hello\nsrc/main.rs:2:// hello there"
+    );
+    assert_eq!(
+        out[1],
+        ".hidden/h.rs:1:hello hidden\nsrc/main.rs:2:// hello there"
+    );
+    assert_eq!(out[2], "No matches.");
+    assert!(
+        out[3].starts_with("grep failed: grep: missing: No such file"),
+        "{}",
+        out[3]
+    );
+    let lines: Vec<&str> = out[4].lines().collect();
+    assert_eq!(lines.len(), 201);
+    assert_eq!(
+        lines[0],
+        format!("long.txt:1:needle {}...", "x".repeat(300 - 18))
+    );
+    assert_eq!(lines[1], "many.txt:1:needle 1");
+    assert_eq!(lines[199], "many.txt:199:needle 199");
+    assert_eq!(lines[200], "[51 more lines; narrow the search]");
+}
+
+#[test]
+fn recipe_search_tools_grep_uses_rg_when_on_path() {
+    let env = Env::new();
+    search_tree(&env);
+    let bin = env.root.join("bin-rg");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = env.root.join("rg-args");
+    let rg = bin.join("rg");
+    std::fs::write(
+        &rg,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\necho 'src/main.rs:2:// hello there'\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&rg, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = tool_results(
+        &env,
+        Some(&path),
+        &[(
+            "grep",
+            r#"{"pattern": "hello", "glob": "*.rs", "path": "src"}"#,
+        )],
+    );
+    assert_eq!(out, ["src/main.rs:2:// hello there"]);
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "-n\n--no-heading\n--color=never\n-g\n*.rs\n-e\nhello\nsrc\n"
+    );
+}
+
+#[test]
+fn recipe_permissions_blocks_a_write_in_print_mode() {
+    let env = Env::new();
+    install_example(&env, "permissions.fnl");
+    env.init("(require :permissions)");
+    env.file("a.txt", "hello\n");
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("write", r#"{"path": "new.txt", "content": "x"}"#),
+            ("read", r#"{"path": "a.txt"}"#),
+        ],
+    );
+    assert_eq!(
+        out[0],
+        "Blocked: nobody can be asked whether write may run here (print mode), so it counts as \
+         rejected"
+    );
+    assert!(out[1].contains("hello"), "{}", out[1]);
+    assert!(!env.project.join("new.txt").exists());
+}
+
+#[test]
+fn recipe_permissions_follows_the_answers_and_remembers_always() {
+    let env = Env::new();
+    install_example(&env, "permissions.fnl");
+    env.init(
+        r#"(require :permissions)
+(local answers [:allow-once :reject-always :allow-always :reject-once :cancelled])
+(set agent.ask-permission (fn [call] (table.remove answers 1)))"#,
+    );
+    env.file("a.txt", "one\n");
+    let out = tool_results(
+        &env,
+        None,
+        &[
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("write", r#"{"path": "w.txt", "content": "x"}"#),
+            ("write", r#"{"path": "w.txt", "content": "x"}"#),
+            (
+                "edit",
+                r#"{"path": "a.txt", "old_text": "one", "new_text": "two"}"#,
+            ),
+            (
+                "edit",
+                r#"{"path": "a.txt", "old_text": "two", "new_text": "three"}"#,
+            ),
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("read", r#"{"path": "a.txt"}"#),
+        ],
+    );
+    assert_eq!(out[0].trim(), "ran");
+    assert_eq!(out[1], "Blocked: the user rejected it");
+    assert_eq!(out[2], "Blocked: the user always rejects write");
+    assert!(!out[3].starts_with("Blocked"), "{}", out[3]);
+    assert!(!out[4].starts_with("Blocked"), "{}", out[4]);
+    assert_eq!(out[5], "Blocked: the user rejected it");
+    assert_eq!(
+        out[6],
+        "Blocked: the prompt was cancelled before the user answered"
+    );
+    assert!(out[7].contains("three"), "{}", out[7]);
+    assert!(!env.project.join("w.txt").exists());
+    // The remembered write and edit were not asked again: a sixth question would have had no
+    // answer (nil), which blocks.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("a.txt")).unwrap(),
+        "three\n"
+    );
+}
+
+/// The role and content of each message of a recorded request, after the system prompt.
+fn shape(body: &Value) -> Vec<String> {
+    body["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().unwrap_or("");
+            match m["tool_calls"].as_array() {
+                Some(calls) => format!(
+                    "{}: {content}[{}]",
+                    m["role"].as_str().unwrap(),
+                    calls[0]["function"]["name"].as_str().unwrap()
+                ),
+                None => format!("{}: {content}", m["role"].as_str().unwrap()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn recipe_plan_review_plans_executes_and_reviews() {
+    let env = Env::new();
+    install_example(&env, "plan-review.fnl");
+    env.init("(require :plan-review)");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["1. write a.txt"]),
+        tool_call_chunks("call_1", "write", &[r#"{"path": "a.txt", "content": "a"}"#]),
+        text_chunks(&["wrote a.txt"]),
+        text_chunks(&["b.txt is missing"]),
+        text_chunks(&["nothing else to do"]),
+        text_chunks(&["DONE"]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "make a.txt and b.txt"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "1. write a.txt\n\n> write: Write a.txt\n  ok: Wrote 1 bytes to {}/a.txt\nwrote \
+             a.txt\n\nNot done yet: b.txt is missing\n\nnothing else to do\n",
+            env.project.display()
+        ),
+        "{run:?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 6);
+    let with_tools: Vec<bool> = requests
+        .iter()
+        .map(|r| !tool_names(&r.body).is_empty())
+        .collect();
+    assert_eq!(with_tools, [false, true, true, false, true, false]);
+    let plan_q = "user: Before doing anything, write a short numbered plan for the request above. \
+                  Do not carry it out yet.";
+    let review_q = "user: Review the work above against the request. If it is complete, answer \
+                    exactly DONE. Otherwise list what is missing.";
+    assert_eq!(
+        shape(&requests[0].body),
+        ["user: make a.txt and b.txt", plan_q]
+    );
+    let executed = [
+        "user: make a.txt and b.txt",
+        "assistant: 1. write a.txt",
+        "user: Carry out the plan.",
+    ];
+    assert_eq!(shape(&requests[1].body), executed);
+    let mut reviewed: Vec<String> = executed.iter().map(|s| s.to_string()).collect();
+    reviewed.extend([
+        "assistant: [write]".to_owned(),
+        format!("tool: Wrote 1 bytes to {}/a.txt", env.project.display()),
+        "assistant: wrote a.txt".to_owned(),
+    ]);
+    let mut review1 = reviewed.clone();
+    review1.push(review_q.to_owned());
+    assert_eq!(shape(&requests[3].body), review1);
+    reviewed.push("user: Not done yet: b.txt is missing".to_owned());
+    assert_eq!(shape(&requests[4].body), reviewed);
+    assert_eq!(shape(&requests[5].body).last().unwrap(), review_q);
+}
+
+#[test]
+fn recipe_plan_review_stops_after_max_reviews_and_unadvise_restores_the_loop() {
+    let env = Env::new();
+    install_example(&env, "plan-review.fnl");
+    env.init("(require :plan-review)");
+    let fake = FakeModel::start(replies(vec![
+        text_chunks(&["plan"]),
+        text_chunks(&["did 1"]),
+        text_chunks(&["missing 1"]),
+        text_chunks(&["did 2"]),
+        text_chunks(&["missing 2"]),
+        text_chunks(&["did 3"]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "task"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(fake.requests().len(), 6, "two reviews, then stop");
+    let last = shape(&fake.requests()[5].body);
+    assert_eq!(last.last().unwrap(), "user: Not done yet: missing 2");
+
+    env.init("(require :plan-review)\n(unadvise! agent.run :plan-review)");
+    let fake = FakeModel::start(replies(vec![text_chunks(&["plain"])]));
+    let run = env.run(Some(&fake), &["-p", "task"]);
+    assert_eq!(run.stdout, "plain\n", "{run:?}");
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(shape(&fake.requests()[0].body), ["user: task"]);
+}

@@ -1,6 +1,7 @@
 //! The agent's host functions: the `session.*` primitives and the Rust implementations of the
 //! built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`, `oml.tool-bash`, which the
-//! documented Lisp tools in `agent.fnl` call).
+//! documented Lisp tools in `agent.fnl` call), and two small primitives for user tools:
+//! `oml.list-dir` and `oml.run-process`.
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
@@ -255,6 +256,88 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
                     },
                 };
                 output_table(&lua, out)
+            }
+        })?,
+    )?;
+    let s = sessions.clone();
+    // (oml.list-dir path) → a sorted list of {:name :dir?}, or nil and "Not a directory: <path>".
+    // PATH is relative to the session directory; symlinks to directories count as directories.
+    oml.set(
+        "list-dir",
+        lua.create_function(move |lua, path: Option<String>| {
+            let cwd = current_cwd(lua, &s);
+            let path = path.filter(|p| !p.trim().is_empty());
+            let dir = match &path {
+                None => cwd,
+                Some(p) => tools::resolve_path(&cwd, p).map_err(|e| rt(e.to_string()))?,
+            };
+            let shown = path.unwrap_or_else(|| ".".to_owned());
+            let not_dir = || {
+                (
+                    Value::Nil,
+                    Value::String(
+                        lua.create_string(format!("Not a directory: {shown}"))
+                            .unwrap(),
+                    ),
+                )
+            };
+            let Ok(read) = std::fs::read_dir(&dir) else {
+                return Ok(not_dir());
+            };
+            let mut entries: Vec<(String, bool)> = read
+                .filter_map(Result::ok)
+                .map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let is_dir = std::fs::metadata(e.path())
+                        .map(|m| m.is_dir())
+                        .unwrap_or(false);
+                    (name, is_dir)
+                })
+                .collect();
+            entries.sort();
+            let out = lua.create_table()?;
+            for (i, (name, is_dir)) in entries.into_iter().enumerate() {
+                let e = lua.create_table()?;
+                e.set("name", name)?;
+                e.set("dir?", is_dir)?;
+                out.set(i + 1, e)?;
+            }
+            Ok((Value::Table(out), Value::Nil))
+        })?,
+    )?;
+    let s = sessions.clone();
+    // (oml.run-process [program arg ...]) → {:exit :stdout :stderr}, run in the session directory
+    // without a shell; throws when the program cannot start; "Cancelled" when the prompt is.
+    oml.set(
+        "run-process",
+        lua.create_async_function(move |lua, argv: Vec<String>| {
+            let cwd = current_cwd(&lua, &s);
+            let cancel = s
+                .of_thread(thread_key(&lua))
+                .and_then(|id| s.with(&id, |s| s.cancel.clone()))
+                .unwrap_or_default();
+            async move {
+                let (program, args) = argv
+                    .split_first()
+                    .ok_or_else(|| rt("run-process: the argument list is empty"))?;
+                let child = tokio::process::Command::new(program)
+                    .args(args)
+                    .current_dir(&cwd)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| rt(format!("cannot run {program}: {e}")))?;
+                let out = tokio::select! {
+                    out = child.wait_with_output() => out.map_err(|e| rt(format!("{program}: {e}")))?,
+                    () = cancel.cancelled() => return Err(rt("Cancelled")),
+                };
+                let t = lua.create_table()?;
+                t.set("exit", out.status.code())?;
+                t.set("stdout", lua.create_string(&out.stdout)?)?;
+                t.set("stderr", lua.create_string(&out.stderr)?)?;
+                Ok(t)
             }
         })?,
     )?;
