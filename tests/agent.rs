@@ -1230,3 +1230,67 @@ fn recipe_plan_review_stops_after_max_reviews_and_unadvise_restores_the_loop() {
     assert_eq!(fake.requests().len(), 1);
     assert_eq!(shape(&fake.requests()[0].body), ["user: task"]);
 }
+
+#[test]
+fn a_context_length_error_compacts_once_and_retries_once_and_resuming_keeps_the_compaction() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(text_chunks(&["First answer."])),
+        Reply::error(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","code":"context_length_exceeded"}}"#,
+        ),
+        Reply::from(text_chunks(&["EARLIER SUMMARY"])),
+        Reply::from(text_chunks(&["Second answer."])),
+        Reply::from(text_chunks(&["Third answer."])),
+    ]);
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    let run = env.run(Some(&fake), &["-p", "second question", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Second answer.\n", "{run:?}");
+    // Resuming the stored session after the compaction sees the compacted view.
+    let run = env.run(Some(&fake), &["-p", "third question", "-c"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(
+        roles(&requests[4].body),
+        ["system", "user", "user", "assistant", "user"]
+    );
+    assert!(
+        requests[4].body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("EARLIER SUMMARY")
+    );
+    // The summariser got the older turn, without tools.
+    assert!(requests[2].body.get("tools").is_none());
+    // The retry carries the summary, then the question, and nothing older.
+    let retry = &requests[3].body["messages"];
+    assert_eq!(roles(&requests[3].body), ["system", "user", "user"]);
+    assert!(
+        retry[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("EARLIER SUMMARY"),
+        "{retry}"
+    );
+    assert_eq!(retry[2]["content"], "second question");
+}
+
+#[test]
+fn a_second_context_length_error_is_reported_not_retried_again() {
+    let env = Env::new();
+    let too_long = r#"{"error":{"message":"prompt is too long"}}"#;
+    let fake = FakeModel::start([
+        Reply::from(text_chunks(&["First answer."])),
+        Reply::error(400, too_long),
+        Reply::from(text_chunks(&["SUMMARY"])),
+        Reply::error(400, too_long),
+    ]);
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    let run = env.run(Some(&fake), &["-p", "second question", "-c"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("prompt is too long"), "{run:?}");
+    assert_eq!(fake.requests().len(), 4);
+}

@@ -352,7 +352,7 @@ reason."
     (if (session.cancelled?)
         (set stop :cancelled)
         (let [_ (agent.maybe-compact!)
-              response (agent.call-model (agent.build-request (session.transcript)))
+              response (agent.call-model-or-compact)
               message response.message
               calls (tool-calls-of message)
               out []]
@@ -601,6 +601,28 @@ Returns the number of messages replaced (0 when there is nothing to compact)."
           (session.record! :compaction {:replaced (- cut 1) : summary})
           (session.set-transcript! new)
           (- cut 1)))))
+
+(fn agent.context-exceeded? [err]
+  "Whether ERR, the error of a model call, says the request was longer than the model's context
+(the wordings of OpenAI, OpenRouter, DeepSeek, Anthropic-compatible gateways, vLLM and llama.cpp)."
+  (let [text (string.lower (oml.error-message err))]
+    (accumulate [hit false _ needle (ipairs ["context_length_exceeded" "context length"
+                                             "maximum context" "context window"
+                                             "prompt is too long" "too many tokens"
+                                             "exceeds the context"])
+                 &until hit]
+      (not= nil (text:find needle 1 true)))))
+
+(fn agent.call-model-or-compact []
+  "Call the model with the transcript; when the provider answers that the context is exceeded,
+compact once (`agent.compact!`, keeping only the last turn) and retry once. Any other error, or a
+second refusal, is raised as it came."
+  (let [(ok response) (pcall agent.call-model (agent.build-request (session.transcript)))]
+    (if ok
+        response
+        (and (agent.context-exceeded? response) (< 0 (agent.compact! nil 0)))
+        (agent.call-model (agent.build-request (session.transcript)))
+        (error response 0))))
 
 (fn agent.maybe-compact! []
   "Compact when the transcript's estimate passes `agent.compact-at` of `llm.context-window`."
