@@ -5,7 +5,9 @@
 //! - resident memory (VmRSS) after `session/new`;
 //! - `session/update` throughput: one model reply of `DELTAS` one-character deltas, counted from
 //!   the prompt to its response (every delta goes SSE decode → fold → loop event →
-//!   `acp.render-event` → the ordered writer → stdout);
+//!   `acp.render-event` → the ordered writer → stdout), next to a baseline from the same run: the
+//!   fake model serving the same stream to a bare HTTP client that only counts events, which
+//!   bounds what the whole-process figure can reach;
 //! - the overhead of a full turn (a tool call, then an answer: two model calls) over the fake
 //!   model's own time (each reply sleeps `MODEL_SLEEP_MS` before streaming).
 
@@ -171,9 +173,17 @@ fn main() {
     );
     drop(a);
 
-    // 3. update throughput
+    // 3. update throughput. Baseline in the same run: how fast the fake model itself serves the
+    // same stream to a bare HTTP client that only counts its `data:` lines.
     let deltas = if quick { 200 } else { DELTAS };
     let pieces: Vec<&str> = vec!["x"; deltas];
+    let fake = FakeModel::start([Reply::from(text_chunks(&pieces))]);
+    let (events, served) = bare_stream(&fake.base_url());
+    println!(
+        "baseline, the fake model alone: {events} SSE events in {:.0} ms = {:.0} events/s",
+        served.as_secs_f64() * 1e3,
+        events as f64 / served.as_secs_f64()
+    );
     let fake = FakeModel::start([Reply::from(text_chunks(&pieces))]);
     let mut a = Agent::spawn(&root, Some(&fake));
     let sid = a.new_session(&root);
@@ -216,4 +226,40 @@ fn main() {
         percentile(&overheads, 0.5).as_secs_f64() * 1e3,
         percentile(&overheads, 0.9).as_secs_f64() * 1e3
     );
+}
+
+/// Reads one streamed reply of the fake model with a bare reqwest client, counting `data:` lines;
+/// returns the count and the time from the request to the end of the body.
+fn bare_stream(base_url: &str) -> (usize, Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        let start = Instant::now();
+        let mut resp = client
+            .post(format!("{base_url}/chat/completions"))
+            .body(r#"{"model":"m","messages":[],"stream":true}"#)
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .expect("the fake answers");
+        let mut count = 0;
+        let mut tail = Vec::new();
+        while let Some(chunk) = resp.chunk().await.expect("body") {
+            tail.extend_from_slice(&chunk);
+            let mut start_of_line = 0;
+            for (i, b) in tail.iter().enumerate() {
+                if *b == b'\n' {
+                    if tail[start_of_line..i].starts_with(b"data:") {
+                        count += 1;
+                    }
+                    start_of_line = i + 1;
+                }
+            }
+            tail.drain(..start_of_line);
+        }
+        (count, start.elapsed())
+    })
 }
