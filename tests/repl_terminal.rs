@@ -49,9 +49,14 @@ fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
         .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
         .collect();
     let mut script = tokio::process::Command::new("script");
+    // `script -c` runs the command through `$SHELL -c`. A shell that waits for oml instead of
+    // becoming it (dash does) is itself in the terminal's foreground group, so Ctrl-C would kill
+    // the shell and `script -e` would report 130 although oml went on. `exec` makes oml the
+    // terminal's only process, whatever the shell.
     script
-        .args(["-qfec", &format!("{oml} --no-init"), "/dev/null"])
+        .args(["-qfec", &format!("exec {oml} --no-init"), "/dev/null"])
         .envs(envs)
+        .env("SHELL", "/bin/sh")
         .env("TERM", "dumb")
         .current_dir(std_cmd.get_current_dir().expect("the project dir"))
         .stdin(Stdio::piped())
