@@ -24,21 +24,27 @@ use fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chu
 use serde_json::{Value, json};
 
 const RUNS: usize = 50;
-const DELTAS: usize = 20_000;
+const DELTAS: usize = 50_000;
 const MODEL_SLEEP_MS: u64 = 50;
 const TURNS: usize = 20;
 
 struct Agent {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     next: u64,
 }
 
 impl Agent {
     fn spawn(root: &std::path::Path, fake: Option<&FakeModel>) -> Agent {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
-        cmd.arg("acp")
+        // `OML_BENCH_WRAP='valgrind --tool=callgrind'` runs each agent under that command, to
+        // profile it.
+        let wrap = std::env::var("OML_BENCH_WRAP").unwrap_or_default();
+        let mut words: Vec<String> = wrap.split_whitespace().map(str::to_owned).collect();
+        words.push(env!("CARGO_BIN_EXE_oml").to_owned());
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..])
+            .arg("acp")
             .current_dir(root)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -66,7 +72,7 @@ impl Agent {
             }
         });
         Agent {
-            stdin: child.stdin.take().expect("stdin"),
+            stdin: child.stdin.take(),
             child,
             lines: rx,
             next: 0,
@@ -76,8 +82,12 @@ impl Agent {
     fn request(&mut self, method: &str, params: Value) -> u64 {
         self.next += 1;
         let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").expect("write");
-        self.stdin.flush().expect("flush");
+        let stdin = self
+            .stdin
+            .as_mut()
+            .expect("stdin is open until the agent is dropped");
+        writeln!(stdin, "{line}").expect("write");
+        stdin.flush().expect("flush");
         self.next
     }
 
@@ -90,12 +100,17 @@ impl Agent {
                 .lines
                 .recv_timeout(Duration::from_secs(60))
                 .expect("an answer");
+            // Updates are only counted, as a client that shows them would not parse them twice;
+            // the bench's own reading should cost little next to what it measures.
+            if line.contains(r#""method":"session/update""#) {
+                if line.contains(r#""sessionUpdate":"agent_message_chunk""#) {
+                    n += 1;
+                }
+                continue;
+            }
             let v: Value = serde_json::from_str(&line).expect("json");
             if v["id"] == json!(id) && v.get("method").is_none() {
                 return (n, v);
-            }
-            if v["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-                n += 1;
             }
         }
     }
@@ -121,7 +136,17 @@ impl Agent {
 }
 
 impl Drop for Agent {
+    /// Closes stdin, which ends `oml acp` cleanly (so a profiler around it writes its data),
+    /// and kills it only if it has not exited after a while.
     fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -134,18 +159,45 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` runs this too, so keep that short.
     let quick = !std::env::args().any(|a| a == "--bench");
+    // `cargo bench --bench acp -- NAME…` runs only the named parts (spawn, memory, throughput,
+    // turn), e.g. to profile one of them alone.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     let dir = tempfile::tempdir().expect("tempdir");
     let root = std::fs::canonicalize(dir.path()).expect("canonical");
     for d in ["config/oml", "state", "cache", "runtime"] {
         std::fs::create_dir_all(root.join(d)).expect("mkdir");
     }
+    // `OML_BENCH_INIT='(…)'`: the user init file of every agent spawned, to measure what a
+    // customisation costs next to a run without it.
+    if let Ok(init) = std::env::var("OML_BENCH_INIT") {
+        std::fs::write(root.join("config/oml/init.fnl"), init).expect("write the init file");
+    }
 
-    // 1. spawn → initialize
+    if wanted("spawn") {
+        spawn_to_initialize(&root, quick);
+    }
+    if wanted("memory") {
+        memory_after_session_new(&root);
+    }
+    if wanted("throughput") {
+        update_throughput(&root, quick);
+    }
+    if wanted("turn") {
+        turn_overhead(&root, quick);
+    }
+}
+
+/// Part 1: spawn → `initialize` answer.
+fn spawn_to_initialize(root: &std::path::Path, quick: bool) {
     let runs = if quick { 2 } else { RUNS };
     let mut times = Vec::new();
     for _ in 0..runs {
         let start = Instant::now();
-        let mut a = Agent::spawn(&root, None);
+        let mut a = Agent::spawn(root, None);
         let id = a.request("initialize", json!({"protocolVersion": 1}));
         a.until(id);
         times.push(start.elapsed());
@@ -156,10 +208,12 @@ fn main() {
         percentile(&times, 0.5).as_secs_f64() * 1e3,
         percentile(&times, 0.9).as_secs_f64() * 1e3
     );
+}
 
-    // 2. memory after session/new
-    let mut a = Agent::spawn(&root, None);
-    a.new_session(&root);
+/// Part 2: resident memory after `session/new`.
+fn memory_after_session_new(root: &std::path::Path) {
+    let mut a = Agent::spawn(root, None);
+    a.new_session(root);
     std::thread::sleep(Duration::from_millis(100));
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", a.child.id())).unwrap_or_default();
@@ -171,10 +225,11 @@ fn main() {
         "resident memory after session/new: {}",
         rss.trim_start_matches("VmRSS:").trim()
     );
-    drop(a);
+}
 
-    // 3. update throughput. Baseline in the same run: how fast the fake model itself serves the
-    // same stream to a bare HTTP client that only counts its `data:` lines.
+/// Part 3: update throughput, with a baseline from the same run: how fast the fake model itself
+/// serves the same stream to a bare HTTP client that only counts its `data:` lines.
+fn update_throughput(root: &std::path::Path, quick: bool) {
     let deltas = if quick { 200 } else { DELTAS };
     let pieces: Vec<&str> = vec!["x"; deltas];
     let fake = FakeModel::start([Reply::from(text_chunks(&pieces))]);
@@ -185,24 +240,29 @@ fn main() {
         events as f64 / served.as_secs_f64()
     );
     let fake = FakeModel::start([Reply::from(text_chunks(&pieces))]);
-    let mut a = Agent::spawn(&root, Some(&fake));
-    let sid = a.new_session(&root);
+    let mut a = Agent::spawn(root, Some(&fake));
+    let sid = a.new_session(root);
+    let cpu_before = cpu_time(a.child.id());
     let start = Instant::now();
     let (n, r) = a.prompt(&sid, "stream");
     let took = start.elapsed();
+    let cpu = cpu_time(a.child.id()).saturating_sub(cpu_before);
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     println!(
-        "session/update throughput: {n} updates in {:.0} ms = {:.0} updates/s",
+        "session/update throughput: {n} updates in {:.0} ms = {:.0} updates/s; oml's CPU time {:.0} ms = {:.2} us/update",
         took.as_secs_f64() * 1e3,
-        n as f64 / took.as_secs_f64()
+        n as f64 / took.as_secs_f64(),
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e6 / n.max(1) as f64
     );
-    drop(a);
+}
 
-    // 4. turn overhead over the model's own time
+/// Part 4: turn overhead over the model's own time.
+fn turn_overhead(root: &std::path::Path, quick: bool) {
     let turns = if quick { 1 } else { TURNS };
     let fake = FakeModel::start(Vec::<Reply>::new());
-    let mut a = Agent::spawn(&root, Some(&fake));
-    let sid = a.new_session(&root);
+    let mut a = Agent::spawn(root, Some(&fake));
+    let sid = a.new_session(root);
     std::fs::write(root.join("n.txt"), "hello\n").expect("write");
     let mut overheads = Vec::new();
     for _ in 0..turns {
@@ -227,6 +287,27 @@ fn main() {
         percentile(&overheads, 0.9).as_secs_f64() * 1e3
     );
 }
+
+/// The user plus system CPU time the process `pid` has used so far (all its threads), from
+/// `/proc/PID/stat`; zero where that cannot be read.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    Duration::from_secs_f64(ticks as f64 / USER_HZ)
+}
+
+/// The ticks per second in which `/proc` counts CPU time: fixed at 100 by Linux's ABI, whatever
+/// the kernel's own tick rate. So one reading is good to 10 ms.
+const USER_HZ: f64 = 100.0;
 
 /// Reads one streamed reply of the fake model with a bare reqwest client, counting `data:` lines;
 /// returns the count and the time from the request to the end of the body.

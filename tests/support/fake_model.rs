@@ -12,7 +12,9 @@
 //! client waiting for headers, and one that starts with [`Step::Drop`] closes the connection
 //! before any response. The body uses chunked transfer encoding, so a [`Step::Drop`] is seen by
 //! the client as a broken stream, not as a normal end. `data: [DONE]` ends every reply that runs
-//! to its end. Every response says `Connection: close`.
+//! to its end. Every response says `Connection: close`. Chunks with no step between them are
+//! written together, as a busy real server sends them; every pause, hang or drop writes what is
+//! pending first.
 //!
 //! It knows nothing of oml; only the OpenAI wire format.
 
@@ -324,63 +326,83 @@ async fn write_stream(
     steps: Vec<Step>,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
+    // Consecutive chunks are framed into one buffer and written together (as a busy real server
+    // does); the buffer is flushed before every pause, hang or drop, so those still happen
+    // between the chunks they separate.
+    let mut pending: Vec<u8> = Vec::new();
     let mut headers_sent = false;
     for step in steps {
         let data = match step {
             Step::Chunk(value) => format!("data: {value}\n\n"),
             Step::Raw(text) => text,
             Step::Sleep(ms) => {
+                flush_pending(stream, &mut pending).await?;
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 continue;
             }
             Step::Hang => {
+                flush_pending(stream, &mut pending).await?;
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
                     () = tokio::time::sleep(MAX_HANG) => continue,
                 }
             }
-            Step::Drop => return Ok(()),
+            Step::Drop => {
+                flush_pending(stream, &mut pending).await?;
+                return Ok(());
+            }
             Step::End => {
                 if !headers_sent {
-                    write_stream_head(stream).await?;
+                    pending.extend_from_slice(STREAM_HEAD);
                 }
-                stream.write_all(b"0\r\n\r\n").await?;
+                pending.extend_from_slice(b"0\r\n\r\n");
+                flush_pending(stream, &mut pending).await?;
                 return stream.shutdown().await;
             }
         };
         if !headers_sent {
-            write_stream_head(stream).await?;
+            pending.extend_from_slice(STREAM_HEAD);
             headers_sent = true;
         }
-        write_chunk(stream, data.as_bytes()).await?;
+        frame_chunk(&mut pending, data.as_bytes());
+        if pending.len() >= WRITE_BATCH {
+            flush_pending(stream, &mut pending).await?;
+        }
     }
     if !headers_sent {
-        write_stream_head(stream).await?;
+        pending.extend_from_slice(STREAM_HEAD);
     }
-    write_chunk(stream, b"data: [DONE]\n\n").await?;
-    stream.write_all(b"0\r\n\r\n").await?;
+    frame_chunk(&mut pending, b"data: [DONE]\n\n");
+    pending.extend_from_slice(b"0\r\n\r\n");
+    flush_pending(stream, &mut pending).await?;
     stream.shutdown().await
 }
 
-async fn write_stream_head(stream: &mut TcpStream) -> std::io::Result<()> {
-    stream
-        .write_all(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-        )
-        .await
-}
+/// How many framed bytes the fake gathers before it writes them.
+const WRITE_BATCH: usize = 16 * 1024;
 
-/// One HTTP/1.1 body chunk; empty data is skipped (an empty chunk would end the body).
-async fn write_chunk(stream: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
-    if data.is_empty() {
+const STREAM_HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+
+async fn flush_pending(stream: &mut TcpStream, pending: &mut Vec<u8>) -> std::io::Result<()> {
+    if pending.is_empty() {
         return Ok(());
     }
-    let mut framed = format!("{:x}\r\n", data.len()).into_bytes();
-    framed.extend_from_slice(data);
-    framed.extend_from_slice(b"\r\n");
-    stream.write_all(&framed).await?;
+    stream.write_all(pending).await?;
+    pending.clear();
     stream.flush().await
+}
+
+/// Append `data` as one HTTP/1.1 body chunk; empty data is skipped (an empty chunk would end the
+/// body).
+fn frame_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
 }
 
 async fn write_error(
