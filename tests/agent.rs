@@ -280,6 +280,62 @@ fn a_redefinition_in_the_init_file_changes_the_request() {
 }
 
 #[test]
+fn advice_on_session_emit_sees_every_streamed_delta() {
+    // Unadvised, deltas reach the session without a call into Lisp each; advised, every one goes
+    // through the advice, as the name says.
+    let env = Env::new();
+    env.init(
+        r#"(advise! session.emit! :shout
+  (fn [emit event ...]
+    (when (= event.type :text-delta) (set event.text (event.text:upper)))
+    (emit event ...)))"#,
+    );
+    let fake = FakeModel::start(replies(vec![text_chunks(&[
+        "hello",
+        " streamed",
+        " world",
+    ])]));
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim_end(), "HELLO STREAMED WORLD", "{run:?}");
+
+    let env = Env::new();
+    let fake = FakeModel::start(replies(vec![text_chunks(&[
+        "hello",
+        " streamed",
+        " world",
+    ])]));
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim_end(), "hello streamed world", "{run:?}");
+}
+
+#[test]
+fn a_delta_forwarder_emits_only_deltas_through_session_emit() {
+    let env = Env::new();
+    env.init(
+        r#"(var seen [])
+(advise! session.emit! :record (fn [emit event ...] (table.insert seen event.type) (emit event ...)))
+(fn commands.forward []
+  "Feed a forwarder some events."
+  (let [f (session.delta-forwarder (session.current))]
+    (f {:type :text-delta :text "a"})
+    (f {:type :tool-call :id "x"})
+    (f {:type :thought-delta :text "b"})
+    (session.say (.. " " (table.concat seen ","))))
+  nil)"#,
+    );
+    let run = env.run(None, &["-p", "/forward"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // "a" is the forwarded text; the list is what session.emit! saw before the `say`.
+    assert_eq!(
+        run.stdout.trim_end(),
+        "a text-delta,thought-delta",
+        "the forwarder passes the two deltas on and drops the tool call: {run:?}"
+    );
+}
+
+#[test]
 fn advice_on_execute_tool_is_a_permission_policy() {
     let env = Env::new();
     env.init(

@@ -197,16 +197,16 @@ every tool."
 (fn agent.call-model [request]
   "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
 and thought deltas to the session unless :silent?; returns llm.chat's response
-{:message :text :finish-reason :usage :cancelled :tool-calls}. The model is REQUEST's :model,
+{:message :text :finish-reason :usage :cancelled :tool-calls}. The deltas go to the session
+through `session.delta-forwarder`. The model is REQUEST's :model,
 else this session's override (/model), else `llm.model`."
   (let [chat (. _G.llm :chat)
         sid (session.current)]
     (when (not= :function (type chat))
       (error "llm.chat is not defined: the model client binding is missing" 0))
-    (let [on-event (fn [e]
-                     (when (and sid (not request.silent?)
-                                (or (= e.type :text-delta) (= e.type :thought-delta)))
-                       (session.emit! {:type e.type :text e.text} sid)))
+    ;; The forwarder emits text and thought deltas through session.emit!; llm.chat delivers
+    ;; them without the round trip through Lisp while session.emit! is unadvised.
+    (let [on-event (when (and sid (not request.silent?)) (session.delta-forwarder sid))
           response (chat {:messages request.messages
                           :tools (or request.tools (json.array))
                           :model (or request.model (session.get :model))}

@@ -15,7 +15,9 @@ use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use super::{AgentEvent, Sessions};
+use crate::lisp::bind::llm::DeltaSink;
 use crate::lisp::{Lisp, LispError, compile_in, from_lua, to_lua};
+use crate::llm::StreamEvent;
 use crate::tools::{self, ReadLimits, ToolOutput};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
@@ -107,9 +109,14 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     session.set(
         "emit!",
         lua.create_function(move |lua, (event, id): (Value, Option<String>)| {
-            let json = from_lua(lua, event)?;
-            let event: AgentEvent = serde_json::from_value(json)
-                .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?;
+            let event = match delta_event(&event) {
+                Some(event) => event,
+                None => {
+                    let json = from_lua(lua, event)?;
+                    serde_json::from_value(json)
+                        .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?
+                }
+            };
             // Outside a session an event has nowhere to go, which is not an error.
             if let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) {
                 s.emit(&id, event);
@@ -117,6 +124,43 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
             Ok(())
         })?,
     )?;
+    session.set(
+        "delta-forwarder",
+        lua.create_function(|_, id: String| Ok(DeltaForwarder { session: id }))?,
+    )?;
+    // The default `session.emit!`, kept where the delta shortcut can compare it with what the
+    // name holds now.
+    lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;
+    let s = sessions.clone();
+    crate::lisp::bind::llm::set_delta_shortcut(
+        lisp,
+        Arc::new(move |lua, on_event| {
+            let Value::UserData(u) = on_event else {
+                return None;
+            };
+            let id = u.borrow::<DeltaForwarder>().ok()?.session.clone();
+            let s = s.clone();
+            // Held for the call: the `session` table and the default `session.emit!`, so that
+            // each check is one table read.
+            let default: mlua::Function = lua.named_registry_value(DEFAULT_EMIT).ok()?;
+            let namespace: Table = lua.globals().raw_get("session").ok()?;
+            Some(DeltaSink {
+                open: Box::new(move |_| {
+                    matches!(namespace.raw_get::<Value>("emit!"),
+                             Ok(Value::Function(f)) if f.to_pointer() == default.to_pointer())
+                }),
+                deliver: Box::new(move |event| match event {
+                    StreamEvent::TextDelta(text) => s.emit(&id, AgentEvent::TextDelta { text }),
+                    StreamEvent::ThoughtDelta(text) => {
+                        s.emit(&id, AgentEvent::ThoughtDelta { text })
+                    }
+                    StreamEvent::ToolCall(_)
+                    | StreamEvent::Done { .. }
+                    | StreamEvent::Retry { .. } => {}
+                }),
+            })
+        }),
+    );
     let s = sessions.clone();
     session.set(
         "cancelled?",
@@ -485,4 +529,60 @@ pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), Lis
         })?,
     )?;
     Ok(())
+}
+
+/// A text or thought delta read straight from its table (`{:type :text-delta :text "…"}`), the
+/// events a turn emits by the thousand; `None` for anything else, which goes through JSON and
+/// serde and gets its error message there. Gives the same event serde would.
+fn delta_event(event: &Value) -> Option<AgentEvent> {
+    let Value::Table(t) = event else { return None };
+    let (Ok(Value::String(kind)), Ok(Value::String(text))) = (t.raw_get("type"), t.raw_get("text"))
+    else {
+        return None;
+    };
+    let text = text.to_str().ok()?.to_owned();
+    match kind.as_bytes().as_ref() {
+        b"text-delta" => Some(AgentEvent::TextDelta { text }),
+        b"thought-delta" => Some(AgentEvent::ThoughtDelta { text }),
+        _ => None,
+    }
+}
+
+/// Where the default `session.emit!` is kept in the Lua registry.
+const DEFAULT_EMIT: &str = "oml.default-session-emit";
+
+/// `(session.delta-forwarder id)`: a callable that emits the text and thought deltas it is
+/// called with to session ID through `session.emit!` (looked up by name at each call), and
+/// ignores every other event. `agent.call-model` gives one to `llm.chat` as `:on-event`; while
+/// `session.emit!` is the default, unadvised, `llm.chat` delivers the deltas to the session
+/// directly instead of calling it (see `crate::lisp::bind::llm`), which is what the call would
+/// have done.
+struct DeltaForwarder {
+    session: String,
+}
+
+impl mlua::UserData for DeltaForwarder {
+    fn add_methods<M: mlua::UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_meta_method(mlua::MetaMethod::Call, |lua, this, event: Value| {
+            let Value::Table(event) = event else {
+                return Ok(());
+            };
+            let kind: Value = event.raw_get("type")?;
+            let is_delta = matches!(&kind, Value::String(k)
+                if matches!(k.as_bytes().as_ref(), b"text-delta" | b"thought-delta"));
+            if !is_delta {
+                return Ok(());
+            }
+            let emit = Lisp::from_lua(lua)
+                .and_then(|lisp| lisp.function("session.emit!").ok().flatten())
+                .ok_or_else(|| rt("session.emit! is not a function"))?;
+            let forwarded = lua.create_table_with_capacity(0, 2)?;
+            forwarded.raw_set("type", kind)?;
+            forwarded.raw_set("text", event.raw_get::<Value>("text")?)?;
+            emit.call::<()>((forwarded, this.session.as_str()))
+        });
+        methods.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
+            Ok(format!("#<delta-forwarder {}>", this.session))
+        });
+    }
 }

@@ -35,9 +35,20 @@ pub(super) struct AcpSession {
 pub struct Hub {
     conn: Mutex<Option<Connection>>,
     sessions: Mutex<HashMap<String, AcpSession>>,
+    /// The `acp.render-event` that acp.fnl defines, held so that it stays alive: the forwarders
+    /// render in Rust what it would render while the name still holds exactly this function.
+    default_render: Mutex<Option<mlua::Function>>,
 }
 
 impl Hub {
+    pub(super) fn set_default_render(&self, f: Option<mlua::Function>) {
+        *lock(&self.default_render) = f;
+    }
+
+    pub(super) fn default_render(&self) -> Option<mlua::Function> {
+        lock(&self.default_render).clone()
+    }
+
     pub(super) fn set_connection(&self, conn: Connection) {
         *lock(&self.conn) = Some(conn);
     }

@@ -76,6 +76,7 @@ pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
         .set_mode(mlua::chunk::ChunkMode::Binary)
         .exec()?;
     lisp.register_source(ACP_FILE, include_str!("acp.fnl"));
+    hub.set_default_render(lisp.function("acp.render-event")?);
     Ok(hub)
 }
 
@@ -299,7 +300,11 @@ fn attach(
         },
     );
     tokio::spawn(forward(
-        ctx.lisp.clone(),
+        Renderer {
+            lisp: ctx.lisp.clone(),
+            default: ctx.hub.default_render(),
+            namespace: ctx.lisp.lua().globals().raw_get("acp").ok(),
+        },
         ctx.conn.clone(),
         sid.to_owned(),
         events_rx,
@@ -871,7 +876,7 @@ async fn call_user_method(ctx: &Ctx, method: &str, params: Value) -> Result<Valu
 /// Turn the session's loop events into `session/update` notifications, in order; on a barrier
 /// request, queue every event already emitted, then acknowledge.
 async fn forward(
-    lisp: Lisp,
+    renderer: Renderer,
     conn: Connection,
     sid: String,
     mut events: mpsc::UnboundedReceiver<AgentEvent>,
@@ -881,13 +886,13 @@ async fn forward(
         tokio::select! {
             biased;
             event = events.recv() => match event {
-                Some(event) => send_event(&lisp, &conn, &sid, &event).await,
+                Some(event) => send_event(&renderer, &conn, &sid, &event).await,
                 None => break,
             },
             ack = barriers.recv() => match ack {
                 Some(ack) => {
                     while let Ok(event) = events.try_recv() {
-                        send_event(&lisp, &conn, &sid, &event).await;
+                        send_event(&renderer, &conn, &sid, &event).await;
                     }
                     let _ = ack.send(());
                 }
@@ -897,42 +902,125 @@ async fn forward(
     }
 }
 
-async fn send_event(lisp: &Lisp, conn: &Connection, sid: &str, event: &AgentEvent) {
-    if let Some(update) = render(lisp, sid, event) {
+async fn send_event(renderer: &Renderer, conn: &Connection, sid: &str, event: &AgentEvent) {
+    if let Some(update) = renderer.render(sid, event) {
         let _ = conn
             .notify(
                 "session/update",
-                json!({"sessionId": sid, "update": update}),
+                UpdateParams {
+                    session_id: sid,
+                    update,
+                },
             )
             .await;
     }
 }
 
-/// `(acp.render-event event session-id)`, looked up now and called directly (it must not wait).
-/// A failing renderer is logged and the event dropped: rendering never stops a turn.
-fn render(lisp: &Lisp, sid: &str, event: &AgentEvent) -> Option<Value> {
-    let f = lisp.function("acp.render-event").ok().flatten()?;
-    let lua = lisp.lua();
-    let event = serde_json::to_value(event).ok()?;
-    let arg = to_lua(lua, &event).ok()?;
-    match f.call::<mlua::Value>((arg, sid)) {
-        Ok(mlua::Value::Nil) => None,
-        Ok(v) => match from_lua(lua, v) {
-            Ok(Value::Null) => None,
-            Ok(update) => Some(stable_order(update, "sessionUpdate")),
+/// The params of a `session/update` notification.
+#[derive(serde::Serialize)]
+struct UpdateParams<'a> {
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+    update: Rendered<'a>,
+}
+
+/// One rendered update: by Rust for the default renderer's deltas, else what Lisp returned.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+enum Rendered<'a> {
+    Chunk(ChunkUpdate<'a>),
+    Lisp(Value),
+}
+
+/// `agent_message_chunk` / `agent_thought_chunk` with a text block, keys in [`stable_order`].
+#[derive(Debug, serde::Serialize)]
+struct ChunkUpdate<'a> {
+    #[serde(rename = "sessionUpdate")]
+    session_update: &'static str,
+    content: TextBlock<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct TextBlock<'a> {
+    r#type: &'static str,
+    text: &'a str,
+}
+
+/// Renders loop events as `session/update` payloads through `acp.render-event`.
+struct Renderer {
+    lisp: Lisp,
+    /// The function acp.fnl defined as `acp.render-event`, if it did.
+    default: Option<mlua::Function>,
+    /// The `acp` table, where the renderer is looked up for each event.
+    namespace: Option<mlua::Table>,
+}
+
+impl Renderer {
+    /// `(acp.render-event event session-id)`, looked up now and called directly (it must not
+    /// wait). While the name holds the default function, unadvised, the text and thought deltas
+    /// (nearly every event of a turn) are rendered by [`chunk_update`] instead, which gives the
+    /// same payload without crossing into Lua and back; a redefined or advised renderer sees
+    /// every event. A failing renderer is logged and the event dropped: rendering never stops a
+    /// turn.
+    fn render<'e>(&self, sid: &str, event: &'e AgentEvent) -> Option<Rendered<'e>> {
+        let current = match &self.namespace {
+            Some(acp) => acp.raw_get::<mlua::Value>("render-event").ok()?,
+            None => mlua::Value::Nil,
+        };
+        if let (Some(default), mlua::Value::Function(f)) = (&self.default, &current)
+            && default.to_pointer() == f.to_pointer()
+            && let Some(update) = chunk_update(event)
+        {
+            return Some(Rendered::Chunk(update));
+        }
+        // Anything else (a callable table too) is resolved as the name is everywhere.
+        let f = self.lisp.function("acp.render-event").ok().flatten()?;
+        self.render_in_lisp(&f, sid, event).map(Rendered::Lisp)
+    }
+
+    /// `(f event sid)` with the event as a Lua table, its answer as a JSON update or `None`.
+    fn render_in_lisp(&self, f: &mlua::Function, sid: &str, event: &AgentEvent) -> Option<Value> {
+        let lua = self.lisp.lua();
+        let event = serde_json::to_value(event).ok()?;
+        let arg = to_lua(lua, &event).ok()?;
+        match f.call::<mlua::Value>((arg, sid)) {
+            Ok(mlua::Value::Nil) => None,
+            Ok(v) => match from_lua(lua, v) {
+                Ok(Value::Null) => None,
+                Ok(update) => Some(stable_order(update, "sessionUpdate")),
+                Err(e) => {
+                    tracing::warn!("acp.render-event returned something that is not JSON: {e}");
+                    None
+                }
+            },
             Err(e) => {
-                tracing::warn!("acp.render-event returned something that is not JSON: {e}");
+                tracing::warn!(
+                    "acp.render-event failed: {}",
+                    crate::print_mode::clean_error(&e.to_string())
+                );
                 None
             }
-        },
-        Err(e) => {
-            tracing::warn!(
-                "acp.render-event failed: {}",
-                crate::print_mode::clean_error(&e.to_string())
-            );
-            None
         }
     }
+}
+
+/// What the default `acp.render-event` makes of a text or thought delta; `None` for the other
+/// events, which always go through Lisp.
+fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
+    let (session_update, text) = match event {
+        AgentEvent::TextDelta { text } => ("agent_message_chunk", text),
+        AgentEvent::ThoughtDelta { text } => ("agent_thought_chunk", text),
+        AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } | AgentEvent::Usage { .. } => {
+            return None;
+        }
+    };
+    Some(ChunkUpdate {
+        session_update,
+        content: TextBlock {
+            r#type: "text",
+            text,
+        },
+    })
 }
 
 /// `value` with its object keys in a stable order (`first`, then the rest sorted, at every
@@ -1110,6 +1198,55 @@ mod tests {
         assert_eq!(
             stable_order(v, "sessionUpdate").to_string(),
             r#"{"sessionUpdate":"x","a":{"type":"t","z":1},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn deltas_rendered_in_rust_are_what_the_default_renderer_gives() {
+        let lisp = Lisp::new(crate::lisp::LispOptions {
+            output: crate::lisp::Output::Stderr,
+            cache_dir: None,
+        })
+        .expect("the Lisp host starts");
+        Agent::install(&lisp).expect("the agent installs");
+        let hub = install(&lisp).expect("the ACP layer installs");
+        let default = hub
+            .default_render()
+            .expect("acp.fnl defines acp.render-event");
+        let renderer = Renderer {
+            namespace: lisp.lua().globals().raw_get("acp").ok(),
+            lisp,
+            default: Some(default.clone()),
+        };
+        let texts = [
+            "",
+            "x",
+            "héllo \"quoted\" \\ back\nslash\ttab",
+            "\u{1F600} \u{0}",
+        ];
+        for text in texts {
+            for event in [
+                AgentEvent::TextDelta { text: text.into() },
+                AgentEvent::ThoughtDelta { text: text.into() },
+            ] {
+                let in_lisp = renderer.render_in_lisp(&default, "s1", &event);
+                let in_rust = chunk_update(&event);
+                assert_eq!(
+                    in_rust.map(|u| serde_json::to_string(&u).expect("serializes")),
+                    in_lisp.map(|v| v.to_string()),
+                    "{event:?}"
+                );
+            }
+        }
+        let tool_end = AgentEvent::ToolEnd {
+            id: "c1".into(),
+            content: "done".into(),
+            is_error: false,
+            diff: None,
+        };
+        assert!(
+            chunk_update(&tool_end).is_none(),
+            "only deltas take the fast path"
         );
     }
 

@@ -26,6 +26,14 @@
 //! a [`CancelLookup`] with [`set_cancel_lookup`], and `llm.chat` asks it for the calling
 //! coroutine's token.
 //!
+//! Deltas without Lisp: a streamed reply is mostly one-token text deltas, and handing each to
+//! `:on-event` costs a trip into Lua. Whoever owns a callback that only forwards deltas to a
+//! place Rust can reach (the agent's `session.delta-forwarder`) registers a [`DeltaShortcut`]
+//! with [`set_delta_shortcut`]; when it recognises a call's `:on-event`, the call hands text and
+//! thought deltas to the [`DeltaSink`] it returns instead, as long as the sink says it is open
+//! (asked each time events arrive). Every other event, and every delta while the sink is
+//! closed, still goes to `:on-event`, in order.
+//!
 //! Compare with oml.clj: `oml.llm/stream-chat` called from `oml.agent/call-model`, settings as
 //! plain defs, `on-chunk` as a var; the timeouts, retries, extra body and error data are new.
 
@@ -56,6 +64,19 @@ pub const MAX_SECONDS: f64 = 1e9;
 /// Finds the cancel token of the work the calling coroutine does, if any (called with the state,
 /// inside `llm.chat`, so `lua.current_thread()` is the caller).
 pub type CancelLookup = Arc<dyn Fn(&Lua) -> Option<CancelToken> + Send + Sync>;
+
+/// Recognises an `:on-event` callback whose deltas can be delivered without calling it (see
+/// the module doc), and returns where they go.
+pub type DeltaShortcut = Arc<dyn Fn(&Lua, &Value) -> Option<DeltaSink> + Send + Sync>;
+
+/// Where a call delivers its text and thought deltas in place of `:on-event`.
+pub struct DeltaSink {
+    /// Whether deltas may bypass `:on-event` now; asked once each time events arrive, so a
+    /// change in Lisp (advice, a redefinition) applies from the next events on.
+    pub open: Box<dyn Fn(&Lua) -> bool + Send>,
+    /// Takes one [`StreamEvent::TextDelta`] or [`StreamEvent::ThoughtDelta`].
+    pub deliver: Box<dyn Fn(StreamEvent) + Send>,
+}
 
 /// Declare the `llm.*` settings and define `llm.chat`. Call it before the init files load, so
 /// that they can `setq` the settings. Calling it again keeps the settings' values.
@@ -91,6 +112,11 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
 /// one, or when it returns `None`, a call is only stopped by interrupting the Lisp evaluation.
 pub fn set_cancel_lookup(lisp: &Lisp, lookup: CancelLookup) {
     lisp.lua().set_app_data(CancelSource(lookup));
+}
+
+/// Let `llm.chat` deliver deltas through `shortcut` (replacing any earlier one).
+pub fn set_delta_shortcut(lisp: &Lisp, shortcut: DeltaShortcut) {
+    lisp.lua().set_app_data(DeltaShortcutSource(shortcut));
 }
 
 /// The model client's settings as they are now.
@@ -226,6 +252,8 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
 
 struct CancelSource(CancelLookup);
 
+struct DeltaShortcutSource(DeltaShortcut);
+
 /// A duration as JSON seconds: an integer when it is whole, so it reads `30`, not `30.0`.
 fn secs_json(duration: Duration) -> Json {
     if duration.subsec_nanos() == 0 {
@@ -347,7 +375,12 @@ struct CallState {
     events: mpsc::UnboundedReceiver<StreamEvent>,
     /// The call's result, kept until the events sent before it have been delivered.
     result: Option<Result<ChatOutcome, LlmError>>,
+    /// Where deltas go in place of `:on-event`, when a [`DeltaShortcut`] recognised it.
+    sink: Option<DeltaSink>,
 }
+
+/// The most events one step of a call hands to Lua; the rest wait for the next step.
+const EVENTS_PER_STEP: usize = 256;
 
 /// What the Lua wrapper gets from one `next`.
 enum Step {
@@ -360,8 +393,10 @@ impl ChatCall {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
 
-    /// The next event, or the result once every event has been delivered: `("event", table)`,
-    /// `("ok", outcome)` or `("error", error)`.
+    /// The next events, or the result once every event has been delivered: `("events", [table
+    /// ...])` with every event already queued (at least one, at most [`EVENTS_PER_STEP`]),
+    /// `("ok", outcome)` or `("error", error)`. Taking what is queued in one step spares a
+    /// streaming reply one trip through the async call machinery per token.
     async fn next(&self, lua: &Lua) -> mlua::Result<MultiValue> {
         let taken = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
         let Some(mut state) = taken else {
@@ -369,14 +404,20 @@ impl ChatCall {
                 "llm.chat: this call has ended (or is read by another coroutine)".to_owned(),
             ));
         };
-        let step = state.step().await;
-        let (kind, value) = match step {
-            Step::Event(event) => {
-                *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
-                ("event", event_table(lua, event)?)
+        let (kind, value) = loop {
+            match state.step().await {
+                Step::Event(event) => {
+                    let batch = state.take_events(lua, event)?;
+                    if batch.raw_len() == 0 {
+                        // Every event went to the sink: wait for more.
+                        continue;
+                    }
+                    *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
+                    break ("events", Value::Table(batch));
+                }
+                Step::Done(Ok(outcome)) => break ("ok", outcome_table(lua, &outcome)?),
+                Step::Done(Err(error)) => break ("error", error_table(lua, &error)?),
             }
-            Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome)?),
-            Step::Done(Err(error)) => ("error", error_table(lua, &error)?),
         };
         Ok(MultiValue::from_iter([
             Value::String(lua.create_string(kind)?),
@@ -386,11 +427,36 @@ impl ChatCall {
 }
 
 impl CallState {
+    /// `first` and the events already queued behind it, as the Lua batch for `:on-event`; the
+    /// deltas go to the sink instead while it is open. Once an event is bound for Lua, the
+    /// batch ends, so that no later delta reaches the sink before Lua has seen it.
+    fn take_events(&mut self, lua: &Lua, first: StreamEvent) -> mlua::Result<Table> {
+        let batch = lua.create_table()?;
+        let open = self.sink.as_ref().is_some_and(|sink| (sink.open)(lua));
+        let mut next = Some(first);
+        while let Some(event) = next.take() {
+            match (&self.sink, &event) {
+                (Some(sink), StreamEvent::TextDelta(_) | StreamEvent::ThoughtDelta(_)) if open => {
+                    (sink.deliver)(event);
+                }
+                _ => {
+                    batch.raw_push(event_table(lua, event)?)?;
+                    if open || batch.raw_len() >= EVENTS_PER_STEP {
+                        break;
+                    }
+                }
+            }
+            next = self.events.try_recv().ok();
+        }
+        Ok(batch)
+    }
+
     async fn step(&mut self) -> Step {
         let CallState {
             future,
             events,
             result,
+            sink: _,
         } = self;
         loop {
             if let Ok(event) = events.try_recv() {
@@ -420,13 +486,22 @@ fn start_call(
     request: Value,
     opts: Value,
 ) -> Result<ChatCall, String> {
-    match &opts {
-        Value::Nil => {}
+    let on_event = match &opts {
+        Value::Nil => Value::Nil,
         Value::Table(opts) => match opts.raw_get::<Value>("on-event") {
-            Ok(Value::Nil | Value::Function(_)) => {}
+            Ok(f @ (Value::Nil | Value::Function(_))) => f,
             Ok(Value::Table(t))
                 if t.metatable()
-                    .is_some_and(|m| m.contains_key("__call").unwrap_or(false)) => {}
+                    .is_some_and(|m| m.contains_key("__call").unwrap_or(false)) =>
+            {
+                Value::Table(t)
+            }
+            Ok(Value::UserData(u))
+                if u.metatable()
+                    .is_ok_and(|m| m.contains(mlua::MetaMethod::Call).unwrap_or(false)) =>
+            {
+                Value::UserData(u)
+            }
             Ok(other) => {
                 return Err(format!(
                     ":on-event must be a function, got {}",
@@ -441,7 +516,7 @@ fn start_call(
                 other.type_name()
             ));
         }
-    }
+    };
     let request = match request {
         Value::Table(_) => from_lua(lua, request).map_err(|error| error_text(&error))?,
         other => {
@@ -458,18 +533,102 @@ fn start_call(
         .app_data_ref::<CancelSource>()
         .and_then(|source| (source.0)(lua))
         .unwrap_or_default();
+    let sink = match on_event {
+        Value::Nil => None,
+        on_event => lua
+            .app_data_ref::<DeltaShortcutSource>()
+            .and_then(|source| (source.0)(lua, &on_event)),
+    };
     let (sender, events) = mpsc::unbounded_channel();
     let client = Arc::clone(client);
-    let future: CallFuture = Box::pin(async move {
-        client
-            .stream_chat(&config, &request, &sender, &cancel)
-            .await
-    });
+    let (future, sink): (CallFuture, _) = match sink {
+        // With a sink and no `llm.on-chunk` hook (which must run in the caller's coroutine), the
+        // stream runs in a task of its own and hands the deltas to the sink from there: the
+        // calling coroutine wakes only for the other events and the end.
+        Some(sink) if config.on_chunk.is_none() => {
+            let lua = lua.weak();
+            let task = tokio::spawn(async move {
+                let (inner, mut incoming) = mpsc::unbounded_channel();
+                let mut pump = Pump {
+                    sink: Some(sink),
+                    lua,
+                    out: sender,
+                };
+                let stream = client.stream_chat(&config, &request, &inner, &cancel);
+                tokio::pin!(stream);
+                let outcome = loop {
+                    tokio::select! {
+                        biased;
+                        Some(event) = incoming.recv() => pump.send(event),
+                        outcome = &mut stream => break outcome,
+                    }
+                };
+                // The stream has ended: what it sent is all queued.
+                while let Ok(event) = incoming.try_recv() {
+                    pump.send(event);
+                }
+                outcome
+            });
+            let future: CallFuture = Box::pin(async move {
+                let mut task = AbortOnDrop(task);
+                match (&mut task.0).await {
+                    Ok(outcome) => outcome,
+                    Err(error) => Err(LlmError::Config(format!("the model call failed: {error}"))),
+                }
+            });
+            (future, None)
+        }
+        sink => {
+            let future: CallFuture = Box::pin(async move {
+                client
+                    .stream_chat(&config, &request, &sender, &cancel)
+                    .await
+            });
+            (future, sink)
+        }
+    };
     Ok(ChatCall(Arc::new(Mutex::new(Some(CallState {
         future: Some(future),
         events,
         result: None,
+        sink,
     })))))
+}
+
+/// Aborts the task when the call is dropped (closed, or interrupted with its coroutine), which
+/// drops the request and closes the connection.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The events of a call that streams in its own task: deltas to the sink while it is open,
+/// everything else (and every delta once it has closed) to the calling coroutine, in order.
+/// A sink that closes stays closed for the rest of the call, so a delta never overtakes one
+/// still queued for Lisp.
+struct Pump {
+    sink: Option<DeltaSink>,
+    lua: mlua::WeakLua,
+    out: mpsc::UnboundedSender<StreamEvent>,
+}
+
+impl Pump {
+    fn send(&mut self, event: StreamEvent) {
+        if let (StreamEvent::TextDelta(_) | StreamEvent::ThoughtDelta(_), Some(sink)) =
+            (&event, &self.sink)
+        {
+            let open = self.lua.try_upgrade().is_some_and(|lua| (sink.open)(&lua));
+            if open {
+                (sink.deliver)(event);
+                return;
+            }
+            self.sink = None;
+        }
+        let _ = self.out.send(event);
+    }
 }
 
 /// `{:messages [...] :tools [...] :model "..."}` as a [`ChatRequest`]. Tools are
@@ -546,8 +705,9 @@ fn tool_spec(tool: Json) -> Result<ToolSpec, String> {
 
 fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
     let event = match event {
-        StreamEvent::TextDelta(text) => json!({"type": "text-delta", "text": text}),
-        StreamEvent::ThoughtDelta(text) => json!({"type": "thought-delta", "text": text}),
+        // The deltas, nearly every event of a reply, are built directly.
+        StreamEvent::TextDelta(text) => return delta_table(lua, "text-delta", &text),
+        StreamEvent::ThoughtDelta(text) => return delta_table(lua, "thought-delta", &text),
         StreamEvent::ToolCall(call) => json!({
             "type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments,
         }),
@@ -570,6 +730,14 @@ fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
         }),
     };
     to_lua(lua, &event)
+}
+
+/// `{:type KIND :text TEXT}`.
+fn delta_table(lua: &Lua, kind: &str, text: &str) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(0, 2)?;
+    t.raw_set("type", kind)?;
+    t.raw_set("text", text)?;
+    Ok(Value::Table(t))
 }
 
 /// `{:message :text :reasoning :tool-calls :cancelled :finish-reason :usage}`; the last two are
@@ -643,7 +811,7 @@ message.";
 /// `:on-event` in the caller's coroutine, closes the call if the callback fails, and raises
 /// failures as error tables.
 const GLUE: &str = r#"
-local llm, start, next_event, close, doc = ...
+local llm, start, next_events, close, doc = ...
 local error_mt = {__name = "llm-error"}
 error_mt.__tostring = function(e) return tostring(e.message) end
 local function chat(request, opts)
@@ -651,13 +819,15 @@ local function chat(request, opts)
   if not call then error("llm.chat: " .. problem, 2) end
   local on_event = opts and opts["on-event"]
   while true do
-    local kind, value = next_event(call)
-    if kind == "event" then
+    local kind, value = next_events(call)
+    if kind == "events" then
       if on_event then
-        local ok, err = pcall(on_event, value)
-        if not ok then
-          close(call)
-          error(err, 0)
+        for i = 1, #value do
+          local ok, err = pcall(on_event, value[i])
+          if not ok then
+            close(call)
+            error(err, 0)
+          end
         end
       end
     elseif kind == "ok" then
