@@ -433,6 +433,33 @@ fn cancel_answers_cancelled_and_keeps_the_partial_answer() {
 }
 
 #[test]
+fn a_cancel_sent_right_after_the_prompt_is_not_lost() {
+    // The cancel is read before the prompt's task has set up the turn; it must still stop it.
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": "partial"}), None)),
+        Step::Hang,
+    ])]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    for round in 0..5 {
+        c.next_id += 1;
+        let id = c.next_id;
+        let prompt = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}});
+        let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel",
+                            "params": {"sessionId": sid}});
+        c.raw(format!("{prompt}\n{cancel}\n").as_bytes());
+        let (_, response) = c.until_response(id);
+        assert_eq!(
+            response["result"]["stopReason"], "cancelled",
+            "round {round}: {response}"
+        );
+    }
+}
+
+#[test]
 fn slash_commands_are_advertised_and_run_without_the_model() {
     let env = Env::new();
     let fake = FakeModel::start([Reply::from(text_chunks(&["model here"]))]);

@@ -167,6 +167,19 @@ impl Agent {
         self.sessions.with(id, |s| s.cancel.cancel());
     }
 
+    /// Give session `id` the cancel token of the prompt that has just been accepted and will
+    /// start soon, so that a [`Agent::cancel`] between now and its start stops it instead of
+    /// being overwritten. Call it in the order the frontend receives messages. Does nothing while
+    /// a prompt runs or another is already armed.
+    pub fn arm(&self, id: &str) {
+        self.sessions.with(id, |s| {
+            if !s.prompting && !s.armed {
+                s.cancel = CancelToken::new();
+                s.armed = true;
+            }
+        });
+    }
+
     /// Run one prompt through `agent.prompt` (looked up now), in a coroutine mapped to session
     /// `id`. `interrupt` is the hard stop: it aborts the Lisp code itself, where [`Agent::cancel`]
     /// lets the loop finish the turn properly.
@@ -178,7 +191,10 @@ impl Agent {
     ) -> Result<PromptOutcome, AgentError> {
         self.sessions
             .with(id, |s| {
-                s.cancel = CancelToken::new();
+                if !s.armed {
+                    s.cancel = CancelToken::new();
+                }
+                s.armed = false;
                 s.prompting = true;
             })
             .ok_or_else(|| AgentError::NoSession(id.to_owned()))?;

@@ -43,6 +43,9 @@ pub struct Session {
     pub data: Map<String, Value>,
     /// Whether a prompt is running in this session now.
     pub prompting: bool,
+    /// Set when a prompt has been accepted but has not started: `cancel` is already that
+    /// prompt's fresh token, so a cancel sent in between is not lost (see [`crate::agent::Agent::arm`]).
+    pub armed: bool,
     /// The writer of the session's file, when sessions are persisted.
     pub log: Option<SessionLog>,
 }
@@ -96,6 +99,7 @@ impl Sessions {
             sink,
             data: Map::new(),
             prompting: false,
+            armed: false,
             log,
         };
         lock(&self.sessions).insert(id.clone(), session);
@@ -129,6 +133,7 @@ impl Sessions {
             sink,
             data: loaded.data(),
             prompting: false,
+            armed: false,
             log: Some(log),
         };
         lock(&self.sessions).insert(id.to_owned(), session);

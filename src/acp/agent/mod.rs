@@ -153,6 +153,17 @@ where
             }
             Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
             Incoming::Request(r) => {
+                // A cancel read after this prompt must reach it, even if it comes before the
+                // prompt's task has started: the prompt's token is made now, in line order.
+                if r.method == "session/prompt"
+                    && let Some(sid) = r
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.get("sessionId"))
+                        .and_then(Value::as_str)
+                {
+                    ctx.agent.arm(sid);
+                }
                 let ctx = ctx.clone();
                 tasks.spawn(async move { request(&ctx, r).await });
             }
