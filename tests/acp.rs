@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
+    usage_chunk,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -457,6 +458,29 @@ fn a_cancel_sent_right_after_the_prompt_is_not_lost() {
             "round {round}: {response}"
         );
     }
+}
+
+#[test]
+fn token_usage_ends_the_turn_as_a_usage_update() {
+    let env = Env::new();
+    let mut steps = text_chunks(&["hi"]);
+    steps.insert(steps.len() - 1, usage_chunk(1200, 34));
+    let fake = FakeModel::start([Reply::from(steps)]);
+    let mut c = env.spawn(Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "hello");
+    let (updates, response) = c.until_response(id);
+    assert_eq!(kinds(&updates), ["agent_message_chunk", "usage_update"]);
+    assert_eq!(
+        updates[1]["params"]["update"],
+        json!({"sessionUpdate": "usage_update", "size": 128000, "used": 1234})
+    );
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        response["result"]["_meta"]["oml"]["usage"]["prompt_tokens"], 1200,
+        "{response}"
+    );
 }
 
 #[test]

@@ -36,8 +36,9 @@
 send nothing. Called by name for every event: text and thought deltas become
 agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
 rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and a
-diff for write and edit). Usage events are dropped (the turn's usage goes in the prompt
-response's _meta). Must not wait on anything."
+diff for write and edit), and the token usage a model call reports a usage_update (`used`: the
+call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`),
+so the last update of a turn is its usage. Must not wait on anything."
   (case event.type
     :text-delta {:sessionUpdate :agent_message_chunk :content (text-block event.text)}
     :thought-delta {:sessionUpdate :agent_thought_chunk :content (text-block event.text)}
@@ -59,6 +60,14 @@ response's _meta). Must not wait on anything."
                 {:sessionUpdate :tool_call_update :toolCallId event.id
                  :status (if (. event :error?) :failed :completed)
                  : content})
+    :usage (let [u event.usage
+                 used (when (= :table (type u))
+                        (or (tonumber u.total_tokens)
+                            (+ (or (tonumber u.prompt_tokens) 0)
+                               (or (tonumber u.completion_tokens) 0))))]
+             (when used
+               {:sessionUpdate :usage_update : used
+                :size (oml.setting "llm.context-window")}))
     _ nil))
 
 ;;; Slash commands, modes and config options as the client sees them
