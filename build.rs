@@ -56,7 +56,24 @@ fn main() {
         .set_name("@fennel.lua")
         .into_function()
         .expect("fennel.lua compiles as Lua 5.4");
-    fs::write(out.join("fennel.luac"), fennel_chunk.dump(false)).expect("write fennel.luac");
+    // The embedded copy gets its built-in macros as bytecode; this build uses the original.
+    let (embedded_src, macro_chunks) = precompile_builtin_macros(&lua, &fennel_src);
+    let embedded = lua
+        .load(&embedded_src)
+        .set_name("@fennel.lua")
+        .into_function()
+        .expect("fennel.lua with precompiled macros compiles as Lua 5.4");
+    fs::write(out.join("fennel.luac"), embedded.dump(true)).expect("write fennel.luac");
+    let mut list = String::from("&[");
+    for (i, chunk) in macro_chunks.iter().enumerate() {
+        let name = format!("fennel_macros_{i}.luac");
+        fs::write(out.join(&name), chunk).expect("write macro bytecode");
+        list.push_str(&format!(
+            "include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}\")),"
+        ));
+    }
+    list.push(']');
+    fs::write(out.join("fennel_macros.rs"), list).expect("write fennel_macros.rs");
 
     let fennel: mlua::Table = fennel_chunk.call(()).expect("fennel.lua loads");
     let package: mlua::Table = lua.globals().get("package").expect("package table");
@@ -100,6 +117,58 @@ fn main() {
         fennel_path.display().to_string(),
     )
     .expect("write fennel path");
+}
+
+/// The global through which the embedded Fennel receives its precompiled built-in macros
+/// (`src/lisp/mod.rs` sets it while Fennel loads).
+const MACRO_CHUNKS_GLOBAL: &str = "__oml_fennel_macros";
+
+/// Fennel's built-in macros ship inside `fennel.lua` as Lua source text, which `load` parses at
+/// every start (about two thirds of the instructions `oml acp` runs before it answers
+/// `initialize`). Here each `load_macros([===[SOURCE]===], env)` becomes
+/// `load_macros(__oml_fennel_macros[N], env)`, and `load_macros` loads a binary chunk: the
+/// bytecode of SOURCE compiled now, with the same chunk name. Returns the patched source and
+/// the chunks; a `fennel.lua` laid out differently is returned unchanged, with no chunks.
+fn precompile_builtin_macros(lua: &mlua::Lua, src: &str) -> (String, Vec<Vec<u8>>) {
+    const LOADER: &str =
+        r#"local chunk = assert(specials["load-code"](src, env, "src/fennel/macros.fnl"))"#;
+    const BINARY_LOADER: &str =
+        r#"local chunk = assert(load(src, "src/fennel/macros.fnl", "b", env))"#;
+    const OPEN: &str = "load_macros([===[";
+    const CLOSE: &str = "]===], env)";
+    if src.matches(LOADER).count() != 1 || !src.contains(OPEN) {
+        println!(
+            "cargo:warning=fennel.lua is not laid out as expected; its macros load from source"
+        );
+        return (src.to_owned(), Vec::new());
+    }
+    let mut patched = String::with_capacity(src.len());
+    let mut chunks = Vec::new();
+    let mut rest = src;
+    while let Some(start) = rest.find(OPEN) {
+        let body_start = start + OPEN.len();
+        let Some(len) = rest[body_start..].find(CLOSE) else {
+            println!("cargo:warning=fennel.lua: an unterminated built-in macro source");
+            return (src.to_owned(), Vec::new());
+        };
+        // A long bracket skips the newline that directly follows it.
+        let body = &rest[body_start..body_start + len];
+        let body = body.strip_prefix('\n').unwrap_or(body);
+        let chunk = lua
+            .load(body)
+            .set_name("src/fennel/macros.fnl")
+            .into_function()
+            .expect("Fennel's built-in macros compile as Lua 5.4");
+        patched.push_str(&rest[..start]);
+        patched.push_str(&format!(
+            "load_macros({MACRO_CHUNKS_GLOBAL}[{}], env)",
+            chunks.len() + 1
+        ));
+        chunks.push(chunk.dump(true));
+        rest = &rest[body_start + len + CLOSE.len()..];
+    }
+    patched.push_str(rest);
+    (patched.replace(LOADER, BINARY_LOADER), chunks)
 }
 
 fn find_fennel(manifest: &Path) -> Option<PathBuf> {

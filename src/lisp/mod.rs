@@ -35,6 +35,10 @@ use crate::cancel::CancelToken;
 pub use convert::{from_lua, to_lua};
 
 static FENNEL_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fennel.luac"));
+/// Fennel's built-in macros as bytecode, which the embedded `fennel.lua` loads from the global
+/// `__oml_fennel_macros` instead of parsing their source at every start (see build.rs).
+static FENNEL_MACROS: &[&[u8]] = include!(concat!(env!("OUT_DIR"), "/fennel_macros.rs"));
+const FENNEL_MACROS_GLOBAL: &str = "__oml_fennel_macros";
 static PRELUDE_MACROS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_macros.luac"));
 static PRELUDE_CORE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_core.luac"));
 
@@ -176,11 +180,17 @@ impl Lisp {
 
     fn boot(&self) -> Result<(), LispError> {
         let lua = &self.lua;
+        let chunks = lua.create_table()?;
+        for chunk in FENNEL_MACROS {
+            chunks.raw_push(lua.create_string(chunk)?)?;
+        }
+        lua.globals().raw_set(FENNEL_MACROS_GLOBAL, chunks)?;
         let fennel: Table = lua
             .load(FENNEL_BYTECODE)
             .set_name("@fennel.lua")
             .set_mode(ChunkMode::Binary)
             .call(())?;
+        lua.globals().raw_set(FENNEL_MACROS_GLOBAL, Value::Nil)?;
         let loaded: Table = lua.globals().get::<Table>("package")?.get("loaded")?;
         loaded.set("fennel", &fennel)?;
         lua.globals().set("fennel", &fennel)?;
