@@ -283,31 +283,25 @@ fn a_redefinition_in_the_init_file_changes_the_request() {
 fn advice_on_session_emit_sees_every_streamed_delta() {
     // Unadvised, deltas reach the session without a call into Lisp each; advised, every one goes
     // through the advice, as the name says.
-    let env = Env::new();
-    env.init(
-        r#"(advise! session.emit! :shout
+    let shout = r#"(advise! session.emit! :shout
   (fn [emit event ...]
     (when (= event.type :text-delta) (set event.text (event.text:upper)))
-    (emit event ...)))"#,
-    );
-    let fake = FakeModel::start(replies(vec![text_chunks(&[
-        "hello",
-        " streamed",
-        " world",
-    ])]));
-    let run = env.run(Some(&fake), &["-p", "hi"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout.trim_end(), "HELLO STREAMED WORLD", "{run:?}");
-
-    let env = Env::new();
-    let fake = FakeModel::start(replies(vec![text_chunks(&[
-        "hello",
-        " streamed",
-        " world",
-    ])]));
-    let run = env.run(Some(&fake), &["-p", "hi"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout.trim_end(), "hello streamed world", "{run:?}");
+    (emit event ...)))"#;
+    for (init, expected) in [
+        ("", "hello streamed world"),
+        (shout, "HELLO STREAMED WORLD"),
+    ] {
+        let env = Env::new();
+        env.init(init);
+        let fake = FakeModel::start(replies(vec![text_chunks(&[
+            "hello",
+            " streamed",
+            " world",
+        ])]));
+        let run = env.run(Some(&fake), &["-p", "hi"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(run.stdout.trim_end(), expected, "{run:?}");
+    }
 }
 
 #[test]

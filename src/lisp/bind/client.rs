@@ -190,18 +190,11 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
             |lua, (conn, cwd): (mlua::UserDataRef<Conn>, Option<String>)| {
                 let conn = conn.clone();
                 async move {
-                    let r = async {
-                        let cwd = session_cwd(cwd)?;
-                        let (answer, held) = conn.client.new_session(&cwd).await?;
-                        Ok((answer, held))
-                    }
-                    .await;
-                    match r {
-                        Ok((answer, held)) => {
-                            outcome(&lua, session_table(&lua, &conn, answer, held).await)
-                        }
-                        Err(e) => outcome::<Value>(&lua, Err(e)),
-                    }
+                    let opened = match session_cwd(cwd) {
+                        Ok(cwd) => conn.client.new_session(&cwd).await,
+                        Err(e) => Err(e),
+                    };
+                    opened_session(&lua, &conn, opened, None).await
                 }
             },
         )?,
@@ -212,18 +205,11 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
             |lua, (conn, sid, cwd): (mlua::UserDataRef<Conn>, String, Option<String>)| {
                 let conn = conn.clone();
                 async move {
-                    let r = async {
-                        let cwd = session_cwd(cwd)?;
-                        conn.client.load_session(&sid, &cwd).await
-                    }
-                    .await;
-                    match r {
-                        Ok((mut answer, held)) => {
-                            answer["sessionId"] = json!(sid);
-                            outcome(&lua, session_table(&lua, &conn, answer, held).await)
-                        }
-                        Err(e) => outcome::<Value>(&lua, Err(e)),
-                    }
+                    let opened = match session_cwd(cwd) {
+                        Ok(cwd) => conn.client.load_session(&sid, &cwd).await,
+                        Err(e) => Err(e),
+                    };
+                    opened_session(&lua, &conn, opened, Some(&sid)).await
                 }
             },
         )?,
@@ -234,18 +220,12 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
             |lua, (conn, sid, cwd): (mlua::UserDataRef<Conn>, String, Option<String>)| {
                 let conn = conn.clone();
                 async move {
-                    let r = async {
-                        let cwd = session_cwd(cwd)?;
-                        conn.client.resume_session(&sid, &cwd).await
+                    let opened = match session_cwd(cwd) {
+                        Ok(cwd) => conn.client.resume_session(&sid, &cwd).await,
+                        Err(e) => Err(e),
                     }
-                    .await;
-                    match r {
-                        Ok(mut answer) => {
-                            answer["sessionId"] = json!(sid);
-                            outcome(&lua, session_table(&lua, &conn, answer, Vec::new()).await)
-                        }
-                        Err(e) => outcome::<Value>(&lua, Err(e)),
-                    }
+                    .map(|answer| (answer, Vec::new()));
+                    opened_session(&lua, &conn, opened, Some(&sid)).await
                 }
             },
         )?,
@@ -732,6 +712,26 @@ fn session_cwd(cwd: Option<String>) -> Result<PathBuf, ClientError> {
 
 /// `{:session-id :modes :config-options :models :updates :response}`; the updates that came
 /// before the answer also go to the connection's callback, in order, from this coroutine.
+/// What `new-session`, `load-session` and `resume-session` return: the session table for the
+/// agent's answer and the updates held before it, or the error value. `sid` is written into the
+/// answer when given (load and resume answers do not carry the id).
+async fn opened_session(
+    lua: &Lua,
+    conn: &Conn,
+    opened: Result<(serde_json::Value, Vec<Update>), ClientError>,
+    sid: Option<&str>,
+) -> mlua::Result<MultiValue> {
+    match opened {
+        Ok((mut answer, held)) => {
+            if let Some(sid) = sid {
+                answer["sessionId"] = json!(sid);
+            }
+            outcome(lua, session_table(lua, conn, answer, held).await)
+        }
+        Err(e) => outcome::<Value>(lua, Err(e)),
+    }
+}
+
 async fn session_table(
     lua: &Lua,
     conn: &Conn,
