@@ -18,56 +18,35 @@ use support::fake_model::{
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// A throw-away home, config, state and project directory.
+/// A throw-away home, config, state and project directory ([`common::Home`]).
 struct Env {
-    _root: tempfile::TempDir,
+    home: common::Home,
     root: PathBuf,
     project: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let root_dir = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(root_dir.path()).expect("canonical tempdir");
-        let project = root.join("project");
-        for d in ["home", "config/oml", "state", "cache", "runtime", "project"] {
-            std::fs::create_dir_all(root.join(d)).expect("mkdir");
-        }
+        let home = common::Home::new();
         Env {
-            _root: root_dir,
-            root,
-            project,
+            root: home.root.clone(),
+            project: home.project.clone(),
+            home,
         }
     }
 
     fn init(&self, text: &str) {
-        std::fs::write(self.root.join("config/oml/init.fnl"), text).expect("write init");
+        self.home.write_user_init(text);
     }
 
     fn file(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.project.join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(&p, text).expect("write file");
-        p
+        self.home.write_project_file(name, text)
     }
 
     fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
-        cmd.args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root.join("home"))
-            .env("XDG_CONFIG_HOME", self.root.join("config"))
-            .env("XDG_STATE_HOME", self.root.join("state"))
-            .env("XDG_CACHE_HOME", self.root.join("cache"))
-            .env("XDG_RUNTIME_DIR", self.root.join("runtime"));
+        let mut cmd = self.home.blocking_command(args);
         if let Some(fake) = fake {
-            cmd.env("OPENAI_BASE_URL", fake.base_url())
-                .env("OPENAI_MODEL", "fake/model")
-                .env("OPENAI_API_KEY", "test-key");
+            common::use_fake_model(&mut cmd, &fake.base_url());
         }
         cmd
     }

@@ -2,10 +2,10 @@
 //! in-process against the fake OpenAI-compatible server over real TCP, and through the real
 //! `oml eval` binary for the environment defaults and start-up.
 
+mod common;
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -603,22 +603,16 @@ async fn unusable_values_are_refused_by_setq_or_at_the_next_call() {
 
 // --- the real binary: environment defaults, start-up, secrecy
 
-/// Throw-away XDG directories and an environment holding only what a test gives.
+/// Throw-away XDG directories ([`common::Home`]) and an environment holding only what a test
+/// gives.
 struct Env {
-    _root: tempfile::TempDir,
-    root: PathBuf,
+    home: common::Home,
 }
 
 impl Env {
     fn new() -> Env {
-        let root = tempfile::tempdir().expect("tempdir");
-        let path = root.path().to_path_buf();
-        for dir in ["home", "config", "state", "cache", "runtime"] {
-            std::fs::create_dir_all(path.join(dir)).expect("mkdir");
-        }
         Env {
-            _root: root,
-            root: path,
+            home: common::Home::new(),
         }
     }
 
@@ -627,19 +621,11 @@ impl Env {
     }
 
     fn run(&self, vars: &[(&str, &str)], args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_oml"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root.join("home"))
-            .env("XDG_CONFIG_HOME", self.root.join("config"))
-            .env("XDG_STATE_HOME", self.root.join("state"))
-            .env("XDG_CACHE_HOME", self.root.join("cache"))
-            .env("XDG_RUNTIME_DIR", self.root.join("runtime"))
+        self.home
+            .blocking_command(args)
             .envs(vars.iter().copied())
-            .stdin(Stdio::null());
-        cmd.output().expect("run oml eval")
+            .output()
+            .expect("run oml")
     }
 }
 

@@ -1,6 +1,7 @@
-//! Helpers shared by the Lisp-surface, CLI and REPL-server tests: a throw-away home for the real
-//! `oml` binary, running it with a deadline, and a line client for the REPL socket. Each test file
-//! says `mod common;` and uses only part of this, hence the `dead_code` allowance.
+//! Helpers shared by the tests that run the real `oml` binary: a throw-away home for it, running
+//! it (async with a deadline, or blocking with a clean environment), pointing it at a fake model,
+//! and a line client for the REPL socket. Each test file says `mod common;` and uses only part of
+//! this, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -104,6 +105,35 @@ impl Home {
             .env_remove("NO_COLOR")
             .kill_on_drop(true);
         cmd
+    }
+
+    /// `oml ARGS…` as a blocking command with only this home's environment (everything else is
+    /// cleared but `PATH`), run from the project directory with stdin closed.
+    pub fn blocking_command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_oml"));
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", &self.config)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("XDG_CACHE_HOME", &self.cache)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Write the user init file (`$XDG_CONFIG_HOME/oml/init.fnl`).
+    pub fn write_user_init(&self, text: &str) {
+        write_file(&self.user_init(), text);
+    }
+
+    /// Write `name` (a relative path) in the project directory; returns its path.
+    pub fn write_project_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.project.join(name);
+        write_file(&path, text);
+        path
     }
 
     /// Run `oml ARGS…` with empty stdin and wait for it.
@@ -366,4 +396,19 @@ pub fn python_sdk_venv(dir: &Path) -> Result<PathBuf, String> {
         ));
     }
     Ok(venv.join("bin/python"))
+}
+
+/// Write `text` to `path`, creating its directory.
+pub fn write_file(path: &Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("create the file's directory");
+    }
+    std::fs::write(path, text).expect("write the file");
+}
+
+/// Point `cmd` at a fake model server at `base_url`, with the model `fake/model` and a test key.
+pub fn use_fake_model(cmd: &mut std::process::Command, base_url: &str) {
+    cmd.env("OPENAI_BASE_URL", base_url)
+        .env("OPENAI_MODEL", "fake/model")
+        .env("OPENAI_API_KEY", "test-key");
 }
