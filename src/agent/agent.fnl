@@ -262,9 +262,9 @@ error result the model reads."
         kind (or (and entry (meta entry.fn :kind)) :other)
         shown (or args {})
         (title-ok title) (pcall tool-title entry name shown)
+        title (if title-ok title name)
         (loc-ok locations) (pcall tool-locations shown)]
-    (session.emit! {:type :tool-start : id : name :args shown : kind
-                    :title (if title-ok title name)
+    (session.emit! {:type :tool-start : id : name :args shown : kind : title
                     :locations (if loc-ok locations (json.array))})
     (let [result (if perr
                      {:content perr :error? true}
@@ -272,6 +272,8 @@ error result the model reads."
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
                       :diff result.diff})
+      ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
+      (session.record! :tool {: id : name : title : kind :error? (= true result.error?)})
       result)))
 
 (local edit-kinds {:edit true :delete true :move true})

@@ -544,7 +544,22 @@ async fn session_delete(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcErro
     Ok(json!({}))
 }
 
-/// The tool kind ACP shows for a built-in tool's name, for replays.
+/// The tool kinds ACP knows.
+const TOOL_KINDS: &[&str] = &[
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+];
+
+/// The tool kind ACP shows for a built-in tool's name, for replays of sessions stored before
+/// tool entries were recorded.
 fn replay_tool_kind(name: &str) -> &'static str {
     match name {
         "read" => "read",
@@ -556,12 +571,20 @@ fn replay_tool_kind(name: &str) -> &'static str {
 
 /// The `session/update` payloads that replay a stored session's history: user messages as
 /// user_message_chunk, kept reasoning as agent_thought_chunk, answers as agent_message_chunk,
-/// each tool call as a tool_call card and its result as a completed tool_call_update. Entries
-/// other than messages (values, custom entries, transcript replacements) are not shown.
+/// each tool call as a tool_call card and its result as a tool_call_update, completed or failed.
+/// The card's title and kind and the failure come from the `tool` entries the loop records
+/// (`{"type":"custom","kind":"tool","data":{id,name,title,kind,error?}}`); without one, the card is
+/// titled by the tool's name and the result shows as completed. Other entries (values, custom
+/// entries, transcript replacements) are not shown.
 pub fn replay_updates(entries: &[Value]) -> Vec<Value> {
     let text = |t: &str| json!({"type": "text", "text": t});
     let mut out = Vec::new();
     let mut names: std::collections::HashMap<String, String> = Default::default();
+    let tools: std::collections::HashMap<&str, &Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom" && e["kind"] == "tool")
+        .filter_map(|e| Some((e["data"]["id"].as_str()?, &e["data"])))
+        .collect();
     for e in entries {
         if e.get("type").and_then(Value::as_str) != Some("message") {
             continue;
@@ -593,16 +616,27 @@ pub fn replay_updates(entries: &[Value]) -> Vec<Value> {
                         .as_str()
                         .and_then(|a| serde_json::from_str::<Value>(a).ok())
                         .unwrap_or_else(|| json!({}));
+                    let recorded = tools.get(id);
+                    let title = recorded
+                        .and_then(|t| t["title"].as_str())
+                        .filter(|t| !t.trim().is_empty())
+                        .unwrap_or(name);
+                    let kind = recorded
+                        .and_then(|t| t["kind"].as_str())
+                        .filter(|k| TOOL_KINDS.contains(k))
+                        .unwrap_or_else(|| replay_tool_kind(name));
                     out.push(json!({
-                        "sessionUpdate": "tool_call", "toolCallId": id, "title": name,
-                        "kind": replay_tool_kind(name), "status": "pending", "rawInput": args,
+                        "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+                        "kind": kind, "status": "pending", "rawInput": args,
                     }));
                 }
             }
             Some("tool") => {
                 let id = m["tool_call_id"].as_str().unwrap_or_default();
+                let failed = tools.get(id).is_some_and(|t| t["error?"] == true);
                 out.push(json!({
-                    "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
+                    "sessionUpdate": "tool_call_update", "toolCallId": id,
+                    "status": if failed { "failed" } else { "completed" },
                     "content": [{"type": "content", "content": text(&content)}],
                 }));
             }
@@ -1259,6 +1293,44 @@ mod tests {
             chunk_update(&tool_end).is_none(),
             "only deltas take the fast path"
         );
+    }
+
+    #[test]
+    fn replays_take_titles_kinds_and_failures_from_tool_entries() {
+        let message = |m: Value| json!({"type": "message", "message": m});
+        let call = |id: &str, name: &str| {
+            json!({"id": id, "type": "function",
+                   "function": {"name": name, "arguments": "{\"path\":\"a\"}"}})
+        };
+        let entries = vec![
+            message(json!({"role": "user", "content": "go"})),
+            message(json!({"role": "assistant", "content": null,
+                           "tool_calls": [call("c1", "read"), call("c2", "edit"), call("c3", "mine")]})),
+            json!({"type": "custom", "kind": "tool",
+                   "data": {"id": "c1", "name": "read", "title": "Read a", "kind": "read", "error?": true}}),
+            json!({"type": "custom", "kind": "tool",
+                   "data": {"id": "c3", "name": "mine", "title": "Mine a", "kind": "bogus", "error?": false}}),
+            message(json!({"role": "tool", "tool_call_id": "c1", "content": "no such file"})),
+            message(json!({"role": "tool", "tool_call_id": "c2", "content": "edited"})),
+            message(json!({"role": "tool", "tool_call_id": "c3", "content": "ok"})),
+        ];
+        let updates = replay_updates(&entries);
+        let cards: Vec<(&str, &str)> = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call")
+            .map(|u| (u["title"].as_str().unwrap(), u["kind"].as_str().unwrap()))
+            .collect();
+        // c2 has no entry (a session stored before they were recorded): named by the tool.
+        assert_eq!(
+            cards,
+            [("Read a", "read"), ("edit", "edit"), ("Mine a", "other")]
+        );
+        let statuses: Vec<&str> = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call_update")
+            .map(|u| u["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["failed", "completed", "completed"]);
     }
 
     #[test]
