@@ -459,13 +459,22 @@ fn fold_failure(error: FoldError, fold: Fold) -> LlmError {
     }
 }
 
-/// The server's requested wait: `retry-after-ms` (OpenAI) or `Retry-After` in seconds. The
-/// HTTP-date form of `Retry-After` is not understood and falls back to the backoff.
+/// The server's requested wait: `retry-after-ms` (OpenAI), else `Retry-After` in seconds or as
+/// an HTTP date (the time from now until then; a date already past means no wait).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+    retry_after_at(headers, std::time::SystemTime::now())
+}
+
+fn retry_after_at(headers: &HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+    let text = |name| Some(headers.get(name)?.to_str().ok()?.trim());
+    let number = |name| text(name)?.parse::<f64>().ok();
     number("retry-after-ms")
         .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
         .or_else(|| number(RETRY_AFTER.as_str()).and_then(|s| Duration::try_from_secs_f64(s).ok()))
+        .or_else(|| {
+            let date = httpdate::parse_http_date(text(RETRY_AFTER.as_str())?).ok()?;
+            Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+        })
 }
 
 /// A non-streamed completion rewritten as one stream chunk: each choice's `message` becomes its
@@ -541,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_headers_in_seconds_or_milliseconds() {
+    fn retry_after_headers_in_seconds_milliseconds_or_as_a_date() {
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
             for (name, value) in pairs {
@@ -560,12 +569,26 @@ mod tests {
                 &[("retry-after-ms", "250"), ("retry-after", "9")],
                 Some(Duration::from_millis(250)),
             ),
-            (&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")], None),
+            // HTTP dates, against a fixed "now" of Wed, 21 Oct 2015 07:28:00 GMT.
+            (
+                &[("retry-after", "Wed, 21 Oct 2015 07:28:30 GMT")],
+                Some(Duration::from_secs(30)),
+            ),
+            (
+                &[("retry-after", "Wednesday, 21-Oct-15 07:29:00 GMT")],
+                Some(Duration::from_secs(60)),
+            ),
+            (
+                &[("retry-after", "Wed, 21 Oct 2015 07:00:00 GMT")],
+                Some(Duration::ZERO),
+            ),
+            (&[("retry-after", "tomorrow")], None),
             (&[("retry-after", "-3")], None),
             (&[], None),
         ];
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").expect("a date");
         for (pairs, expected) in cases {
-            assert_eq!(retry_after(&headers(pairs)), *expected, "{pairs:?}");
+            assert_eq!(retry_after_at(&headers(pairs), now), *expected, "{pairs:?}");
         }
     }
 
