@@ -159,6 +159,11 @@ fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
 (each [_ u (ipairs r.updates)]
   (print u.kind u.sessionUpdate u.seq u.content.type u.content.text u.late))
 (print :callback (table.concat seen "|"))
+(local streamed [])
+(local r (client.prompt conn s.session-id "again"
+                        {:keep-updates? false :on-update (fn [u] (table.insert streamed u.content.text))}))
+(print :streamed r.stop-reason (length r.updates) (table.concat streamed "|"))
+(print :bad (pcall client.prompt conn s.session-id "x" {:keep-updates? :no}))
 (client.close conn)
 (local conn (client.connect (. arg 1) [:prompt-stop]))
 (local s (client.new-session conn))
@@ -173,6 +178,8 @@ fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
             "agent-message-chunk\tagent_message_chunk\t0\ttext\tHello, \tnil",
             "agent-message-chunk\tagent_message_chunk\t1\ttext\tworld!\tnil",
             "callback\tHello, |world!",
+            "streamed\tend-turn\t0\tHello, |world!",
+            "bad\tfalse\tACP protocol error: bad argument: :keep-updates? must be a boolean, got string",
             "max-tokens",
         ]
     );

@@ -46,7 +46,8 @@ struct ConnState {
 struct LastTurn {
     number: u64,
     callback: Option<RegistryKey>,
-    updates: RegistryKey,
+    /// The turn's `updates` list, unless the prompt asked not to keep updates.
+    updates: Option<RegistryKey>,
 }
 
 impl UserData for Conn {
@@ -523,8 +524,10 @@ async fn deliver_out_of_turn(
         if let Some(last) = turns.get(&event.session_id)
             && Some(last.number) == event.update.turn
         {
-            let updates: Table = lua.registry_value(&last.updates)?;
-            updates.raw_push(t.clone())?;
+            if let Some(key) = &last.updates {
+                let updates: Table = lua.registry_value(key)?;
+                updates.raw_push(t.clone())?;
+            }
             if let Some(key) = &last.callback {
                 callback = Some(lua.registry_value(key)?);
             }
@@ -831,10 +834,24 @@ async fn prompt(
     let mut callback: Option<Function> = None;
     let mut own_callback = false;
     let mut timeout = None;
+    let mut keep = true;
     if let Some(opts) = &opts {
         callback = opts.get("on-update").map_err(lua_error)?;
         own_callback = callback.is_some();
         timeout = seconds(opts, "timeout")?;
+        keep = match opts.get::<Value>("keep-updates?").map_err(lua_error)? {
+            Value::Nil => true,
+            Value::Boolean(b) => b,
+            other => {
+                return Err(ClientError::new(
+                    Category::Protocol,
+                    format!(
+                        "bad argument: :keep-updates? must be a boolean, got {}",
+                        other.type_name()
+                    ),
+                ));
+            }
+        };
     }
     if callback.is_none()
         && let Some(key) = &conn.state.on_update
@@ -851,7 +868,9 @@ async fn prompt(
             TurnEvent::Updates(batch) => {
                 for u in &batch {
                     let t = update_table(lua, &sid, u).map_err(lua_error)?;
-                    updates.raw_push(t.clone()).map_err(lua_error)?;
+                    if keep {
+                        updates.raw_push(t.clone()).map_err(lua_error)?;
+                    }
                     if let Some(f) = &callback {
                         f.call_async::<()>(t).await.map_err(|e| {
                             ClientError::new(
@@ -872,9 +891,14 @@ async fn prompt(
             (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
             _ => None,
         },
-        updates: lua
-            .create_registry_value(updates.clone())
-            .map_err(lua_error)?,
+        updates: if keep {
+            Some(
+                lua.create_registry_value(updates.clone())
+                    .map_err(lua_error)?,
+            )
+        } else {
+            None
+        },
     };
     conn.state
         .last_turns
