@@ -95,6 +95,35 @@ async fn ctrl_c_interrupts_a_running_form_and_the_repl_goes_on() {
 }
 
 #[tokio::test]
+async fn ctrl_c_interrupts_a_form_waiting_in_a_host_function() {
+    // A form blocked in an async host function (a sleep here; an agent's turn or a model call
+    // alike) runs no Lisp for the instruction hook to stop: the wait itself must end.
+    let home = Home::new();
+    let Some(mut child) = terminal_repl(&home) else {
+        return;
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    read_until(&mut stdout, &mut seen, ">> ").await;
+    stdin
+        .write_all(b"(do (print :waiting) (oml.sleep 600000))\r")
+        .await
+        .expect("type the form");
+    read_until(&mut stdout, &mut seen, "\nwaiting").await;
+    stdin.write_all(b"\x03").await.expect("Ctrl-C");
+    read_until(&mut stdout, &mut seen, "interrupted").await;
+    stdin.write_all(b"(+ 40 2)\r").await.expect("type");
+    read_until(&mut stdout, &mut seen, "42").await;
+    stdin.write_all(b"\x04").await.expect("Ctrl-D");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the REPL exits at Ctrl-D")
+        .expect("wait");
+    assert!(status.success(), "{status:?}\n{seen}");
+}
+
+#[tokio::test]
 async fn the_repl_asks_on_the_terminal_when_no_handler_is_given() {
     let home = Home::new();
     let Some(mut child) = terminal_repl(&home) else {

@@ -240,7 +240,8 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     let s = sessions.clone();
     oml.set(
         "tool-read",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             move |lua,
                   (path, offset, limit, max_chars, default_limit): (
                 String,
@@ -269,7 +270,7 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     let s = sessions.clone();
     oml.set(
         "tool-write",
-        lua.create_async_function(move |lua, (path, content): (String, Value)| {
+        crate::lisp::create_async_function(lua, move |lua, (path, content): (String, Value)| {
             let cwd = current_cwd(&lua, &s);
             async move {
                 let out = match (tools::resolve_path(&cwd, &path), content) {
@@ -287,7 +288,7 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     let s = sessions.clone();
     oml.set(
         "tool-edit",
-        lua.create_async_function(move |lua, (path, args): (String, Value)| {
+        crate::lisp::create_async_function(lua, move |lua, (path, args): (String, Value)| {
             let cwd = current_cwd(&lua, &s);
             let args = from_lua(&lua, args);
             async move {
@@ -354,7 +355,7 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     // without a shell; throws when the program cannot start; "Cancelled" when the prompt is.
     oml.set(
         "run-process",
-        lua.create_async_function(move |lua, argv: Vec<String>| {
+        crate::lisp::create_async_function(lua, move |lua, argv: Vec<String>| {
             let cwd = current_cwd(&lua, &s);
             let cancel = s
                 .of_thread(thread_key(&lua))
@@ -388,7 +389,8 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     let s = sessions;
     oml.set(
         "tool-bash",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             move |lua, (command, timeout, max_chars): (String, f64, usize)| {
                 let cwd = current_cwd(&lua, &s);
                 let cancel = s
@@ -500,7 +502,7 @@ pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), Lis
     let paths = Arc::new(paths);
     oml.set(
         "reload",
-        lua.create_async_function(move |_, dir: String| {
+        crate::lisp::create_async_function(lua, move |_, dir: String| {
             let weak = weak.clone();
             let paths = paths.clone();
             async move {

@@ -18,6 +18,7 @@ pub mod repl;
 pub mod server;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,33 @@ const PRELUDE_SOURCES: &[(&str, &str)] = &[
         include_str!("prelude/core.fnl"),
     ),
 ];
+
+/// `lua.create_async_function`, interruptible: while the function waits, an interrupt of the
+/// REPL form that called it (Ctrl-C, or the client hanging up) ends the wait with the error
+/// `interrupted`, as the instruction hook does for running Lisp. Every waiting host function is
+/// made with this, so Ctrl-C also stops a form blocked on an agent, the model or a sleep.
+/// Dropping the wait drops its future, which cancels what it was doing.
+pub fn create_async_function<F, A, FR, R>(lua: &Lua, func: F) -> mlua::Result<Function>
+where
+    F: Fn(Lua, A) -> FR + Send + 'static,
+    A: mlua::FromLuaMulti,
+    FR: Future<Output = mlua::Result<R>> + Send + 'static,
+    R: mlua::IntoLuaMulti,
+{
+    lua.create_async_function(move |lua: Lua, args: A| {
+        let interrupt = Lisp::from_lua(&lua).and_then(|lisp| lisp.interrupt_of(&lua.current_thread()));
+        let fut = func(lua, args);
+        async move {
+            match interrupt {
+                None => fut.await,
+                Some(interrupt) => tokio::select! {
+                    r = fut => r,
+                    () = interrupt.interrupted() => Err(mlua::Error::RuntimeError("interrupted".into())),
+                },
+            }
+        }
+    })
+}
 
 /// How many VM instructions run between two checks of the interrupt flag. Small enough that an
 /// interrupt lands within microseconds, large enough that the check costs nothing measurable.
@@ -138,6 +166,8 @@ struct Shared {
     cache_dir: Option<PathBuf>,
     /// Output sinks by coroutine (the Lua thread pointer).
     sinks: Mutex<HashMap<usize, Sink>>,
+    /// The interrupt of each REPL conversation, by its coroutine.
+    interrupts: Mutex<HashMap<usize, repl::Interrupt>>,
     /// Embedded sources registered by other modules (see `register_source`).
     sources: Mutex<Vec<(&'static str, &'static str)>>,
 }
@@ -162,6 +192,7 @@ impl Lisp {
             output: options.output,
             cache_dir: options.cache_dir,
             sinks: Mutex::new(HashMap::new()),
+            interrupts: Mutex::new(HashMap::new()),
             sources: Mutex::new(Vec::new()),
         });
         lua.set_app_data(shared.clone());
@@ -320,7 +351,7 @@ impl Lisp {
         )?;
         oml.set(
             "sleep",
-            lua.create_async_function(|_, ms: f64| async move {
+            create_async_function(lua, |_, ms: f64| async move {
                 tokio::time::sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0)).await;
                 Ok(())
             })?,
@@ -369,6 +400,25 @@ impl Lisp {
         if let Ok(mut sinks) = self.shared.sinks.lock() {
             sinks.remove(&(thread.to_pointer() as usize));
         }
+    }
+
+    /// Let `interrupt` end the waits of async host functions called from the coroutine
+    /// `thread` (a REPL conversation), until `detach_interrupt`.
+    pub fn attach_interrupt(&self, thread: &mlua::Thread, interrupt: repl::Interrupt) {
+        if let Ok(mut interrupts) = self.shared.interrupts.lock() {
+            interrupts.insert(thread.to_pointer() as usize, interrupt);
+        }
+    }
+
+    pub fn detach_interrupt(&self, thread: &mlua::Thread) {
+        if let Ok(mut interrupts) = self.shared.interrupts.lock() {
+            interrupts.remove(&(thread.to_pointer() as usize));
+        }
+    }
+
+    fn interrupt_of(&self, thread: &mlua::Thread) -> Option<repl::Interrupt> {
+        let interrupts = self.shared.interrupts.lock().ok()?;
+        interrupts.get(&(thread.to_pointer() as usize)).cloned()
     }
 
     /// Compile Fennel source to a Lua function without running it. `name` is the chunk name used

@@ -26,9 +26,18 @@ pub struct ReadRequest {
 
 /// Interrupts the form a REPL is running. `interrupt` stops the current form only (it is
 /// cleared when the next form is read, so a stray Ctrl-C never hits a later form); `close`
-/// stops every form from then on (the client is gone).
+/// stops every form from then on (the client is gone). Running Lisp sees it through the
+/// instruction hook; a form waiting in an async host function, through [`Interrupt::interrupted`]
+/// (see [`super::create_async_function`]).
 #[derive(Clone, Debug, Default)]
-pub struct Interrupt(Arc<(AtomicBool, AtomicBool)>);
+pub struct Interrupt(Arc<InterruptState>);
+
+#[derive(Debug, Default)]
+pub struct InterruptState {
+    interrupted: AtomicBool,
+    closed: AtomicBool,
+    wake: tokio::sync::Notify,
+}
 
 impl Interrupt {
     pub fn new() -> Self {
@@ -36,19 +45,35 @@ impl Interrupt {
     }
 
     pub fn interrupt(&self) {
-        self.0.0.store(true, Ordering::SeqCst);
+        self.0.interrupted.store(true, Ordering::SeqCst);
+        self.0.wake.notify_waiters();
     }
 
     pub fn close(&self) {
-        self.0.1.store(true, Ordering::SeqCst);
+        self.0.closed.store(true, Ordering::SeqCst);
+        self.0.wake.notify_waiters();
     }
 
+    /// Whether the running form must stop now; an interrupt is used up by saying so.
     fn take(&self) -> bool {
-        self.0.1.load(Ordering::SeqCst) || self.0.0.swap(false, Ordering::SeqCst)
+        self.0.closed.load(Ordering::SeqCst) || self.0.interrupted.swap(false, Ordering::SeqCst)
     }
 
     fn clear(&self) {
-        self.0.0.store(false, Ordering::SeqCst);
+        self.0.interrupted.store(false, Ordering::SeqCst);
+    }
+
+    /// Resolves at the next interrupt (using it up) or once closed.
+    pub async fn interrupted(&self) {
+        loop {
+            let notified = self.0.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.take() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -110,7 +135,9 @@ pub async fn drive(
         },
     )?;
     lisp.attach_sink(&thread, out);
+    lisp.attach_interrupt(&thread, interrupt);
     let result = thread.clone().into_async::<()>((read, write))?.await;
+    lisp.detach_interrupt(&thread);
     lisp.detach_sink(&thread);
     result.map_err(LispError::from)
 }

@@ -105,7 +105,8 @@ pub(super) fn install(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
     let h = hub.clone();
     acp.set(
         "request!",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             move |lua, (method, params, explicit): (String, Value, Option<String>)| {
                 let hub = h.clone();
                 let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());

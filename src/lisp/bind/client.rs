@@ -172,7 +172,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     let l = lisp.clone();
     raw.set(
         "connect",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             move |lua, (command, args, opts): (String, Option<Table>, Option<Table>)| {
                 let lisp = l.clone();
                 async move { outcome(&lua, connect(&lisp, command, args, opts).await) }
@@ -187,7 +188,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "new-session",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, cwd): (mlua::UserDataRef<Conn>, Option<String>)| {
                 let conn = conn.clone();
                 async move {
@@ -202,7 +204,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "load-session",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, sid, cwd): (mlua::UserDataRef<Conn>, String, Option<String>)| {
                 let conn = conn.clone();
                 async move {
@@ -217,7 +220,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "resume-session",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, sid, cwd): (mlua::UserDataRef<Conn>, String, Option<String>)| {
                 let conn = conn.clone();
                 async move {
@@ -233,7 +237,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "list-sessions",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, opts): (mlua::UserDataRef<Conn>, Option<Table>)| {
                 let conn = conn.clone();
                 async move {
@@ -255,7 +260,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "prompt",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua,
              (conn, sid, content, opts): (
                 mlua::UserDataRef<Conn>,
@@ -270,33 +276,40 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "cancel",
-        lua.create_async_function(|lua, (conn, sid): (mlua::UserDataRef<Conn>, String)| {
-            let conn = conn.clone();
-            async move { outcome(&lua, conn.client.cancel(&sid).await.map(|()| Value::Nil)) }
-        })?,
+        crate::lisp::create_async_function(
+            lua,
+            |lua, (conn, sid): (mlua::UserDataRef<Conn>, String)| {
+                let conn = conn.clone();
+                async move { outcome(&lua, conn.client.cancel(&sid).await.map(|()| Value::Nil)) }
+            },
+        )?,
     )?;
     raw.set(
         "close-session",
-        lua.create_async_function(|lua, (conn, sid): (mlua::UserDataRef<Conn>, String)| {
-            let conn = conn.clone();
-            async move {
-                outcome(
-                    &lua,
-                    conn.client.close_session(&sid).await.map(|()| Value::Nil),
-                )
-            }
-        })?,
+        crate::lisp::create_async_function(
+            lua,
+            |lua, (conn, sid): (mlua::UserDataRef<Conn>, String)| {
+                let conn = conn.clone();
+                async move {
+                    outcome(
+                        &lua,
+                        conn.client.close_session(&sid).await.map(|()| Value::Nil),
+                    )
+                }
+            },
+        )?,
     )?;
     raw.set(
         "close",
-        lua.create_async_function(|lua, conn: mlua::UserDataRef<Conn>| {
+        crate::lisp::create_async_function(lua, |lua, conn: mlua::UserDataRef<Conn>| {
             let conn = conn.clone();
             async move { outcome(&lua, Ok(conn.client.close().await)) }
         })?,
     )?;
     raw.set(
         "set-mode",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, sid, mode): (mlua::UserDataRef<Conn>, String, String)| {
                 let conn = conn.clone();
                 async move {
@@ -308,7 +321,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "set-config-option",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, sid, id, value): (mlua::UserDataRef<Conn>, String, String, Value)| {
                 let conn = conn.clone();
                 async move {
@@ -321,7 +335,8 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     )?;
     raw.set(
         "set-model",
-        lua.create_async_function(
+        crate::lisp::create_async_function(
+            lua,
             |lua, (conn, sid, model): (mlua::UserDataRef<Conn>, String, String)| {
                 let conn = conn.clone();
                 async move {
@@ -359,7 +374,7 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
         });
         Ok(handle)
     })?;
-    let wait = lua.create_async_function(|_, handle: mlua::UserDataRef<Spawned>| {
+    let wait = crate::lisp::create_async_function(lua, |_, handle: mlua::UserDataRef<Spawned>| {
         let slot = handle.slot.clone();
         async move {
             loop {

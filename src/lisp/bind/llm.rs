@@ -94,7 +94,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
                 Err(problem) => Ok((None, Some(problem))),
             }
         })?;
-    let next = lua.create_async_function(|lua, call: UserDataRef<ChatCall>| {
+    let next = crate::lisp::create_async_function(lua, |lua, call: UserDataRef<ChatCall>| {
         let call = call.clone();
         async move { call.next(&lua).await }
     })?;
