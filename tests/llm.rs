@@ -739,6 +739,114 @@ proptest! {
     }
 }
 
+/// Decode and fold whatever `reads` hold, as the client does, taking every error as the value
+/// it is: a too-long line or a malformed chunk. Returns the final message, or the first error.
+fn decode_and_fold_anything(reads: &[&[u8]]) -> Result<Value, String> {
+    let mut decoder = SseDecoder::new();
+    let mut fold = Fold::new();
+    let mut emit = |_event| {};
+    for read in reads {
+        decoder.push(read);
+        while let Some(payload) = decoder.next_payload().map_err(|e| format!("{e:?}"))? {
+            fold.push_json(&payload, &mut emit)
+                .map_err(|e| format!("{e:?}"))?;
+        }
+    }
+    if let Some(payload) = decoder.finish() {
+        fold.push_json(&payload, &mut emit)
+            .map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(fold.finish(true, &mut emit).message)
+}
+
+/// Any JSON value, a few levels deep, biased towards the keys a chunk has.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|n| json!(n)),
+        ".{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        let key = prop_oneof![
+            Just("choices".to_owned()),
+            Just("delta".to_owned()),
+            Just("content".to_owned()),
+            Just("reasoning_content".to_owned()),
+            Just("tool_calls".to_owned()),
+            Just("index".to_owned()),
+            Just("function".to_owned()),
+            Just("arguments".to_owned()),
+            Just("finish_reason".to_owned()),
+            Just("usage".to_owned()),
+            Just("error".to_owned()),
+            "[a-z]{1,6}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(key, inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A piece of an SSE body: the syntax the decoder looks for, JSON that may or may not be a
+/// chunk, or raw bytes (invalid UTF-8 included), so that random streams reach every path.
+fn sse_fragment() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(b"data: ".to_vec()),
+        Just(b"data:".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b"\r".to_vec()),
+        Just(b": comment".to_vec()),
+        Just(b"[DONE]".to_vec()),
+        Just(b"\xEF\xBB\xBF".to_vec()),
+        any_json().prop_map(|v| v.to_string().into_bytes()),
+        proptest::collection::vec(any::<u8>(), 0..12),
+    ]
+}
+
+proptest! {
+    // Fuzzing the pure parts: hostile bytes and hostile JSON give errors or a message, never a
+    // panic, and whatever folds still makes an assistant message.
+    #[test]
+    fn any_bytes_in_any_reads_decode_and_fold_without_panicking(
+        fragments in proptest::collection::vec(sse_fragment(), 0..40),
+        mut cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..8),
+    ) {
+        let bytes: Vec<u8> = fragments.concat();
+        let mut points: Vec<usize> = cuts.drain(..).map(|cut| cut.index(bytes.len() + 1)).collect();
+        points.sort_unstable();
+        let mut reads = Vec::new();
+        let mut from = 0;
+        for point in points.into_iter().chain([bytes.len()]) {
+            reads.push(&bytes[from..point]);
+            from = point;
+        }
+        if let Ok(message) = decode_and_fold_anything(&reads) {
+            prop_assert_eq!(&message["role"], "assistant");
+        }
+    }
+
+    #[test]
+    fn any_json_chunks_fold_without_panicking(chunks in proptest::collection::vec(any_json(), 0..6)) {
+        let mut stream = Vec::new();
+        for chunk in &chunks {
+            stream.extend_from_slice(format!("data: {chunk}\n\n").as_bytes());
+        }
+        if let Ok(message) = decode_and_fold_anything(&[&stream]) {
+            prop_assert_eq!(&message["role"], "assistant");
+        }
+        let mut fold = Fold::new();
+        for chunk in &chunks {
+            let _ = fold.push_value(chunk, &mut |_| {});
+        }
+        prop_assert_eq!(&fold.finish(false, &mut |_| {}).message["role"], "assistant");
+    }
+}
+
 #[test]
 fn the_sample_stream_folds_to_the_expected_message() {
     let (events, message) = decode_and_fold(&[&sample_stream()]);
