@@ -905,9 +905,18 @@ fn a_transcript_past_the_threshold_is_compacted_before_the_model_call() {
         env.run(Some(&fake), &["-p", "second question", "-c"]).code,
         0
     );
-    let run = env.run(Some(&fake), &["-p", "third question", "-c"]);
+    let run = env.run(
+        Some(&fake),
+        &["-p", "third question", "-c", "--show-thinking"],
+    );
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "Third answer.\n", "{run:?}");
+    // The pause is explained as reasoning, which --show-thinking prints before the answer.
+    assert_eq!(
+        run.stdout,
+        "Compacting the conversation: it passed agent.compact-at of llm.context-window.\n\
+         Third answer.\n",
+        "{run:?}"
+    );
     let requests = fake.requests();
     assert_eq!(requests.len(), 4);
     let ask = requests[2].body["messages"][1]["content"].as_str().unwrap();
@@ -1277,9 +1286,17 @@ fn a_context_length_error_compacts_once_and_retries_once_and_resuming_keeps_the_
         Reply::from(text_chunks(&["Third answer."])),
     ]);
     assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
-    let run = env.run(Some(&fake), &["-p", "second question", "-c"]);
+    let run = env.run(
+        Some(&fake),
+        &["-p", "second question", "-c", "--show-thinking"],
+    );
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "Second answer.\n", "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "Compacting the conversation: the model refused it as longer than its context.\n\
+         Second answer.\n",
+        "{run:?}"
+    );
     // Resuming the stored session after the compaction sees the compacted view.
     let run = env.run(Some(&fake), &["-p", "third question", "-c"]);
     assert_eq!(run.code, 0, "{run:?}");

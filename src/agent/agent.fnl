@@ -615,6 +615,11 @@ Returns the number of messages replaced (0 when there is nothing to compact)."
                  &until hit]
       (not= nil (text:find needle 1 true)))))
 
+(fn compaction-notice [why]
+  "Tell the frontend, as reasoning, that the loop compacts now and WHY: a summary call takes a
+while, and the user would otherwise see a silent pause."
+  (session.emit! {:type :thought-delta :text (.. "Compacting the conversation: " why ".\n")}))
+
 (fn agent.call-model-or-compact []
   "Call the model with the transcript; when the provider answers that the context is exceeded,
 compact once (`agent.compact!`, keeping only the last turn) and retry once. Any other error, or a
@@ -622,7 +627,9 @@ second refusal, is raised as it came."
   (let [(ok response) (pcall agent.call-model (agent.build-request (session.transcript)))]
     (if ok
         response
-        (and (agent.context-exceeded? response) (< 0 (agent.compact! nil 0)))
+        (and (agent.context-exceeded? response)
+             (do (compaction-notice "the model refused it as longer than its context")
+                 (< 0 (agent.compact! nil 0))))
         (agent.call-model (agent.build-request (session.transcript)))
         (error response 0))))
 
@@ -632,6 +639,7 @@ second refusal, is raised as it came."
         window (oml.setting "llm.context-window")]
     (when (and (< 0 at)
                (> (agent.estimate-tokens (session.transcript)) (* at window)))
+      (compaction-notice "it passed agent.compact-at of llm.context-window")
       (agent.compact!))))
 
 (fn commands.compact [input]
