@@ -4,28 +4,16 @@
 //! Run with `cargo bench -j 1 --bench tools`. Peak memory is measured separately by
 //! `cargo run --release --example tool_memory`, because criterion's own allocations would blur it.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use oml::cancel::CancelToken;
 use oml::tools::{self, Edit, ReadLimits};
 
-/// A text file of about `bytes` bytes of numbered lines; its line count.
-fn numbered_file(path: &Path, bytes: usize) -> u64 {
-    let mut out = BufWriter::new(File::create(path).expect("creating the fixture"));
-    let (mut written, mut lines) = (0, 0u64);
-    while written < bytes {
-        lines += 1;
-        let line = format!("line {lines:>9}: the quick brown fox jumps over the lazy dog\n");
-        out.write_all(line.as_bytes()).expect("writing the fixture");
-        written += line.len();
-    }
-    out.flush().expect("flushing the fixture");
-    lines
-}
+#[path = "support/fixtures.rs"]
+mod fixtures;
+use fixtures::numbered_file;
 
 fn fixture(dir: &tempfile::TempDir, name: &str, bytes: usize) -> (PathBuf, u64) {
     let path = dir.path().join(name);

@@ -6,12 +6,13 @@
 //! 50 MB), an `edit` of the 10 MB file (the old and the new text, about 2 x 10 MB), and, last
 //! because the peak only grows, a naive whole-file read for comparison. Reports go to stderr.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
 use std::time::Instant;
 
 use oml::tools::{self, Edit, ReadLimits};
+
+#[path = "../benches/support/fixtures.rs"]
+mod fixtures;
+use fixtures::numbered_file;
 
 fn status_kb(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -20,19 +21,6 @@ fn status_kb(field: &str) -> u64 {
         .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn numbered_file(path: &Path, bytes: usize) -> u64 {
-    let mut out = BufWriter::new(File::create(path).expect("creating the fixture"));
-    let (mut written, mut lines) = (0, 0u64);
-    while written < bytes {
-        lines += 1;
-        let line = format!("line {lines:>9}: the quick brown fox jumps over the lazy dog\n");
-        out.write_all(line.as_bytes()).expect("writing the fixture");
-        written += line.len();
-    }
-    out.flush().expect("flushing the fixture");
-    lines
 }
 
 /// Run `step`, report its time and how far it raised the peak resident memory.

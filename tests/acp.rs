@@ -362,15 +362,7 @@ fn a_session_with_a_tool_call() {
     );
 
     // The wire output of the whole turn, ids and paths normalised.
-    let wire: Vec<String> = c.log[start..]
-        .iter()
-        .map(|m| {
-            m.to_string()
-                .replace(&sid, "SESSION")
-                .replace(&env.root.display().to_string(), "ROOT")
-        })
-        .collect();
-    insta::assert_snapshot!(wire.join("\n"));
+    insta::assert_snapshot!(normalise(&c.log[start..], &sid, &env));
 
     let unknown = c.call("no/such", json!({}));
     assert_eq!(unknown["error"]["code"], -32601);
@@ -385,10 +377,7 @@ fn a_session_with_a_tool_call() {
 #[test]
 fn cancel_answers_cancelled_and_keeps_the_partial_answer() {
     let env = Env::new();
-    let fake = FakeModel::start([Reply::from(vec![
-        Step::Chunk(delta_chunk(json!({"content": "partial"}), None)),
-        Step::Hang,
-    ])]);
+    let fake = FakeModel::start([partial_then_hang("partial")]);
     let mut c = env.spawn(Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
@@ -416,10 +405,7 @@ fn cancel_answers_cancelled_and_keeps_the_partial_answer() {
 fn a_cancel_sent_right_after_the_prompt_is_not_lost() {
     // The cancel is read before the prompt's task has set up the turn; it must still stop it.
     let env = Env::new();
-    let fake = FakeModel::start([Reply::from(vec![
-        Step::Chunk(delta_chunk(json!({"content": "partial"}), None)),
-        Step::Hang,
-    ])]);
+    let fake = FakeModel::start([partial_then_hang("partial")]);
     let mut c = env.spawn(Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
@@ -580,10 +566,7 @@ fn the_live_repl_changes_the_running_agent() {
     );
 
     // A REPL form that names no session acts on the one whose prompt is running.
-    fake.push(Reply::from(vec![
-        Step::Chunk(delta_chunk(json!({"content": "waiting"}), None)),
-        Step::Hang,
-    ]));
+    fake.push(partial_then_hang("waiting"));
     let id = c.prompt(&sid, "wait");
     c.until(|m| update_kind(m).is_some());
     s.write_all(b"(session.say \"from the repl\")\n").unwrap();
@@ -928,10 +911,7 @@ fn bad_lines_get_errors_and_the_agent_carries_on() {
 fn two_prompts_at_once() {
     let env = Env::new();
     let fake = FakeModel::start([
-        Reply::from(vec![
-            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
-            Step::Hang,
-        ]),
+        partial_then_hang("slow"),
         Reply::from(text_chunks(&["fast"])),
     ]);
     let mut c = env.spawn(Some(&fake));
@@ -962,10 +942,7 @@ fn two_prompts_at_once() {
 #[test]
 fn closing_stdin_mid_turn_exits_cleanly() {
     let env = Env::new();
-    let fake = FakeModel::start([Reply::from(vec![
-        Step::Chunk(delta_chunk(json!({"content": "working"}), None)),
-        Step::Hang,
-    ])]);
+    let fake = FakeModel::start([partial_then_hang("working")]);
     let mut c = env.spawn(Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
@@ -979,10 +956,7 @@ fn closing_stdin_mid_turn_exits_cleanly() {
 #[test]
 fn sigterm_mid_turn_exits_cleanly() {
     let env = Env::new();
-    let fake = FakeModel::start([Reply::from(vec![
-        Step::Chunk(delta_chunk(json!({"content": "working"}), None)),
-        Step::Hang,
-    ])]);
+    let fake = FakeModel::start([partial_then_hang("working")]);
     let mut c = env.spawn(Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
@@ -1023,10 +997,7 @@ fn the_official_python_sdk_drives_oml_acp() {
             &[r#"{"path":"py.txt","content":"from python"}"#],
         )),
         Reply::from(text_chunks(&["done"])),
-        Reply::from(vec![
-            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
-            Step::Hang,
-        ]),
+        partial_then_hang("slow"),
     ]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_client.py");
     // The Python client gets the environment the agent would get, and passes it on.
@@ -1070,10 +1041,7 @@ fn omls_own_client_drives_oml_acp() {
             &[r#"{"path":"own.txt","content":"from oml"}"#],
         )),
         Reply::from(text_chunks(&["written"])),
-        Reply::from(vec![
-            Step::Chunk(delta_chunk(json!({"content": "slow"}), None)),
-            Step::Hang,
-        ]),
+        partial_then_hang("slow"),
     ]);
     let script = env.file(
         "drive.fnl",
@@ -1137,6 +1105,15 @@ fn load_session(c: &mut Client, method: &str, sid: &str, cwd: &Path) -> (Vec<Val
         json!({"sessionId": sid, "cwd": cwd.display().to_string(), "mcpServers": []}),
     );
     c.until_response(id)
+}
+
+/// A model reply that sends `text` and then hangs until the fake is dropped: a turn that runs
+/// until something stops it.
+fn partial_then_hang(text: &str) -> Reply {
+    Reply::from(vec![
+        Step::Chunk(delta_chunk(json!({"content": text}), None)),
+        Step::Hang,
+    ])
 }
 
 fn normalise(ms: &[Value], sid: &str, env: &Env) -> String {

@@ -76,18 +76,7 @@ fn run_with_deadline(mut c: Command) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
-    let start = Instant::now();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if start.elapsed() > PATIENCE {
-            // SAFETY: the child is ours and not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("oml did not finish within {PATIENCE:?} (was it waiting for input?)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = waiter.join().unwrap();
+    let out = output_within_patience(child, "oml");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -328,19 +317,25 @@ fn interactive(env: &Env, answer: &str) -> String {
         stdin.write_all(b"(os.exit 0)\n").unwrap();
     }
     drop(child.stdin.take());
+    let out = output_within_patience(child, "the interactive oml");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `child`'s output once it exits; killed, and the test failed, if that takes longer than
+/// `PATIENCE` (it was probably waiting for input).
+fn output_within_patience(child: std::process::Child, what: &str) -> std::process::Output {
     let pid = child.id() as i32;
     let start = Instant::now();
     let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
     while !waiter.is_finished() {
         if start.elapsed() > PATIENCE {
-            // SAFETY: our child, not yet reaped.
+            // SAFETY: the child is ours and not yet reaped.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the interactive oml did not finish");
+            panic!("{what} did not finish within {PATIENCE:?} (was it waiting for input?)");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = waiter.join().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    waiter.join().unwrap()
 }
 
 fn script_available() -> bool {

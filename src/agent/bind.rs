@@ -109,14 +109,9 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     session.set(
         "emit!",
         lua.create_function(move |lua, (event, id): (Value, Option<String>)| {
-            let event = match delta_event(&event) {
-                Some(event) => event,
-                None => {
-                    let json = from_lua(lua, event)?;
-                    serde_json::from_value(json)
-                        .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?
-                }
-            };
+            let json = from_lua(lua, event)?;
+            let event: AgentEvent = serde_json::from_value(json)
+                .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?;
             // Outside a session an event has nowhere to go, which is not an error.
             if let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) {
                 s.emit(&id, event);
@@ -531,23 +526,6 @@ pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), Lis
         })?,
     )?;
     Ok(())
-}
-
-/// A text or thought delta read straight from its table (`{:type :text-delta :text "…"}`), the
-/// events a turn emits by the thousand; `None` for anything else, which goes through JSON and
-/// serde and gets its error message there. Gives the same event serde would.
-fn delta_event(event: &Value) -> Option<AgentEvent> {
-    let Value::Table(t) = event else { return None };
-    let (Ok(Value::String(kind)), Ok(Value::String(text))) = (t.raw_get("type"), t.raw_get("text"))
-    else {
-        return None;
-    };
-    let text = text.to_str().ok()?.to_owned();
-    match kind.as_bytes().as_ref() {
-        b"text-delta" => Some(AgentEvent::TextDelta { text }),
-        b"thought-delta" => Some(AgentEvent::ThoughtDelta { text }),
-        _ => None,
-    }
 }
 
 /// Where the default `session.emit!` is kept in the Lua registry.

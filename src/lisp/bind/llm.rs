@@ -30,9 +30,10 @@
 //! `:on-event` costs a trip into Lua. Whoever owns a callback that only forwards deltas to a
 //! place Rust can reach (the agent's `session.delta-forwarder`) registers a [`DeltaShortcut`]
 //! with [`set_delta_shortcut`]; when it recognises a call's `:on-event`, the call hands text and
-//! thought deltas to the [`DeltaSink`] it returns instead, as long as the sink says it is open
-//! (asked each time events arrive). Every other event, and every delta while the sink is
-//! closed, still goes to `:on-event`, in order.
+//! thought deltas to the [`DeltaSink`] it returns instead, from a task that streams the reply,
+//! as long as the sink says it is open (asked at each delta). Every other event, and every delta
+//! once the sink has closed, still goes to `:on-event`, in order. With an `llm.on-chunk` hook,
+//! which must run in the caller's coroutine, there is no shortcut.
 //!
 //! Compare with oml.clj: `oml.llm/stream-chat` called from `oml.agent/call-model`, settings as
 //! plain defs, `on-chunk` as a var; the timeouts, retries, extra body and error data are new.
@@ -71,8 +72,8 @@ pub type DeltaShortcut = Arc<dyn Fn(&Lua, &Value) -> Option<DeltaSink> + Send + 
 
 /// Where a call delivers its text and thought deltas in place of `:on-event`.
 pub struct DeltaSink {
-    /// Whether deltas may bypass `:on-event` now; asked once each time events arrive, so a
-    /// change in Lisp (advice, a redefinition) applies from the next events on.
+    /// Whether deltas may still bypass `:on-event`; asked at each delta, so a change in Lisp
+    /// (advice, a redefinition) applies from the next delta on.
     pub open: Box<dyn Fn(&Lua) -> bool + Send>,
     /// Takes one [`StreamEvent::TextDelta`] or [`StreamEvent::ThoughtDelta`].
     pub deliver: Box<dyn Fn(StreamEvent) + Send>,
@@ -375,8 +376,6 @@ struct CallState {
     events: mpsc::UnboundedReceiver<StreamEvent>,
     /// The call's result, kept until the events sent before it have been delivered.
     result: Option<Result<ChatOutcome, LlmError>>,
-    /// Where deltas go in place of `:on-event`, when a [`DeltaShortcut`] recognised it.
-    sink: Option<DeltaSink>,
 }
 
 /// The most events one step of a call hands to Lua; the rest wait for the next step.
@@ -404,20 +403,14 @@ impl ChatCall {
                 "llm.chat: this call has ended (or is read by another coroutine)".to_owned(),
             ));
         };
-        let (kind, value) = loop {
-            match state.step().await {
-                Step::Event(event) => {
-                    let batch = state.take_events(lua, event)?;
-                    if batch.raw_len() == 0 {
-                        // Every event went to the sink: wait for more.
-                        continue;
-                    }
-                    *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
-                    break ("events", Value::Table(batch));
-                }
-                Step::Done(Ok(outcome)) => break ("ok", outcome_table(lua, &outcome)?),
-                Step::Done(Err(error)) => break ("error", error_table(lua, &error)?),
+        let (kind, value) = match state.step().await {
+            Step::Event(event) => {
+                let batch = state.take_events(lua, event)?;
+                *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
+                ("events", Value::Table(batch))
             }
+            Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome)?),
+            Step::Done(Err(error)) => ("error", error_table(lua, &error)?),
         };
         Ok(MultiValue::from_iter([
             Value::String(lua.create_string(kind)?),
@@ -427,26 +420,16 @@ impl ChatCall {
 }
 
 impl CallState {
-    /// `first` and the events already queued behind it, as the Lua batch for `:on-event`; the
-    /// deltas go to the sink instead while it is open. Once an event is bound for Lua, the
-    /// batch ends, so that no later delta reaches the sink before Lua has seen it.
+    /// `first` and the events already queued behind it (at most [`EVENTS_PER_STEP`] in all), as
+    /// the Lua batch for `:on-event`.
     fn take_events(&mut self, lua: &Lua, first: StreamEvent) -> mlua::Result<Table> {
         let batch = lua.create_table()?;
-        let open = self.sink.as_ref().is_some_and(|sink| (sink.open)(lua));
-        let mut next = Some(first);
-        while let Some(event) = next.take() {
-            match (&self.sink, &event) {
-                (Some(sink), StreamEvent::TextDelta(_) | StreamEvent::ThoughtDelta(_)) if open => {
-                    (sink.deliver)(event);
-                }
-                _ => {
-                    batch.raw_push(event_table(lua, event)?)?;
-                    if open || batch.raw_len() >= EVENTS_PER_STEP {
-                        break;
-                    }
-                }
+        batch.raw_push(event_table(lua, first)?)?;
+        while batch.raw_len() < EVENTS_PER_STEP {
+            match self.events.try_recv() {
+                Ok(event) => batch.raw_push(event_table(lua, event)?)?,
+                Err(_) => break,
             }
-            next = self.events.try_recv().ok();
         }
         Ok(batch)
     }
@@ -456,7 +439,6 @@ impl CallState {
             future,
             events,
             result,
-            sink: _,
         } = self;
         loop {
             if let Ok(event) = events.try_recv() {
@@ -533,19 +515,20 @@ fn start_call(
         .app_data_ref::<CancelSource>()
         .and_then(|source| (source.0)(lua))
         .unwrap_or_default();
+    // No shortcut with an `llm.on-chunk` hook: it must run in the caller's coroutine.
     let sink = match on_event {
         Value::Nil => None,
+        _ if config.on_chunk.is_some() => None,
         on_event => lua
             .app_data_ref::<DeltaShortcutSource>()
             .and_then(|source| (source.0)(lua, &on_event)),
     };
     let (sender, events) = mpsc::unbounded_channel();
     let client = Arc::clone(client);
-    let (future, sink): (CallFuture, _) = match sink {
-        // With a sink and no `llm.on-chunk` hook (which must run in the caller's coroutine), the
-        // stream runs in a task of its own and hands the deltas to the sink from there: the
+    let future: CallFuture = match sink {
+        // The stream runs in a task of its own and hands the deltas to the sink from there: the
         // calling coroutine wakes only for the other events and the end.
-        Some(sink) if config.on_chunk.is_none() => {
+        Some(sink) => {
             let lua = lua.weak();
             let task = tokio::spawn(async move {
                 let (inner, mut incoming) = mpsc::unbounded_channel();
@@ -569,29 +552,24 @@ fn start_call(
                 }
                 outcome
             });
-            let future: CallFuture = Box::pin(async move {
+            Box::pin(async move {
                 let mut task = AbortOnDrop(task);
                 match (&mut task.0).await {
                     Ok(outcome) => outcome,
                     Err(error) => Err(LlmError::Config(format!("the model call failed: {error}"))),
                 }
-            });
-            (future, None)
+            })
         }
-        sink => {
-            let future: CallFuture = Box::pin(async move {
-                client
-                    .stream_chat(&config, &request, &sender, &cancel)
-                    .await
-            });
-            (future, sink)
-        }
+        None => Box::pin(async move {
+            client
+                .stream_chat(&config, &request, &sender, &cancel)
+                .await
+        }),
     };
     Ok(ChatCall(Arc::new(Mutex::new(Some(CallState {
         future: Some(future),
         events,
         result: None,
-        sink,
     })))))
 }
 
