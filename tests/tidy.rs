@@ -65,6 +65,25 @@ fn only_main_exits_the_process() {
     );
 }
 
+/// A REPL form waiting in an async host function is interrupted only if the function was made
+/// with `lisp::create_async_function`. Only that wrapper itself and the REPL's own input reader
+/// (which runs while no form does) call mlua's constructor directly.
+#[test]
+fn async_host_functions_are_interruptible() {
+    let allowed = [("src/lisp/mod.rs", 1), ("src/lisp/repl.rs", 1)];
+    for (rel, text) in sources() {
+        let direct = code(&text).matches(".create_async_function(").count();
+        let expected = allowed
+            .iter()
+            .find(|(file, _)| *file == rel)
+            .map_or(0, |(_, n)| *n);
+        assert_eq!(
+            direct, expected,
+            "{rel}: make async host functions with crate::lisp::create_async_function"
+        );
+    }
+}
+
 /// stdout belongs to the protocol in ACP mode. Only these modules may write to it: the CLI's
 /// terminal modes, print mode, the ACP agent's writer, and the REPL (whose stdout is the user's).
 const STDOUT_WRITERS: &[&str] = &[
