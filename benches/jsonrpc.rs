@@ -4,9 +4,7 @@
 
 use divan::Bencher;
 use divan::counter::{BytesCount, ItemsCount};
-use oml::acp::jsonrpc::{
-    Connection, DEFAULT_MAX_LINE_BYTES, FrameReader, Incoming, Message, Options,
-};
+use oml::jsonrpc::{Connection, DEFAULT_MAX_LINE_BYTES, FrameReader, Incoming, Message, Options};
 use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tokio::runtime::Runtime;

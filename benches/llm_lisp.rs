@@ -15,7 +15,7 @@
 //! reading the settings costs about 11 µs per call.
 
 use divan::{Bencher, black_box};
-use oml::lisp::bind::llm;
+use oml::bind::llm;
 use oml::lisp::{Lisp, LispOptions, Output};
 use oml::llm::StreamEvent;
 use oml::llm::fold::Fold;

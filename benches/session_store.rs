@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use divan::{AllocProfiler, Bencher};
-use oml::agent::store::Store;
+use oml::session::store::Store;
 use serde_json::{Value, json};
 
 #[global_allocator]

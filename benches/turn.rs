@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench --bench turn -j 1`.
 //!
-//! - `turn`: what `oml -p` does for one prompt after start-up (`print_mode::run` minus writing
+//! - `turn`: what `oml -p` does for one prompt after start-up (`front::print::run` minus writing
 //!   to the terminal): a new session whose events are drained, `Agent::prompt`, the session
 //!   dropped. Two model requests, one `read` tool call.
 //! - `baseline`: the same two scripted replies fetched by a bare reqwest client (same HTTP stack)

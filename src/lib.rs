@@ -1,27 +1,32 @@
 //! oml: a programmable coding-agent harness, extended in Fennel.
 //!
 //! The crate is one library with one binary. `main.rs` only turns the status `cli::main` returns
-//! into the process's exit code; everything else lives here. Module map (see ARCHITECTURE.md):
+//! into the process's exit code; everything else lives here, in layers whose imports only go down
+//! (ARCHITECTURE.md says why each exists; `tests/tidy.rs` checks the rule):
 //!
-//! - `cli`: argument parsing and the modes (REPL, eval, run, trust, repl server/client).
-//! - `lisp`: the Fennel host — state, prelude, conversion, settings, advice, init files, REPL.
-//! - `llm`: the streaming OpenAI-compatible chat-completions client (request, SSE, folding).
-//! - `tools`: the built-in tools `read`, `write`, `edit` and `bash` as plain Rust.
-//! - `acp`: the Agent Client Protocol; `acp::jsonrpc` is the newline-delimited JSON-RPC 2.0
-//!   transport shared by oml as agent and oml as client; `acp::client` drives external agents
-//!   (its Lisp face is `lisp::bind::client`).
-//! - `agent`: the model loop as named Lisp steps, the tools and commands, sessions and events.
-//! - `print_mode`: `oml -p`, one prompt streamed to stdout (text or JSON lines).
-//! - `paths`: the XDG directories oml uses.
-//! - `cancel`: the cancellation token shared by one prompt's work.
+//! 1. foundation: `cancel` (the cancellation token), `paths` (the XDG folders);
+//! 2. subsystems without Lisp: `llm` (the streaming chat-completions client), `tools` (the
+//!    built-in tools as plain Rust), `catalog` (known ACP agents), `jsonrpc` (the newline-delimited
+//!    JSON-RPC transport), `acp_client` (oml driving external ACP agents), `session` (the
+//!    registry, the loop's events and the session store);
+//! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
+//!    REPL conversation;
+//! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
+//! 5. `agent`: the model loop as named Lisp steps;
+//! 6. `front`: the front ends — `front::acp` (`oml acp`), `front::print` (`oml -p`),
+//!    `front::repl` (the terminal REPL and the REPL socket);
+//! 7. `cli`: arguments, modes, boot and exit statuses.
 
-pub mod acp;
+pub mod acp_client;
 pub mod agent;
+pub mod bind;
 pub mod cancel;
 pub mod catalog;
 pub mod cli;
+pub mod front;
+pub mod jsonrpc;
 pub mod lisp;
 pub mod llm;
 pub mod paths;
-pub mod print_mode;
+pub mod session;
 pub mod tools;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use oml::acp::client::{Client, ConnectOptions, Spawn, TurnEvent};
+use oml::acp_client::{Client, ConnectOptions, Spawn, TurnEvent};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
@@ -447,7 +447,7 @@ async fn a_version_mismatch_reaps_the_agent() {
     let error = Client::connect(options("bad-version", env))
         .await
         .unwrap_err();
-    assert_eq!(error.category, oml::acp::client::Category::Protocol);
+    assert_eq!(error.category, oml::acp_client::Category::Protocol);
     assert!(!alive(pid_from(&pid_file)));
 }
 

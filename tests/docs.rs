@@ -209,7 +209,7 @@ async fn host() -> Lisp {
     let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
         .await
         .expect("the Lisp image starts");
-    oml::acp::agent::install(&lisp).expect("the ACP layer installs");
+    oml::front::acp::install(&lisp).expect("the ACP layer installs");
     lisp
 }
 

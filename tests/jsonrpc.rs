@@ -1,14 +1,14 @@
-//! Behaviour of the JSON-RPC transport (`oml::acp::jsonrpc`) over real Unix socket pairs and OS
+//! Behaviour of the JSON-RPC transport (`oml::jsonrpc`) over real Unix socket pairs and OS
 //! pipes. The test plays the peer with raw bytes, so framing, ordering and error lines are checked
 //! byte for byte; nothing of ours is mocked.
 
 use std::io::{ErrorKind, Read};
 use std::time::Duration;
 
-use oml::acp::jsonrpc::{
+use oml::cancel::CancelToken;
+use oml::jsonrpc::{
     Connection, Incoming, MalformedKind, Options, RequestError, RequestId, RpcError, SendError,
 };
-use oml::cancel::CancelToken;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;

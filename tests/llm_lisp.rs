@@ -1,4 +1,4 @@
-//! The model client's Lisp face (`src/lisp/bind/llm.rs`): the `llm.*` settings and `llm.chat`,
+//! The model client's Lisp face (`src/bind/llm.rs`): the `llm.*` settings and `llm.chat`,
 //! in-process against the fake OpenAI-compatible server over real TCP, and through the real
 //! `oml eval` binary for the environment defaults and start-up.
 
@@ -9,8 +9,8 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use oml::bind::llm;
 use oml::cancel::CancelToken;
-use oml::lisp::bind::llm;
 use oml::lisp::{Lisp, LispError, LispOptions, Output as LispOutput, from_lua};
 use oml::llm::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY,
@@ -698,7 +698,7 @@ fn the_api_key_is_hidden_by_describe_and_settings() {
     assert!(shown.contains("Value: <hidden>"), "{shown}");
     assert!(shown.contains("llm.api-key = <hidden>"), "{shown}");
     assert!(
-        shown.contains("Defined in src/lisp/bind/llm.rs:"),
+        shown.contains("Defined in src/bind/llm.rs:"),
         "doc says where it is defined: {shown}"
     );
 

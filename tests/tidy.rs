@@ -84,16 +84,10 @@ fn async_host_functions_are_interruptible() {
     }
 }
 
-/// stdout belongs to the protocol in ACP mode. Only these modules may write to it: the CLI's
-/// terminal modes, print mode, the ACP agent's writer, and the REPL (whose stdout is the user's).
-const STDOUT_WRITERS: &[&str] = &[
-    "src/cli/",
-    "src/print_mode.rs",
-    "src/acp/agent/",
-    "src/lisp/mod.rs",
-    "src/lisp/repl.rs",
-    "src/lisp/server.rs",
-];
+/// stdout belongs to the protocol in ACP mode. Only these modules may write to it: the front
+/// ends, the CLI's terminal modes, and the host's default destination of `print` (the REPL's
+/// stdout is the user's).
+const STDOUT_WRITERS: &[&str] = &["src/cli/", "src/front/", "src/lisp/mod.rs"];
 
 #[test]
 fn only_the_frontends_write_to_stdout() {
@@ -115,22 +109,147 @@ fn only_the_frontends_write_to_stdout() {
     );
 }
 
+/// The layers of ARCHITECTURE.md, lowest first: each entry names the top-level modules of one
+/// layer. A module may use modules of lower layers; within a layer, only the pairs listed in
+/// `SIDEWAYS`. `main.rs` and `lib.rs` stand above every layer.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("foundation", &["cancel", "paths"]),
+    (
+        "subsystems",
+        &[
+            "llm",
+            "tools",
+            "catalog",
+            "jsonrpc",
+            "acp_client",
+            "session",
+        ],
+    ),
+    ("the Lisp host", &["lisp"]),
+    ("the Lisp surface", &["bind"]),
+    ("the agent loop", &["agent"]),
+    ("the front ends", &["front"]),
+    ("the command line", &["cli"]),
+];
+
+/// Imports allowed within one layer: (user, used).
+const SIDEWAYS: &[(&str, &str)] = &[("acp_client", "jsonrpc")];
+
+/// The top-level module a source file belongs to (`src/llm/sse.rs` → `llm`).
+fn module_of(rel: &str) -> Option<&str> {
+    let rest = rel.strip_prefix("src/")?;
+    let first = rest.split('/').next()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (name != "main" && name != "lib").then_some(name)
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, ms)| ms.contains(&module))
+}
+
+fn ident(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The top-level modules a file's code names as `crate::module` or `crate::{module, ...}`.
+fn crate_imports(code: &str) -> Vec<String> {
+    let mut used = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            used.extend(group[..end].split(',').map(|item| ident(item.trim())));
+        } else {
+            used.push(ident(rest));
+        }
+    }
+    used.retain(|n| !n.is_empty());
+    used.sort();
+    used.dedup();
+    used
+}
+
 #[test]
-fn the_agent_knows_nothing_of_acp_or_the_cli() {
-    let offenders: Vec<String> = sources()
-        .into_iter()
-        .filter(|(rel, text)| {
-            let c = code(text);
-            rel.starts_with("src/agent/")
-                && (c.contains("crate::acp")
-                    || c.contains("crate::cli")
-                    || c.contains("print_mode"))
-        })
-        .map(|(rel, _)| rel)
-        .collect();
+fn every_module_has_a_layer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut unplaced = Vec::new();
+    for entry in fs::read_dir(&root).expect("readable src") {
+        let name = entry.expect("dir entry").file_name();
+        let name = name.to_string_lossy();
+        let module = name.strip_suffix(".rs").unwrap_or(&name).to_owned();
+        if module != "main" && module != "lib" && layer_of(&module).is_none() {
+            unplaced.push(module);
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer of tests/tidy.rs (add them to LAYERS and ARCHITECTURE.md): {unplaced:?}"
+    );
+}
+
+#[test]
+fn imports_only_go_down() {
+    let mut offenders = Vec::new();
+    for (rel, text) in sources() {
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        let Some(layer) = layer_of(module) else {
+            continue;
+        };
+        let c = code(&text);
+        if c.contains("super::super") {
+            offenders.push(format!("{rel}: name crate:: paths, not super::super"));
+        }
+        for used in crate_imports(&c) {
+            if used == module {
+                continue;
+            }
+            let Some(used_layer) = layer_of(&used) else {
+                offenders.push(format!("{rel} uses crate::{used}, which has no layer"));
+                continue;
+            };
+            let sideways = SIDEWAYS.contains(&(module, used.as_str()));
+            if used_layer > layer || (used_layer == layer && !sideways) {
+                offenders.push(format!(
+                    "{rel} ({}) uses crate::{used} ({})",
+                    LAYERS[layer].0, LAYERS[used_layer].0
+                ));
+            }
+        }
+    }
     assert!(
         offenders.is_empty(),
-        "agent/ reaches into a frontend: {offenders:?}"
+        "imports that do not go down:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// The front ends are independent of one another: what two of them share lives lower down.
+#[test]
+fn front_ends_do_not_use_one_another() {
+    let mut offenders = Vec::new();
+    for (rel, text) in sources() {
+        let Some(rest) = rel.strip_prefix("src/front/") else {
+            continue;
+        };
+        let own = ident(rest);
+        let c = code(&text);
+        let mut rest = c.as_str();
+        while let Some(at) = rest.find("crate::front::") {
+            rest = &rest[at + "crate::front::".len()..];
+            let other = ident(rest);
+            if other != own {
+                offenders.push(format!("{rel} uses crate::front::{other}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "front ends using one another: {offenders:?}"
     );
 }
 

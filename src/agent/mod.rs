@@ -17,65 +17,17 @@
 //! Compare with pi: `packages/agent/src/agent-loop.ts` (one loop function with hooks).
 //! Compare with oml.clj: `src/oml/agent.clj` (the same steps as vars).
 
-mod bind;
-pub use bind::install_reload;
-pub mod session;
-pub mod store;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, SettingDecl, from_lua};
-pub use session::{EventSink, Session, Sessions};
+pub use crate::session::{AgentEvent, EventSink, Session, Sessions};
 
 static AGENT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent.luac"));
 const AGENT_FILE: &str = "src/agent/agent.fnl";
-
-/// What the loop reports to the frontend, in order. Lisp emits these as tables with a `:type`
-/// (`{:type :text-delta :text "…"}`) through `session.emit!`; an unknown type is an error there.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
-pub enum AgentEvent {
-    /// A piece of the answer's text (also what `session.say` and commands show).
-    TextDelta { text: String },
-    /// A piece of the model's reasoning.
-    ThoughtDelta { text: String },
-    /// A tool call is about to run (the ACP tool card).
-    ToolStart {
-        id: String,
-        name: String,
-        #[serde(default)]
-        args: Value,
-        #[serde(default = "other_kind")]
-        kind: String,
-        #[serde(default)]
-        title: String,
-        /// `[{path}]` for tools that touch a file.
-        #[serde(default)]
-        locations: Value,
-    },
-    /// A tool call finished.
-    ToolEnd {
-        id: String,
-        #[serde(default)]
-        content: String,
-        #[serde(rename = "error?", default)]
-        is_error: bool,
-        /// `{path, old-text, new-text}` for `write` and `edit`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        diff: Option<Value>,
-    },
-    /// The token usage one model call reported.
-    Usage { usage: Value },
-}
-
-fn other_kind() -> String {
-    "other".to_owned()
-}
 
 /// Errors at the agent's boundary.
 #[derive(Debug, thiserror::Error)]
@@ -114,10 +66,10 @@ impl Agent {
         for decl in settings() {
             lisp.declare_setting(&decl)?;
         }
-        bind::install(lisp, sessions.clone())?;
+        crate::bind::session::install(lisp, sessions.clone())?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
         let s = sessions.clone();
-        crate::lisp::bind::llm::set_cancel_lookup(
+        crate::bind::llm::set_cancel_lookup(
             lisp,
             Arc::new(move |lua: &mlua::Lua| {
                 let thread = lua.current_thread().to_pointer() as usize;

@@ -3,7 +3,7 @@
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
 //! `oml` (the interactive REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
 //! `oml untrust [DIR]`, `oml agents`, `oml repl --connect [SOCKET]`, `oml repl --listen`, and print mode
-//! (`oml -p TEXT`, `oml prompt TEXT`, see `print_mode`).
+//! (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`).
 //!
 //! This module wires things together; it holds no behaviour of its own beyond argument handling
 //! and the messages a terminal user sees.
@@ -14,13 +14,14 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::agent::Agent;
-use crate::agent::store::Store;
 use crate::cancel::CancelToken;
+use crate::front::print::SessionChoice;
+use crate::front::repl::server::{self, ReplServer};
+use crate::front::repl::terminal;
 use crate::lisp::init::{self, InitReport, TrustStore};
-use crate::lisp::server::{self, ReplServer};
-use crate::lisp::{Lisp, LispOptions, Output, repl};
+use crate::lisp::{Lisp, LispOptions, Output};
 use crate::paths::Paths;
-use crate::print_mode::SessionChoice;
+use crate::session::store::Store;
 
 /// `println!` that ignores a closed stdout: `oml eval ... | head` is not an error.
 macro_rules! out {
@@ -35,7 +36,7 @@ pub mod status {
     pub const OK: i32 = 0;
     pub const ERROR: i32 = 1;
     pub const USAGE: i32 = 2;
-    pub const INTERRUPTED: i32 = crate::print_mode::INTERRUPTED;
+    pub const INTERRUPTED: i32 = crate::front::print::INTERRUPTED;
 }
 
 #[derive(Parser, Debug)]
@@ -184,7 +185,7 @@ pub fn main() -> i32 {
     });
     runtime.shutdown_background();
     // Agents a program started and never closed go with it, launchers' children included.
-    crate::acp::client::process::kill_remaining_groups();
+    crate::acp_client::process::kill_remaining_groups();
     code
 }
 
@@ -215,11 +216,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 offer_agents(&lisp, &paths).await;
             }
             if is_terminal() {
-                out!("{}", repl::banner());
+                out!("{}", terminal::banner());
                 // Agents driven from this REPL without a permission handler ask here.
-                crate::lisp::bind::client::ask_on_terminal(true);
+                crate::bind::client::ask_on_terminal(true);
             }
-            repl::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
+            terminal::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
             Ok(status::OK)
         }
         Some(Command::Acp) => acp(&paths, cli.no_init).await,
@@ -418,7 +419,7 @@ async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
     }
     let (lisp, _) = boot(paths, cli.no_init, Output::Stderr).await?;
     let agent = Agent::of(&lisp).context("the agent is not installed")?;
-    let options = crate::print_mode::PrintOptions {
+    let options = crate::front::print::PrintOptions {
         text,
         json: cli.json,
         mode: cli.mode.clone(),
@@ -438,7 +439,7 @@ async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
             .sessions()
             .set_store(Some(Store::new(paths.sessions_dir())));
     }
-    Ok(crate::print_mode::run(&agent, options).await)
+    Ok(crate::front::print::run(&agent, options).await)
 }
 
 /// `oml sessions`: one line per stored session (id, last update, title), latest first.
@@ -479,7 +480,7 @@ fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
 /// `oml acp`: the ACP agent on stdio, with the live REPL beside it.
 async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stderr)?;
-    let hub = crate::acp::agent::install(&lisp).context("cannot install the ACP agent")?;
+    let hub = crate::front::acp::install(&lisp).context("cannot install the ACP agent")?;
     // Project init files run per session, in the session's directory.
     let report = if no_init {
         InitReport::default()
@@ -501,13 +502,13 @@ async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let options = crate::acp::agent::ServeOptions {
+    let options = crate::front::acp::ServeOptions {
         paths: paths.clone(),
         no_init,
         startup_messages: report.messages(),
-        max_line_bytes: crate::acp::agent::max_line_bytes_from_env(),
+        max_line_bytes: crate::front::acp::max_line_bytes_from_env(),
     };
-    let code = crate::acp::agent::serve(agent, hub, options).await;
+    let code = crate::front::acp::serve(agent, hub, options).await;
     drop(repl);
     Ok(code)
 }
@@ -522,13 +523,13 @@ fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     lisp.install_searcher()?;
     // The llm.* settings and llm.chat, before the agent (whose call-model uses llm.chat) and
     // before the init files, which may setq them.
-    crate::lisp::bind::llm::install(&lisp).context("cannot install the model client functions")?;
+    crate::bind::llm::install(&lisp).context("cannot install the model client functions")?;
     // The agent's steps, tools and commands exist before the init files run, so that they can
     // redefine and advise them.
     Agent::install(&lisp).context("cannot install the agent")?;
-    crate::agent::install_reload(&lisp, paths.clone())?;
-    crate::lisp::bind::catalog::install(&lisp).context("cannot install the agent catalog")?;
-    crate::lisp::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
+    crate::bind::session::install_reload(&lisp, paths.clone())?;
+    crate::bind::catalog::install(&lisp).context("cannot install the agent catalog")?;
+    crate::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     Ok(lisp)
 }
 

@@ -11,11 +11,9 @@
 //! This module does not know about models, tools, sessions or ACP; those modules put their own
 //! functions and settings into the namespace tables through this API.
 
-pub mod bind;
 mod convert;
 pub mod init;
 pub mod repl;
-pub mod server;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -747,6 +745,16 @@ impl LispError {
             _ => None,
         }
     }
+}
+
+/// The useful part of an error from Lisp: the innermost message, without Lua's traceback.
+pub fn clean_error(message: &str) -> String {
+    let inner = match message.rfind("runtime error: ") {
+        Some(i) => &message[i + "runtime error: ".len()..],
+        None => message,
+    };
+    let inner = inner.split("\nstack traceback:").next().unwrap_or(inner);
+    inner.trim().to_owned()
 }
 
 fn compile_message(e: &mlua::Error) -> String {

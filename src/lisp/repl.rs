@@ -1,14 +1,12 @@
 //! The REPL: Fennel's own `fennel.repl` driven from Rust, with oml's macros in scope.
 //!
 //! A REPL conversation is a coroutine in the shared Lisp state. It asks its frontend for input
-//! through `ReadRequest`s and writes values, errors and `print` output to a `Sink`. Two frontends
-//! use it: the interactive terminal (`interactive`, with line editing, history in the state dir and
-//! multi-line forms) and the socket server (`super::server`). A running form is interrupted
+//! through `ReadRequest`s and writes values, errors and `print` output to a `Sink`. Two front ends
+//! use it: the interactive terminal and the socket server (`crate::front::repl`). A running form is interrupted
 //! through an `Interrupt` flag checked by the instruction hook; the REPL then reads the next form.
 //!
 //! This module knows nothing about sockets or about what the forms do.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -182,160 +180,6 @@ pub fn forms_complete(src: &str) -> bool {
     // Too many closers is a complete (if wrong) input: let Fennel report it.
     depth <= 0
 }
-
-/// The greeting of the interactive REPL.
-pub fn banner() -> String {
-    format!(
-        "oml {} (Fennel on Lua 5.4). (doc name) documents anything, (apropos \"text\") searches,\n\
-         ,help lists REPL commands. Ctrl-C interrupts a running form, Ctrl-D exits.",
-        env!("CARGO_PKG_VERSION")
-    )
-}
-
-/// The interactive terminal REPL: line editing, history, multi-line forms, Ctrl-C interrupts
-/// the running form, Ctrl-D exits.
-pub async fn interactive(
-    lisp: &Lisp,
-    history: Option<PathBuf>,
-    history_size: usize,
-) -> Result<(), LispError> {
-    let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
-    let interrupt = Interrupt::new();
-
-    // Ctrl-C while a form runs (the terminal is not in raw mode then) interrupts it.
-    let on_sigint = interrupt.clone();
-    let sigint = tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            on_sigint.interrupt();
-        }
-    });
-
-    // Output is written by one task so values and prints keep their order. It stops when told
-    // to, not when every sender is gone: Lisp closures that hold a sender live until the garbage
-    // collector runs, so waiting for the channel to close would keep Ctrl-D from exiting.
-    let (finish_tx, mut finish_rx) = oneshot::channel::<()>();
-    let writer = tokio::spawn(async move {
-        use std::io::Write as _;
-        let write = |text: String| {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        };
-        loop {
-            tokio::select! {
-                biased;
-                text = out_rx.recv() => match text {
-                    Some(text) => write(text),
-                    None => break,
-                },
-                _ = &mut finish_rx => {
-                    while let Ok(text) = out_rx.try_recv() {
-                        write(text);
-                    }
-                    break;
-                }
-            }
-        }
-    });
-
-    // rustyline blocks, so the editor lives on its own thread and answers read requests. They
-    // reach it through a plain channel that closes when the conversation ends (`,exit`, Ctrl-D):
-    // the REPL's own channel never closes by itself, for the same reason as the writer's.
-    let (editor_tx, editor_rx) = std::sync::mpsc::channel::<ReadRequest>();
-    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let forward = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                req = reads_rx.recv() => {
-                    let Some(req) = req else { break };
-                    if editor_tx.send(req).is_err() {
-                        break;
-                    }
-                }
-                _ = &mut stop_rx => break,
-            }
-        }
-    });
-    let editor_thread = std::thread::spawn(move || {
-        let config = rustyline::Config::builder()
-            .max_history_size(history_size)
-            .map(|b| b.auto_add_history(false).build())
-            .unwrap_or_default();
-        let mut editor: rustyline::Editor<Complete, rustyline::history::FileHistory> =
-            match rustyline::Editor::with_config(config) {
-                Ok(e) => e,
-                Err(e) => {
-                    eprintln!("oml: cannot start line editing: {e}");
-                    return;
-                }
-            };
-        editor.set_helper(Some(Complete));
-        if let Some(h) = &history {
-            let _ = editor.load_history(h);
-        }
-        while let Ok(req) = editor_rx.recv() {
-            let answer = loop {
-                match editor.readline(prompt(req.continuation)) {
-                    Ok(line) => {
-                        if !line.trim().is_empty() {
-                            let _ = editor.add_history_entry(line.as_str());
-                        }
-                        break Some(format!("{line}\n"));
-                    }
-                    // Ctrl-C at the prompt drops what was typed and asks again.
-                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                    Err(_) => break None,
-                }
-            };
-            let done = answer.is_none();
-            let _ = req.reply.send(answer);
-            if done {
-                break;
-            }
-        }
-        if let Some(h) = &history {
-            if let Some(dir) = h.parent() {
-                let _ = crate::paths::ensure_private_dir(dir);
-            }
-            let _ = editor.save_history(h);
-        }
-    });
-
-    let result = drive(lisp, reads_tx, out_tx, interrupt).await;
-    sigint.abort();
-    let _ = finish_tx.send(());
-    let _ = writer.await;
-    let _ = stop_tx.send(());
-    let _ = forward.await;
-    let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
-    result
-}
-
-/// The rustyline helper: keeps reading lines until the forms are complete.
-struct Complete;
-
-impl rustyline::validate::Validator for Complete {
-    fn validate(
-        &self,
-        ctx: &mut rustyline::validate::ValidationContext<'_>,
-    ) -> rustyline::Result<rustyline::validate::ValidationResult> {
-        Ok(if forms_complete(ctx.input()) {
-            rustyline::validate::ValidationResult::Valid(None)
-        } else {
-            rustyline::validate::ValidationResult::Incomplete
-        })
-    }
-}
-
-impl rustyline::completion::Completer for Complete {
-    type Candidate = String;
-}
-impl rustyline::hint::Hinter for Complete {
-    type Hint = String;
-}
-impl rustyline::highlight::Highlighter for Complete {}
-impl rustyline::Helper for Complete {}
 
 /// Runs `fennel.repl` with oml's macros in its scope. `read` and `write` come from Rust.
 const DRIVER_LUA: &str = r#"

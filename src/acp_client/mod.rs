@@ -30,8 +30,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::acp::jsonrpc::{self, Connection, Options, RequestError};
 use crate::cancel::CancelToken;
+use crate::jsonrpc::{self, Connection, Options, RequestError};
 pub use process::{AgentProcess, Spawn};
 pub use router::{OutOfTurn, TurnEvent, choose};
 

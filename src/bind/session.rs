@@ -14,17 +14,17 @@ use std::time::Duration;
 use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
-use super::{AgentEvent, Sessions};
-use crate::lisp::bind::llm::DeltaSink;
+use crate::bind::llm::DeltaSink;
 use crate::lisp::{Lisp, LispError, compile_in, from_lua, to_lua};
 use crate::llm::StreamEvent;
+use crate::session::{AgentEvent, Sessions};
 use crate::tools::{self, ReadLimits, ToolOutput};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
 /// it is loaded).
 const RECORDED_KEYS: &[&str] = &["model", "permission-mode"];
 
-pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
+pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let lua = lisp.lua();
     let session: Table = lua.globals().get("session")?;
     let oml: Table = lua.globals().get("oml")?;
@@ -127,7 +127,7 @@ pub(super) fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispEr
     // name holds now.
     lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;
     let s = sessions.clone();
-    crate::lisp::bind::llm::set_delta_shortcut(
+    crate::bind::llm::set_delta_shortcut(
         lisp,
         Arc::new(move |lua, on_event| {
             let Value::UserData(u) = on_event else {
@@ -535,7 +535,7 @@ const DEFAULT_EMIT: &str = "oml.default-session-emit";
 /// called with to session ID through `session.emit!` (looked up by name at each call), and
 /// ignores every other event. `agent.call-model` gives one to `llm.chat` as `:on-event`; while
 /// `session.emit!` is the default, unadvised, `llm.chat` delivers the deltas to the session
-/// directly instead of calling it (see `crate::lisp::bind::llm`), which is what the call would
+/// directly instead of calling it (see `crate::bind::llm`), which is what the call would
 /// have done.
 struct DeltaForwarder {
     session: String,

@@ -20,8 +20,6 @@
 //!
 //! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
 
-mod bind;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -31,18 +29,15 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use bind::AcpSession;
-pub use bind::Hub;
+use crate::bind::acp::AcpSession;
+pub use crate::bind::acp::Hub;
 
-use crate::acp::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
-use crate::agent::store::Store;
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
+use crate::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
 use crate::lisp::{Lisp, LispError, from_lua, init, to_lua};
 use crate::paths::Paths;
-
-static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
-const ACP_FILE: &str = "src/acp/agent/acp.fnl";
+use crate::session::store::Store;
 
 /// The protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -64,20 +59,9 @@ pub struct ServeOptions {
     pub max_line_bytes: usize,
 }
 
-/// Install the ACP layer's Lisp surface (`acp.*`, the ACP `agent.ask-permission`,
-/// `session.on-session-start`) into a host where the agent is installed. Call it before the init
-/// files run, so they can redefine it.
+/// Install the `acp` namespace (see [`crate::bind::acp::install`]).
 pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
-    let hub = Arc::new(Hub::default());
-    bind::install(lisp, hub.clone())?;
-    lisp.lua()
-        .load(ACP_BYTECODE)
-        .set_name(format!("@{ACP_FILE}"))
-        .set_mode(mlua::chunk::ChunkMode::Binary)
-        .exec()?;
-    lisp.register_source(ACP_FILE, include_str!("acp.fnl"));
-    hub.set_default_render(lisp.function("acp.render-event")?);
-    Ok(hub)
+    crate::bind::acp::install(lisp)
 }
 
 /// Everything a request handler needs.
@@ -373,7 +357,7 @@ async fn after_setup(
             sid,
             format!(
                 "Warning: session.on-session-start failed: {}\n",
-                crate::print_mode::clean_error(&e.to_string())
+                crate::lisp::clean_error(&e.to_string())
             ),
         );
     }
@@ -759,7 +743,7 @@ async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
         Err(_) if cancelled => Ok(json!({"stopReason": "cancelled"})),
         Err(e) => Err(RpcError::new(
             jsonrpc::INTERNAL_ERROR,
-            crate::print_mode::clean_error(&e.to_string()),
+            crate::lisp::clean_error(&e.to_string()),
         )),
     }
 }
@@ -911,7 +895,7 @@ async fn call_user_method(ctx: &Ctx, method: &str, params: Value) -> Result<Valu
         Ok(v) => Ok(v),
         Err(e) => Err(RpcError::new(
             jsonrpc::INTERNAL_ERROR,
-            crate::print_mode::clean_error(&e.to_string()),
+            crate::lisp::clean_error(&e.to_string()),
         )),
     }
 }
@@ -1041,7 +1025,7 @@ impl Renderer {
             Err(e) => {
                 tracing::warn!(
                     "acp.render-event failed: {}",
-                    crate::print_mode::clean_error(&e.to_string())
+                    crate::lisp::clean_error(&e.to_string())
                 );
                 None
             }
@@ -1164,7 +1148,7 @@ async fn lisp_json(ctx: &Ctx, name: &str, args: &[Value]) -> Result<Value, Strin
         .call_json(name, args, &ctx.shutdown.child())
         .await
         .map(|v| stable_order(v, "id"))
-        .map_err(|e| crate::print_mode::clean_error(&e.to_string()))
+        .map_err(|e| crate::lisp::clean_error(&e.to_string()))
 }
 
 struct SessionState {

@@ -22,8 +22,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
-use super::Lisp;
-use super::repl::{self, Interrupt, ReadRequest};
+use crate::lisp::Lisp;
+use crate::lisp::repl::{self, Interrupt, ReadRequest};
 use crate::paths::{self, Paths};
 
 /// A running server. Dropping it stops accepting and removes the socket file.

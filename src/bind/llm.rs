@@ -47,8 +47,8 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataRef, Value};
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::mpsc;
 
-use super::super::{Lisp, LispError, SettingDecl, from_lua, to_lua};
 use crate::cancel::CancelToken;
+use crate::lisp::{Lisp, LispError, SettingDecl, from_lua, to_lua};
 use crate::llm::{
     ChatOutcome, ChatRequest, ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY,

@@ -162,7 +162,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             INTERRUPTED
         }
         Err(e) => {
-            let message = clean_error(&e.to_string());
+            let message = crate::lisp::clean_error(&e.to_string());
             if options.json {
                 write_line(&json!({"type": "error", "message": message}));
             }
@@ -170,16 +170,6 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             1
         }
     }
-}
-
-/// The useful part of an error from Lisp: the innermost message, without Lua's traceback.
-pub fn clean_error(message: &str) -> String {
-    let inner = match message.rfind("runtime error: ") {
-        Some(i) => &message[i + "runtime error: ".len()..],
-        None => message,
-    };
-    let inner = inner.split("\nstack traceback:").next().unwrap_or(inner);
-    inner.trim().to_owned()
 }
 
 /// The first line of `text`, cut to [`TOOL_LINE_MAX_CHARS`] characters plus `...`.
@@ -317,11 +307,11 @@ mod tests {
     #[test]
     fn errors_lose_their_wrapping_and_traceback() {
         assert_eq!(
-            clean_error(
+            crate::lisp::clean_error(
                 "callback error\nstack traceback:\n\t[C]: in ?\ncaused by: runtime error: llm.model is not set\nstack traceback:\n x"
             ),
             "llm.model is not set"
         );
-        assert_eq!(clean_error("plain"), "plain");
+        assert_eq!(crate::lisp::clean_error("plain"), "plain");
     }
 }

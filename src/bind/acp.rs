@@ -14,13 +14,13 @@ use mlua::{Table, Value};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::acp::jsonrpc::{Connection, RequestError};
-use crate::agent::Sessions;
+use crate::jsonrpc::{Connection, RequestError};
 use crate::lisp::{Lisp, LispError, from_lua, to_lua};
+use crate::session::Sessions;
 
 /// What the ACP layer keeps per session.
 #[derive(Clone)]
-pub(super) struct AcpSession {
+pub(crate) struct AcpSession {
     /// Asks the session's forwarder to queue every pending event, then answer.
     pub barrier: mpsc::UnboundedSender<oneshot::Sender<()>>,
     /// Set while a `session/prompt` runs (one prompt per session at a time).
@@ -41,42 +41,42 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub(super) fn set_default_render(&self, f: Option<mlua::Function>) {
+    pub(crate) fn set_default_render(&self, f: Option<mlua::Function>) {
         *lock(&self.default_render) = f;
     }
 
-    pub(super) fn default_render(&self) -> Option<mlua::Function> {
+    pub(crate) fn default_render(&self) -> Option<mlua::Function> {
         lock(&self.default_render).clone()
     }
 
-    pub(super) fn set_connection(&self, conn: Connection) {
+    pub(crate) fn set_connection(&self, conn: Connection) {
         *lock(&self.conn) = Some(conn);
     }
 
-    pub(super) fn connection(&self) -> Option<Connection> {
+    pub(crate) fn connection(&self) -> Option<Connection> {
         lock(&self.conn).clone()
     }
 
-    pub(super) fn insert(&self, id: String, session: AcpSession) {
+    pub(crate) fn insert(&self, id: String, session: AcpSession) {
         lock(&self.sessions).insert(id, session);
     }
 
-    pub(super) fn remove(&self, id: &str) -> Option<AcpSession> {
+    pub(crate) fn remove(&self, id: &str) -> Option<AcpSession> {
         lock(&self.sessions).remove(id)
     }
 
-    pub(super) fn get(&self, id: &str) -> Option<AcpSession> {
+    pub(crate) fn get(&self, id: &str) -> Option<AcpSession> {
         lock(&self.sessions).get(id).cloned()
     }
 
-    pub(super) fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.sessions).keys().cloned().collect();
         ids.sort();
         ids
     }
 
     /// The sessions whose prompt is running now.
-    pub(super) fn running(&self) -> Vec<String> {
+    pub(crate) fn running(&self) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(_, s)| s.running.load(Ordering::SeqCst))
@@ -88,7 +88,7 @@ impl Hub {
 
     /// Wait until every event the session emitted before this call is in the connection's
     /// write queue. Returns at once for an unknown session or a stopped forwarder.
-    pub(super) async fn barrier(&self, id: &str) {
+    pub(crate) async fn barrier(&self, id: &str) {
         let Some(session) = self.get(id) else { return };
         let (ack, acked) = oneshot::channel();
         if session.barrier.send(ack).is_ok() {
@@ -97,7 +97,26 @@ impl Hub {
     }
 }
 
-pub(super) fn install(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
+static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
+const ACP_FILE: &str = "src/bind/acp.fnl";
+
+/// Install the ACP layer's Lisp surface (`acp.*`, the ACP `agent.ask-permission`,
+/// `session.on-session-start`) into a host where the agent is installed: the host functions, then
+/// `acp.fnl`. Call it before the init files run, so they can redefine it.
+pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
+    let hub = Arc::new(Hub::default());
+    install_host_functions(lisp, hub.clone())?;
+    lisp.lua()
+        .load(ACP_BYTECODE)
+        .set_name(format!("@{ACP_FILE}"))
+        .set_mode(mlua::chunk::ChunkMode::Binary)
+        .exec()?;
+    lisp.register_source(ACP_FILE, include_str!("acp.fnl"));
+    hub.set_default_render(lisp.function("acp.render-event")?);
+    Ok(hub)
+}
+
+fn install_host_functions(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
     let lua = lisp.lua();
     lua.set_app_data(hub.clone());
     let acp: Table = lua.globals().get("acp")?;

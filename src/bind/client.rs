@@ -1,6 +1,6 @@
 //! The `client` namespace: oml as an ACP client, from Lisp (see docs/src/acp-client.md).
 //!
-//! The Rust core (`crate::acp::client`) does the work; this module converts data, runs Lisp
+//! The Rust core (`crate::acp_client`) does the work; this module converts data, runs Lisp
 //! callbacks, and turns failures into error tables `{:category :message :code :data}` with a
 //! `__tostring`. Host functions return `(true, ...)` or `(false, err)` and a small Lua wrapper
 //! raises the error table, because a Rust callback cannot raise an arbitrary Lua value.
@@ -22,12 +22,12 @@ use mlua::{
 use serde_json::json;
 use tokio::sync::Notify;
 
-use super::super::{Lisp, from_lua, to_lua};
-use crate::acp::client::{
+use crate::acp_client::{
     Category, Client, ClientError, ConnectOptions, OutOfTurn, PermissionDecision,
     PermissionHandler, PermissionRequest, Spawn, TurnEvent, Update,
 };
 use crate::cancel::CancelToken;
+use crate::lisp::{Lisp, from_lua, to_lua};
 
 /// A connection as Lisp holds it.
 #[derive(Clone)]

@@ -9,8 +9,8 @@
 
 use mlua::{Lua, LuaSerdeExt as _, Table, Value};
 
-use super::super::Lisp;
 use crate::catalog::{self, Entry, Found};
+use crate::lisp::Lisp;
 
 fn entry_table(lua: &Lua, e: &Entry) -> mlua::Result<Table> {
     let t = lua.create_table()?;

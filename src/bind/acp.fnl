@@ -1,7 +1,7 @@
 ;; oml as an ACP agent: the Lisp side of `oml acp`.
 ;;
 ;; Loaded only in ACP mode, after the agent (agent.fnl) and before the init files, so that init
-;; files can redefine and advise everything here. The host (src/acp/agent/bind.rs) has put
+;; files can redefine and advise everything here. The host (src/bind/acp.rs) has put
 ;; `acp.request!` in place before this file runs. Rust calls `acp.render-event`,
 ;; `acp.available-commands`, `acp.config-options` and the entries of `acp.methods` by name at call
 ;; time.
@@ -13,7 +13,7 @@
 (local session _G.session)
 (local json _G.json)
 
-(local file "src/acp/agent/acp.fnl")
+(local file "src/bind/acp.fnl")
 
 (fn defsetting [name default typ doc]
   (oml.defsetting* name default {:type typ : doc : file

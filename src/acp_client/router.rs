@@ -22,8 +22,8 @@ use super::{
     Category, ClientError, MAX_CONSECUTIVE_MALFORMED, PermissionDecision, PermissionHandler,
     PermissionRequest, StopReason, Update,
 };
-use crate::acp::jsonrpc::{Connection, Incoming, Request, RpcError};
 use crate::cancel::CancelToken;
+use crate::jsonrpc::{Connection, Incoming, Request, RpcError};
 
 /// An update that arrived outside a running turn: a late update of a finished turn, or one for
 /// a session with no turn yet.

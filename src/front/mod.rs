@@ -1,0 +1,9 @@
+//! The front ends: what a user or a program talks to. `acp` serves oml's agent over ACP on
+//! stdio, `print` runs one prompt headless (`oml -p`), `repl` is the terminal REPL and the REPL
+//! socket. Each front end owns its stdout; nothing below this layer writes to it.
+//!
+//! Front ends know the agent, the bindings and the host; they do not know each other or `cli`.
+
+pub mod acp;
+pub mod print;
+pub mod repl;

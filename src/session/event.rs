@@ -1,0 +1,49 @@
+//! The closed set of events one session's loop reports to its front end, in order.
+//!
+//! Lisp emits them as tables with a `:type` through `session.emit!`; the front ends (ACP, print
+//! mode) render them. This module knows nothing of how they are rendered.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the loop reports to the frontend, in order. Lisp emits these as tables with a `:type`
+/// (`{:type :text-delta :text "…"}`) through `session.emit!`; an unknown type is an error there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AgentEvent {
+    /// A piece of the answer's text (also what `session.say` and commands show).
+    TextDelta { text: String },
+    /// A piece of the model's reasoning.
+    ThoughtDelta { text: String },
+    /// A tool call is about to run (the ACP tool card).
+    ToolStart {
+        id: String,
+        name: String,
+        #[serde(default)]
+        args: Value,
+        #[serde(default = "other_kind")]
+        kind: String,
+        #[serde(default)]
+        title: String,
+        /// `[{path}]` for tools that touch a file.
+        #[serde(default)]
+        locations: Value,
+    },
+    /// A tool call finished.
+    ToolEnd {
+        id: String,
+        #[serde(default)]
+        content: String,
+        #[serde(rename = "error?", default)]
+        is_error: bool,
+        /// `{path, old-text, new-text}` for `write` and `edit`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Value>,
+    },
+    /// The token usage one model call reported.
+    Usage { usage: Value },
+}
+
+fn other_kind() -> String {
+    "other".to_owned()
+}

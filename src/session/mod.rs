@@ -1,0 +1,13 @@
+//! Sessions without Lisp: the in-memory registry of conversations (`registry`), the events a
+//! session's loop reports (`event`), and the append-only store of session files (`store`).
+//!
+//! This layer knows nothing of Lisp, the model, ACP or the terminal: the agent loop drives a
+//! session through the `session` namespace (`crate::bind::session`), and the front ends read
+//! its events from the sink they gave when they created it.
+
+pub mod event;
+pub mod registry;
+pub mod store;
+
+pub use event::AgentEvent;
+pub use registry::{EventSink, Session, Sessions};
