@@ -17,20 +17,23 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 
 /// Prelude files in load order. `macros.fnl` is a macro module (its chunk returns a table of
 /// macros); the others are ordinary modules run at start-up.
-/// `agent` is the agent loop, its tools and commands (`src/agent/agent.fnl`); the agent module
-/// loads it after installing its host functions. `acp` is the ACP agent's Lisp surface
+/// `agent`, `agent_commands` and `agent_compact` are the agent loop and its tools, the slash
+/// commands and compaction (`src/agent/*.fnl`); the agent module loads them, in this order, after
+/// installing its host functions. `acp` is the ACP agent's Lisp surface
 /// (`src/bind/acp.fnl`), loaded only by `oml acp`.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
     ("core", "src/lisp/prelude/core.fnl"),
     ("agent", "src/agent/agent.fnl"),
+    ("agent_commands", "src/agent/commands.fnl"),
+    ("agent_compact", "src/agent/compact.fnl"),
     ("acp", "src/bind/acp.fnl"),
 ];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=OML_FENNEL_LUA");
     println!("cargo:rerun-if-changed=src/lisp/prelude");
-    println!("cargo:rerun-if-changed=src/agent/agent.fnl");
+    println!("cargo:rerun-if-changed=src/agent");
     println!("cargo:rerun-if-changed=src/bind/acp.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));

@@ -1,4 +1,5 @@
-;; The agent loop as named steps, the built-in tools and the slash commands.
+;; The agent loop as named steps and the built-in tools. The slash commands are in
+;; commands.fnl and compaction in compact.fnl, loaded after this file.
 ;;
 ;; Every step is a function in the `agent` table, and every call between steps goes through the
 ;; table (`(agent.call-model ...)`), so redefining or advising a step from an init file, /eval or
@@ -209,7 +210,7 @@ else this session's override (/model), else `llm.model`."
     (let [on-event (when (and sid (not request.silent?)) (session.delta-forwarder sid))
           response (chat {:messages request.messages
                           :tools (or request.tools (json.array))
-                          :model (or request.model (session.get :model))}
+                          :model (or request.model (agent.current-model))}
                          {: on-event :session sid})]
       (add-usage! response.usage)
       (when (and sid (= :table (type response.usage)))
@@ -278,9 +279,16 @@ error result the model reads."
 
 (local edit-kinds {:edit true :delete true :move true})
 
-(fn agent.current-permission-mode []
-  "This session's permission mode (set by the frontend), else `agent.permission-mode`."
-  (or (session.get :permission-mode) agent.permission-mode))
+(fn agent.current-permission-mode [?session-id]
+  "The permission mode of the session (the current one, or ?SESSION-ID): what its front end set,
+else `agent.permission-mode`. Every front end and command asks this function."
+  (or (session.get :permission-mode ?session-id) agent.permission-mode))
+
+(fn agent.current-model [?session-id]
+  "The model the next call of the session (the current one, or ?SESSION-ID) uses: its override
+(/model, the editor's model picker), else `llm.model` (whose default is $OPENAI_MODEL); nil when
+none is configured. Every front end and command asks this function."
+  (or (session.get :model ?session-id) (oml.setting "llm.model")))
 
 (fn agent.ask-permission [request]
   "Ask the frontend whether the tool call REQUEST {:id :name :args :kind} may run. Returns
@@ -479,173 +487,3 @@ cancelled. The transcript is not touched."
             :timeout [:number "Seconds before the command is killed" :optional]}}
   (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
                  _G.tools.bash-max-chars))
-
-;;; Commands
-
-(fn commands.doc [input]
-  {:fnl/docstring "Show the documentation of a function, setting, tool or command."
-   :hint "name, e.g. agent.max-turns or run-tool-call"}
-  (if (= input "") "Usage: /doc NAME"
-      (let [text (oml.describe input)]
-        (if (text:match "^Nothing named ") (.. "No var named " input) text))))
-
-(fn commands.apropos [input]
-  {:fnl/docstring "List the documented functions and settings whose name matches a pattern."
-   :hint "pattern"}
-  (let [found (oml.apropos-list input)]
-    (if (= 0 (length found))
-        (.. "Nothing matches \"" input "\"")
-        (table.concat (icollect [_ m (ipairs found)] (.. "- `" m.name "` " (or m.summary ""))) "\n"))))
-
-(fn commands.source [input]
-  {:fnl/docstring "Show where a function or setting is defined, and its source."
-   :hint "name"}
-  (or (oml.source-of input) (.. "No source for " input)))
-
-(fn commands.eval [input]
-  {:fnl/docstring "Evaluate Fennel forms in this session and show the value of the last one."
-   :hint "forms, e.g. (+ 1 2)"}
-  (let [f (oml.compile-string input "/eval")]
-    (f)))
-
-(fn commands.reload [input]
-  {:fnl/docstring "Load the user init file again, and the project init file when it is allowed to run."}
-  (if (= :function (type oml.reload))
-      (oml.reload (session.cwd))
-      "Reloading is not available in this mode."))
-
-(fn commands.settings [input]
-  {:fnl/docstring "List every setting with its value (secrets hidden)."}
-  (table.concat (icollect [_ s (ipairs (oml.settings-list))] (.. "- `" s.name "` = `" s.value "`")) "\n"))
-
-(fn commands.tools [input]
-  {:fnl/docstring "List the tools the model can call."}
-  (table.concat (icollect [_ e (ipairs (agent.tools))]
-                  (.. "- `" e.name "` (" e.table "." e.name ") " (oml.summary (meta e.fn :fnl/docstring))))
-                "\n"))
-
-(fn commands.commands [input]
-  {:fnl/docstring "List the slash commands."}
-  (table.concat (icollect [_ e (ipairs (agent.commands))]
-                  (.. "- `/" e.name "` " (oml.summary (meta e.fn :fnl/docstring))))
-                "\n"))
-
-(fn commands.model [input]
-  {:fnl/docstring "Show the model of this session, or switch this session to another model."
-   :hint "model id (empty: show the current one)"}
-  (if (= input "")
-      (.. "Model: " (or (session.get :model) (oml.setting "llm.model") "none"))
-      (do (session.put! :model input)
-          (.. "Model set to " input " for this session"))))
-
-(fn commands.usage [input]
-  {:fnl/docstring "Show the model calls and tokens of this session."}
-  (let [u (session.get :usage)]
-    (if (or (= nil u) (= 0 u.calls))
-        "No model calls yet."
-        (.. u.calls " model calls, " u.prompt_tokens " prompt tokens, "
-            u.completion_tokens " completion tokens"))))
-
-;;; Compaction
-
-(fn agent.estimate-tokens [messages]
-  "A rough token count of MESSAGES: their JSON length over four."
-  (accumulate [n 0 _ m (ipairs messages)]
-    (+ n (math.ceil (/ (length (json.encode m)) 4)))))
-
-(fn agent.compact-cut [messages keep-tokens]
-  "The index of the first message compaction keeps verbatim: the latest user message such that
-what follows it fits KEEP-TOKENS, else the last user message; 1 (keep everything) when there is
-no earlier user message to cut at. Cutting only before a user message never separates a tool call
-from its result."
-  (var cut nil)
-  (var size 0)
-  (var i (length messages))
-  (while (> i 1)
-    (set size (+ size (agent.estimate-tokens [(. messages i)])))
-    (when (= :user (. messages i :role))
-      (when (or (= nil cut) (<= size keep-tokens))
-        (set cut i)))
-    (set i (- i 1)))
-  (or cut 1))
-
-(fn agent.compact-prompt [messages ?instructions]
-  "The request that asks the model to summarise MESSAGES (the older part of the transcript)."
-  (let [lines []]
-    (each [_ m (ipairs messages)]
-      (let [text (if (= :string (type m.content)) m.content "")]
-        (table.insert lines (.. "[" (tostring m.role) "] " text))
-        (each [_ c (ipairs (or m.tool_calls []))]
-          (table.insert lines (.. "[tool call] " (tostring c.function.name) " "
-                                  (tostring c.function.arguments))))))
-    (.. "Summarise this conversation between a user and a coding agent so that the agent can go on "
-        "without it: the user's goals, decisions, files touched and their state, and what is left "
-        "to do. Be concise." (if ?instructions (.. "\n\nAlso: " ?instructions) "")
-        "\n\n" (table.concat lines "\n"))))
-
-(fn agent.compact! [?instructions ?keep-tokens]
-  "Summarise the older turns of the transcript through `agent.complete` and replace them with the
-summary (as a user message), keeping the most recent part verbatim: ?KEEP-TOKENS (default
-`agent.compact-keep` of `llm.context-window`; 0 keeps only the last turn), see
-`agent.compact-cut`. ?INSTRUCTIONS go to the summariser. The file keeps the whole history.
-Returns the number of messages replaced (0 when there is nothing to compact)."
-  (let [t (session.transcript)
-        window (oml.setting "llm.context-window")
-        keep (or ?keep-tokens (* window (oml.setting "agent.compact-keep")))
-        cut (agent.compact-cut t keep)]
-    (if (<= cut 1)
-        0
-        (let [old (fcollect [i 1 (- cut 1)] (. t i))
-              summary (agent.complete (agent.compact-prompt old ?instructions))
-              new [{:role :user
-                    :content (.. "Summary of the earlier conversation:\n\n" summary)}]]
-          (for [i cut (length t)] (table.insert new (. t i)))
-          (session.record! :compaction {:replaced (- cut 1) : summary})
-          (session.set-transcript! new)
-          (- cut 1)))))
-
-(fn agent.context-exceeded? [err]
-  "Whether ERR, the error of a model call, says the request was longer than the model's context
-(the wordings of OpenAI, OpenRouter, DeepSeek, Anthropic-compatible gateways, vLLM and llama.cpp)."
-  (let [text (string.lower (oml.error-message err))]
-    (accumulate [hit false _ needle (ipairs ["context_length_exceeded" "context length"
-                                             "maximum context" "context window"
-                                             "prompt is too long" "too many tokens"
-                                             "exceeds the context"])
-                 &until hit]
-      (not= nil (text:find needle 1 true)))))
-
-(fn compaction-notice [why]
-  "Tell the frontend, as reasoning, that the loop compacts now and WHY: a summary call takes a
-while, and the user would otherwise see a silent pause."
-  (session.emit! {:type :thought-delta :text (.. "Compacting the conversation: " why ".\n")}))
-
-(fn agent.call-model-or-compact []
-  "Call the model with the transcript; when the provider answers that the context is exceeded,
-compact once (`agent.compact!`, keeping only the last turn) and retry once. Any other error, or a
-second refusal, is raised as it came."
-  (let [(ok response) (pcall agent.call-model (agent.build-request (session.transcript)))]
-    (if ok
-        response
-        (and (agent.context-exceeded? response)
-             (do (compaction-notice "the model refused it as longer than its context")
-                 (< 0 (agent.compact! nil 0))))
-        (agent.call-model (agent.build-request (session.transcript)))
-        (error response 0))))
-
-(fn agent.maybe-compact! []
-  "Compact when the transcript's estimate passes `agent.compact-at` of `llm.context-window`."
-  (let [at (oml.setting "agent.compact-at")
-        window (oml.setting "llm.context-window")]
-    (when (and (< 0 at)
-               (> (agent.estimate-tokens (session.transcript)) (* at window)))
-      (compaction-notice "it passed agent.compact-at of llm.context-window")
-      (agent.compact!))))
-
-(fn commands.compact [input]
-  {:fnl/docstring "Summarise the older part of the conversation to free context."
-   :hint "[instructions]"}
-  (let [n (agent.compact! (if (= "" input) nil input) 0)]
-    (if (= 0 n)
-        "Nothing to compact."
-        (.. "Compacted " n " messages into a summary."))))

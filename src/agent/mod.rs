@@ -26,8 +26,25 @@ use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, SettingDecl, from_lua};
 pub use crate::session::{AgentEvent, EventSink, Session, Sessions};
 
-static AGENT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent.luac"));
-const AGENT_FILE: &str = "src/agent/agent.fnl";
+/// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
+/// `source` and `describe`).
+const AGENT_FILES: &[(&str, &[u8], &str)] = &[
+    (
+        "src/agent/agent.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent.luac")),
+        include_str!("agent.fnl"),
+    ),
+    (
+        "src/agent/commands.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
+        include_str!("commands.fnl"),
+    ),
+    (
+        "src/agent/compact.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_compact.luac")),
+        include_str!("compact.fnl"),
+    ),
+];
 
 /// Errors at the agent's boundary.
 #[derive(Debug, thiserror::Error)]
@@ -77,12 +94,14 @@ impl Agent {
                 s.with(&id, |session| session.cancel.clone())
             }),
         );
-        lisp.lua()
-            .load(AGENT_BYTECODE)
-            .set_name(format!("@{AGENT_FILE}"))
-            .set_mode(mlua::chunk::ChunkMode::Binary)
-            .exec()?;
-        lisp.register_source(AGENT_FILE, include_str!("agent.fnl"));
+        for (file, bytecode, source) in AGENT_FILES {
+            lisp.lua()
+                .load(*bytecode)
+                .set_name(format!("@{file}"))
+                .set_mode(mlua::chunk::ChunkMode::Binary)
+                .exec()?;
+            lisp.register_source(file, source);
+        }
         Ok(Agent {
             lisp: lisp.clone(),
             sessions,

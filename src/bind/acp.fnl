@@ -88,22 +88,19 @@ so the last update of a turn is its usage. Must not wait on anything."
       {:id :read-only :name "Read only" :description "write, edit and bash are refused"}])
 
 (fn acp.current-model [?session-id]
-  "The model of the session: its override (/model), else `llm.model`, else $OPENAI_MODEL."
-  (let [llm-model (and (= :table (type _G.llm)) (rawget _G.llm :model))]
-    (or (session.get :model ?session-id)
-        (and (= :string (type llm-model)) llm-model)
-        (os.getenv "OPENAI_MODEL")
-        "default")))
+  "The model shown in the session's model picker: `agent.current-model`, or \"none\" when no
+model is configured (what /model says too)."
+  (or (agent.current-model ?session-id) "none"))
 
 (fn acp.modes-state [?session-id]
   "The `modes` object of a session: {:currentModeId :availableModes}."
-  {:currentModeId (or (session.get :permission-mode ?session-id) agent.permission-mode)
+  {:currentModeId (agent.current-permission-mode ?session-id)
    :availableModes acp.modes})
 
 (fn acp.config-options [?session-id]
   "The session's ACP config options: the permission mode (category mode) and the model
 (category model, choices: the current model and `acp.models`)."
-  (let [mode (or (session.get :permission-mode ?session-id) agent.permission-mode)
+  (let [mode (agent.current-permission-mode ?session-id)
         model (acp.current-model ?session-id)
         models [model]]
     (each [_ m (ipairs (or _G.acp.models []))]

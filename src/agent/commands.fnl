@@ -1,0 +1,86 @@
+;; The built-in slash commands: documented functions in the `commands` table (the tables named
+;; by `agent.command-tables` are searched, later ones winning). Each takes the text after the
+;; command name and returns what to show; what it prints is shown too. Loaded after agent.fnl.
+
+(local oml _G.oml)
+(local fennel (require :fennel))
+(local agent _G.agent)
+(local commands _G.commands)
+(local session _G.session)
+(local json _G.json)
+
+(fn meta [f key] (when f (fennel.metadata:get f key)))
+
+;;; Commands
+
+(fn commands.doc [input]
+  {:fnl/docstring "Show the documentation of a function, setting, tool or command."
+   :hint "name, e.g. agent.max-turns or run-tool-call"}
+  (if (= input "") "Usage: /doc NAME"
+      (let [text (oml.describe input)]
+        (if (text:match "^Nothing named ") (.. "No var named " input) text))))
+
+(fn commands.apropos [input]
+  {:fnl/docstring "List the documented functions and settings whose name matches a pattern."
+   :hint "pattern"}
+  (let [found (oml.apropos-list input)]
+    (if (= 0 (length found))
+        (.. "Nothing matches \"" input "\"")
+        (table.concat (icollect [_ m (ipairs found)] (.. "- `" m.name "` " (or m.summary ""))) "\n"))))
+
+(fn commands.source [input]
+  {:fnl/docstring "Show where a function or setting is defined, and its source."
+   :hint "name"}
+  (or (oml.source-of input) (.. "No source for " input)))
+
+(fn commands.eval [input]
+  {:fnl/docstring "Evaluate Fennel forms in this session and show the value of the last one."
+   :hint "forms, e.g. (+ 1 2)"}
+  (let [f (oml.compile-string input "/eval")]
+    (f)))
+
+(fn commands.reload [input]
+  {:fnl/docstring "Load the user init file again, and the project init file when it is allowed to run."}
+  (if (= :function (type oml.reload))
+      (oml.reload (session.cwd))
+      "Reloading is not available in this mode."))
+
+(fn commands.settings [input]
+  {:fnl/docstring "List every setting with its value (secrets hidden)."}
+  (table.concat (icollect [_ s (ipairs (oml.settings-list))] (.. "- `" s.name "` = `" s.value "`")) "\n"))
+
+(fn commands.tools [input]
+  {:fnl/docstring "List the tools the model can call."}
+  (table.concat (icollect [_ e (ipairs (agent.tools))]
+                  (.. "- `" e.name "` (" e.table "." e.name ") " (oml.summary (meta e.fn :fnl/docstring))))
+                "\n"))
+
+(fn commands.commands [input]
+  {:fnl/docstring "List the slash commands."}
+  (table.concat (icollect [_ e (ipairs (agent.commands))]
+                  (.. "- `/" e.name "` " (oml.summary (meta e.fn :fnl/docstring))))
+                "\n"))
+
+(fn commands.model [input]
+  {:fnl/docstring "Show the model of this session, or switch this session to another model."
+   :hint "model id (empty: show the current one)"}
+  (if (= input "")
+      (.. "Model: " (or (agent.current-model) "none"))
+      (do (session.put! :model input)
+          (.. "Model set to " input " for this session"))))
+
+(fn commands.usage [input]
+  {:fnl/docstring "Show the model calls and tokens of this session."}
+  (let [u (session.get :usage)]
+    (if (or (= nil u) (= 0 u.calls))
+        "No model calls yet."
+        (.. u.calls " model calls, " u.prompt_tokens " prompt tokens, "
+            u.completion_tokens " completion tokens"))))
+
+(fn commands.compact [input]
+  {:fnl/docstring "Summarise the older part of the conversation to free context."
+   :hint "[instructions]"}
+  (let [n (agent.compact! (if (= "" input) nil input) 0)]
+    (if (= 0 n)
+        "Nothing to compact."
+        (.. "Compacted " n " messages into a summary."))))
