@@ -18,18 +18,13 @@ use crate::cancel::CancelToken;
 use crate::front::print::SessionChoice;
 use crate::front::repl::server::{self, ReplServer};
 use crate::front::repl::terminal;
+use crate::front::stdio::{err, out};
 use crate::lisp::init::{self, InitReport, TrustStore};
 use crate::lisp::{Lisp, LispOptions, Output};
 use crate::paths::Paths;
 use crate::session::store::Store;
 
 /// `println!` that ignores a closed stdout: `oml eval ... | head` is not an error.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
 
 /// Exit statuses (see docs/src/getting-started.md).
 pub mod status {
@@ -170,7 +165,7 @@ pub fn main() -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("oml: cannot start the async runtime: {e}");
+            err!("oml: cannot start the async runtime: {e}");
             return status::ERROR;
         }
     };
@@ -178,7 +173,7 @@ pub fn main() -> i32 {
         match run(cli).await {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("oml: {e:#}");
+                err!("oml: {e:#}");
                 status::ERROR
             }
         }
@@ -310,7 +305,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(status::OK)
         }
         Some(Command::Repl { .. }) => {
-            eprintln!(
+            err!(
                 "oml repl: say --connect [SOCKET] or --listen (plain `oml` opens a local REPL)"
             );
             Ok(status::USAGE)
@@ -392,11 +387,11 @@ async fn offer_agents(lisp: &Lisp, paths: &Paths) {
     match result {
         Ok(crate::catalog::offer::Offer::Wrote(file)) => {
             if let Err(e) = lisp.load_file(&file, &CancelToken::new()).await {
-                eprintln!("oml: {}: {e}", file.display());
+                err!("oml: {}: {e}", file.display());
             }
         }
         Ok(_) => {}
-        Err(e) => eprintln!("oml: cannot offer the agent configuration: {e}"),
+        Err(e) => err!("oml: cannot offer the agent configuration: {e}"),
     }
 }
 
@@ -414,7 +409,7 @@ async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
         text
     };
     if text.trim().is_empty() {
-        eprintln!("usage: oml -p <text>   (or: oml prompt <text>; -p - reads stdin)");
+        err!("usage: oml -p <text>   (or: oml prompt <text>; -p - reads stdin)");
         return Ok(status::USAGE);
     }
     let (lisp, _) = boot(paths, cli.no_init, Output::Stderr).await?;
@@ -449,13 +444,13 @@ fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
     let list = store.list(if all { None } else { cwd.as_deref() });
     for s in &list {
         if json {
-            println!(
+            out!(
                 "{}",
                 serde_json::json!({"id": s.id, "cwd": s.cwd.display().to_string(),
                                    "title": s.title, "updated": s.updated_at})
             );
         } else if all {
-            println!(
+            out!(
                 "{}  {}  {}  {}",
                 s.id,
                 s.updated_at,
@@ -463,7 +458,7 @@ fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
                 s.title.as_deref().unwrap_or("")
             );
         } else {
-            println!(
+            out!(
                 "{}  {}  {}",
                 s.id,
                 s.updated_at,
@@ -472,7 +467,7 @@ fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
         }
     }
     if list.is_empty() && !json {
-        eprintln!("no sessions{}", if all { "" } else { " in this directory" });
+        err!("no sessions{}", if all { "" } else { " in this directory" });
     }
     status::OK
 }
@@ -548,7 +543,7 @@ pub async fn boot(
         init::load_all(&lisp, paths, cwd.as_deref(), true).await
     };
     for line in report.messages() {
-        eprintln!("oml: {line}");
+        err!("oml: {line}");
     }
     Ok((lisp, report))
 }
@@ -563,7 +558,7 @@ fn report_lisp_error(e: &crate::lisp::LispError) -> i32 {
         Some(i) if !tracing::enabled!(tracing::Level::DEBUG) => &text[..i],
         _ => &text,
     };
-    eprintln!("error: {shown}");
+    err!("error: {shown}");
     status::ERROR
 }
 

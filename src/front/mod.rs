@@ -3,7 +3,9 @@
 //! socket. Each front end owns its stdout; nothing below this layer writes to it.
 //!
 //! Front ends know the agent, the bindings and the host; they do not know each other or `cli`.
+//! `stdio` is what they share: writing to the terminal without panicking on a closed pipe.
 
 pub mod acp;
 pub mod print;
 pub mod repl;
+pub mod stdio;

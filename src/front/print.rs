@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
+use crate::front::stdio::err;
 
 /// Exit status of a prompt interrupted with Ctrl-C (128 + SIGINT).
 pub const INTERRUPTED: i32 = 130;
@@ -73,13 +74,13 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         }
         (SessionChoice::Id(id), Some(store)) => {
             if !store.exists(id) {
-                eprintln!("error: no stored session {id}");
+                err!("error: no stored session {id}");
                 return 1;
             }
             Some(id.clone())
         }
         (SessionChoice::Id(id), None) => {
-            eprintln!("error: no stored session {id} (sessions are not stored)");
+            err!("error: no stored session {id} (sessions are not stored)");
             return 1;
         }
         _ => None,
@@ -92,7 +93,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
                 id
             }
             Err(e) => {
-                eprintln!("error: cannot load session {id}: {e}");
+                err!("error: cannot load session {id}: {e}");
                 return 1;
             }
         },
@@ -148,7 +149,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
                 }));
             }
             if outcome.stop_reason != "end-turn" {
-                eprintln!("[stopped: {}]", outcome.stop_reason);
+                err!("[stopped: {}]", outcome.stop_reason);
             }
             if was_interrupted || outcome.stop_reason == "cancelled" {
                 INTERRUPTED
@@ -158,7 +159,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         }
         Err(e) if was_interrupted => {
             tracing::debug!("interrupted: {e}");
-            eprintln!("[stopped: interrupted]");
+            err!("[stopped: interrupted]");
             INTERRUPTED
         }
         Err(e) => {
@@ -166,7 +167,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             if options.json {
                 write_line(&json!({"type": "error", "message": message}));
             }
-            eprintln!("error: {message}");
+            err!("error: {message}");
             1
         }
     }

@@ -318,7 +318,7 @@ impl Lisp {
         oml.set(
             "log",
             lua.create_function(|_, msg: String| {
-                eprintln!("[oml] {msg}");
+                let _ = writeln!(std::io::stderr().lock(), "[oml] {msg}");
                 Ok(())
             })?,
         )?;

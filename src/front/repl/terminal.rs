@@ -94,7 +94,7 @@ pub async fn interactive(
             match rustyline::Editor::with_config(config) {
                 Ok(e) => e,
                 Err(e) => {
-                    eprintln!("oml: cannot start line editing: {e}");
+                    crate::front::stdio::err!("oml: cannot start line editing: {e}");
                     return;
                 }
             };
