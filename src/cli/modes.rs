@@ -1,0 +1,362 @@
+//! The modes of the command line, one function each: what `oml`, `oml eval`, `oml run`,
+//! `oml trust`, `oml untrust`, `oml agents`, `oml sessions`, `oml acp`, `oml repl` and print
+//! mode do once the arguments are parsed. Each returns an exit status.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::boot::{boot, new_host, report_lisp_error, set_arg_table};
+use super::{Cli, status};
+use crate::agent::Agent;
+use crate::cancel::CancelToken;
+use crate::front::print::SessionChoice;
+use crate::front::repl::server::{self, ReplServer};
+use crate::front::repl::terminal;
+use crate::front::stdio::{err, out};
+use crate::lisp::init::{self, InitReport, TrustStore};
+use crate::lisp::{Lisp, Output};
+use crate::paths::Paths;
+use crate::session::store::Store;
+
+/// `oml` with no command: the interactive REPL (with the agent offer on a terminal).
+pub(super) async fn repl(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
+    if is_terminal() && !cli.no_init && !cli.no_input {
+        offer_agents(&lisp, paths).await;
+    }
+    if is_terminal() {
+        out!("{}", terminal::banner());
+        // Agents driven from this REPL without a permission handler ask here.
+        crate::bind::client::ask_on_terminal(true);
+    }
+    terminal::interactive(&lisp, Some(paths.history_file()), size.max(0) as usize).await?;
+    Ok(status::OK)
+}
+
+/// `oml eval EXPR`: print the value of one expression.
+pub(super) async fn eval(paths: &Paths, cli: &Cli, expr: &str) -> anyhow::Result<i32> {
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    match lisp.eval_to_string(expr, "eval", &CancelToken::new()).await {
+        Ok(text) => {
+            out!("{text}");
+            Ok(status::OK)
+        }
+        Err(e) => Ok(report_lisp_error(&e)),
+    }
+}
+
+/// `oml run FILE ARGS…`: run a Fennel program with `arg` set.
+pub(super) async fn run_file(
+    paths: &Paths,
+    cli: &Cli,
+    file: &Path,
+    args: &[String],
+) -> anyhow::Result<i32> {
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    set_arg_table(&lisp, file, args)?;
+    match lisp.load_file(file, &CancelToken::new()).await {
+        Ok(()) => Ok(status::OK),
+        Err(e) => Ok(report_lisp_error(&e)),
+    }
+}
+
+/// `oml trust [DIR]`: record DIR's project init file as trusted, as it is now.
+pub(super) fn trust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> {
+    let dir = absolute_dir(dir)?;
+    let hash = TrustStore::new(paths.trust_file())
+        .trust(&dir)
+        .context("cannot record the trusted directory")?;
+    let init = crate::paths::project_init(&dir);
+    if init.is_file() {
+        out!(
+            "trusted {} ({} sha256 {})",
+            dir.display(),
+            init.display(),
+            &hash[..12]
+        );
+    } else {
+        out!(
+            "trusted {} (it has no .oml/init.fnl yet; trust it again once it has one)",
+            dir.display()
+        );
+    }
+    Ok(status::OK)
+}
+
+/// `oml untrust [DIR]`.
+pub(super) fn untrust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> {
+    let dir = absolute_dir(dir)?;
+    let was = TrustStore::new(paths.trust_file())
+        .untrust(&dir)
+        .context("cannot update the trusted directories")?;
+    if was {
+        out!("untrusted {}", dir.display());
+    } else {
+        out!("{} was not trusted", dir.display());
+    }
+    Ok(status::OK)
+}
+
+/// `oml repl --connect [SOCKET]`: a terminal client of a running REPL server.
+pub(super) async fn repl_connect(paths: &Paths, socket: &str) -> anyhow::Result<i32> {
+    let socket = if socket.is_empty() {
+        server::default_socket(paths).context(
+            "no running oml REPL server found; start one (oml acp starts one, as does oml repl --listen) or name its socket",
+        )?
+    } else {
+        PathBuf::from(socket)
+    };
+    server::connect(&socket).await?;
+    Ok(status::OK)
+}
+
+/// `oml repl --listen`: serve a REPL socket until stdin closes or a signal comes.
+pub(super) async fn repl_listen(
+    paths: &Paths,
+    cli: &Cli,
+    socket: Option<PathBuf>,
+) -> anyhow::Result<i32> {
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    let server = match socket {
+        Some(path) => ReplServer::start_at(lisp, &path)?,
+        None => ReplServer::start(lisp, paths).await?,
+    };
+    out!("{}", server.path().display());
+    wait_for_stdin_eof_or_signal().await;
+    drop(server);
+    Ok(status::OK)
+}
+
+/// `oml agents`: the catalog, what is on PATH, and the proposed configuration.
+pub(super) fn agents(json: bool, markdown: bool) -> i32 {
+    use crate::catalog;
+    if markdown {
+        out!("{}", catalog::markdown_table().trim_end());
+        return status::OK;
+    }
+    let discovered = catalog::discover_env();
+    let found: Vec<catalog::Found> = discovered.iter().filter_map(|(_, f)| f.clone()).collect();
+    let proposal = catalog::proposed_config(&found);
+    if json {
+        let agents: Vec<serde_json::Value> = discovered
+            .iter()
+            .map(|(e, f)| {
+                serde_json::json!({
+                    "id": e.id,
+                    "name": e.name,
+                    "commands": e.commands,
+                    "args": e.args,
+                    "env": e.env.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
+                    "auth": e.auth.as_str(),
+                    "homepage": e.homepage,
+                    "found": f.is_some(),
+                    "path": f.as_ref().map(|f| f.path.display().to_string()),
+                })
+            })
+            .collect();
+        out!(
+            "{}",
+            serde_json::json!({"agents": agents, "proposal": proposal})
+        );
+        return status::OK;
+    }
+    out!("Known ACP agents (looked for on PATH; nothing is installed or changed):");
+    for (e, f) in &discovered {
+        match f {
+            Some(f) => out!(
+                "  {:<11} {:<20} found      {}",
+                e.id,
+                e.name,
+                f.path.display()
+            ),
+            None => out!(
+                "  {:<11} {:<20} not found  ({})",
+                e.id,
+                e.name,
+                e.commands.join(", ")
+            ),
+        }
+    }
+    out!(
+        "\nProposed configuration (review it, then add it to ~/.config/oml/agents.fnl or init.fnl):\n"
+    );
+    out!("{}", proposal.trim_end());
+    status::OK
+}
+
+/// Interactive start-up: offer once to write the configuration of the agents found on PATH.
+async fn offer_agents(lisp: &Lisp, paths: &Paths) {
+    let default: Option<String> = lisp.setting("client.default-agent").unwrap_or(None);
+    let found: Vec<crate::catalog::Found> = crate::catalog::discover_env()
+        .into_iter()
+        .filter_map(|(_, f)| f)
+        .collect();
+    let result = {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let mut output = std::io::stdout();
+        crate::catalog::offer::offer(paths, default.is_some(), &found, &mut input, &mut output)
+    };
+    match result {
+        Ok(crate::catalog::offer::Offer::Wrote(file)) => {
+            if let Err(e) = lisp.load_file(&file, &CancelToken::new()).await {
+                err!("oml: {}: {e}", file.display());
+            }
+        }
+        Ok(_) => {}
+        Err(e) => err!("oml: cannot offer the agent configuration: {e}"),
+    }
+}
+
+/// Print mode: `oml -p TEXT` and `oml prompt TEXT`.
+pub(super) async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
+    let text = if text == "-" {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = String::new();
+        tokio::io::stdin()
+            .read_to_string(&mut buf)
+            .await
+            .context("cannot read the prompt from stdin")?;
+        buf
+    } else {
+        text
+    };
+    if text.trim().is_empty() {
+        err!("usage: oml -p <text>   (or: oml prompt <text>; -p - reads stdin)");
+        return Ok(status::USAGE);
+    }
+    let (lisp, _) = boot(paths, cli.no_init, Output::Stderr).await?;
+    let agent = Agent::of(&lisp).context("the agent is not installed")?;
+    let options = crate::front::print::PrintOptions {
+        text,
+        json: cli.json,
+        mode: cli.mode.clone(),
+        show_thinking: cli.show_thinking,
+        session: if cli.no_session {
+            SessionChoice::None
+        } else if cli.continue_ {
+            SessionChoice::Continue
+        } else if let Some(id) = &cli.session {
+            SessionChoice::Id(id.clone())
+        } else {
+            SessionChoice::New
+        },
+    };
+    if !cli.no_session {
+        agent
+            .sessions()
+            .set_store(Some(Store::new(paths.sessions_dir())));
+    }
+    Ok(crate::front::print::run(&agent, options).await)
+}
+
+/// `oml sessions`: one line per stored session (id, last update, title), latest first.
+pub(super) fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
+    let store = Store::new(paths.sessions_dir());
+    let cwd = std::env::current_dir().ok();
+    let list = store.list(if all { None } else { cwd.as_deref() });
+    for s in &list {
+        if json {
+            out!(
+                "{}",
+                serde_json::json!({"id": s.id, "cwd": s.cwd.display().to_string(),
+                                   "title": s.title, "updated": s.updated_at})
+            );
+        } else if all {
+            out!(
+                "{}  {}  {}  {}",
+                s.id,
+                s.updated_at,
+                s.cwd.display(),
+                s.title.as_deref().unwrap_or("")
+            );
+        } else {
+            out!(
+                "{}  {}  {}",
+                s.id,
+                s.updated_at,
+                s.title.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if list.is_empty() && !json {
+        err!("no sessions{}", if all { "" } else { " in this directory" });
+    }
+    status::OK
+}
+
+/// `oml acp`: the ACP agent on stdio, with the live REPL beside it.
+pub(super) async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
+    let lisp = new_host(paths, Output::Stderr)?;
+    let hub = crate::front::acp::install(&lisp).context("cannot install the ACP agent")?;
+    // Project init files run per session, in the session's directory.
+    let report = if no_init {
+        InitReport::default()
+    } else {
+        init::load_all(&lisp, paths, None, true).await
+    };
+    for line in report.messages() {
+        tracing::info!("{line}");
+    }
+    let agent = Agent::of(&lisp).context("the agent is not installed")?;
+    let repl = if lisp.setting::<bool>("repl.server?").unwrap_or(true) {
+        match ReplServer::start(lisp.clone(), paths).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                tracing::warn!("cannot start the live REPL server: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let options = crate::front::acp::ServeOptions {
+        paths: paths.clone(),
+        no_init,
+        startup_messages: report.messages(),
+        max_line_bytes: crate::front::acp::max_line_bytes_from_env(),
+    };
+    let code = crate::front::acp::serve(agent, hub, options).await;
+    drop(repl);
+    Ok(code)
+}
+
+fn absolute_dir(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let dir = match dir {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => cwd.join(d),
+        None => cwd,
+    };
+    anyhow::ensure!(dir.is_dir(), "{} is not a directory", dir.display());
+    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
+}
+
+fn is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+async fn wait_for_stdin_eof_or_signal() {
+    use tokio::io::AsyncReadExt as _;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    let eof = async {
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = eof => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
