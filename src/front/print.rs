@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::agent::{Agent, AgentEvent};
+use crate::agent::{Agent, AgentError, AgentEvent, EventSink, PromptOutcome};
 use crate::cancel::CancelToken;
 use crate::front::stdio::err;
 
@@ -66,6 +66,32 @@ pub enum SessionChoice {
 /// Run one prompt and render it; returns the exit status.
 pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     let (tx, rx) = mpsc::unbounded_channel();
+    let id = match open_session(agent, &options, tx) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    let spinner = !options.json && std::io::stderr().is_terminal();
+    let renderer = tokio::spawn(render(rx, options.json, options.show_thinking, spinner));
+
+    let interrupt = CancelToken::new();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let signals = tokio::spawn(watch_ctrl_c(
+        agent.clone(),
+        id.clone(),
+        interrupt.clone(),
+        interrupted.clone(),
+    ));
+    let result = agent.prompt(&id, &options.text, &interrupt).await;
+    signals.abort();
+    // Dropping the session drops its sink, which ends the renderer once it has shown everything.
+    agent.sessions().remove(&id);
+    let _ = renderer.await;
+    report(result, &options, &id, interrupted.load(Ordering::SeqCst))
+}
+
+/// The session the prompt runs in (new, continued, or named), with print mode's permission
+/// mode; an error is reported here and its status returned.
+fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<String, i32> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let store = agent.sessions().store();
     let existing = match (&options.session, &store) {
@@ -75,13 +101,13 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         (SessionChoice::Id(id), Some(store)) => {
             if !store.exists(id) {
                 err!("error: no stored session {id}");
-                return 1;
+                return Err(1);
             }
             Some(id.clone())
         }
         (SessionChoice::Id(id), None) => {
             err!("error: no stored session {id} (sessions are not stored)");
-            return 1;
+            return Err(1);
         }
         _ => None,
     };
@@ -94,7 +120,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             }
             Err(e) => {
                 err!("error: cannot load session {id}: {e}");
-                return 1;
+                return Err(1);
             }
         },
         None => agent.new_session(cwd, Some(tx)),
@@ -108,36 +134,34 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     agent.sessions().with(&id, |s| {
         s.data.insert("permission-mode".into(), json!(mode));
     });
+    Ok(id)
+}
 
-    let spinner = !options.json && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(render(rx, options.json, options.show_thinking, spinner));
+/// The first Ctrl-C cancels the turn (it ends properly, partial answer kept); a second one
+/// interrupts the Lisp code itself.
+async fn watch_ctrl_c(
+    agent: Agent,
+    id: String,
+    interrupt: CancelToken,
+    interrupted: Arc<AtomicBool>,
+) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    interrupted.store(true, Ordering::SeqCst);
+    agent.cancel(&id);
+    if tokio::signal::ctrl_c().await.is_ok() {
+        interrupt.cancel();
+    }
+}
 
-    let interrupt = CancelToken::new();
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let signals = {
-        let agent = agent.clone();
-        let id = id.clone();
-        let interrupt = interrupt.clone();
-        let interrupted = interrupted.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-            interrupted.store(true, Ordering::SeqCst);
-            agent.cancel(&id);
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupt.cancel();
-            }
-        })
-    };
-
-    let result = agent.prompt(&id, &options.text, &interrupt).await;
-    signals.abort();
-    // Dropping the session drops its sink, which ends the renderer once it has shown everything.
-    agent.sessions().remove(&id);
-    let _ = renderer.await;
-    let was_interrupted = interrupted.load(Ordering::SeqCst);
-
+/// The end of the run: the JSON result line, the stop notice on stderr, and the exit status.
+fn report(
+    result: Result<PromptOutcome, AgentError>,
+    options: &PrintOptions,
+    id: &str,
+    was_interrupted: bool,
+) -> i32 {
     match result {
         Ok(outcome) => {
             if options.json {

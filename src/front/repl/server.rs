@@ -81,39 +81,14 @@ impl Drop for ReplServer {
 async fn serve(lisp: Lisp, stream: UnixStream) {
     use std::os::fd::AsRawFd as _;
     let fd = stream.as_raw_fd();
-    let (read_half, mut write_half) = stream.into_split();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (read_half, write_half) = stream.into_split();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
     let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
     let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
     let interrupt = Interrupt::new();
 
-    // The writer stops when told to, not when every sender is gone: Lisp closures that hold a
-    // sender live until the garbage collector runs.
-    let (finish_tx, mut finish_rx) = tokio::sync::oneshot::channel::<()>();
-    let writer = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                text = out_rx.recv() => match text {
-                    Some(text) => {
-                        if write_half.write_all(text.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    None => break,
-                },
-                _ = &mut finish_rx => {
-                    while let Ok(text) = out_rx.try_recv() {
-                        if write_half.write_all(text.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-        let _ = write_half.shutdown().await;
-    });
+    let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let writer = tokio::spawn(write_to_client(write_half, out_rx, finish_rx));
 
     // A client that goes away completely interrupts the form it left running. The check runs on
     // a plain thread: a runaway form occupies its tokio worker, and tasks queued behind it on
@@ -174,6 +149,37 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     let _ = writer.await;
     done.store(true, Ordering::SeqCst);
     let _ = tokio::task::spawn_blocking(move || watchdog.join()).await;
+}
+
+/// Write the conversation's output to the client in order. It stops when told to, not when
+/// every sender is gone: Lisp closures that hold a sender live until the garbage collector runs.
+async fn write_to_client(
+    mut write_half: tokio::net::unix::OwnedWriteHalf,
+    mut out_rx: mpsc::UnboundedReceiver<String>,
+    mut finish_rx: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            text = out_rx.recv() => match text {
+                Some(text) => {
+                    if write_half.write_all(text.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                None => break,
+            },
+            _ = &mut finish_rx => {
+                while let Ok(text) = out_rx.try_recv() {
+                    if write_half.write_all(text.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    let _ = write_half.shutdown().await;
 }
 
 /// How often the watchdog of a connection wakes to see whether the connection has ended.

@@ -28,7 +28,7 @@ pub async fn interactive(
     history_size: usize,
 ) -> Result<(), LispError> {
     let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
     let interrupt = Interrupt::new();
 
     // Ctrl-C while a form runs (the terminal is not in raw mode then) interrupts it.
@@ -39,34 +39,8 @@ pub async fn interactive(
         }
     });
 
-    // Output is written by one task so values and prints keep their order. It stops when told
-    // to, not when every sender is gone: Lisp closures that hold a sender live until the garbage
-    // collector runs, so waiting for the channel to close would keep Ctrl-D from exiting.
-    let (finish_tx, mut finish_rx) = oneshot::channel::<()>();
-    let writer = tokio::spawn(async move {
-        use std::io::Write as _;
-        let write = |text: String| {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        };
-        loop {
-            tokio::select! {
-                biased;
-                text = out_rx.recv() => match text {
-                    Some(text) => write(text),
-                    None => break,
-                },
-                _ = &mut finish_rx => {
-                    while let Ok(text) = out_rx.try_recv() {
-                        write(text);
-                    }
-                    break;
-                }
-            }
-        }
-    });
-
+    let (finish_tx, finish_rx) = oneshot::channel::<()>();
+    let writer = tokio::spawn(write_output(out_rx, finish_rx));
     // rustyline blocks, so the editor lives on its own thread and answers read requests. They
     // reach it through a plain channel that closes when the conversation ends (`,exit`, Ctrl-D):
     // the REPL's own channel never closes by itself, for the same reason as the writer's.
@@ -85,50 +59,7 @@ pub async fn interactive(
             }
         }
     });
-    let editor_thread = std::thread::spawn(move || {
-        let config = rustyline::Config::builder()
-            .max_history_size(history_size)
-            .map(|b| b.auto_add_history(false).build())
-            .unwrap_or_default();
-        let mut editor: rustyline::Editor<Complete, rustyline::history::FileHistory> =
-            match rustyline::Editor::with_config(config) {
-                Ok(e) => e,
-                Err(e) => {
-                    crate::front::stdio::err!("oml: cannot start line editing: {e}");
-                    return;
-                }
-            };
-        editor.set_helper(Some(Complete));
-        if let Some(h) = &history {
-            let _ = editor.load_history(h);
-        }
-        while let Ok(req) = editor_rx.recv() {
-            let answer = loop {
-                match editor.readline(prompt(req.continuation)) {
-                    Ok(line) => {
-                        if !line.trim().is_empty() {
-                            let _ = editor.add_history_entry(line.as_str());
-                        }
-                        break Some(format!("{line}\n"));
-                    }
-                    // Ctrl-C at the prompt drops what was typed and asks again.
-                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                    Err(_) => break None,
-                }
-            };
-            let done = answer.is_none();
-            let _ = req.reply.send(answer);
-            if done {
-                break;
-            }
-        }
-        if let Some(h) = &history {
-            if let Some(dir) = h.parent() {
-                let _ = crate::paths::ensure_private_dir(dir);
-            }
-            let _ = editor.save_history(h);
-        }
-    });
+    let editor_thread = std::thread::spawn(move || edit_lines(editor_rx, history, history_size));
 
     let result = drive(lisp, reads_tx, out_tx, interrupt).await;
     sigint.abort();
@@ -138,6 +69,86 @@ pub async fn interactive(
     let _ = forward.await;
     let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
     result
+}
+
+/// Write the conversation's output in order. It stops when told to, not when every sender is
+/// gone: Lisp closures that hold a sender live until the garbage collector runs, so waiting for
+/// the channel to close would keep Ctrl-D from exiting.
+async fn write_output(
+    mut out_rx: mpsc::UnboundedReceiver<String>,
+    mut finish_rx: oneshot::Receiver<()>,
+) {
+    use std::io::Write as _;
+    let write = |text: String| {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    };
+    loop {
+        tokio::select! {
+            biased;
+            text = out_rx.recv() => match text {
+                Some(text) => write(text),
+                None => break,
+            },
+            _ = &mut finish_rx => {
+                while let Ok(text) = out_rx.try_recv() {
+                    write(text);
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// The line editor's thread: answer each read request with a line (history kept), `None` at
+/// Ctrl-D; Ctrl-C at the prompt drops what was typed and asks again.
+fn edit_lines(
+    requests: std::sync::mpsc::Receiver<ReadRequest>,
+    history: Option<PathBuf>,
+    history_size: usize,
+) {
+    let config = rustyline::Config::builder()
+        .max_history_size(history_size)
+        .map(|b| b.auto_add_history(false).build())
+        .unwrap_or_default();
+    let mut editor: rustyline::Editor<Complete, rustyline::history::FileHistory> =
+        match rustyline::Editor::with_config(config) {
+            Ok(e) => e,
+            Err(e) => {
+                crate::front::stdio::err!("oml: cannot start line editing: {e}");
+                return;
+            }
+        };
+    editor.set_helper(Some(Complete));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    while let Ok(req) = requests.recv() {
+        let answer = loop {
+            match editor.readline(prompt(req.continuation)) {
+                Ok(line) => {
+                    if !line.trim().is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                    }
+                    break Some(format!("{line}\n"));
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                Err(_) => break None,
+            }
+        };
+        let done = answer.is_none();
+        let _ = req.reply.send(answer);
+        if done {
+            break;
+        }
+    }
+    if let Some(h) = &history {
+        if let Some(dir) = h.parent() {
+            let _ = crate::paths::ensure_private_dir(dir);
+        }
+        let _ = editor.save_history(h);
+    }
 }
 
 /// The rustyline helper: keeps reading lines until the forms are complete.

@@ -1,0 +1,526 @@
+//! `Client`: one connection to an external agent — connect and negotiate, sessions, prompts as
+//! `Turn`s, cancel, close — and how transport failures become `ClientError`s with a category.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::process::{self, AgentProcess};
+use super::router::{self, OutOfTurn};
+use super::{
+    Category, ClientError, ConnectOptions, DEFAULT_REQUEST_TIMEOUT, DEFAULT_STARTUP_TIMEOUT,
+    PROTOCOL_VERSION, StopReason, Turn, Update, kebab,
+};
+use crate::jsonrpc::{self, Connection, Options, RequestError};
+
+/// A connection to one agent process. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    name: String,
+    rpc: Connection,
+    process: AgentProcess,
+    router: Arc<router::Router>,
+    initialize: Value,
+    request_timeout: Duration,
+    out_of_turn: Mutex<Option<mpsc::UnboundedReceiver<OutOfTurn>>>,
+    /// `None` until closed; then whether the first close was graceful.
+    closed: tokio::sync::Mutex<Option<bool>>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.describe())
+    }
+}
+
+impl Client {
+    /// Spawns the agent and negotiates `initialize`. On any failure the process is reaped
+    /// before the error is returned.
+    pub async fn connect(options: ConnectOptions) -> Result<Client, ClientError> {
+        let spawn = &options.spawn;
+        let (process, stdin, stdout) = AgentProcess::spawn(spawn).map_err(|e| {
+            ClientError::new(
+                Category::Connection,
+                format!("cannot start the agent `{}`: {e}", spawn.command),
+            )
+        })?;
+        let (router, out_of_turn) = router::Router::new(options.on_permission.clone());
+        let handler_router = Arc::clone(&router);
+        let name = Path::new(&spawn.command).file_name().map_or_else(
+            || spawn.command.clone(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let (rpc, _unused) = Connection::start(
+            stdout,
+            stdin,
+            Options {
+                peer: format!("agent {name}"),
+                on_incoming: Some(Arc::new(move |incoming| handler_router.handle(incoming))),
+                ..Options::default()
+            },
+        );
+        let _ = router.rpc.set(rpc.clone());
+        let client = Client {
+            inner: Arc::new(ClientInner {
+                name,
+                rpc,
+                process,
+                router,
+                initialize: Value::Null,
+                request_timeout: options.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+                out_of_turn: Mutex::new(Some(out_of_turn)),
+                closed: tokio::sync::Mutex::new(None),
+            }),
+        };
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            // Explicitly nothing: the agent uses its own file and terminal tools.
+            "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+            "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
+        let answer = client.call("initialize", params, Some(startup)).await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => {
+                client.close().await;
+                return Err(e);
+            }
+        };
+        let version = answer.get("protocolVersion").and_then(Value::as_u64);
+        if version != Some(PROTOCOL_VERSION) {
+            client.close().await;
+            let shown = answer
+                .get("protocolVersion")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let mut error = ClientError::new(
+                Category::Protocol,
+                format!(
+                    "the agent answered protocol version {shown}; this client speaks only version {PROTOCOL_VERSION}"
+                ),
+            );
+            error.data = Some(json!({"protocolVersion": shown}));
+            return Err(error);
+        }
+        // Only this function has the Arc so far (the router holds no client), so it can be filled.
+        let mut client = client;
+        Arc::get_mut(&mut client.inner)
+            .expect("the client is not shared yet")
+            .initialize = answer;
+        Ok(client)
+    }
+
+    /// `name (pid N)`, for `tostring`.
+    pub fn describe(&self) -> String {
+        let info = self.inner.initialize.get("agentInfo");
+        let agent = info
+            .and_then(|i| i.get("title").or_else(|| i.get("name")))
+            .and_then(Value::as_str)
+            .unwrap_or(&self.inner.name);
+        let version = info
+            .and_then(|i| i.get("version"))
+            .and_then(Value::as_str)
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        format!(
+            "#<acp-connection {agent}{version} pid {}>",
+            self.inner.process.pid()
+        )
+    }
+
+    /// The agent process.
+    pub fn process(&self) -> &AgentProcess {
+        &self.inner.process
+    }
+
+    /// The whole `initialize` answer (`protocolVersion`, `agentCapabilities`, `authMethods`,
+    /// `agentInfo`, ...), as on the wire.
+    pub fn initialize_response(&self) -> &Value {
+        &self.inner.initialize
+    }
+
+    fn agent_capabilities(&self) -> &Value {
+        self.inner
+            .initialize
+            .get("agentCapabilities")
+            .unwrap_or(&Value::Null)
+    }
+
+    /// Whether the agent advertises `session/load`.
+    pub fn can_load_session(&self) -> bool {
+        truthy(self.agent_capabilities().get("loadSession"))
+    }
+
+    /// Whether the agent advertises `sessionCapabilities.<name>` (`list`, `close`, `resume`, ...).
+    pub fn has_session_capability(&self, name: &str) -> bool {
+        truthy(
+            self.agent_capabilities()
+                .get("sessionCapabilities")
+                .and_then(|s| s.get(name)),
+        )
+    }
+
+    /// The out-of-turn updates (late ones, and those before any turn), once.
+    pub fn take_out_of_turn(&self) -> Option<mpsc::UnboundedReceiver<OutOfTurn>> {
+        self.inner
+            .out_of_turn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Sends a request that fails as soon as the connection is unusable, mapping failures to
+    /// categories.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, ClientError> {
+        let router = &self.inner.router;
+        if let Some(e) = router.fatal_error() {
+            return Err(e);
+        }
+        let result = self
+            .inner
+            .rpc
+            .request_with(method, params, timeout, Some(&router.fatal))
+            .await;
+        match result {
+            Ok(value) => Ok(value),
+            Err(e) => Err(self.map_error(e).await),
+        }
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        self.call(method, params, Some(self.inner.request_timeout))
+            .await
+    }
+
+    async fn map_error(&self, error: RequestError) -> ClientError {
+        match error {
+            RequestError::Rpc { method, error } => self.agent_error(&method, error),
+            RequestError::Cancelled { method, .. } => match self.inner.router.fatal_error() {
+                Some(e) => {
+                    self.close().await;
+                    e
+                }
+                None => ClientError::new(Category::Connection, format!("{method} was cancelled")),
+            },
+            RequestError::Timeout { method, after, .. } => ClientError::new(
+                Category::Connection,
+                format!("{method}: the agent gave no answer within {after:?}"),
+            ),
+            other @ (RequestError::Closed { .. }
+            | RequestError::Io { .. }
+            | RequestError::Send { .. }) => self.connection_error(other.to_string()).await,
+        }
+    }
+
+    /// An error answer of the agent; "authentication required" names the methods it offers.
+    fn agent_error(&self, method: &str, error: jsonrpc::RpcError) -> ClientError {
+        let mut e = ClientError::new(
+            Category::Agent,
+            format!("{method} failed: {} ({})", error.message, error.code),
+        );
+        e.code = Some(error.code.into());
+        if error.code != jsonrpc::AUTH_REQUIRED {
+            e.data = error.data;
+            return e;
+        }
+        let methods = self
+            .inner
+            .initialize
+            .get("authMethods")
+            .cloned()
+            .unwrap_or(json!([]));
+        let names: Vec<String> = methods
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let id = m.get("id").and_then(Value::as_str).unwrap_or("?");
+                match m.get("name").and_then(Value::as_str) {
+                    Some(name) => format!("{id} ({name})"),
+                    None => id.to_owned(),
+                }
+            })
+            .collect();
+        e.message = format!(
+            "{method} failed: authentication required; the agent offers: {}",
+            if names.is_empty() {
+                "no methods".to_owned()
+            } else {
+                names.join(", ")
+            }
+        );
+        let mut data = json!({"authMethods": methods});
+        if let Some(d) = &error.data {
+            data["error"] = d.clone();
+        }
+        e.data = Some(data);
+        e
+    }
+
+    /// The connection is gone: say so with the agent's exit status and the tail of its stderr.
+    async fn connection_error(&self, mut message: String) -> ClientError {
+        let process = &self.inner.process;
+        let status = process.wait_exit(process::EXIT_REPORT_WAIT).await;
+        if let Some(status) = status {
+            message.push_str(&format!(
+                "; the agent exited with {}",
+                process::describe_status(&status)
+            ));
+        }
+        let tail = process.stderr_tail();
+        let tail = tail.trim_end();
+        if !tail.is_empty() {
+            message.push_str(&format!("; its stderr ends with:\n{tail}"));
+        }
+        let mut e = ClientError::new(Category::Connection, message);
+        e.data = Some(json!({
+            "exitStatus": status.and_then(|s| s.code()),
+            "stderr": tail,
+        }));
+        e
+    }
+
+    /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
+    /// wire and the updates that arrived for the new session before its answer.
+    pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await?;
+        let Some(id) = answer.get("sessionId").and_then(Value::as_str) else {
+            return Err(ClientError::new(
+                Category::Protocol,
+                "the agent's session/new answer has no sessionId",
+            ));
+        };
+        let held = self.inner.router.register(id);
+        Ok((answer, held))
+    }
+
+    /// `session/load` (when advertised): the replay arrives as updates before the answer.
+    pub async fn load_session(
+        &self,
+        session_id: &str,
+        cwd: &Path,
+    ) -> Result<(Value, Vec<Update>), ClientError> {
+        if !self.can_load_session() {
+            return Err(capability("session/load", "loadSession"));
+        }
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request(
+                "session/load",
+                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
+            )
+            .await?;
+        let held = self.inner.router.register(session_id);
+        Ok((null_to_object(answer), held))
+    }
+
+    /// `session/resume` (when advertised; no replay).
+    pub async fn resume_session(&self, session_id: &str, cwd: &Path) -> Result<Value, ClientError> {
+        if !self.has_session_capability("resume") {
+            return Err(capability("session/resume", "sessionCapabilities.resume"));
+        }
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request(
+                "session/resume",
+                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
+            )
+            .await?;
+        self.inner.router.register(session_id);
+        Ok(null_to_object(answer))
+    }
+
+    /// `session/list` (when advertised), one page.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<&Path>,
+        cursor: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        if !self.has_session_capability("list") {
+            return Err(capability("session/list", "sessionCapabilities.list"));
+        }
+        let mut params = json!({});
+        if let Some(cwd) = cwd {
+            params["cwd"] = json!(absolute(cwd)?);
+        }
+        if let Some(cursor) = cursor {
+            params["cursor"] = json!(cursor);
+        }
+        self.request("session/list", params).await
+    }
+
+    /// `session/close` (only when advertised).
+    pub async fn close_session(&self, session_id: &str) -> Result<(), ClientError> {
+        if !self.has_session_capability("close") {
+            return Err(capability("session/close", "sessionCapabilities.close"));
+        }
+        self.request("session/close", json!({"sessionId": session_id}))
+            .await?;
+        self.inner.router.forget(session_id);
+        Ok(())
+    }
+
+    /// `session/set_mode`.
+    pub async fn set_mode(&self, session_id: &str, mode_id: &str) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_mode",
+            json!({"sessionId": session_id, "modeId": mode_id}),
+        )
+        .await
+        .map(null_to_object)
+    }
+
+    /// `session/set_config_option`; returns the answer (the full `configOptions`).
+    pub async fn set_config_option(
+        &self,
+        session_id: &str,
+        config_id: &str,
+        value: Value,
+    ) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_config_option",
+            json!({"sessionId": session_id, "configId": config_id, "value": value}),
+        )
+        .await
+        .map(null_to_object)
+    }
+
+    /// The legacy, unstable `session/set_model`.
+    pub async fn set_model(&self, session_id: &str, model_id: &str) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_model",
+            json!({"sessionId": session_id, "modelId": model_id}),
+        )
+        .await
+        .map(null_to_object)
+    }
+
+    /// Sends `session/prompt` and returns the turn, whose [`Turn::next`] hands out its updates
+    /// in order and then its stop reason. `timeout` bounds the whole turn (none by default).
+    pub fn prompt(
+        &self,
+        session_id: &str,
+        prompt: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Turn, ClientError> {
+        if let Some(e) = self.inner.router.fatal_error() {
+            return Err(e);
+        }
+        let shared = self.inner.router.start_turn(session_id)?;
+        let client = self.clone();
+        let turn = Arc::clone(&shared);
+        let params = json!({"sessionId": session_id, "prompt": prompt});
+        let task = tokio::spawn(async move {
+            let answer = client.call("session/prompt", params, timeout).await;
+            let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
+            let result = match answer {
+                Ok(answer) => match answer.get("stopReason").and_then(Value::as_str) {
+                    Some(reason) => Ok(StopReason(kebab(reason))),
+                    None if cancelled => Ok(StopReason("cancelled".to_owned())),
+                    None => Err(ClientError::new(
+                        Category::Protocol,
+                        format!("the agent's session/prompt answer has no stopReason: {answer}"),
+                    )),
+                },
+                // After we sent session/cancel, an error answer means "cancelled" (agents that
+                // surface the aborted call as an error), and -32800 always does.
+                Err(e)
+                    if e.category == Category::Agent
+                        && (cancelled || e.code == Some(jsonrpc::REQUEST_CANCELLED.into())) =>
+                {
+                    Ok(StopReason("cancelled".to_owned()))
+                }
+                Err(e) => Err(e),
+            };
+            turn.set_result(result);
+        });
+        Ok(Turn {
+            shared,
+            client: self.clone(),
+            task: task.abort_handle(),
+            done: false,
+        })
+    }
+
+    /// `session/cancel` for the session's running turn: pending permission requests of the turn
+    /// are answered `cancelled`, and the prompt ends `cancelled` once the agent answers.
+    pub async fn cancel(&self, session_id: &str) -> Result<(), ClientError> {
+        if let Some(turn) = self.inner.router.running_turn(session_id) {
+            turn.cancel_sent.store(true, Ordering::SeqCst);
+            turn.cancel.cancel();
+        }
+        self.inner
+            .rpc
+            .notify("session/cancel", json!({"sessionId": session_id}))
+            .await
+            .map_err(|e| ClientError::new(Category::Connection, e.to_string()))
+    }
+
+    /// Closes the connection: stdin, grace, SIGTERM and SIGKILL to the group, reap. Idempotent
+    /// and bounded; the first call returns whether the agent exited by itself, later ones false.
+    pub async fn close(&self) -> bool {
+        let mut closed = self.inner.closed.lock().await;
+        if closed.is_some() {
+            return false;
+        }
+        let _ = tokio::time::timeout(process::CLOSE_GRACE, self.inner.rpc.close()).await;
+        let graceful = self.inner.process.shutdown().await;
+        *closed = Some(graceful);
+        graceful
+    }
+
+    /// Whether `close` has run.
+    pub async fn is_closed(&self) -> bool {
+        self.inner.closed.lock().await.is_some()
+    }
+}
+
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(_) => true,
+    }
+}
+
+fn null_to_object(v: Value) -> Value {
+    if v.is_null() { json!({}) } else { v }
+}
+
+fn capability(method: &str, flag: &str) -> ClientError {
+    ClientError::new(
+        Category::Capability,
+        format!("the agent does not advertise {method} ({flag})"),
+    )
+}
+
+fn absolute(cwd: &Path) -> Result<PathBuf, ClientError> {
+    if cwd.is_absolute() {
+        Ok(cwd.to_path_buf())
+    } else {
+        Err(ClientError::new(
+            Category::Protocol,
+            format!(
+                "the session cwd must be an absolute path, not {}",
+                cwd.display()
+            ),
+        ))
+    }
+}

@@ -1,0 +1,140 @@
+//! The client's data: error categories and errors, permission requests and decisions, updates as
+//! they came on the wire, stop reasons, and the options of a connection. No I/O.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Spawn;
+use crate::cancel::CancelToken;
+
+/// What kind of failure an error is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// Spawn failure, exit, EOF, I/O, timeout.
+    Connection,
+    /// Version mismatch, too many malformed frames, a prompt while one is running.
+    Protocol,
+    /// The agent does not advertise what was asked for.
+    Capability,
+    /// The agent answered with a JSON-RPC error.
+    Agent,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Connection => "connection",
+            Category::Protocol => "protocol",
+            Category::Capability => "capability",
+            Category::Agent => "agent",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A client failure with its category, and the JSON-RPC code and data when the agent sent them.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("ACP {category} error: {message}")]
+pub struct ClientError {
+    pub category: Category,
+    pub message: String,
+    pub code: Option<i64>,
+    pub data: Option<Value>,
+}
+
+impl ClientError {
+    pub fn new(category: Category, message: impl Into<String>) -> Self {
+        Self {
+            category,
+            message: message.into(),
+            code: None,
+            data: None,
+        }
+    }
+}
+
+/// What a permission handler decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PermissionDecision {
+    /// This option id.
+    Option(String),
+    /// The first `allow_once` option, else the first `allow_always`.
+    Allow,
+    /// The first `reject_once` option, else the first `reject_always`; `cancelled` if none.
+    Reject,
+    /// Answer `cancelled` (which agents take as "abort the turn").
+    Cancel,
+}
+
+/// A `session/request_permission` as the handler sees it.
+#[derive(Clone, Debug)]
+pub struct PermissionRequest {
+    pub session_id: String,
+    /// The full `toolCall` object as on the wire.
+    pub tool_call: Value,
+    /// The `options` array as on the wire.
+    pub options: Value,
+    /// Fires when the turn is cancelled; the request is then answered `cancelled` anyway.
+    pub cancel: CancelToken,
+}
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Decides permission requests. An `Err` (the handler failed) rejects safely.
+pub type PermissionHandler =
+    Arc<dyn Fn(PermissionRequest) -> BoxFuture<Result<PermissionDecision, String>> + Send + Sync>;
+
+/// One `session/update`, as received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Update {
+    /// Per session, from 0, in arrival order.
+    pub seq: u64,
+    /// The `update` object exactly as on the wire.
+    pub value: Value,
+    /// The turn (1, 2, ... per session) it belongs to; `None` before any turn.
+    pub turn: Option<u64>,
+    /// It arrived after its turn's answer had been handed out.
+    pub late: bool,
+}
+
+impl Update {
+    /// The `sessionUpdate` discriminator in kebab-case (`tool-call`), or `unknown`.
+    pub fn kind(&self) -> String {
+        self.value
+            .get("sessionUpdate")
+            .and_then(Value::as_str)
+            .map_or_else(|| "unknown".to_owned(), kebab)
+    }
+}
+
+/// How a turn ended, in kebab-case: `end-turn`, `max-tokens`, `max-turn-requests`, `refusal`,
+/// `cancelled` (or an unknown reason, kebab-cased as well).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopReason(pub String);
+
+/// `snake_case` → `kebab-case`.
+pub fn kebab(s: &str) -> String {
+    s.replace('_', "-")
+}
+
+/// How to start an agent.
+#[derive(Clone, Default)]
+pub struct ConnectOptions {
+    pub spawn: Spawn,
+    /// For every request but prompts; `None` means [`DEFAULT_REQUEST_TIMEOUT`].
+    pub request_timeout: Option<Duration>,
+    /// For `initialize`; `None` means [`DEFAULT_STARTUP_TIMEOUT`].
+    pub startup_timeout: Option<Duration>,
+    pub on_permission: Option<PermissionHandler>,
+}
