@@ -162,7 +162,10 @@ fn read_then_answer() {
         )),
         "{system}"
     );
-    assert_eq!(tool_names(first), ["bash", "edit", "read", "write"]);
+    assert_eq!(
+        tool_names(first),
+        ["bash", "edit", "find", "grep", "ls", "read", "write"]
+    );
     let second = &requests[1].body;
     assert_eq!(roles(second), ["system", "user", "assistant", "tool"]);
     let tool = &tool_messages(second)[0];
@@ -332,7 +335,7 @@ fn advice_on_execute_tool_is_a_permission_policy() {
     let run = env.run(Some(&fake), &["-p", "clean up"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr.contains("[oml] model call: 2 messages, 4 tools"),
+        run.stderr.contains("[oml] model call: 2 messages, 7 tools"),
         "{run:?}"
     );
     assert_eq!(
@@ -375,7 +378,17 @@ in a text file." :kind :read :title "Count {path}"
     let body = &requests[0].body;
     assert_eq!(
         tool_names(body),
-        ["bash", "boom", "edit", "read", "word-count", "write"]
+        [
+            "bash",
+            "boom",
+            "edit",
+            "find",
+            "grep",
+            "ls",
+            "read",
+            "word-count",
+            "write"
+        ]
     );
     let spec = body["tools"]
         .as_array()

@@ -230,7 +230,7 @@ else this session's override (/model), else `llm.model`."
   (let [title (and entry (meta entry.fn :title))]
     (if (= :string (type title))
         (let [t (pick-values 1 (title:gsub "{([%w_%-]+)}" (fn [k] (let [v (. args k)] (if (= nil v) "" (tostring v))))))]
-          (if (t:find "%S") t name))
+          (if (t:find "%S") (trim t) name))
         (= :function (type title))
         (let [(ok t) (pcall title args)] (if (and ok (= :string (type t))) t name))
         name)))
@@ -487,3 +487,30 @@ cancelled. The transcript is not touched."
             :timeout [:number "Seconds before the command is killed" :optional]}}
   (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
                  _G.tools.bash-max-chars))
+
+(fn tools.grep [{: pattern : path : glob : ignore_case : literal : context : limit &as args}]
+  {:fnl/docstring "Search file contents for a regular expression (ripgrep syntax). Matching lines come back as path:line:text, sorted by path; .gitignore'd, hidden and binary files are skipped. Use it to find definitions and uses before reading files."
+   :kind :search :title "Grep {pattern}"
+   :params {:pattern [:string "Regular expression, e.g. fn\\s+main or TODO"]
+            :path [:string "File or directory to search (default: the working directory)" :optional]
+            :glob [:string "Only files matching this glob, e.g. *.rs or src/**/*.ts" :optional]
+            :ignore_case [:boolean "Match case-insensitively" :optional]
+            :literal [:boolean "Treat pattern as a plain string, not a regular expression" :optional]
+            :context [:integer "Lines of context before and after each match" :optional]
+            :limit [:integer "Result lines to return (default 100)" :optional]}}
+  (oml.tool-grep (session.cwd) args _G.tools.grep-ripgrep?))
+
+(fn tools.find [{: pattern : path : limit &as args}]
+  {:fnl/docstring "Find files by glob pattern, relative to a directory: * and ? within a name, ** across directories (**/*.rs finds Rust files at any depth). .gitignore'd and hidden files are skipped; paths come back sorted."
+   :kind :search :title "Find {pattern}"
+   :params {:pattern [:string "Glob, e.g. **/*.rs or src/*.toml"]
+            :path [:string "Directory to search (default: the working directory)" :optional]
+            :limit [:integer "Paths to return (default 1000)" :optional]}}
+  (oml.tool-find (session.cwd) args))
+
+(fn tools.ls [{: path : limit &as args}]
+  {:fnl/docstring "List a directory: its entries sorted by name, directories ending in / and symbolic links in @. Hidden entries are listed too."
+   :kind :read :title "List {path}"
+   :params {:path [:string "Directory (default: the working directory)" :optional]
+            :limit [:integer "Entries to return (default 500)" :optional]}}
+  (oml.tool-ls (session.cwd) args))

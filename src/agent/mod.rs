@@ -84,6 +84,7 @@ impl Agent {
             lisp.declare_setting(&decl)?;
         }
         crate::bind::session::install(lisp, sessions.clone())?;
+        crate::bind::search::install(lisp)?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
         let s = sessions.clone();
         crate::bind::llm::set_cancel_lookup(

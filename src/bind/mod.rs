@@ -6,4 +6,5 @@ pub mod acp;
 pub mod catalog;
 pub mod client;
 pub mod llm;
+pub mod search;
 pub mod session;

@@ -1,5 +1,6 @@
-//! The built-in tools the model can call — `read`, `write`, `edit` and `bash` — as plain Rust
-//! functions, plus the path resolution and truncation they share.
+//! The built-in tools the model can call — `read`, `write`, `edit`, `bash`, and the search tools
+//! `grep`, `find` and `ls` — as plain Rust functions, plus the path resolution, truncation and
+//! directory walk they share.
 //!
 //! The idea: every tool is a function from already-parsed arguments (and the settings that shape
 //! it, passed in by the caller) to a [`ToolOutput`]. A failure is a value with `is_error: true`
@@ -18,8 +19,12 @@
 
 pub mod bash;
 pub mod edit;
+pub mod find;
+pub mod grep;
+pub mod ls;
 pub mod path;
 pub mod read;
+pub mod search;
 pub mod truncate;
 pub mod write;
 
@@ -30,6 +35,9 @@ use std::time::Duration;
 
 pub use bash::bash;
 pub use edit::{Edit, edit, parse_edit_args};
+pub use find::find;
+pub use grep::{GrepArgs, grep};
+pub use ls::ls;
 pub use path::resolve_path;
 pub use read::{ReadLimits, read};
 pub use write::write;
@@ -88,6 +96,9 @@ pub enum ToolError {
     /// A `~` path with no home directory to expand it to.
     #[error("cannot expand ~ in {path}: HOME is not set")]
     NoHome { path: String },
+    /// A blank `pattern` argument of `grep` or `find`.
+    #[error("pattern is required")]
+    PatternRequired,
     /// A blank `command` argument.
     #[error("command is required")]
     CommandRequired,

@@ -1,0 +1,284 @@
+//! `grep`: search file contents for a regular expression, lines back as `path:line:text`.
+//!
+//! ripgrep runs when it is on `PATH` (and the caller allows it); otherwise a Rust fallback walks
+//! the same files with ripgrep's own walker and matcher syntax (`ignore`, `regex`), so the
+//! answer does not depend on what is installed: `.gitignore` honoured, hidden and binary files
+//! skipped, results sorted by path, context lines as `path-line-text` with `--` between groups.
+//! Paths are shown relative to the working directory when they are inside it.
+//!
+//! This module knows nothing of Lisp or permissions. ripgrep runs in its own process group with
+//! stdin from `/dev/null`, is killed when the call is cancelled, and is read only up to
+//! [`GREP_SCAN_MAX_LINES`] lines.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::Command;
+
+use super::search::{GREP_DEFAULT_LIMIT, effective_limit, join_capped};
+use super::{ToolError, ToolOutput, resolve_path};
+use crate::cancel::CancelToken;
+
+/// Result lines read from ripgrep (or produced by the fallback) at most; past this the search
+/// stops and the footer says "at least". Bounds the memory and time of a pattern that matches
+/// everything.
+pub const GREP_SCAN_MAX_LINES: usize = 100_000;
+
+/// The name of the ripgrep program looked for on `PATH`.
+pub const RIPGREP: &str = "rg";
+
+/// What the model asked of `grep`.
+#[derive(Clone, Debug, Default)]
+pub struct GrepArgs {
+    /// A regular expression (Rust/ripgrep syntax), or a plain string with `literal`.
+    pub pattern: String,
+    /// A file or directory, relative to the working directory; default: the working directory.
+    pub path: Option<String>,
+    /// Only files matching this glob (`*.rs`; with a `/`, matched against the path).
+    pub glob: Option<String>,
+    pub ignore_case: bool,
+    /// `pattern` is a plain string, not a regular expression.
+    pub literal: bool,
+    /// Lines of context before and after each match.
+    pub context: usize,
+    /// Result lines to return; default [`GREP_DEFAULT_LIMIT`].
+    pub limit: Option<i64>,
+}
+
+/// The lines a search found (at most `limit` kept) and how many there were in all.
+struct Found {
+    lines: Vec<String>,
+    total: usize,
+}
+
+/// Run `grep` in `cwd`. With `use_ripgrep` and `rg` on `PATH`, ripgrep does the search.
+pub async fn grep(
+    cwd: &Path,
+    args: &GrepArgs,
+    use_ripgrep: bool,
+    cancel: &CancelToken,
+) -> ToolOutput {
+    if args.pattern.is_empty() {
+        return ToolError::PatternRequired.into();
+    }
+    let root = match resolve_path(cwd, args.path.as_deref().unwrap_or(".")) {
+        Ok(root) => root,
+        Err(e) => return e.into(),
+    };
+    if !root.exists() {
+        return ToolError::NotFound(root).into();
+    }
+    let limit = effective_limit(args.limit, GREP_DEFAULT_LIMIT);
+    let found = match ripgrep_path().filter(|_| use_ripgrep) {
+        Some(rg) => ripgrep(&rg, cwd, &root, args, limit, cancel).await,
+        None => {
+            let (cwd, root, args) = (cwd.to_path_buf(), root.clone(), args.clone());
+            let cancel = cancel.clone();
+            tokio::task::spawn_blocking(move || fallback(&cwd, &root, &args, limit, &cancel))
+                .await
+                .unwrap_or_else(|e| Err(format!("the search failed: {e}")))
+        }
+    };
+    match found {
+        Err(message) => ToolOutput::error(message),
+        Ok(found) if found.total == 0 => ToolOutput::ok("No matches."),
+        Ok(found) => {
+            let what = if found.total >= GREP_SCAN_MAX_LINES {
+                "lines (at least)"
+            } else {
+                "lines"
+            };
+            ToolOutput::ok(join_capped(&found.lines, found.total, limit, what))
+        }
+    }
+}
+
+/// `rg` on `PATH`, if it is there.
+pub fn ripgrep_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(RIPGREP))
+        .find(|p| p.is_file())
+}
+
+async fn ripgrep(
+    rg: &Path,
+    cwd: &Path,
+    root: &Path,
+    args: &GrepArgs,
+    limit: usize,
+    cancel: &CancelToken,
+) -> Result<Found, String> {
+    let mut cmd = Command::new(rg);
+    cmd.args(["--line-number", "--no-heading", "--with-filename"])
+        .args(["--color", "never", "--sort", "path"]);
+    if args.ignore_case {
+        cmd.arg("--ignore-case");
+    }
+    if args.literal {
+        cmd.arg("--fixed-strings");
+    }
+    if args.context > 0 {
+        cmd.arg("--context").arg(args.context.to_string());
+    }
+    if let Some(glob) = &args.glob {
+        cmd.arg("--glob").arg(glob);
+    }
+    cmd.arg("--regexp").arg(&args.pattern).arg("--");
+    // Relative to the working directory, so rg prints the paths the model gave.
+    match root.strip_prefix(cwd) {
+        Ok(rel) if rel.as_os_str().is_empty() => {}
+        Ok(rel) => {
+            cmd.arg(rel);
+        }
+        Err(_) => {
+            cmd.arg(root);
+        }
+    }
+    cmd.current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run rg: {e}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let mut found = Found {
+        lines: Vec::new(),
+        total: 0,
+    };
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = tokio::select! {
+            n = reader.read_until(b'\n', &mut buf) => n.map_err(|e| format!("cannot read rg's output: {e}"))?,
+            () = cancel.cancelled() => return Err("Cancelled".to_owned()),
+        };
+        if n == 0 || found.total >= GREP_SCAN_MAX_LINES {
+            break;
+        }
+        found.total += 1;
+        if found.lines.len() < limit {
+            let line = String::from_utf8_lossy(&buf);
+            found
+                .lines
+                .push(line.trim_end_matches(['\n', '\r']).to_owned());
+        }
+    }
+    if found.total >= GREP_SCAN_MAX_LINES {
+        let _ = child.start_kill();
+    }
+    let mut errors = String::new();
+    let _ = stderr.read_to_string(&mut errors).await;
+    let status = child.wait().await.map_err(|e| e.to_string())?;
+    match status.code() {
+        Some(0 | 1) => Ok(found),
+        _ if found.total > 0 => Ok(found),
+        _ => Err(format!("grep failed: {}", errors.trim())),
+    }
+}
+
+/// The search without ripgrep: the same files, the same output.
+fn fallback(
+    cwd: &Path,
+    root: &Path,
+    args: &GrepArgs,
+    limit: usize,
+    cancel: &CancelToken,
+) -> Result<Found, String> {
+    let pattern = if args.literal {
+        regex::escape(&args.pattern)
+    } else {
+        args.pattern.clone()
+    };
+    let matcher = regex::RegexBuilder::new(&pattern)
+        .case_insensitive(args.ignore_case)
+        .build()
+        .map_err(|e| format!("grep failed: invalid pattern: {e}"))?;
+    let mut walk = ignore::WalkBuilder::new(root);
+    walk.sort_by_file_path(|a, b| a.cmp(b));
+    if let Some(glob) = &args.glob {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+        overrides
+            .add(glob)
+            .map_err(|e| format!("grep failed: invalid glob {glob}: {e}"))?;
+        walk.overrides(overrides.build().map_err(|e| e.to_string())?);
+    }
+    let mut found = Found {
+        lines: Vec::new(),
+        total: 0,
+    };
+    for entry in walk.build().filter_map(Result::ok) {
+        if cancel.is_cancelled() {
+            return Err("Cancelled".to_owned());
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(entry.path()) else {
+            continue;
+        };
+        let sniff = &bytes[..bytes.len().min(super::search::BINARY_SNIFF_BYTES)];
+        if memchr::memchr(0, sniff).is_some() {
+            continue;
+        }
+        let shown = super::search::shown_path(entry.path(), cwd);
+        search_text(
+            &String::from_utf8_lossy(&bytes),
+            &shown,
+            &matcher,
+            args.context,
+            limit,
+            &mut found,
+        );
+        if found.total >= GREP_SCAN_MAX_LINES {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// Append the result lines of one file, ripgrep's way: `path:n:text` for a match,
+/// `path-n-text` for context, and with context a `--` line between groups that do not touch
+/// (also between files).
+fn search_text(
+    text: &str,
+    shown: &str,
+    matcher: &regex::Regex,
+    context: usize,
+    limit: usize,
+    found: &mut Found,
+) {
+    let lines: Vec<&str> = text.lines().collect();
+    let is_match: Vec<bool> = lines.iter().map(|l| matcher.is_match(l)).collect();
+    let mut show = vec![false; lines.len()];
+    for (i, _) in is_match.iter().enumerate().filter(|(_, m)| **m) {
+        let to = (i + context).min(lines.len() - 1);
+        show[i.saturating_sub(context)..=to].fill(true);
+    }
+    let push = |found: &mut Found, line: String| {
+        found.total += 1;
+        if found.lines.len() < limit {
+            found.lines.push(line);
+        }
+    };
+    let mut previous: Option<usize> = None;
+    for (i, line) in lines.iter().enumerate().filter(|(i, _)| show[*i]) {
+        let gap = match previous {
+            Some(p) => i > p + 1,
+            None => found.total > 0,
+        };
+        if context > 0 && gap {
+            push(found, "--".to_owned());
+        }
+        let sep = if is_match[i] { ':' } else { '-' };
+        push(found, format!("{shown}{sep}{}{sep}{line}", i + 1));
+        previous = Some(i);
+        if found.total >= GREP_SCAN_MAX_LINES {
+            return;
+        }
+    }
+}
