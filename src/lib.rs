@@ -8,7 +8,8 @@
 //! 2. subsystems without Lisp: `llm` (the streaming chat-completions client), `tools` (the
 //!    built-in tools as plain Rust), `catalog` (known ACP agents), `jsonrpc` (the newline-delimited
 //!    JSON-RPC transport), `acp_client` (oml driving external ACP agents), `session` (the
-//!    registry, the loop's events and the session store);
+//!    registry, the loop's events and the session store), `project` (the project root, its
+//!    instruction files and its git state);
 //! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
 //!    REPL conversation;
 //! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
@@ -28,5 +29,6 @@ pub mod jsonrpc;
 pub mod lisp;
 pub mod llm;
 pub mod paths;
+pub mod project;
 pub mod session;
 pub mod tools;

@@ -123,6 +123,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "jsonrpc",
             "acp_client",
             "session",
+            "project",
         ],
     ),
     ("the Lisp host", &["lisp"]),

@@ -14,6 +14,7 @@
 (local tools _G.tools)
 (local commands _G.commands)
 (local session _G.session)
+(local project _G.project)
 (local json _G.json)
 
 (local file "src/agent/agent.fnl")
@@ -172,11 +173,67 @@ required string, unless `:params {key [type description & flags]}` metadata says
 
 ;;; The loop
 
+(fn agent.base-prompt []
+  "The briefing at the head of the system prompt: who the agent is and how it works with its
+tools. The environment and the project's instructions follow it (`agent.system-prompt-parts`)."
+  (.. "You are oml, a coding agent working in the user's project through tools. You read and change files, search the code and run commands to do software engineering tasks: fixing bugs, adding features, refactoring, explaining code, running and fixing tests.\n\n"
+      "How to work:\n"
+      "- Look before you act: find code with grep, find and ls, and read a file before you edit it. Never guess a file's content.\n"
+      "- Change files with edit (exact, unique old_text; several edits in one call when they belong together); use write only for new files or complete rewrites.\n"
+      "- Run commands with bash: builds, tests, linters, git. After a change, run the project's tests or build when there are any, and fix what you broke.\n"
+      "- Follow the project's conventions and instructions; keep changes focused on the task.\n"
+      "- When a tool fails, read its message and adjust; do not repeat the same call unchanged.\n"
+      "- Answer briefly: say what you did, what you found, and anything the user must decide. Quote paths as path:line."))
+
+(fn agent.environment [?dir]
+  "The environment block of the system prompt for the session directory ?DIR (default: the
+session's): the directory, date, OS, shell, and whether it is a git repository (its branch and a
+short status, computed within a time limit)."
+  (let [dir (or ?dir (session.cwd))
+        git (project.git dir)]
+    (.. "Environment:\n"
+        "The working directory is " dir ".\n"
+        "- Date: " (os.date "%Y-%m-%d") "\n"
+        "- OS: " (project.platform) "\n"
+        "- Shell: " (or (os.getenv "SHELL") "unknown") "\n"
+        "- Git: " (if git git "not a git repository"))))
+
+(fn agent.instructions-text [files]
+  "The instructions block of the system prompt for FILES (from `project.instructions`), or nil
+when there are none: each file under its path, in order, with what was cut or could not be read."
+  (let [cap (oml.setting "project.instructions-max-chars")
+        cut (accumulate [n 0 _ f (ipairs files)] (+ n f.cut))
+        parts []]
+    (each [_ f (ipairs files)]
+      (table.insert parts
+                    (if f.problem
+                        (.. "## " f.path "\n(not included: the file " f.problem ")")
+                        (.. "## " f.path "\n" (trim f.text)))))
+    (when (< 0 (length parts))
+      (.. "Project instructions: the files below were written for agents working here. Follow them; a later file (nearer the working directory) wins over an earlier one."
+          (if (< 0 cut)
+              (.. " They are capped at " cap " characters (project.instructions-max-chars); " cut " characters were cut, so read the files themselves for the rest.")
+              "")
+          "\n\n" (table.concat parts "\n\n")))))
+
+(fn agent.system-prompt-parts [?dir]
+  "The parts of the default system prompt, in order, each {:source :text}: the briefing
+(`agent.base-prompt`), the environment (`agent.environment`) and the project's instructions
+(`project.instructions`). `/context` shows them."
+  (let [dir (or ?dir (session.cwd))
+        files (project.instructions dir)
+        instructions (agent.instructions-text files)
+        parts [{:source "agent.base-prompt" :text (agent.base-prompt)}
+               {:source "agent.environment" :text (agent.environment dir)}]]
+    (when instructions
+      (table.insert parts {:source (table.concat (icollect [_ f (ipairs files)] f.path) ", ")
+                           :text instructions}))
+    parts))
+
 (fn agent.system-prompt []
-  "The system prompt, rebuilt for every model request (never stored in the transcript)."
-  (.. "You are oml, a coding agent. You help the user with software engineering tasks by reading and changing files and running commands.\n\n"
-      "The working directory is " (session.cwd) ".\n\n"
-      "Use the tools: read files before you change them, prefer edit to rewriting whole files with write, and use bash to run commands and tests. Keep answers short and say what you changed."))
+  "The system prompt, rebuilt for every model request (never stored in the transcript): the
+parts of `agent.system-prompt-parts` joined. Redefine this to replace the whole prompt."
+  (table.concat (icollect [_ p (ipairs (agent.system-prompt-parts))] p.text) "\n\n"))
 
 (fn agent.build-request [messages]
   "The request for the next model call: the system prompt, then MESSAGES (the transcript), and

@@ -5,6 +5,7 @@
 (local oml _G.oml)
 (local fennel (require :fennel))
 (local agent _G.agent)
+(local project _G.project)
 (local commands _G.commands)
 (local session _G.session)
 (local json _G.json)
@@ -68,6 +69,19 @@
       (.. "Model: " (or (agent.current-model) "none"))
       (do (session.put! :model input)
           (.. "Model set to " input " for this session"))))
+
+(fn commands.context [input]
+  {:fnl/docstring "Show what the system prompt holds and where each part comes from."}
+  (let [parts (agent.system-prompt-parts)
+        default (table.concat (icollect [_ p (ipairs parts)] p.text) "\n\n")
+        prompt (agent.system-prompt)
+        chars (fn [s] (or (utf8.len s) (length s)))]
+    (if (not= prompt default)
+        (.. "agent.system-prompt is redefined; it gives " (chars prompt) " characters:\n\n" prompt)
+        (table.concat
+          (icollect [_ p (ipairs parts)]
+            (.. "## " p.source " (" (chars p.text) " characters)\n\n" p.text))
+          "\n\n"))))
 
 (fn commands.usage [input]
   {:fnl/docstring "Show the model calls and tokens of this session."}

@@ -85,6 +85,7 @@ impl Agent {
         }
         crate::bind::session::install(lisp, sessions.clone())?;
         crate::bind::search::install(lisp)?;
+        crate::bind::project::install(lisp)?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
         let s = sessions.clone();
         crate::bind::llm::set_cancel_lookup(

@@ -6,5 +6,6 @@ pub mod acp;
 pub mod catalog;
 pub mod client;
 pub mod llm;
+pub mod project;
 pub mod search;
 pub mod session;

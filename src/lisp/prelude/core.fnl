@@ -9,7 +9,8 @@
 
 ;;; Namespaces
 
-(local namespaces [:llm :agent :tools :commands :session :acp :client :catalog :init :repl :json])
+(local namespaces [:llm :agent :tools :commands :session :project :acp :client :catalog :init :repl
+                   :json])
 (set oml.namespaces namespaces)
 
 (each [_ ns (ipairs namespaces)]

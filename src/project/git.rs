@@ -1,0 +1,127 @@
+//! A short summary of a git repository's state for the system prompt: the branch (or the
+//! detached commit) and how many files are changed, staged and untracked.
+//!
+//! `git status` runs with a time limit, without taking git's optional locks, stdin from
+//! `/dev/null`, in its own process group; when it is slow, missing or fails, the summary says so
+//! instead of delaying the turn. Knows nothing of prompts or Lisp.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+/// How long `git status` may take before the summary says it was too slow.
+pub const GIT_STATUS_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The state of the repository at `dir`, as one line: `branch main; 2 modified, 1 untracked`,
+/// `detached at 1a2b3c4; clean`. `None` when `dir` is not in a git repository.
+pub async fn summary(dir: &Path, timeout: Duration) -> Option<String> {
+    let mut cmd = Command::new("git");
+    cmd.args([
+        "status",
+        "--porcelain=v1",
+        "--branch",
+        "--untracked-files=normal",
+    ])
+    .current_dir(dir)
+    .env("GIT_OPTIONAL_LOCKS", "0")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
+    let output = match cmd.spawn() {
+        Ok(child) => tokio::time::timeout(timeout, child.wait_with_output()).await,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return in_repository(dir)
+                .then(|| "a git repository (git is not installed)".to_owned());
+        }
+        Err(e) => return Some(format!("a git repository? (git failed to start: {e})")),
+    };
+    match output {
+        Err(_) => Some(format!(
+            "a git repository (git status took over {} ms)",
+            timeout.as_millis()
+        )),
+        Ok(Err(e)) => Some(format!("a git repository? (git status failed: {e})")),
+        Ok(Ok(out)) if out.status.success() => {
+            Some(describe(&String::from_utf8_lossy(&out.stdout), dir).await)
+        }
+        Ok(Ok(_)) => None,
+    }
+}
+
+fn in_repository(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join(".git").exists())
+}
+
+/// `git status --porcelain=v1 --branch` as one line.
+async fn describe(porcelain: &str, dir: &Path) -> String {
+    let mut lines = porcelain.lines();
+    let head = lines.next().unwrap_or("").trim_start_matches("## ");
+    let branch = if head.starts_with("HEAD (no branch)") {
+        match short_head(dir).await {
+            Some(commit) => format!("detached at {commit}"),
+            None => "detached HEAD".to_owned(),
+        }
+    } else if let Some(name) = head.strip_prefix("No commits yet on ") {
+        format!("branch {name} (no commits yet)")
+    } else {
+        let name = head.split("...").next().unwrap_or(head);
+        let tracking = head
+            .find('[')
+            .map(|i| format!(" {}", &head[i..]))
+            .unwrap_or_default();
+        format!(
+            "branch {}{tracking}",
+            name.split(' ').next().unwrap_or(name)
+        )
+    };
+    let (mut staged, mut modified, mut untracked) = (0, 0, 0);
+    for line in lines {
+        let bytes = line.as_bytes();
+        if line.starts_with("??") {
+            untracked += 1;
+            continue;
+        }
+        if bytes.first().is_some_and(|c| *c != b' ') {
+            staged += 1;
+        }
+        if bytes.get(1).is_some_and(|c| *c != b' ') {
+            modified += 1;
+        }
+    }
+    let counts: Vec<String> = [
+        (staged, "staged"),
+        (modified, "modified"),
+        (untracked, "untracked"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    let state = if counts.is_empty() {
+        "clean".to_owned()
+    } else {
+        counts.join(", ")
+    };
+    format!("{branch}; {state}")
+}
+
+async fn short_head(dir: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(GIT_STATUS_TIMEOUT, out)
+        .await
+        .ok()?
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}

@@ -1,0 +1,158 @@
+//! The instruction files of a project, the convention Codex, Claude Code, pi and OpenCode share:
+//! an `AGENTS.md` (or, as a fallback name, `CLAUDE.md`) in the project root and in any folder
+//! down to the session directory, plus a user-wide one in oml's config folder. Files come root
+//! first, so the nearer a file is to the session directory, the later (and stronger) it reads.
+//!
+//! Files are read fresh for every request, but a file whose size and modification time have not
+//! changed is served from a cache, so an unchanged project costs one `stat` per folder. Text past
+//! a total cap is cut, and the cut is stated. This module does file I/O only; it knows nothing of
+//! prompts or Lisp.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// Characters of instructions kept in all, by default (Codex caps its project docs at 32 KiB):
+/// the files come in order and the one that crosses the cap is cut.
+pub const INSTRUCTIONS_MAX_CHARS: usize = 32 * 1024;
+
+/// Bytes of one instruction file read at most; a larger file is cut here before decoding.
+pub const INSTRUCTION_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
+/// One instruction file as it will be shown to the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstructionFile {
+    pub path: PathBuf,
+    /// The text kept (empty when the file could not be used).
+    pub text: String,
+    /// Characters cut by the cap.
+    pub cut_chars: usize,
+    /// Why the file could not be used (unreadable, binary), when it could not.
+    pub problem: Option<String>,
+}
+
+/// Which files to look for and how much to keep.
+#[derive(Clone, Debug)]
+pub struct Lookup<'a> {
+    /// File names tried in each folder, in order; the first that exists is used.
+    pub names: &'a [String],
+    /// The user-wide file, read first when it exists.
+    pub user_file: Option<&'a Path>,
+    pub max_chars: usize,
+}
+
+/// Read files, remembering each by (size, modification time).
+#[derive(Default)]
+pub struct Cache {
+    files: Mutex<HashMap<PathBuf, Seen>>,
+}
+
+/// A file as last read: its (size, modification time), and its text or why it is unusable.
+struct Seen {
+    key: (u64, Option<SystemTime>),
+    text: Result<String, String>,
+}
+
+impl Cache {
+    /// The instruction files for a session in `dir` within the project `root` (`None`: only
+    /// `dir` itself is looked at), in reading order, capped.
+    pub fn collect(
+        &self,
+        dir: &Path,
+        root: Option<&Path>,
+        lookup: &Lookup<'_>,
+    ) -> Vec<InstructionFile> {
+        let mut paths: Vec<PathBuf> = lookup
+            .user_file
+            .filter(|p| p.is_file())
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect();
+        let folders: Vec<&Path> = match root {
+            Some(root) if dir.starts_with(root) => {
+                let mut v: Vec<&Path> = dir
+                    .ancestors()
+                    .take_while(|d| d.starts_with(root))
+                    .collect();
+                v.reverse();
+                v
+            }
+            _ => vec![dir],
+        };
+        for folder in folders {
+            if let Some(found) = lookup
+                .names
+                .iter()
+                .map(|n| folder.join(n))
+                .find(|p| p.is_file())
+            {
+                paths.push(found);
+            }
+        }
+        let mut room = lookup.max_chars;
+        paths
+            .into_iter()
+            .map(|path| {
+                let (text, problem) = match self.read(&path) {
+                    Ok(text) => (text, None),
+                    Err(problem) => (String::new(), Some(problem)),
+                };
+                let total = text.chars().count();
+                let kept: String = text.chars().take(room).collect();
+                room -= kept.chars().count();
+                InstructionFile {
+                    path,
+                    cut_chars: total - kept.chars().count(),
+                    text: kept,
+                    problem,
+                }
+            })
+            .collect()
+    }
+
+    fn read(&self, path: &Path) -> Result<String, String> {
+        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        let key = (meta.len(), meta.modified().ok());
+        let mut files = self
+            .files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(seen) = files.get(path).filter(|seen| seen.key == key) {
+            return seen.text.clone();
+        }
+        let text = read_text(path);
+        files.insert(
+            path.to_path_buf(),
+            Seen {
+                key,
+                text: text.clone(),
+            },
+        );
+        text
+    }
+}
+
+/// The file as text: at most [`INSTRUCTION_FILE_MAX_BYTES`], refused when it is not UTF-8 text.
+fn read_text(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(INSTRUCTION_FILE_MAX_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if memchr::memchr(0, &bytes).is_some() {
+        return Err("is not text (it holds NUL bytes)".to_owned());
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(e) if e.utf8_error().error_len().is_none() => {
+            // Cut inside a character by the byte cap: keep what is whole.
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).unwrap_or_default())
+        }
+        Err(_) => Err("is not UTF-8 text".to_owned()),
+    }
+}
