@@ -5,6 +5,7 @@
 //! and a clean close.
 
 mod common;
+mod support;
 
 use std::path::Path;
 

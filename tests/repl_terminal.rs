@@ -3,6 +3,7 @@
 //! pseudo-terminal made by util-linux `script`; skipped with a reason where `script` is missing.
 
 mod common;
+mod support;
 
 use std::process::Stdio;
 use std::time::Duration;

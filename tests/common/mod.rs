@@ -1,16 +1,19 @@
 //! Helpers shared by the tests that run the real `oml` binary: a throw-away home for it, running
-//! it (async with a deadline, or blocking with a clean environment), pointing it at a fake model,
-//! and a line client for the REPL socket. Each test file says `mod common;` and uses only part of
-//! this, hence the `dead_code` allowance.
+//! it (async with a deadline, or blocking with a clean environment), the blocking [`Env`] that
+//! points it at the fake model, and a line client for the REPL socket. Each test file says
+//! `mod common;` and `mod support;` (the fake model that [`Env`] names lives there) and uses only
+//! part of this, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::process::{Child, ChildStdin, Command};
+
+use crate::support::fake_model::FakeModel;
 
 /// Generous: a debug binary on a loaded 2-core machine. Only a hang ever reaches it.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -411,4 +414,91 @@ pub fn use_fake_model(cmd: &mut std::process::Command, base_url: &str) {
     cmd.env("OPENAI_BASE_URL", base_url)
         .env("OPENAI_MODEL", "fake/model")
         .env("OPENAI_API_KEY", "test-key");
+}
+
+/// A throw-away [`Home`] for blocking runs of the real binary, optionally against a fake model
+/// server; `root` and `project` are the home's, at hand.
+pub struct Env {
+    pub home: Home,
+    pub root: PathBuf,
+    pub project: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let home = Home::new();
+        Env {
+            root: home.root.clone(),
+            project: home.project.clone(),
+            home,
+        }
+    }
+
+    /// Write the user init file.
+    pub fn init(&self, text: &str) {
+        self.home.write_user_init(text);
+    }
+
+    /// Write `name` (relative) in the project directory; returns its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        self.home.write_project_file(name, text)
+    }
+
+    /// `oml ARGS…` ([`Home::blocking_command`]), pointed at `fake` when given.
+    pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> std::process::Command {
+        let mut cmd = self.home.blocking_command(args);
+        if let Some(fake) = fake {
+            use_fake_model(&mut cmd, &fake.base_url());
+        }
+        cmd
+    }
+
+    /// Run `oml ARGS…` to its end.
+    pub fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Run {
+        self.run_with(fake, &[], args)
+    }
+
+    /// Run `oml ARGS…` to its end with the extra environment variables `vars`.
+    pub fn run_with(&self, fake: Option<&FakeModel>, vars: &[(&str, &str)], args: &[&str]) -> Run {
+        let out = self
+            .command(fake, args)
+            .envs(vars.iter().copied())
+            .output()
+            .expect("run the oml binary");
+        Run::from(out)
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::new()
+    }
+}
+
+/// What a blocking run did; its `Debug` shows both streams in full.
+pub struct Run {
+    /// The exit code, or -1 when killed by a signal.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
 }
