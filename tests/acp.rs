@@ -946,16 +946,13 @@ fn sigterm_mid_turn_exits_cleanly() {
 
 /// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
 /// and a permission request, and a cancel. It needs `python3 -m venv` and `pip install
-/// agent-client-protocol` (network, once per run); without them the test says why and passes.
+/// agent-client-protocol` (network, once per run); without them [`common::skip`] rules.
 #[test]
 fn the_official_python_sdk_drives_oml_acp() {
     let env = Env::new();
     let python = match common::python_sdk_venv(&env.root) {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
     };
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks(

@@ -17,10 +17,7 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
     let venv_dir = tempfile::tempdir().expect("temp dir");
     let python = match common::python_sdk_venv(venv_dir.path()) {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
     };
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_agent.py");
     let script = venv_dir.path().join("drive.fnl");

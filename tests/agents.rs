@@ -4,6 +4,9 @@
 //! catalog command name, headless runs that never wait for input, and the start-up offer under a
 //! pseudo-terminal (`script`).
 
+mod common;
+mod support;
+
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -338,20 +341,10 @@ fn output_within_patience(child: std::process::Child, what: &str) -> std::proces
     waiter.join().unwrap()
 }
 
-fn script_available() -> bool {
-    Command::new("script")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn the_interactive_offer_under_a_pty() {
-    if !script_available() {
-        eprintln!("skipped: util-linux `script` is not installed");
-        return;
+    if !common::script_available() {
+        return common::skip("util-linux `script`", common::INSTALL_SCRIPT);
     }
     // Yes writes the file, once.
     let env = Env::new().with_path(&["bin"]);

@@ -4,6 +4,9 @@
 //! the rest cover what the Rust version adds: multi-edits, line endings, atomic writes, binary
 //! files, bounded output, and killing whole process trees.
 
+mod common;
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -366,8 +369,12 @@ fn write_and_edit_in_an_unwritable_directory_fail_and_leave_the_original() {
     let path = locked.join("f.txt");
     fs::write(&path, "original\n").expect("fixture");
     let Some(_unwritable) = Unwritable::make(&locked) else {
-        eprintln!("skipped: cannot make a directory unwritable here (root without chattr)");
-        return;
+        return common::skip(
+            "a way to make a directory unwritable (mode 0555 does not stop root, and chattr +i \
+             failed)",
+            "run the tests as a user other than root, or apt-get install -y e2fsprogs for \
+             chattr on a filesystem with the immutable attribute (and CAP_LINUX_IMMUTABLE)",
+        );
     };
     let prefix = format!("Cannot create a temporary file in {}: ", locked.display());
 

@@ -371,10 +371,51 @@ impl Client {
     }
 }
 
+/// The variable that lets a test skip under CI when a prerequisite is missing: set it to `1`.
+pub const ALLOW_SKIP: &str = "OML_TEST_ALLOW_SKIP";
+
+/// How to get what the Python SDK interop tests need.
+pub const INSTALL_PYTHON_SDK: &str = "apt-get install -y python3 python3-venv (or run \
+    scripts/setup.sh), and let pip reach PyPI (the test installs agent-client-protocol)";
+
+/// How to get util-linux `script`, the pseudo-terminal of the terminal tests.
+pub const INSTALL_SCRIPT: &str =
+    "apt-get install -y bsdutils (it has util-linux's script on Debian; or run scripts/setup.sh)";
+
+/// A test cannot run here because `missing` is not available; `install` says how to get it.
+///
+/// The rule for every such test, so that none passes by skipping where its check matters:
+/// - outside CI the test is skipped: this prints `skipped: …` and returns, and the caller
+///   returns (`return common::skip(…)`);
+/// - under CI (`CI` set and not empty, `0` or `false`, as CI services set it) this fails the
+///   test with what is missing and how to install it, unless `OML_TEST_ALLOW_SKIP=1`
+///   ([`ALLOW_SKIP`]) opts out, on a CI machine that cannot have the prerequisite.
+pub fn skip(missing: &str, install: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"));
+    let allowed = std::env::var(ALLOW_SKIP).is_ok_and(|v| v == "1");
+    if ci && !allowed {
+        panic!(
+            "a prerequisite is missing: {missing}\n  to install it: {install}\n  \
+             (under CI this fails instead of skipping; set {ALLOW_SKIP}=1 to let it skip)"
+        );
+    }
+    eprintln!("skipped ({missing}); to run it: {install}");
+}
+
+/// Whether util-linux `script` runs here.
+pub fn script_available() -> bool {
+    std::process::Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// A throw-away virtualenv in `dir` with the official ACP Python SDK (PyPI
 /// `agent-client-protocol`, pinned) installed; returns its `python`. `Err` says why it cannot be
-/// had here (no `venv` module, or pip cannot reach the index), so the caller can skip with that
-/// reason instead of failing on a machine without Python.
+/// had here (no `venv` module, or pip cannot reach the index), for [`skip`] with
+/// [`INSTALL_PYTHON_SDK`].
 pub fn python_sdk_venv(dir: &Path) -> Result<PathBuf, String> {
     let venv = dir.join("venv");
     let made = std::process::Command::new("python3")
