@@ -200,14 +200,7 @@ impl Client {
     }
 
     fn wait_exit(&mut self, within: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        common::wait_within(&mut self.child, within).and_then(|status| status.code())
     }
 }
 
@@ -659,7 +652,8 @@ fn cancel_kills_a_running_command() {
     let fake = FakeModel::start([Reply::from(tool_call_chunks(
         "call_sleep",
         "bash",
-        &[r#"{"command":"sleep 30"}"#],
+        // The sleep is the scenario, the command to cancel; `started` says it runs.
+        &[r#"{"command":"touch started; sleep 30"}"#],
     ))]);
     let mut c = Client::start(&env, Some(&fake));
     c.initialize();
@@ -671,7 +665,11 @@ fn cancel_kills_a_running_command() {
     assert_eq!(r["result"], json!({}));
     let id = c.prompt(&sid, "sleep");
     c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
-    std::thread::sleep(Duration::from_millis(200));
+    let started = env.project.join("started");
+    assert!(
+        common::poll_until(WAIT, || started.exists()),
+        "the command never started"
+    );
     let start = Instant::now();
     c.notify("session/cancel", json!({"sessionId": sid}));
     let (updates, r) = c.until_response(id);
@@ -1024,6 +1022,7 @@ fn omls_own_client_drives_oml_acp() {
 (local h (client.spawn (fn [] (client.prompt conn s.session-id "take your time"
                                              {:on-update (fn [u] (when (= u.kind :agent-message-chunk)
                                                                    (set started true)))}))))
+;; Poll the flag the update handler sets once the turn runs; oml.sleep yields to it.
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (print (. (client.join h) :stop-reason))
@@ -1185,11 +1184,7 @@ fn a_killed_agent_loses_nothing_but_the_turn_in_flight() {
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     c.prompt(&sid, "What do my notes say?");
-    let start = Instant::now();
-    while fake.requests().len() < 2 {
-        assert!(start.elapsed() < WAIT, "the second model call never came");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    fake.wait_for_requests(2, WAIT);
     c.until(|m| m["params"]["update"]["content"]["text"] == "Half an ans");
     // kill -9 mid-turn.
     c.child.kill().expect("kill");

@@ -36,6 +36,7 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
 (var started false)
 (local h (client.spawn (fn [] (client.prompt conn s.session-id "wait"
                                              {:on-update (fn [u] (set started true))}))))
+;; Poll the flag the update handler sets once the turn runs; oml.sleep yields to it.
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (print (. (client.join h) :stop-reason))

@@ -10,7 +10,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
 const OML: &str = env!("CARGO_BIN_EXE_oml");
@@ -328,17 +328,18 @@ fn interactive(env: &Env, answer: &str) -> String {
 /// `PATIENCE` (it was probably waiting for input).
 fn output_within_patience(child: std::process::Child, what: &str) -> std::process::Output {
     let pid = child.id() as i32;
-    let start = Instant::now();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if start.elapsed() > PATIENCE {
-            // SAFETY: the child is ours and not yet reaped.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output().unwrap());
+    });
+    match finished.recv_timeout(PATIENCE) {
+        Ok(output) => output,
+        Err(_) => {
+            // SAFETY: the child is ours and not yet reaped (its waiter has not returned).
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{what} did not finish within {PATIENCE:?} (was it waiting for input?)");
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    waiter.join().unwrap()
 }
 
 #[test]

@@ -316,6 +316,7 @@ async fn on_event_runs_in_the_callers_coroutine_and_may_wait() {
       (local seen [])
       (llm.chat {:messages [{:role :user :content "hi"}]}
                 {:on-event (fn [e]
+                             ;; The scenario: a handler that waits (yields) in the call.
                              (oml.sleep 1)
                              (table.insert seen (= me (coroutine.running))))})
       seen"#;
@@ -451,12 +452,13 @@ async fn interrupting_the_evaluation_stops_a_waiting_call() {
     let fake = FakeModel::start([vec![Step::Hang]]);
     let lisp = host(&fake);
     let interrupt = CancelToken::new();
-    let later = interrupt.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        later.cancel();
-    });
-    let result = eval_with(&lisp, &format!("(llm.chat {HI})"), &interrupt).await;
+    // Interrupt once the request has reached the server, which then never answers.
+    let once_waiting = async {
+        fake.requests_arrived(1, PATIENCE).await;
+        interrupt.cancel();
+    };
+    let src = format!("(llm.chat {HI})");
+    let (result, ()) = tokio::join!(eval_with(&lisp, &src, &interrupt), once_waiting);
     assert!(matches!(result, Err(LispError::Interrupted)), "{result:?}");
 }
 

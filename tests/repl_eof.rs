@@ -3,9 +3,12 @@
 //! because its output task and its line editor waited for channels whose senders Lisp closures
 //! keep alive until a garbage collection.
 
+mod common;
+mod support;
+
 use std::io::Write as _;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn the_repl_exits_when_its_input_ends() {
@@ -42,16 +45,9 @@ fn run_repl(input: &[u8]) -> std::process::Output {
         .write_all(input)
         .expect("write the forms");
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if child.try_wait().expect("poll the child").is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("oml did not exit within 30 s of the end of its input");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if common::wait_within(&mut child, Duration::from_secs(30)).is_none() {
+        let _ = child.kill();
+        panic!("oml did not exit within 30 s of the end of its input");
     }
     child.wait_with_output().expect("collect output")
 }

@@ -5,9 +5,10 @@
 //! part of this, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::Duration;
+use std::process::{ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -369,6 +370,89 @@ impl Client {
         assert_eq!(prompt, Prompt::Ready, "{form:?} left the form unfinished");
         text
     }
+}
+
+/// How often [`poll_until`] looks again. Only for state with no event to wait on (a file
+/// appearing, a count of requests, a process in `/proc`); never as a guess that something is done.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Wait until `ready()` holds, looking again every few milliseconds, for at most `within`;
+/// whether it held. The caller asserts with its own message.
+pub fn poll_until(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// [`poll_until`] for async tests: waits with the runtime's timer, so other tasks run meanwhile.
+pub async fn poll_until_async(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Wait until process `pid` has ended (a zombie has), at most `within`; whether it has. Waits on
+/// a pidfd (Linux 5.3), so it wakes the moment the process ends; a pid that is gone has ended.
+pub fn await_exit(pid: i32, within: Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let error = std::io::Error::last_os_error();
+        assert_eq!(
+            error.raw_os_error(),
+            Some(libc::ESRCH),
+            "pidfd_open({pid}): {error}"
+        );
+        return true;
+    }
+    // SAFETY: the descriptor is new and ours alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut poll, 1, ms) } {
+            0 => return false,
+            n if n > 0 => return true,
+            _ => {
+                let error = std::io::Error::last_os_error();
+                assert_eq!(
+                    error.kind(),
+                    std::io::ErrorKind::Interrupted,
+                    "poll: {error}"
+                );
+            }
+        }
+    }
+}
+
+/// Wait for `child` to exit, at most `within`; its status, or `None` if it still runs then.
+pub fn wait_within(child: &mut std::process::Child, within: Duration) -> Option<ExitStatus> {
+    if let Some(status) = child.try_wait().expect("try_wait") {
+        return Some(status);
+    }
+    let pid = i32::try_from(child.id()).expect("a pid fits an i32");
+    await_exit(pid, within).then(|| child.wait().expect("wait for the child"))
 }
 
 /// The variable that lets a test skip under CI when a prerequisite is missing: set it to `1`.
