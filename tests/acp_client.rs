@@ -6,36 +6,26 @@ mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use oml::acp_client::{Client, ConnectOptions, Spawn, TurnEvent};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
-const OML: &str = env!("CARGO_BIN_EXE_oml");
 /// Only reached when a test is about to fail.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Runs a Fennel program with `oml run` in a fresh HOME and XDG dirs; `arg[1]` is the fake
-/// agent, `arg[2]` the temp dir. Returns (status, stdout, stderr).
+/// Runs a Fennel program with `oml run` in a fresh [`common::Home`]; `arg[1]` is the fake
+/// agent, `arg[2]` the project directory (the working directory). Returns (status, stdout,
+/// stderr).
 fn run_fennel(program: &str) -> (i32, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prog.fnl");
-    std::fs::write(&file, program).unwrap();
-    let out = Command::new(OML)
-        .arg("--no-init")
-        .arg("run")
+    let home = common::Home::new();
+    let file = home.write_project_file("prog.fnl", program);
+    let out = home
+        .blocking_command(&["--no-init", "run"])
         .arg(&file)
         .arg(FAKE)
-        .arg(dir.path())
-        .env("HOME", dir.path())
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env("XDG_RUNTIME_DIR", dir.path().join("run"))
-        .env_remove("OML_LOG")
-        .current_dir(dir.path())
+        .arg(&home.project)
         .output()
         .unwrap();
     (

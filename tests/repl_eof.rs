@@ -7,7 +7,7 @@ mod common;
 mod support;
 
 use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
@@ -26,13 +26,9 @@ fn the_repl_exits_at_the_exit_command() {
 
 /// Run `oml --no-init` with `input` on stdin; fail if it has not exited 30 s later.
 fn run_repl(input: &[u8]) -> std::process::Output {
-    let home = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oml"))
-        .arg("--no-init")
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env("XDG_STATE_HOME", home.path().join("state"))
-        .env("XDG_CACHE_HOME", home.path().join("cache"))
-        .env("XDG_RUNTIME_DIR", home.path().join("run"))
+    let home = common::Home::new();
+    let mut child = home
+        .blocking_command(&["--no-init"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
