@@ -2,7 +2,11 @@
 # Installs what building and testing oml needs, where it is missing; safe to run again.
 #   - the Fennel compiler (scripts/setup-fennel.sh);
 #   - mdbook, pinned, for the docs site (cargo install, into ~/.cargo/bin);
-#   - python3 with venv, for the interop tests against the official ACP Python SDK.
+#   - Debian packages the tests need where a command is missing (apt-get, as root or with sudo):
+#     python3 and python3-venv for the interop tests against the official ACP Python SDK,
+#     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), and, as root,
+#     e2fsprogs for `chattr` (root ignores a 0555 directory; the tools tests make one immutable).
+#     Under CI those tests fail rather than skip without them (tests/common/mod.rs, `skip`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -18,10 +22,21 @@ if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
   cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features --features search >&2
 fi
 
-if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+# The Debian packages missing here, by what the tests run.
+packages=()
+python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
+command -v script >/dev/null 2>&1 || packages+=(bsdutils)
+if [ "$(id -u)" = 0 ] && ! command -v chattr >/dev/null 2>&1; then packages+=(e2fsprogs); fi
+
+if [ "${#packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
-    say "installing python3-venv"
+    say "installing ${packages[*]}"
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get install -y python3 python3-venv >&2 || say "could not install python3-venv; interop tests will be skipped"
+    apt_get() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq "$@" >/dev/null; }
+    # A fresh machine (or container) has no package lists yet.
+    { apt_get update && apt_get install -y --no-install-recommends "${packages[@]}"; } \
+      || say "could not install ${packages[*]}; the tests that need them fail under CI"
+  else
+    say "missing ${packages[*]} (no apt-get here); the tests that need them fail under CI"
   fi
 fi

@@ -5,11 +5,12 @@ mod common;
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::Env;
 use serde_json::{Value, json};
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
@@ -17,52 +18,6 @@ use support::fake_model::{
 };
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A throw-away home, config, state and project directory ([`common::Home`]).
-struct Env {
-    home: common::Home,
-    root: PathBuf,
-    project: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let home = common::Home::new();
-        Env {
-            root: home.root.clone(),
-            project: home.project.clone(),
-            home,
-        }
-    }
-
-    fn init(&self, text: &str) {
-        self.home.write_user_init(text);
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        self.home.write_project_file(name, text)
-    }
-
-    fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-        let mut cmd = self.home.blocking_command(args);
-        if let Some(fake) = fake {
-            common::use_fake_model(&mut cmd, &fake.base_url());
-        }
-        cmd
-    }
-
-    fn spawn(&self, fake: Option<&FakeModel>) -> Client {
-        self.spawn_with(fake, &[])
-    }
-
-    fn spawn_with(&self, fake: Option<&FakeModel>, env: &[(&str, &str)]) -> Client {
-        let mut cmd = self.command(fake, &["acp"]);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Client::spawn(cmd)
-    }
-}
 
 /// The scripted ACP client: writes lines to the agent's stdin, reads its stdout line by line.
 struct Client {
@@ -76,6 +31,18 @@ struct Client {
 }
 
 impl Client {
+    /// `oml acp` in `env`, pointed at `fake` when given.
+    fn start(env: &Env, fake: Option<&FakeModel>) -> Client {
+        Client::start_with(env, fake, &[])
+    }
+
+    /// `oml acp` in `env` with the extra environment variables `vars`.
+    fn start_with(env: &Env, fake: Option<&FakeModel>, vars: &[(&str, &str)]) -> Client {
+        let mut cmd = env.command(fake, &["acp"]);
+        cmd.envs(vars.iter().copied());
+        Client::spawn(cmd)
+    }
+
     fn spawn(mut cmd: Command) -> Client {
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -233,14 +200,7 @@ impl Client {
     }
 
     fn wait_exit(&mut self, within: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        common::wait_within(&mut self.child, within).and_then(|status| status.code())
     }
 }
 
@@ -309,7 +269,7 @@ fn a_session_with_a_tool_call() {
         )),
         Reply::from(text_chunks(&["The file ", "says hello."])),
     ]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     let init = c.initialize();
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["authMethods"], json!([]));
@@ -378,7 +338,7 @@ fn a_session_with_a_tool_call() {
 fn cancel_answers_cancelled_and_keeps_the_partial_answer() {
     let env = Env::new();
     let fake = FakeModel::start([partial_then_hang("partial")]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "Write a long story");
@@ -406,7 +366,7 @@ fn a_cancel_sent_right_after_the_prompt_is_not_lost() {
     // The cancel is read before the prompt's task has set up the turn; it must still stop it.
     let env = Env::new();
     let fake = FakeModel::start([partial_then_hang("partial")]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     for round in 0..5 {
@@ -431,7 +391,7 @@ fn token_usage_ends_the_turn_as_a_usage_update() {
     let mut steps = text_chunks(&["hi"]);
     steps.insert(steps.len() - 1, usage_chunk(1200, 34));
     let fake = FakeModel::start([Reply::from(steps)]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "hello");
@@ -452,7 +412,7 @@ fn token_usage_ends_the_turn_as_a_usage_update() {
 fn slash_commands_are_advertised_and_run_without_the_model() {
     let env = Env::new();
     let fake = FakeModel::start([Reply::from(text_chunks(&["model here"]))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, setup) = c.new_session(&env.project);
     let adv = setup
@@ -509,7 +469,7 @@ fn init_files_run_and_their_errors_are_reported() {
     let out = env.command(None, &["trust"]).output().expect("oml trust");
     assert!(out.status.success());
     let fake = FakeModel::start([Reply::from(text_chunks(&["still here"]))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, setup) = c.new_session(&env.project);
     let warnings = texts(&setup);
@@ -542,7 +502,7 @@ fn init_files_run_and_their_errors_are_reported() {
 fn the_live_repl_changes_the_running_agent() {
     let env = Env::new();
     let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let record = env.root.join("state/oml/repl-socket");
@@ -596,7 +556,7 @@ fn permission_requests_round_trip() {
         write("call_3", "c.txt"),
         Reply::from(text_chunks(&["written again"])),
     ]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
 
@@ -672,7 +632,7 @@ fn cancel_while_asking_answers_cancelled() {
         "bash",
         &[r#"{"command":"echo hi"}"#],
     ))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "run it");
@@ -692,9 +652,10 @@ fn cancel_kills_a_running_command() {
     let fake = FakeModel::start([Reply::from(tool_call_chunks(
         "call_sleep",
         "bash",
-        &[r#"{"command":"sleep 30"}"#],
+        // The sleep is the scenario, the command to cancel; `started` says it runs.
+        &[r#"{"command":"touch started; sleep 30"}"#],
     ))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let r = c.call(
@@ -704,7 +665,11 @@ fn cancel_kills_a_running_command() {
     assert_eq!(r["result"], json!({}));
     let id = c.prompt(&sid, "sleep");
     c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
-    std::thread::sleep(Duration::from_millis(200));
+    let started = env.project.join("started");
+    assert!(
+        common::poll_until(WAIT, || started.exists()),
+        "the command never started"
+    );
     let start = Instant::now();
     c.notify("session/cancel", json!({"sessionId": sid}));
     let (updates, r) = c.until_response(id);
@@ -723,7 +688,7 @@ fn reasoning_streams_as_thought_chunks() {
     let mut steps = reasoning_chunks("reasoning_content", &["think ", "more"]);
     steps.extend(text_chunks(&["answer"]));
     let fake = FakeModel::start([Reply::from(steps)]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "think");
@@ -747,7 +712,7 @@ fn render_event_can_be_advised_to_drop_updates() {
     let mut steps = reasoning_chunks("reasoning_content", &["hidden"]);
     steps.extend(text_chunks(&["shown"]));
     let fake = FakeModel::start([Reply::from(steps)]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "think");
@@ -766,7 +731,7 @@ fn hooks_ask_the_client_and_extension_methods_answer() {
 (tset acp.methods "_oml/echo" (fn [params] {:echo params.x}))
 "#,
     );
-    let mut c = env.spawn(None);
+    let mut c = Client::start(&env, None);
     c.initialize();
     let id = c.request(
         "session/new",
@@ -829,7 +794,7 @@ fn request_errors_and_a_closing_client_reach_lisp() {
   (acp.request! method {}))
 "#,
     );
-    let mut c = env.spawn(None);
+    let mut c = Client::start(&env, None);
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "/ask _test/fail");
@@ -858,7 +823,7 @@ fn request_errors_and_a_closing_client_reach_lisp() {
 #[test]
 fn bad_lines_get_errors_and_the_agent_carries_on() {
     let env = Env::new();
-    let mut c = env.spawn_with(None, &[("OML_ACP_MAX_LINE_BYTES", "1000")]);
+    let mut c = Client::start_with(&env, None, &[("OML_ACP_MAX_LINE_BYTES", "1000")]);
     c.raw(b"this is not json\n");
     let m = c.next();
     assert_eq!(m["error"]["code"], -32700);
@@ -914,7 +879,7 @@ fn two_prompts_at_once() {
         partial_then_hang("slow"),
         Reply::from(text_chunks(&["fast"])),
     ]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (a, _) = c.new_session(&env.project);
     let (b, _) = c.new_session(&env.project);
@@ -943,7 +908,7 @@ fn two_prompts_at_once() {
 fn closing_stdin_mid_turn_exits_cleanly() {
     let env = Env::new();
     let fake = FakeModel::start([partial_then_hang("working")]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     c.prompt(&sid, "go");
@@ -957,7 +922,7 @@ fn closing_stdin_mid_turn_exits_cleanly() {
 fn sigterm_mid_turn_exits_cleanly() {
     let env = Env::new();
     let fake = FakeModel::start([partial_then_hang("working")]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     let id = c.prompt(&sid, "go");
@@ -979,16 +944,13 @@ fn sigterm_mid_turn_exits_cleanly() {
 
 /// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
 /// and a permission request, and a cancel. It needs `python3 -m venv` and `pip install
-/// agent-client-protocol` (network, once per run); without them the test says why and passes.
+/// agent-client-protocol` (network, once per run); without them [`common::skip`] rules.
 #[test]
 fn the_official_python_sdk_drives_oml_acp() {
     let env = Env::new();
     let python = match common::python_sdk_venv(&env.root) {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
     };
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks(
@@ -1060,6 +1022,7 @@ fn omls_own_client_drives_oml_acp() {
 (local h (client.spawn (fn [] (client.prompt conn s.session-id "take your time"
                                              {:on-update (fn [u] (when (= u.kind :agent-message-chunk)
                                                                    (set started true)))}))))
+;; Poll the flag the update handler sets once the turn runs; oml.sleep yields to it.
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (print (. (client.join h) :stop-reason))
@@ -1145,7 +1108,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
     ]);
     env.init("(setq llm.send-reasoning? true)\n");
     let sid = {
-        let mut c = env.spawn(Some(&fake));
+        let mut c = Client::start(&env, Some(&fake));
         let init = c.initialize();
         assert_eq!(init["agentCapabilities"]["loadSession"], true);
         assert_eq!(
@@ -1159,7 +1122,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
         sid
     };
 
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (before, r) = load_session(&mut c, "session/load", &sid, &env.project);
     assert_eq!(r["result"]["modes"]["currentModeId"], "ask", "{r}");
@@ -1181,7 +1144,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
     );
 
     // Resume: no replay; close frees the session; delete removes it for good.
-    let mut c2 = env.spawn(Some(&fake));
+    let mut c2 = Client::start(&env, Some(&fake));
     c2.initialize();
     let (before, r) = load_session(&mut c2, "session/resume", &sid, &env.project);
     assert!(r.get("result").is_some(), "{r}");
@@ -1217,21 +1180,17 @@ fn a_killed_agent_loses_nothing_but_the_turn_in_flight() {
             Step::Hang,
         ]),
     ]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (sid, _) = c.new_session(&env.project);
     c.prompt(&sid, "What do my notes say?");
-    let start = Instant::now();
-    while fake.requests().len() < 2 {
-        assert!(start.elapsed() < WAIT, "the second model call never came");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    fake.wait_for_requests(2, WAIT);
     c.until(|m| m["params"]["update"]["content"]["text"] == "Half an ans");
     // kill -9 mid-turn.
     c.child.kill().expect("kill");
     c.child.wait().expect("wait");
 
-    let mut c = env.spawn(None);
+    let mut c = Client::start(&env, None);
     c.initialize();
     let (before, r) = load_session(&mut c, "session/load", &sid, &env.project);
     assert!(r.get("result").is_some(), "{r}");
@@ -1268,7 +1227,7 @@ fn a_torn_last_line_is_skipped() {
     ];
     std::fs::write(dir.join("s-torn.jsonl"), lines.join("\n")).unwrap();
     let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
-    let mut c = env.spawn(Some(&fake));
+    let mut c = Client::start(&env, Some(&fake));
     c.initialize();
     let (before, r) = load_session(&mut c, "session/load", "s-torn", &env.project);
     assert!(r.get("result").is_some(), "{r}");
@@ -1314,7 +1273,7 @@ fn session_list_pages_and_filters_by_cwd() {
         ];
         std::fs::write(dir.join(format!("{id}.jsonl")), lines.join("\n") + "\n").unwrap();
     }
-    let mut c = env.spawn(None);
+    let mut c = Client::start(&env, None);
     c.initialize();
     let r = c.call("session/list", json!({"cwd": here}));
     let page = r["result"]["sessions"]

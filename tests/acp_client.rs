@@ -2,37 +2,30 @@
 //! the Lisp API with the real `oml` binary (`oml run`), and through the Rust core directly where
 //! a condition is easier to await from Rust (late updates, reaping).
 
+mod common;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use oml::acp_client::{Client, ConnectOptions, Spawn, TurnEvent};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
-const OML: &str = env!("CARGO_BIN_EXE_oml");
 /// Only reached when a test is about to fail.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Runs a Fennel program with `oml run` in a fresh HOME and XDG dirs; `arg[1]` is the fake
-/// agent, `arg[2]` the temp dir. Returns (status, stdout, stderr).
+/// Runs a Fennel program with `oml run` in a fresh [`common::Home`]; `arg[1]` is the fake
+/// agent, `arg[2]` the project directory (the working directory). Returns (status, stdout,
+/// stderr).
 fn run_fennel(program: &str) -> (i32, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prog.fnl");
-    std::fs::write(&file, program).unwrap();
-    let out = Command::new(OML)
-        .arg("--no-init")
-        .arg("run")
+    let home = common::Home::new();
+    let file = home.write_project_file("prog.fnl", program);
+    let out = home
+        .blocking_command(&["--no-init", "run"])
         .arg(&file)
         .arg(FAKE)
-        .arg(dir.path())
-        .env("HOME", dir.path())
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("XDG_STATE_HOME", dir.path().join("state"))
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env("XDG_RUNTIME_DIR", dir.path().join("run"))
-        .env_remove("OML_LOG")
-        .current_dir(dir.path())
+        .arg(&home.project)
         .output()
         .unwrap();
     (
@@ -227,11 +220,13 @@ fn the_permission_handler_decides_and_failures_reject_safely() {
 fn cancel_from_another_coroutine_ends_the_turn_as_cancelled() {
     let out = lines(
         r#"
+;; The scenario: a permission handler that would answer only a minute later.
 (local conn (client.connect (. arg 1) [:prompt-cancel] {:on-permission (fn [req] (oml.sleep 60000) :allow)}))
 (local s (client.new-session conn))
 (var started false)
 (local h (client.spawn (fn []
   (client.prompt conn s.session-id "long job" {:on-update (fn [u] (set started true))}))))
+;; Poll the flag the update handler sets once the turn runs; oml.sleep yields to it.
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (local r (client.join h))
@@ -413,27 +408,12 @@ async fn a_grandchild_in_the_agents_group_does_not_survive_close() {
     let grandchild = pid_from(&child_file);
     assert!(alive(grandchild));
     assert!(client.close().await, "the agent itself exits on EOF");
-    // The grandchild was SIGKILLed; it is re-parented and reaped by init (or a subreaper), which
-    // may take a moment: await that condition, bounded.
-    let deadline = Instant::now() + PATIENCE;
-    while alive(grandchild) && Instant::now() < deadline {
-        tokio::task::yield_now().await;
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The grandchild was SIGKILLed; the kill may land a moment after close returns: await its
+    // end (a zombie has ended, waiting for init to reap it), bounded.
     assert!(
-        !alive(grandchild) || is_zombie(grandchild),
+        common::await_exit(grandchild, PATIENCE),
         "grandchild {grandchild} survived"
     );
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
 }
 
 #[tokio::test]
@@ -465,14 +445,10 @@ fn a_program_that_ends_without_close_leaves_no_agent_behind() {
         .nth(1)
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or_else(|| panic!("no grandchild pid in {stdout:?}"));
-    // oml has exited: the agent's whole group was killed on the way out. Re-parenting and reaping
-    // by init may take a moment: await that condition, bounded.
-    let deadline = Instant::now() + PATIENCE;
-    while alive(grandchild) && !is_zombie(grandchild) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // oml has exited: the agent's whole group was killed on the way out. The kill may land a
+    // moment later: await the grandchild's end (a zombie has ended), bounded.
     assert!(
-        !alive(grandchild) || is_zombie(grandchild),
+        common::await_exit(grandchild, PATIENCE),
         "grandchild {grandchild} survived oml's exit"
     );
 }

@@ -5,6 +5,7 @@
 //! and a clean close.
 
 mod common;
+mod support;
 
 use std::path::Path;
 
@@ -16,10 +17,7 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
     let venv_dir = tempfile::tempdir().expect("temp dir");
     let python = match common::python_sdk_venv(venv_dir.path()) {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
     };
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_agent.py");
     let script = venv_dir.path().join("drive.fnl");
@@ -38,6 +36,7 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
 (var started false)
 (local h (client.spawn (fn [] (client.prompt conn s.session-id "wait"
                                              {:on-update (fn [u] (set started true))}))))
+;; Poll the flag the update handler sets once the turn runs; oml.sleep yields to it.
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (print (. (client.join h) :stop-reason))

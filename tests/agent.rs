@@ -4,80 +4,11 @@
 mod common;
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
+use common::{Env, Run};
 use serde_json::{Value, json};
 use support::fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks};
-
-/// A throw-away home, config, state and project directory ([`common::Home`]).
-struct Env {
-    home: common::Home,
-    root: PathBuf,
-    project: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let home = common::Home::new();
-        Env {
-            root: home.root.clone(),
-            project: home.project.clone(),
-            home,
-        }
-    }
-
-    /// Write the user init file.
-    fn init(&self, text: &str) {
-        self.home.write_user_init(text);
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        self.home.write_project_file(name, text)
-    }
-
-    fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-        let mut cmd = self.home.blocking_command(args);
-        if let Some(fake) = fake {
-            common::use_fake_model(&mut cmd, &fake.base_url());
-        }
-        cmd
-    }
-
-    fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Run {
-        let out = self
-            .command(fake, args)
-            .output()
-            .expect("run the oml binary");
-        Run::from(out)
-    }
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl From<Output> for Run {
-    fn from(out: Output) -> Run {
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
 
 /// The roles of a recorded request's messages.
 fn roles(body: &Value) -> Vec<String> {

@@ -4,34 +4,34 @@
 //! catalog command name, headless runs that never wait for input, and the start-up offer under a
 //! pseudo-terminal (`script`).
 
+mod common;
+mod support;
+
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
 const OML: &str = env!("CARGO_BIN_EXE_oml");
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// A throw-away [`common::Home`] whose `PATH` is only folders in it, filled by the test.
 struct Env {
-    dir: tempfile::TempDir,
+    home: common::Home,
     path: String,
 }
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        for d in ["home", "config", "state", "cache", "run"] {
-            std::fs::create_dir_all(dir.path().join(d)).unwrap();
-        }
         Env {
-            dir,
+            home: common::Home::new(),
             path: String::new(),
         }
     }
 
     fn folder(&self, name: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
+        let p = self.home.root.join(name);
         std::fs::create_dir_all(&p).unwrap();
         p
     }
@@ -45,18 +45,10 @@ impl Env {
         self
     }
 
+    /// `oml ARGS…` in the home's clean environment with only the folders on `PATH`, stdin closed.
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(OML);
-        c.args(args)
-            .env("PATH", &self.path)
-            .env("HOME", self.dir.path().join("home"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
-            .env("XDG_RUNTIME_DIR", self.dir.path().join("run"))
-            .env_remove("OML_LOG")
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
+        let mut c = self.home.blocking_command(args);
+        c.env("PATH", &self.path);
         c
     }
 
@@ -66,7 +58,7 @@ impl Env {
     }
 
     fn agents_file(&self) -> PathBuf {
-        self.dir.path().join("config/oml/agents.fnl")
+        self.home.config.join("oml/agents.fnl")
     }
 }
 
@@ -199,7 +191,7 @@ fn the_proposed_configuration_evaluates_and_connect_uses_it() {
          (print :named (tostring conn2))\n\
          (client.close conn2)\n"
     );
-    let file = env.dir.path().join("prog.fnl");
+    let file = env.home.root.join("prog.fnl");
     std::fs::write(&file, program).unwrap();
     let (status, stdout, stderr) = env.run(&["--no-init", "run", file.to_str().unwrap()]);
     assert_eq!(status, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
@@ -217,7 +209,7 @@ fn the_proposed_configuration_evaluates_and_connect_uses_it() {
 fn headless_connect_without_a_default_is_an_actionable_config_error() {
     let env = Env::new().with_path(&["bin"]);
     script(&env.folder("bin").join("gemini"), "#!/bin/sh\n");
-    let file = env.dir.path().join("prog.fnl");
+    let file = env.home.root.join("prog.fnl");
     std::fs::write(
         &file,
         "(let [(ok e) (pcall client.connect)]\n\
@@ -254,7 +246,7 @@ fn headless_connect_without_a_default_is_an_actionable_config_error() {
 #[test]
 fn agents_fnl_loads_before_init_fnl_and_a_broken_default_is_not_fatal() {
     let env = Env::new().with_path(&["bin"]);
-    let cfg = env.dir.path().join("config/oml");
+    let cfg = env.home.config.join("oml");
     std::fs::create_dir_all(&cfg).unwrap();
     std::fs::write(
         cfg.join("agents.fnl"),
@@ -302,7 +294,7 @@ fn interactive(env: &Env, answer: &str) -> String {
     }
     // script needs a shell from PATH; the agents' PATH goes in last.
     s.env("PATH", format!("{}:/usr/bin:/bin", env.path));
-    s.current_dir(env.dir.path());
+    s.current_dir(&env.home.project);
     let mut child = s
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -325,33 +317,24 @@ fn interactive(env: &Env, answer: &str) -> String {
 /// `PATIENCE` (it was probably waiting for input).
 fn output_within_patience(child: std::process::Child, what: &str) -> std::process::Output {
     let pid = child.id() as i32;
-    let start = Instant::now();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if start.elapsed() > PATIENCE {
-            // SAFETY: the child is ours and not yet reaped.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output().unwrap());
+    });
+    match finished.recv_timeout(PATIENCE) {
+        Ok(output) => output,
+        Err(_) => {
+            // SAFETY: the child is ours and not yet reaped (its waiter has not returned).
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{what} did not finish within {PATIENCE:?} (was it waiting for input?)");
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    waiter.join().unwrap()
-}
-
-fn script_available() -> bool {
-    Command::new("script")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 #[test]
 fn the_interactive_offer_under_a_pty() {
-    if !script_available() {
-        eprintln!("skipped: util-linux `script` is not installed");
-        return;
+    if !common::script_available() {
+        return common::skip("util-linux `script`", common::INSTALL_SCRIPT);
     }
     // Yes writes the file, once.
     let env = Env::new().with_path(&["bin"]);
@@ -395,8 +378,8 @@ fn the_interactive_offer_under_a_pty() {
     s.args(["-qec", &format!("{OML} --no-input eval 1"), "/dev/null"]);
     let out = s
         .env("PATH", format!("{}:/usr/bin:/bin", env.path))
-        .env("XDG_CONFIG_HOME", env.dir.path().join("config"))
-        .env("XDG_STATE_HOME", env.dir.path().join("state"))
+        .env("XDG_CONFIG_HOME", &env.home.config)
+        .env("XDG_STATE_HOME", &env.home.state)
         .stdin(Stdio::null())
         .output()
         .unwrap();

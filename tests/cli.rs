@@ -3,6 +3,7 @@
 //! fresh XDG directories and a fresh project directory as its working directory.
 
 mod common;
+mod support;
 
 use common::{Home, write};
 

@@ -229,13 +229,13 @@ async fn evaluate(page: &Path, line: usize, src: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot capture print: {e}"))?;
     let padded = format!("{}{src}", "\n".repeat(line));
     let cancel = CancelToken::new();
+    // A watchdog: cancels the block when it runs longer than BLOCK_TIMEOUT, and ends at once
+    // when `finished` is dropped.
+    let (finished, watched) = std::sync::mpsc::channel::<()>();
     let timer = {
         let cancel = cancel.clone();
         std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + BLOCK_TIMEOUT;
-            while std::time::Instant::now() < deadline && !cancel.is_cancelled() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let _ = watched.recv_timeout(BLOCK_TIMEOUT);
             cancel.cancel();
         })
     };
@@ -243,7 +243,7 @@ async fn evaluate(page: &Path, line: usize, src: &str) -> Result<(), String> {
         Ok(f) => lisp.run::<()>(f, (), &cancel).await,
         Err(e) => Err(e),
     };
-    cancel.cancel();
+    drop(finished);
     let _ = timer.join();
     let Err(e) = result else { return Ok(()) };
     let printed = lisp

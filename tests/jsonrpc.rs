@@ -3,7 +3,8 @@
 //! byte for byte; nothing of ours is mocked.
 
 use std::io::{ErrorKind, Read};
-use std::time::Duration;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
 use oml::cancel::CancelToken;
 use oml::jsonrpc::{
@@ -24,9 +25,33 @@ const PATIENCE: Duration = Duration::from_secs(20);
 struct Peer {
     read: BufReader<OwnedReadHalf>,
     write: OwnedWriteHalf,
+    /// The connection's end of the socket, to see how much of what we sent it has read.
+    ours: RawFd,
 }
 
 impl Peer {
+    /// Wait until the connection has read everything we sent (its socket's receive queue is
+    /// empty): what was sent so far reached it as a read of its own.
+    async fn until_taken(&self) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int; `ours` stays open while the connection lives,
+            // and it lives as long as this test's `Connection` does.
+            let r = unsafe { libc::ioctl(self.ours, libc::FIONREAD, &mut unread) };
+            assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+            if unread == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the connection left {unread} bytes unread for {PATIENCE:?}"
+            );
+            // The reader is a task of this runtime: let it run.
+            tokio::task::yield_now().await;
+        }
+    }
+
     async fn send_raw(&mut self, bytes: &[u8]) {
         self.write.write_all(bytes).await.expect("peer write");
     }
@@ -66,12 +91,14 @@ fn options(peer: &str) -> Options {
 
 fn connect(options: Options) -> (Connection, UnboundedReceiver<Incoming>, Peer) {
     let (ours, theirs) = UnixStream::pair().expect("socket pair");
+    let ours_fd = ours.as_raw_fd();
     let (read, write) = ours.into_split();
     let (connection, incoming) = Connection::start(read, write, options);
     let (peer_read, peer_write) = theirs.into_split();
     let peer = Peer {
         read: BufReader::new(peer_read),
         write: peer_write,
+        ours: ours_fd,
     };
     (connection, incoming, peer)
 }
@@ -253,7 +280,8 @@ async fn bytes_trickled_one_at_a_time_still_make_whole_messages() {
         "{\"jsonrpc\":\"2.0\",\"method\":\"say\",\"params\":{\"text\":\"héllo → 😀 文字\"}}\r\n";
     for byte in line.as_bytes() {
         peer.send_raw(&[*byte]).await;
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        // Each byte is a read of its own.
+        peer.until_taken().await;
     }
     let message = next(&mut incoming).await.expect("a message");
     assert_eq!(
@@ -268,8 +296,8 @@ async fn a_character_split_across_reads_is_decoded_with_its_line() {
     let line = "{\"jsonrpc\":\"2.0\",\"method\":\"say\",\"params\":\"😀\"}\n".as_bytes();
     let middle_of_emoji = line.iter().position(|&b| b == 0xF0).expect("emoji") + 2;
     peer.send_raw(&line[..middle_of_emoji]).await;
-    // Give the reader time to take the first half on its own.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The reader takes the first half on its own.
+    peer.until_taken().await;
     peer.send_raw(&line[middle_of_emoji..]).await;
     let message = next(&mut incoming).await.expect("a message");
     assert_eq!(summary(&message), r#"notification say "😀""#);
@@ -653,7 +681,7 @@ async fn writing_to_a_closed_pipe_fails_sends_without_panicking() {
 async fn a_request_that_cannot_be_written_fails_instead_of_waiting() {
     let (connection, _incoming, peer) = connect(options("agent"));
     // The peer stops reading but keeps its write half open, so no EOF comes to save us.
-    let Peer { read, write } = peer;
+    let Peer { read, write, .. } = peer;
     let stream = read.into_inner().reunite(write).expect("same stream");
     let std_stream = stream.into_std().expect("std socket");
     std_stream

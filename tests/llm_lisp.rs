@@ -5,10 +5,10 @@
 mod common;
 mod support;
 
-use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{Env, Run};
 use oml::bind::llm;
 use oml::cancel::CancelToken;
 use oml::lisp::{Lisp, LispError, LispOptions, Output as LispOutput, from_lua};
@@ -316,6 +316,7 @@ async fn on_event_runs_in_the_callers_coroutine_and_may_wait() {
       (local seen [])
       (llm.chat {:messages [{:role :user :content "hi"}]}
                 {:on-event (fn [e]
+                             ;; The scenario: a handler that waits (yields) in the call.
                              (oml.sleep 1)
                              (table.insert seen (= me (coroutine.running))))})
       seen"#;
@@ -451,12 +452,13 @@ async fn interrupting_the_evaluation_stops_a_waiting_call() {
     let fake = FakeModel::start([vec![Step::Hang]]);
     let lisp = host(&fake);
     let interrupt = CancelToken::new();
-    let later = interrupt.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        later.cancel();
-    });
-    let result = eval_with(&lisp, &format!("(llm.chat {HI})"), &interrupt).await;
+    // Interrupt once the request has reached the server, which then never answers.
+    let once_waiting = async {
+        fake.requests_arrived(1, PATIENCE).await;
+        interrupt.cancel();
+    };
+    let src = format!("(llm.chat {HI})");
+    let (result, ()) = tokio::join!(eval_with(&lisp, &src, &interrupt), once_waiting);
     assert!(matches!(result, Err(LispError::Interrupted)), "{result:?}");
 }
 
@@ -603,38 +605,9 @@ async fn unusable_values_are_refused_by_setq_or_at_the_next_call() {
 
 // --- the real binary: environment defaults, start-up, secrecy
 
-/// Throw-away XDG directories ([`common::Home`]) and an environment holding only what a test
-/// gives.
-struct Env {
-    home: common::Home,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: common::Home::new(),
-        }
-    }
-
-    fn eval(&self, vars: &[(&str, &str)], expr: &str) -> Output {
-        self.run(vars, &["eval", expr])
-    }
-
-    fn run(&self, vars: &[(&str, &str)], args: &[&str]) -> Output {
-        self.home
-            .blocking_command(args)
-            .envs(vars.iter().copied())
-            .output()
-            .expect("run oml")
-    }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+/// `oml eval EXPR` in `env` with the extra environment variables `vars`.
+fn oml_eval(env: &Env, vars: &[(&str, &str)], expr: &str) -> Run {
+    env.run_with(None, vars, &["eval", expr])
 }
 
 #[test]
@@ -661,21 +634,22 @@ fn the_environment_gives_the_defaults_and_empty_means_unset() {
         (&[], r#"["https://api.openai.com/v1" "none" true]"#),
     ];
     for (vars, expected) in cases {
-        let out = env.eval(vars, expr);
-        assert!(out.status.success(), "{vars:?}: {}", stderr(&out));
-        assert_eq!(stdout(&out).trim(), expected, "{vars:?}");
+        let out = oml_eval(&env, vars, expr);
+        assert_eq!(out.code, 0, "{vars:?}: {}", out.stderr);
+        assert_eq!(out.stdout.trim(), expected, "{vars:?}");
     }
 }
 
 #[test]
 fn the_other_settings_start_at_the_clients_defaults() {
     let env = Env::new();
-    let out = env.eval(
+    let out = oml_eval(
+        &env,
         &[],
         "[llm.send-reasoning? llm.extra-body llm.connect-timeout llm.idle-timeout \
           llm.max-retries llm.retry-base-delay llm.retry-max-delay (= nil llm.on-chunk)]",
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let expected = format!(
         "[false {{}} {} {} {} {} {} true]",
         DEFAULT_CONNECT_TIMEOUT.as_secs(),
@@ -684,16 +658,16 @@ fn the_other_settings_start_at_the_clients_defaults() {
         DEFAULT_RETRY_BASE_DELAY.as_secs_f64(),
         DEFAULT_RETRY_MAX_DELAY.as_secs(),
     );
-    assert_eq!(stdout(&out).trim(), expected);
+    assert_eq!(out.stdout.trim(), expected);
 }
 
 #[test]
 fn the_api_key_is_hidden_by_describe_and_settings() {
     let env = Env::new();
     let vars = [("OPENAI_API_KEY", "sk-very-secret")];
-    let out = env.eval(&vars, "(print (describe llm.api-key)) (settings)");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let shown = stdout(&out);
+    let out = oml_eval(&env, &vars, "(print (describe llm.api-key)) (settings)");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shown = out.stdout;
     assert!(!shown.contains("sk-very-secret"), "{shown}");
     assert!(shown.contains("Value: <hidden>"), "{shown}");
     assert!(shown.contains("llm.api-key = <hidden>"), "{shown}");
@@ -704,9 +678,9 @@ fn the_api_key_is_hidden_by_describe_and_settings() {
 
     // The slash commands of print mode (they never call the model).
     for command in ["/settings", "/doc llm.api-key"] {
-        let out = env.run(&vars, &["-p", command]);
-        assert!(out.status.success(), "{command}: {}", stderr(&out));
-        let shown = stdout(&out);
+        let out = env.run_with(None, &vars, &["-p", command]);
+        assert_eq!(out.code, 0, "{command}: {}", out.stderr);
+        let shown = out.stdout;
         assert!(!shown.contains("sk-very-secret"), "{command}: {shown}");
         assert!(shown.contains("<hidden>"), "{command}: {shown}");
     }
@@ -715,16 +689,17 @@ fn the_api_key_is_hidden_by_describe_and_settings() {
 #[test]
 fn start_up_needs_no_model_but_the_first_call_does() {
     let env = Env::new();
-    let out = env.eval(&[], "(+ 1 2)");
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "3");
+    let out = oml_eval(&env, &[], "(+ 1 2)");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "3");
 
-    let out = env.eval(
+    let out = oml_eval(
+        &env,
         &[],
         r#"(llm.chat {:messages [{:role :user :content "hi"}]})"#,
     );
-    assert_eq!(out.status.code(), Some(1));
-    let text = stderr(&out);
+    assert_eq!(out.code, 1);
+    let text = out.stderr;
     assert!(text.contains("OPENAI_MODEL"), "{text}");
     assert!(text.contains(r#"(setq llm.model "...")"#), "{text}");
 }
@@ -738,11 +713,12 @@ fn llm_chat_from_oml_eval_against_the_fake_server() {
         ("OPENAI_BASE_URL", base.as_str()),
         ("OPENAI_MODEL", "env/model"),
     ];
-    let out = env.eval(
+    let out = oml_eval(
+        &env,
         &vars,
         r#"(. (llm.chat {:messages [{:role :user :content "hi"}]}) :text)"#,
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), r#""from the binary""#);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), r#""from the binary""#);
     assert_eq!(fake.requests()[0].body["model"], "env/model");
 }

@@ -3,9 +3,12 @@
 //! because its output task and its line editor waited for channels whose senders Lisp closures
 //! keep alive until a garbage collection.
 
+mod common;
+mod support;
+
 use std::io::Write as _;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 #[test]
 fn the_repl_exits_when_its_input_ends() {
@@ -23,13 +26,9 @@ fn the_repl_exits_at_the_exit_command() {
 
 /// Run `oml --no-init` with `input` on stdin; fail if it has not exited 30 s later.
 fn run_repl(input: &[u8]) -> std::process::Output {
-    let home = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oml"))
-        .arg("--no-init")
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env("XDG_STATE_HOME", home.path().join("state"))
-        .env("XDG_CACHE_HOME", home.path().join("cache"))
-        .env("XDG_RUNTIME_DIR", home.path().join("run"))
+    let home = common::Home::new();
+    let mut child = home
+        .blocking_command(&["--no-init"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -42,16 +41,9 @@ fn run_repl(input: &[u8]) -> std::process::Output {
         .write_all(input)
         .expect("write the forms");
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if child.try_wait().expect("poll the child").is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("oml did not exit within 30 s of the end of its input");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if common::wait_within(&mut child, Duration::from_secs(30)).is_none() {
+        let _ = child.kill();
+        panic!("oml did not exit within 30 s of the end of its input");
     }
     child.wait_with_output().expect("collect output")
 }

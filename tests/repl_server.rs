@@ -3,6 +3,7 @@
 //! vanish mid-form or while a form loops forever, the socket's permissions and its clean-up.
 
 mod common;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 

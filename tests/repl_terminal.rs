@@ -1,8 +1,9 @@
 //! The interactive REPL on a real terminal: Ctrl-C interrupts a running form without leaving, and
 //! an agent driven without a permission handler asks the user on the terminal. Runs `oml` under a
-//! pseudo-terminal made by util-linux `script`; skipped with a reason where `script` is missing.
+//! pseudo-terminal made by util-linux `script`; where it is missing, [`common::skip`] rules.
 
 mod common;
+mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -30,15 +31,11 @@ async fn read_until(out: &mut tokio::process::ChildStdout, seen: &mut String, ne
     );
 }
 
-/// `oml --no-init` on a fresh pseudo-terminal, or `None` (with the reason printed) when util-linux
-/// `script` is not installed. The child's stdin and stdout are the terminal's keyboard and screen.
+/// `oml --no-init` on a fresh pseudo-terminal, or `None` when util-linux `script` is not
+/// installed and [`common::skip`] lets the test skip. The child's stdin and stdout are the terminal's keyboard and screen.
 fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: util-linux script is not installed");
+    if !common::script_available() {
+        common::skip("util-linux `script`", common::INSTALL_SCRIPT);
         return None;
     }
     let oml = env!("CARGO_BIN_EXE_oml");

@@ -4,6 +4,9 @@
 //! the rest cover what the Rust version adds: multi-edits, line endings, atomic writes, binary
 //! files, bounded output, and killing whole process trees.
 
+mod common;
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -366,8 +369,12 @@ fn write_and_edit_in_an_unwritable_directory_fail_and_leave_the_original() {
     let path = locked.join("f.txt");
     fs::write(&path, "original\n").expect("fixture");
     let Some(_unwritable) = Unwritable::make(&locked) else {
-        eprintln!("skipped: cannot make a directory unwritable here (root without chattr)");
-        return;
+        return common::skip(
+            "a way to make a directory unwritable (mode 0555 does not stop root, and chattr +i \
+             failed)",
+            "run the tests as a user other than root, or apt-get install -y e2fsprogs for \
+             chattr on a filesystem with the immutable attribute (and CAP_LINUX_IMMUTABLE)",
+        );
     };
     let prefix = format!("Cannot create a temporary file in {}: ", locked.display());
 
@@ -616,6 +623,10 @@ fn edit_is_quick_on_a_ten_megabyte_file() {
 }
 
 // --- bash
+//
+// A `sleep 30` in a command below is the scenario: a process that runs until it is cancelled,
+// timed out or killed. No test waits a fixed time for the command to get somewhere: it waits
+// for a file the command writes.
 
 /// Whether `pid` is a live process (a zombie is dead: it only waits to be reaped).
 fn alive(pid: i32) -> bool {
@@ -629,28 +640,25 @@ fn alive(pid: i32) -> bool {
 
 /// Wait until none of `pids` is alive, up to `limit`; the ones still alive.
 fn survivors(pids: &[i32], limit: Duration) -> Vec<i32> {
-    let started = Instant::now();
-    loop {
-        let left: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
-        if left.is_empty() || started.elapsed() > limit {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let alive_now = || -> Vec<i32> { pids.iter().copied().filter(|&pid| alive(pid)).collect() };
+    common::poll_until(limit, || alive_now().is_empty());
+    alive_now()
 }
 
 /// The pids a command wrote to `file`, one per line, once there are `n` of them.
 async fn wait_for_pids(file: &Path, n: usize) -> Vec<i32> {
-    for _ in 0..250 {
-        if let Ok(text) = fs::read_to_string(file) {
-            let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-            if pids.len() >= n {
-                return pids;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the command did not write {n} pids to {}", file.display());
+    let read = || -> Vec<i32> {
+        fs::read_to_string(file)
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    let written = common::poll_until_async(Duration::from_secs(20), || read().len() >= n).await;
+    assert!(
+        written,
+        "the command did not write {n} pids to {}",
+        file.display()
+    );
+    read()
 }
 
 async fn run_bash(command: &str, cwd: &Path) -> ToolOutput {
@@ -697,13 +705,16 @@ async fn bash_cancel_kills_the_command() {
     let dir = temp();
     let cancel = CancelToken::new();
     let trigger = cancel.clone();
+    // Cancel once the command has written its line and is in its (scenario) sleep.
+    let marker = dir.path().join("echoed");
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let echoed = common::poll_until_async(Duration::from_secs(20), || marker.exists()).await;
+        assert!(echoed, "the command never started");
         trigger.cancel();
     });
     let started = Instant::now();
     let out = tools::bash(
-        "echo started; sleep 30",
+        "echo started; touch echoed; sleep 30",
         dir.path(),
         Duration::from_secs(60),
         1000,

@@ -1,16 +1,20 @@
 //! Helpers shared by the tests that run the real `oml` binary: a throw-away home for it, running
-//! it (async with a deadline, or blocking with a clean environment), pointing it at a fake model,
-//! and a line client for the REPL socket. Each test file says `mod common;` and uses only part of
-//! this, hence the `dead_code` allowance.
+//! it (async with a deadline, or blocking with a clean environment), the blocking [`Env`] that
+//! points it at the fake model, and a line client for the REPL socket. Each test file says
+//! `mod common;` and `mod support;` (the fake model that [`Env`] names lives there) and uses only
+//! part of this, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+use std::process::{ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::process::{Child, ChildStdin, Command};
+
+use crate::support::fake_model::FakeModel;
 
 /// Generous: a debug binary on a loaded 2-core machine. Only a hang ever reaches it.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -368,10 +372,134 @@ impl Client {
     }
 }
 
+/// How often [`poll_until`] looks again. Only for state with no event to wait on (a file
+/// appearing, a count of requests, a process in `/proc`); never as a guess that something is done.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Wait until `ready()` holds, looking again every few milliseconds, for at most `within`;
+/// whether it held. The caller asserts with its own message.
+pub fn poll_until(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// [`poll_until`] for async tests: waits with the runtime's timer, so other tasks run meanwhile.
+pub async fn poll_until_async(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Wait until process `pid` has ended (a zombie has), at most `within`; whether it has. Waits on
+/// a pidfd (Linux 5.3), so it wakes the moment the process ends; a pid that is gone has ended.
+pub fn await_exit(pid: i32, within: Duration) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let error = std::io::Error::last_os_error();
+        assert_eq!(
+            error.raw_os_error(),
+            Some(libc::ESRCH),
+            "pidfd_open({pid}): {error}"
+        );
+        return true;
+    }
+    // SAFETY: the descriptor is new and ours alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut poll, 1, ms) } {
+            0 => return false,
+            n if n > 0 => return true,
+            _ => {
+                let error = std::io::Error::last_os_error();
+                assert_eq!(
+                    error.kind(),
+                    std::io::ErrorKind::Interrupted,
+                    "poll: {error}"
+                );
+            }
+        }
+    }
+}
+
+/// Wait for `child` to exit, at most `within`; its status, or `None` if it still runs then.
+pub fn wait_within(child: &mut std::process::Child, within: Duration) -> Option<ExitStatus> {
+    if let Some(status) = child.try_wait().expect("try_wait") {
+        return Some(status);
+    }
+    let pid = i32::try_from(child.id()).expect("a pid fits an i32");
+    await_exit(pid, within).then(|| child.wait().expect("wait for the child"))
+}
+
+/// The variable that lets a test skip under CI when a prerequisite is missing: set it to `1`.
+pub const ALLOW_SKIP: &str = "OML_TEST_ALLOW_SKIP";
+
+/// How to get what the Python SDK interop tests need.
+pub const INSTALL_PYTHON_SDK: &str = "apt-get install -y python3 python3-venv (or run \
+    scripts/setup.sh), and let pip reach PyPI (the test installs agent-client-protocol)";
+
+/// How to get util-linux `script`, the pseudo-terminal of the terminal tests.
+pub const INSTALL_SCRIPT: &str =
+    "apt-get install -y bsdutils (it has util-linux's script on Debian; or run scripts/setup.sh)";
+
+/// A test cannot run here because `missing` is not available; `install` says how to get it.
+///
+/// The rule for every such test, so that none passes by skipping where its check matters:
+/// - outside CI the test is skipped: this prints `skipped: …` and returns, and the caller
+///   returns (`return common::skip(…)`);
+/// - under CI (`CI` set and not empty, `0` or `false`, as CI services set it) this fails the
+///   test with what is missing and how to install it, unless `OML_TEST_ALLOW_SKIP=1`
+///   ([`ALLOW_SKIP`]) opts out, on a CI machine that cannot have the prerequisite.
+pub fn skip(missing: &str, install: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"));
+    let allowed = std::env::var(ALLOW_SKIP).is_ok_and(|v| v == "1");
+    if ci && !allowed {
+        panic!(
+            "a prerequisite is missing: {missing}\n  to install it: {install}\n  \
+             (under CI this fails instead of skipping; set {ALLOW_SKIP}=1 to let it skip)"
+        );
+    }
+    eprintln!("skipped ({missing}); to run it: {install}");
+}
+
+/// Whether util-linux `script` runs here.
+pub fn script_available() -> bool {
+    std::process::Command::new("script")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// A throw-away virtualenv in `dir` with the official ACP Python SDK (PyPI
 /// `agent-client-protocol`, pinned) installed; returns its `python`. `Err` says why it cannot be
-/// had here (no `venv` module, or pip cannot reach the index), so the caller can skip with that
-/// reason instead of failing on a machine without Python.
+/// had here (no `venv` module, or pip cannot reach the index), for [`skip`] with
+/// [`INSTALL_PYTHON_SDK`].
 pub fn python_sdk_venv(dir: &Path) -> Result<PathBuf, String> {
     let venv = dir.join("venv");
     let made = std::process::Command::new("python3")
@@ -411,4 +539,91 @@ pub fn use_fake_model(cmd: &mut std::process::Command, base_url: &str) {
     cmd.env("OPENAI_BASE_URL", base_url)
         .env("OPENAI_MODEL", "fake/model")
         .env("OPENAI_API_KEY", "test-key");
+}
+
+/// A throw-away [`Home`] for blocking runs of the real binary, optionally against a fake model
+/// server; `root` and `project` are the home's, at hand.
+pub struct Env {
+    pub home: Home,
+    pub root: PathBuf,
+    pub project: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let home = Home::new();
+        Env {
+            root: home.root.clone(),
+            project: home.project.clone(),
+            home,
+        }
+    }
+
+    /// Write the user init file.
+    pub fn init(&self, text: &str) {
+        self.home.write_user_init(text);
+    }
+
+    /// Write `name` (relative) in the project directory; returns its path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        self.home.write_project_file(name, text)
+    }
+
+    /// `oml ARGS…` ([`Home::blocking_command`]), pointed at `fake` when given.
+    pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> std::process::Command {
+        let mut cmd = self.home.blocking_command(args);
+        if let Some(fake) = fake {
+            use_fake_model(&mut cmd, &fake.base_url());
+        }
+        cmd
+    }
+
+    /// Run `oml ARGS…` to its end.
+    pub fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Run {
+        self.run_with(fake, &[], args)
+    }
+
+    /// Run `oml ARGS…` to its end with the extra environment variables `vars`.
+    pub fn run_with(&self, fake: Option<&FakeModel>, vars: &[(&str, &str)], args: &[&str]) -> Run {
+        let out = self
+            .command(fake, args)
+            .envs(vars.iter().copied())
+            .output()
+            .expect("run the oml binary");
+        Run::from(out)
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::new()
+    }
+}
+
+/// What a blocking run did; its `Debug` shows both streams in full.
+pub struct Run {
+    /// The exit code, or -1 when killed by a signal.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
 }

@@ -5,7 +5,8 @@
 //! spawns the real `oml` binary with `OPENAI_BASE_URL` set to [`FakeModel::base_url`]. Each
 //! request takes the next scripted [`Reply`] and is recorded ([`FakeModel::requests`]); when the
 //! script is exhausted it answers HTTP 500 `fake-model: no scripted response left`. More replies
-//! can be queued at any time with [`FakeModel::push`].
+//! can be queued at any time with [`FakeModel::push`]. A test can wait for requests to arrive
+//! ([`FakeModel::wait_for_requests`]) rather than guess how long they take.
 //!
 //! A streamed reply is a list of [`Step`]s. The response headers are written just before the
 //! first byte of the body, so a reply that starts with [`Step::Hang`] or [`Step::Sleep`] keeps the
@@ -20,7 +21,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -110,9 +111,38 @@ impl RecordedRequest {
 /// A running fake server; dropping it stops the server and ends every hang.
 pub struct FakeModel {
     addr: SocketAddr,
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
     shutdown: CancellationToken,
     thread: Option<JoinHandle<()>>,
+}
+
+/// The script and the record, with a signal for each request recorded.
+struct Shared {
+    state: Mutex<State>,
+    arrived: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Block until `n` requests are recorded or `within` has passed; the requests so far.
+    fn wait_for(&self, n: usize, within: Duration) -> Vec<RecordedRequest> {
+        let guard = self.lock();
+        let (guard, _) = self
+            .arrived
+            .wait_timeout_while(guard, within, |state| state.requests.len() < n)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        assert!(
+            guard.requests.len() >= n,
+            "fake-model: {} of {n} requests arrived within {within:?}",
+            guard.requests.len()
+        );
+        guard.requests.clone()
+    }
 }
 
 #[derive(Default)]
@@ -129,22 +159,25 @@ impl FakeModel {
             .set_nonblocking(true)
             .expect("non-blocking listener");
         let addr = listener.local_addr().expect("local address");
-        let state = Arc::new(Mutex::new(State {
-            replies: replies.into_iter().map(Into::into).collect(),
-            requests: Vec::new(),
-        }));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                replies: replies.into_iter().map(Into::into).collect(),
+                requests: Vec::new(),
+            }),
+            arrived: Condvar::new(),
+        });
         let shutdown = CancellationToken::new();
         let thread = {
-            let state = Arc::clone(&state);
+            let shared = Arc::clone(&shared);
             let shutdown = shutdown.clone();
             std::thread::Builder::new()
                 .name("fake-model".into())
-                .spawn(move || serve(listener, state, shutdown))
+                .spawn(move || serve(listener, shared, shutdown))
                 .expect("spawn the fake model thread")
         };
         Self {
             addr,
-            state,
+            shared,
             shutdown,
             thread: Some(thread),
         }
@@ -160,15 +193,29 @@ impl FakeModel {
         self.lock().requests.clone()
     }
 
+    /// Block until at least `n` requests have been received (each is recorded once its head and
+    /// body are read, before the reply starts), for at most `within`; returns them. Panics,
+    /// saying how many came, when they do not come in time.
+    pub fn wait_for_requests(&self, n: usize, within: Duration) -> Vec<RecordedRequest> {
+        self.shared.wait_for(n, within)
+    }
+
+    /// [`FakeModel::wait_for_requests`] for async code: waits on a blocking thread, so the
+    /// runtime goes on meanwhile.
+    pub async fn requests_arrived(&self, n: usize, within: Duration) -> Vec<RecordedRequest> {
+        let shared = Arc::clone(&self.shared);
+        tokio::task::spawn_blocking(move || shared.wait_for(n, within))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+
     /// Queue one more reply after the ones already scripted.
     pub fn push(&self, reply: impl Into<Reply>) {
         self.lock().replies.push_back(reply.into());
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shared.lock()
     }
 }
 
@@ -258,7 +305,7 @@ pub fn usage_chunk(prompt: u64, completion: u64) -> Step {
 
 // --- the server
 
-fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, shutdown: CancellationToken) {
+fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, shutdown: CancellationToken) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -271,12 +318,12 @@ fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, shutdown: Ca
                 accepted = listener.accept() => accepted,
             };
             let Ok((stream, _)) = accepted else { continue };
-            let state = Arc::clone(&state);
+            let shared = Arc::clone(&shared);
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 tokio::select! {
                     () = shutdown.cancelled() => {}
-                    _ = connection(stream, state, shutdown.clone()) => {}
+                    _ = connection(stream, shared, shutdown.clone()) => {}
                 }
             });
         }
@@ -286,7 +333,7 @@ fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, shutdown: Ca
 
 async fn connection(
     mut stream: TcpStream,
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
@@ -294,10 +341,9 @@ async fn connection(
         return Ok(());
     };
     let reply = {
-        let mut state = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = shared.lock();
         state.requests.push(request);
+        shared.arrived.notify_all();
         state.replies.pop_front()
     };
     match reply {
