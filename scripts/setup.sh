@@ -4,7 +4,8 @@
 #   - mdbook, pinned, for the docs site (cargo install, into ~/.cargo/bin);
 #   - Debian packages the tests need where a command is missing (apt-get, as root or with sudo):
 #     python3 and python3-venv for the interop tests against the official ACP Python SDK,
-#     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), and, as root,
+#     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), ripgrep and
+#     git (the search tools and the project's git state are tested with both), and, as root,
 #     e2fsprogs for `chattr` (root ignores a 0555 directory; the tools tests make one immutable).
 #     Under CI those tests fail rather than skip without them (tests/common/mod.rs, `skip`).
 set -euo pipefail
@@ -26,6 +27,8 @@ fi
 packages=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3 python3-venv)
 command -v script >/dev/null 2>&1 || packages+=(bsdutils)
+command -v rg >/dev/null 2>&1 || packages+=(ripgrep)
+command -v git >/dev/null 2>&1 || packages+=(git)
 if [ "$(id -u)" = 0 ] && ! command -v chattr >/dev/null 2>&1; then packages+=(e2fsprogs); fi
 
 if [ "${#packages[@]}" -gt 0 ]; then
