@@ -50,10 +50,17 @@ fn repo(env: &Env) -> std::path::PathBuf {
     deeper
 }
 
+/// (files written, where oml runs, what the prompt holds in order, what it must not hold)
+type Case<'a> = (
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+);
+
 #[test]
 fn instructions_come_from_the_root_down_to_the_session_directory() {
-    // (files written, where oml runs, what the prompt holds in order, what it must not hold)
-    let cases: &[(&[(&str, &str)], &str, &[&str], &[&str])] = &[
+    let cases: &[Case] = &[
         (
             &[("AGENTS.md", "ROOT-RULE")],
             "sub/deeper",
