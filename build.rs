@@ -6,8 +6,9 @@
 //! project-local copy that `scripts/setup-fennel.sh` unpacks into `.deps/fennel/`. When none is
 //! found the build fails with a message that says how to get one.
 //!
-//! The prelude (`src/lisp/prelude/*.fnl`) is compiled here too, with the very Fennel that is
-//! embedded, so start-up loads bytecode and compiles nothing.
+//! The prelude (`src/lisp/prelude/*.fnl`) and the other embedded Fennel files (table `PRELUDE`)
+//! are compiled here too, with the very Fennel that is embedded, so start-up loads bytecode and
+//! compiles nothing.
 
 use std::path::{Path, PathBuf};
 use std::{env, fs};
@@ -15,15 +16,21 @@ use std::{env, fs};
 /// The oldest Fennel whose compiler API (`compile-string` options, fn metadata tables) we use.
 const MIN_FENNEL: (u32, u32) = (1, 5);
 
-/// Prelude files in load order. `macros.fnl` is a macro module (its chunk returns a table of
-/// macros); the others are ordinary modules run at start-up.
-/// `agent` is the agent loop, its tools and commands (`src/agent/agent.fnl`); the agent module
-/// loads it after installing its host functions. `acp` is the ACP agent's Lisp surface
-/// (`src/bind/acp.fnl`), loaded only by `oml acp`.
+/// The Fennel files compiled to bytecode, by output name (`prelude_<name>.luac`). `macros.fnl`
+/// is a macro module (its chunk returns a table of macros); `host` (the compiler's options, the
+/// load path and the module searcher) and `core` run at start-up, in that order, and `repl`
+/// drives each REPL conversation. `agent` is the agent loop, its tools and commands
+/// (`src/agent/agent.fnl`); the agent module loads it after installing its host functions. `llm`
+/// and `client` complete the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP
+/// agent's Lisp surface (`src/bind/acp.fnl`), loaded only by `oml acp`.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
+    ("host", "src/lisp/prelude/host.fnl"),
     ("core", "src/lisp/prelude/core.fnl"),
+    ("repl", "src/lisp/prelude/repl.fnl"),
     ("agent", "src/agent/agent.fnl"),
+    ("llm", "src/bind/llm.fnl"),
+    ("client", "src/bind/client.fnl"),
     ("acp", "src/bind/acp.fnl"),
 ];
 
@@ -32,6 +39,8 @@ fn main() {
     println!("cargo:rerun-if-changed=src/lisp/prelude");
     println!("cargo:rerun-if-changed=src/agent/agent.fnl");
     println!("cargo:rerun-if-changed=src/bind/acp.fnl");
+    println!("cargo:rerun-if-changed=src/bind/llm.fnl");
+    println!("cargo:rerun-if-changed=src/bind/client.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
 
