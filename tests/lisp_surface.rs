@@ -972,3 +972,52 @@ fn doc_client_connect_prints_its_arglist_and_docstring() {
         "{stdout}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Structured errors
+
+#[tokio::test]
+async fn lisp_reads_the_category_and_message_of_a_caught_rust_error() {
+    let lisp = lisp();
+    let cancelled = lisp
+        .lua()
+        .create_function(|_, ()| -> mlua::Result<()> {
+            Err(LispError::Cancelled {
+                what: "session/request_permission".into(),
+            }
+            .into_lua())
+        })
+        .unwrap();
+    lisp.lua().globals().set("cancelled", cancelled).unwrap();
+    script(
+        &lisp,
+        &[
+            (
+                "(let [(ok e) (pcall _G.cancelled)] [ok (oml.error-category e) (oml.error-message e)])",
+                Some(r#"[false "cancelled" "Cancelled while waiting for session/request_permission"]"#),
+            ),
+            (
+                "(let [(ok e) (pcall json.decode \"{\")] [(oml.error-category e) (oml.error-message e)])",
+                Some(r#"["runtime" "json.decode: EOF while parsing an object at line 1 column 1"]"#),
+            ),
+            (
+                "(let [(ok e) (pcall error \"  plain  \")] [(oml.error-category e) (oml.error-message e)])",
+                Some(r#"["runtime" "plain"]"#),
+            ),
+            ("(oml.error-category {:category :agent})", Some(r#""agent""#)),
+        ],
+    )
+    .await;
+    // Out of Lisp, the error keeps its kind, and Display leaves the traceback out.
+    match lisp.eval("(_G.cancelled)", "test").await {
+        Err(LispError::Cancelled { what }) => assert_eq!(what, "session/request_permission"),
+        other => panic!("{other:?}"),
+    }
+    let e = lisp.eval("(error \"boom\")", "test").await.unwrap_err();
+    assert_eq!(e.to_string(), "test:1: boom");
+    assert!(
+        e.traceback()
+            .is_some_and(|t| t.starts_with("stack traceback:")),
+        "{e:?}"
+    );
+}

@@ -191,7 +191,7 @@ fn request(
                         .notify("$/cancel_request", json!({ "requestId": id }))
                         .await;
                 }
-                Err(rt(format!("Cancelled while waiting for {method}")))
+                Err(LispError::Cancelled { what: method }.into_lua())
             }
             Err(RequestError::Timeout { .. }) => Err(rt(format!("{method} got no answer in time"))),
             Err(

@@ -343,11 +343,7 @@ fn chunk_observer(lua: &Lua) -> ChunkObserver {
     })
 }
 
-/// An error's message without Lua's stack traceback.
+/// An error's message, without Lua's stack traceback.
 fn error_text(error: &mlua::Error) -> String {
-    let text = LispError::from(error.clone()).to_string();
-    match text.find("\nstack traceback:") {
-        Some(end) => text[..end].to_owned(),
-        None => text,
-    }
+    LispError::from(error.clone()).to_string()
 }

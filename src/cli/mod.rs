@@ -550,16 +550,16 @@ pub async fn boot(
 }
 
 fn report_lisp_error(e: &crate::lisp::LispError) -> i32 {
-    if let Some(code) = e.exit_status() {
-        return code;
+    if let crate::lisp::LispError::Exit(code) = e {
+        return *code;
     }
+    eprintln!("error: {e}");
     // Lua's stack traceback only helps when debugging oml itself (OML_LOG=debug shows it).
-    let text = e.to_string();
-    let shown = match text.find("\nstack traceback:") {
-        Some(i) if !tracing::enabled!(tracing::Level::DEBUG) => &text[..i],
-        _ => &text,
-    };
-    eprintln!("error: {shown}");
+    if let Some(traceback) = e.traceback()
+        && tracing::enabled!(tracing::Level::DEBUG)
+    {
+        eprintln!("{traceback}");
+    }
     status::ERROR
 }
 

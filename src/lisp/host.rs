@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
-use super::error::ExitRequest;
+use super::error::{ExitRequest, classify};
 use super::surface::{HostFn, define, document};
 use super::{Output, Shared, convert, create_async_function, sha256_hex};
 
@@ -69,6 +69,27 @@ const OML: &[HostFn] = &[
     },
 ];
 
+/// The `oml.*` functions that read caught error values.
+const ERRORS: &[HostFn] = &[
+    HostFn {
+        name: "error-message",
+        args: "e",
+        doc: "The text of the error value E without Lua's traceback or mlua's wrapping: for an \
+              error raised by Rust, its message (after file:line: when it has one); for any other \
+              value, (tostring E), trimmed.",
+        make: |lua| lua.create_function(error_message),
+    },
+    HostFn {
+        name: "error-category",
+        args: "e",
+        doc: "What kind of error the caught value E is: for an error raised by Rust, one of \
+              \"runtime\", \"cancelled\" (a wait given up because its prompt was cancelled), \
+              \"interrupted\", \"exit\", \"setting\", \"compile\" or \"io\"; \"runtime\" for a \
+              string; the :category of an error table that has one (client errors); else nil.",
+        make: |lua| lua.create_function(error_category),
+    },
+];
+
 const PRINT_DOC: &str = "Print the arguments, converted with tostring and separated by tabs, \
     and a newline: to the output of the running REPL conversation when it has one, else to \
     stdout (stderr under `oml acp`, whose stdout is the protocol's).";
@@ -92,6 +113,7 @@ pub(super) fn install(lua: &Lua, output: Output) -> mlua::Result<()> {
         output.call::<()>(stderr)?;
     }
     define(lua, "oml", OML)?;
+    define(lua, "oml", ERRORS)?;
     // Only `main.rs` exits the process: `os.exit` unwinds to the caller, which maps it to a
     // status.
     let exit = lua.create_function(exit)?;
@@ -132,6 +154,29 @@ fn exit(_: &Lua, code: Option<Value>) -> mlua::Result<()> {
         Some(_) => 1,
     };
     Err(mlua::Error::external(ExitRequest(code)))
+}
+
+fn error_message(lua: &Lua, e: Value) -> mlua::Result<String> {
+    Ok(match e {
+        Value::Error(e) => classify(&e, None).to_string(),
+        Value::String(s) => s.to_string_lossy().trim().to_owned(),
+        other => {
+            let tostring: Function = lua.globals().get("tostring")?;
+            tostring.call::<String>(other)?.trim().to_owned()
+        }
+    })
+}
+
+fn error_category(_: &Lua, e: Value) -> mlua::Result<Option<String>> {
+    Ok(match e {
+        Value::Error(e) => Some(classify(&e, None).category().to_owned()),
+        Value::String(_) => Some("runtime".to_owned()),
+        Value::Table(t) => match t.get::<Value>("category")? {
+            Value::String(c) => Some(c.to_string_lossy()),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 fn write_default(output: Output, text: &str) {

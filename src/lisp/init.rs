@@ -88,17 +88,8 @@ async fn load_one(lisp: &Lisp, file: &Path, report: &mut InitReport) {
         Ok(()) => report.loaded.push(file.to_path_buf()),
         Err(e) => report.errors.push(InitError {
             file: file.to_path_buf(),
-            message: first_lines(&e),
+            message: e.to_string(),
         }),
-    }
-}
-
-/// The message without Lua's stack traceback (Fennel's own context lines are kept).
-fn first_lines(e: &LispError) -> String {
-    let text = e.to_string();
-    match text.find("\nstack traceback:") {
-        Some(i) => text[..i].to_string(),
-        None => text,
     }
 }
 

@@ -7,7 +7,7 @@ use std::future::Future;
 
 use mlua::{FromLuaMulti, Function, HookTriggers, IntoLuaMulti, Lua, VmState};
 
-use super::error::{Interrupted, ended};
+use super::error::Interrupted;
 use super::{Lisp, LispError};
 use crate::cancel::CancelToken;
 
@@ -79,7 +79,7 @@ impl Lisp {
         )?;
         let fut = thread.into_async::<R>(args)?;
         tokio::select! {
-            r = fut => r.map_err(ended),
+            r = fut => r.map_err(LispError::from),
             _ = cancel.cancelled() => Err(LispError::Interrupted),
         }
     }
