@@ -85,13 +85,36 @@ fn main() {
     fs::write(out.join("fennel_macros.rs"), list).expect("write fennel_macros.rs");
 
     let fennel: mlua::Table = fennel_chunk.call(()).expect("fennel.lua loads");
+    let compiler_id = compile_prelude(&lua, &fennel, &fennel_src, &manifest, &out);
+    fs::write(
+        out.join("compiler_id.txt"),
+        format!("{:016x}", std::hash::Hasher::finish(&compiler_id)),
+    )
+    .expect("write compiler id");
+    fs::write(
+        out.join("fennel_path.txt"),
+        fennel_path.display().to_string(),
+    )
+    .expect("write fennel path");
+}
+
+/// Compile every file of [`PRELUDE`] with `fennel` to `OUT_DIR/prelude_<name>.luac`. Returns the
+/// hash of what compiled user files depend on besides their own text: the compiler and the
+/// prelude (whose `host.fnl` holds the compiler's options and `macros.fnl` the macros).
+fn compile_prelude(
+    lua: &mlua::Lua,
+    fennel: &mlua::Table,
+    fennel_src: &str,
+    manifest: &Path,
+    out: &Path,
+) -> std::hash::DefaultHasher {
     let package: mlua::Table = lua.globals().get("package").expect("package table");
     let loaded: mlua::Table = package.get("loaded").expect("package.loaded");
-    loaded.set("fennel", &fennel).expect("register fennel");
+    loaded.set("fennel", fennel).expect("register fennel");
     let compile: mlua::Function = fennel.get("compileString").expect("fennel.compileString");
 
     // What compiled user files depend on besides their own text: the compiler and the macros.
-    // The cache of compiled Fennel (src/lisp/mod.rs) keys on this, so a changed Fennel or prelude
+    // The cache of compiled Fennel (src/lisp/compile.rs) keys on this, so a changed Fennel or prelude
     // does not keep serving files compiled by the old one. Only needs to be stable within a build.
     let mut compiler_id = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&fennel_src, &mut compiler_id);
@@ -116,16 +139,7 @@ fn main() {
         fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
             .expect("write prelude bytecode");
     }
-    fs::write(
-        out.join("compiler_id.txt"),
-        format!("{:016x}", std::hash::Hasher::finish(&compiler_id)),
-    )
-    .expect("write compiler id");
-    fs::write(
-        out.join("fennel_path.txt"),
-        fennel_path.display().to_string(),
-    )
-    .expect("write fennel path");
+    compiler_id
 }
 
 /// The global through which the embedded Fennel receives its precompiled built-in macros
