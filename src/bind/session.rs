@@ -5,7 +5,8 @@
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
 //! The registry is the one in the Lua state's app data (the agent puts it there). Data crosses as
-//! a copy (JSON ⇄ Lua).
+//! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
+//! receive the events.
 
 mod tools;
 
