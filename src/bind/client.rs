@@ -82,9 +82,9 @@ impl UserData for Spawned {
     }
 }
 
-/// `client.fnl`: a function of the `client` table, the raw functions below, `spawn` and `wait`
-/// that defines the raising wrappers, named agents, `client.spawn` and `client.join`, and returns
-/// the metatable of error tables.
+/// `client.fnl`, run with the `client` table, the raw functions below, `spawn` and `wait`:
+/// defines the raising wrappers, named agents, `client.spawn` and `client.join`, and returns the
+/// metatable of error tables.
 static GLUE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_client.luac"));
 const GLUE_FILE: &str = "src/bind/client.fnl";
 
@@ -339,12 +339,11 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     fill(lua, &raw, RAW)?;
     let spawn = lua.create_function(spawn)?;
     let wait = create_async_function(lua, wait)?;
-    let glue: Function = lua
+    let mt: Table = lua
         .load(GLUE_BYTECODE)
         .set_name(format!("@{GLUE_FILE}"))
         .set_mode(mlua::chunk::ChunkMode::Binary)
-        .call(())?;
-    let mt: Table = glue.call((client, raw, spawn, wait))?;
+        .call((client, raw, spawn, wait))?;
     lua.set_named_registry_value(ERROR_MT, mt)?;
     if let Some(lisp) = Lisp::from_lua(lua) {
         lisp.register_source(GLUE_FILE, include_str!("client.fnl"));

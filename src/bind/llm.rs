@@ -54,8 +54,8 @@ use crate::llm::{
     ENV_BASE_URL, ENV_MODEL, LlmConfig, StreamEvent,
 };
 
-/// `llm.fnl`: a function of the `llm` table and the three host functions of [`call`] that
-/// defines `llm.chat`.
+/// `llm.fnl`, run with the `llm` table and the three host functions of [`call`]: defines
+/// `llm.chat`.
 static CHAT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_llm.luac"));
 const CHAT_FILE: &str = "src/bind/llm.fnl";
 
@@ -92,12 +92,10 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     let lua = lisp.lua();
     let llm = crate::lisp::surface::namespace(lua, "llm")?;
     let (start, next, close) = call::host_functions(lua)?;
-    let define_chat: mlua::Function = lua
-        .load(CHAT_BYTECODE)
+    lua.load(CHAT_BYTECODE)
         .set_name(format!("@{CHAT_FILE}"))
         .set_mode(mlua::chunk::ChunkMode::Binary)
-        .call(())?;
-    define_chat.call::<()>((llm, start, next, close))?;
+        .call::<()>((llm, start, next, close))?;
     lisp.register_source(CHAT_FILE, include_str!("llm.fnl"));
     Ok(())
 }
