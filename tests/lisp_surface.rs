@@ -29,19 +29,11 @@ async fn view(lisp: &Lisp, src: &str) -> String {
         .unwrap_or_else(|e| panic!("{src:?} failed: {e}"))
 }
 
-/// Evaluate `src`, which must fail; returns the message without Lua's stack traceback.
+/// Evaluate `src`, which must fail; returns the message (`Display` leaves out Lua's traceback).
 async fn error_of(lisp: &Lisp, src: &str) -> String {
     match lisp.eval(src, "test").await {
         Ok(v) => panic!("{src:?} should fail, returned {v:?}"),
-        Err(e) => first_line(&e),
-    }
-}
-
-fn first_line(e: &LispError) -> String {
-    let text = e.to_string();
-    match text.find("\nstack traceback:") {
-        Some(i) => text[..i].to_string(),
-        None => text,
+        Err(e) => e.to_string(),
     }
 }
 
