@@ -6,8 +6,9 @@
 //! project-local copy that `scripts/setup-fennel.sh` unpacks into `.deps/fennel/`. When none is
 //! found the build fails with a message that says how to get one.
 //!
-//! The prelude (`src/lisp/prelude/*.fnl`) is compiled here too, with the very Fennel that is
-//! embedded, so start-up loads bytecode and compiles nothing.
+//! The prelude (`src/lisp/prelude/*.fnl`) and the other embedded Fennel files (table `PRELUDE`)
+//! are compiled here too, with the very Fennel that is embedded, so start-up loads bytecode and
+//! compiles nothing.
 
 use std::path::{Path, PathBuf};
 use std::{env, fs};
@@ -15,18 +16,24 @@ use std::{env, fs};
 /// The oldest Fennel whose compiler API (`compile-string` options, fn metadata tables) we use.
 const MIN_FENNEL: (u32, u32) = (1, 5);
 
-/// Prelude files in load order. `macros.fnl` is a macro module (its chunk returns a table of
-/// macros); the others are ordinary modules run at start-up.
-/// `agent`, `agent_commands` and `agent_compact` are the agent loop and its tools, the slash
-/// commands and compaction (`src/agent/*.fnl`); the agent module loads them, in this order, after
-/// installing its host functions. `acp` is the ACP agent's Lisp surface
+/// The Fennel files compiled to bytecode, by output name (`prelude_<name>.luac`). `macros.fnl`
+/// is a macro module (its chunk returns a table of macros); `host` (the compiler's options, the
+/// load path and the module searcher) and `core` run at start-up, in that order, and `repl`
+/// drives each REPL conversation. `agent`, `agent_commands` and `agent_compact` are the agent
+/// loop and its tools, the slash commands and compaction (`src/agent/*.fnl`); the agent module
+/// loads them, in this order, after installing its host functions. `llm` and `client` complete
+/// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
 /// (`src/bind/acp.fnl`), loaded only by `oml acp`.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
+    ("host", "src/lisp/prelude/host.fnl"),
     ("core", "src/lisp/prelude/core.fnl"),
+    ("repl", "src/lisp/prelude/repl.fnl"),
     ("agent", "src/agent/agent.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
+    ("llm", "src/bind/llm.fnl"),
+    ("client", "src/bind/client.fnl"),
     ("acp", "src/bind/acp.fnl"),
 ];
 
@@ -35,6 +42,8 @@ fn main() {
     println!("cargo:rerun-if-changed=src/lisp/prelude");
     println!("cargo:rerun-if-changed=src/agent");
     println!("cargo:rerun-if-changed=src/bind/acp.fnl");
+    println!("cargo:rerun-if-changed=src/bind/llm.fnl");
+    println!("cargo:rerun-if-changed=src/bind/client.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
 
@@ -79,13 +88,36 @@ fn main() {
     fs::write(out.join("fennel_macros.rs"), list).expect("write fennel_macros.rs");
 
     let fennel: mlua::Table = fennel_chunk.call(()).expect("fennel.lua loads");
+    let compiler_id = compile_prelude(&lua, &fennel, &fennel_src, &manifest, &out);
+    fs::write(
+        out.join("compiler_id.txt"),
+        format!("{:016x}", std::hash::Hasher::finish(&compiler_id)),
+    )
+    .expect("write compiler id");
+    fs::write(
+        out.join("fennel_path.txt"),
+        fennel_path.display().to_string(),
+    )
+    .expect("write fennel path");
+}
+
+/// Compile every file of [`PRELUDE`] with `fennel` to `OUT_DIR/prelude_<name>.luac`. Returns the
+/// hash of what compiled user files depend on besides their own text: the compiler and the
+/// prelude (whose `host.fnl` holds the compiler's options and `macros.fnl` the macros).
+fn compile_prelude(
+    lua: &mlua::Lua,
+    fennel: &mlua::Table,
+    fennel_src: &str,
+    manifest: &Path,
+    out: &Path,
+) -> std::hash::DefaultHasher {
     let package: mlua::Table = lua.globals().get("package").expect("package table");
     let loaded: mlua::Table = package.get("loaded").expect("package.loaded");
-    loaded.set("fennel", &fennel).expect("register fennel");
+    loaded.set("fennel", fennel).expect("register fennel");
     let compile: mlua::Function = fennel.get("compileString").expect("fennel.compileString");
 
     // What compiled user files depend on besides their own text: the compiler and the macros.
-    // The cache of compiled Fennel (src/lisp/mod.rs) keys on this, so a changed Fennel or prelude
+    // The cache of compiled Fennel (src/lisp/compile.rs) keys on this, so a changed Fennel or prelude
     // does not keep serving files compiled by the old one. Only needs to be stable within a build.
     let mut compiler_id = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&fennel_src, &mut compiler_id);
@@ -110,16 +142,7 @@ fn main() {
         fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
             .expect("write prelude bytecode");
     }
-    fs::write(
-        out.join("compiler_id.txt"),
-        format!("{:016x}", std::hash::Hasher::finish(&compiler_id)),
-    )
-    .expect("write compiler id");
-    fs::write(
-        out.join("fennel_path.txt"),
-        fennel_path.display().to_string(),
-    )
-    .expect("write fennel path");
+    compiler_id
 }
 
 /// The global through which the embedded Fennel receives its precompiled built-in macros

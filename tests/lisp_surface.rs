@@ -29,19 +29,11 @@ async fn view(lisp: &Lisp, src: &str) -> String {
         .unwrap_or_else(|e| panic!("{src:?} failed: {e}"))
 }
 
-/// Evaluate `src`, which must fail; returns the message without Lua's stack traceback.
+/// Evaluate `src`, which must fail; returns the message (`Display` leaves out Lua's traceback).
 async fn error_of(lisp: &Lisp, src: &str) -> String {
     match lisp.eval(src, "test").await {
         Ok(v) => panic!("{src:?} should fail, returned {v:?}"),
-        Err(e) => first_line(&e),
-    }
-}
-
-fn first_line(e: &LispError) -> String {
-    let text = e.to_string();
-    match text.find("\nstack traceback:") {
-        Some(i) => text[..i].to_string(),
-        None => text,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -882,4 +874,143 @@ async fn init_errors_are_collected_with_file_and_line() {
         )
     );
     assert_eq!(view(&lisp, "_G.ok").await, "true");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documentation of the whole surface
+
+/// The namespace tables whose every function must be documented.
+const DOCUMENTED_NAMESPACES: &[&str] = &[
+    "oml", "json", "session", "llm", "agent", "tools", "commands", "acp", "client", "catalog",
+    "project",
+];
+
+/// A fully booted image, as `oml acp --no-init` builds it, with its folders in `dir`.
+async fn booted(dir: &Path) -> Lisp {
+    let paths = Paths::under(dir);
+    let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
+        .await
+        .expect("the Lisp image starts");
+    oml::bind::acp::install(&lisp).expect("the ACP layer installs");
+    lisp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn every_function_of_every_namespace_has_a_docstring() {
+    let dir = tempfile::tempdir().unwrap();
+    let lisp = booted(dir.path()).await;
+    let namespaces = DOCUMENTED_NAMESPACES
+        .iter()
+        .map(|ns| format!("{ns:?}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let undocumented = view(
+        &lisp,
+        &format!(
+            "(let [out []]
+               (each [_ ns (ipairs [{namespaces}])]
+                 (each [k v (pairs (. _G ns))]
+                   (when (and (= :function (type v))
+                              (not (fennel.metadata:get (oml.original v) :fnl/docstring)))
+                     (table.insert out (.. ns \".\" k)))))
+               (table.sort out)
+               (table.concat out \" \"))"
+        ),
+    )
+    .await;
+    assert_eq!(undocumented, "\"\"", "functions without a docstring");
+    // The walk saw the Rust-defined functions of each namespace.
+    let counted = view(
+        &lisp,
+        "(accumulate [n 0 _ f (ipairs [client.connect client.prompt json.decode session.emit!
+                                       llm.chat catalog.find acp.request! oml.sleep
+                                       oml.tool-bash oml.reload])]
+           (+ n (if (fennel.metadata:get f :fnl/docstring) 1 0)))",
+    )
+    .await;
+    assert_eq!(counted, "10");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn doc_of_a_rust_defined_function_prints_its_arglist_and_docstring() {
+    let dir = tempfile::tempdir().unwrap();
+    let lisp = booted(dir.path()).await;
+    let described = view(&lisp, "(describe client.new-session)").await;
+    assert!(
+        described.starts_with("\"(client.new-session conn ?cwd)\n  session/new in the absolute"),
+        "{described}"
+    );
+    let described = view(&lisp, "(describe json.decode)").await;
+    assert!(
+        described.starts_with("\"(json.decode text)\n  The Lisp value of the JSON TEXT"),
+        "{described}"
+    );
+}
+
+#[test]
+fn doc_client_connect_prints_its_arglist_and_docstring() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oml"))
+        .args(["--no-init", "eval", "(doc client.connect)"])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .output()
+        .expect("oml runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.starts_with("(client.connect what args opts)\n  Start an ACP agent and negotiate"),
+        "{stdout}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structured errors
+
+#[tokio::test]
+async fn lisp_reads_the_category_and_message_of_a_caught_rust_error() {
+    let lisp = lisp();
+    let cancelled = lisp
+        .lua()
+        .create_function(|_, ()| -> mlua::Result<()> {
+            Err(LispError::Cancelled {
+                what: "session/request_permission".into(),
+            }
+            .into_lua())
+        })
+        .unwrap();
+    lisp.lua().globals().set("cancelled", cancelled).unwrap();
+    script(
+        &lisp,
+        &[
+            (
+                "(let [(ok e) (pcall _G.cancelled)] [ok (oml.error-category e) (oml.error-message e)])",
+                Some(r#"[false "cancelled" "Cancelled while waiting for session/request_permission"]"#),
+            ),
+            (
+                "(let [(ok e) (pcall json.decode \"{\")] [(oml.error-category e) (oml.error-message e)])",
+                Some(r#"["runtime" "json.decode: EOF while parsing an object at line 1 column 1"]"#),
+            ),
+            (
+                "(let [(ok e) (pcall error \"  plain  \")] [(oml.error-category e) (oml.error-message e)])",
+                Some(r#"["runtime" "plain"]"#),
+            ),
+            ("(oml.error-category {:category :agent})", Some(r#""agent""#)),
+        ],
+    )
+    .await;
+    // Out of Lisp, the error keeps its kind, and Display leaves the traceback out.
+    match lisp.eval("(_G.cancelled)", "test").await {
+        Err(LispError::Cancelled { what }) => assert_eq!(what, "session/request_permission"),
+        other => panic!("{other:?}"),
+    }
+    let e = lisp.eval("(error \"boom\")", "test").await.unwrap_err();
+    assert_eq!(e.to_string(), "test:1: boom");
+    assert!(
+        e.traceback()
+            .is_some_and(|t| t.starts_with("stack traceback:")),
+        "{e:?}"
+    );
 }

@@ -49,14 +49,7 @@
 
 (fn trim [s] (or (s:match "^%s*(.-)%s*$") ""))
 
-(fn oml.error-message [e]
-  "The text of the error value E, without Lua's traceback or mlua's wrapping."
-  (let [s (if (= :string (type e)) e (tostring e))
-        ;; mlua renders a Rust error as "runtime error: msg", possibly inside a callback error
-        ;; with a traceback; keep the innermost message.
-        inner (or (s:match ".*runtime error: (.-)\nstack traceback:") (s:match ".*runtime error: (.*)$") s)
-        inner (or (inner:match "^(.-)\nstack traceback:") inner)]
-    (trim inner)))
+;; `oml.error-message` (the text of a caught error value) is a host function: src/lisp/host.rs.
 
 (fn oml.doc-text [doc]
   "DOC trimmed, paragraphs kept, line breaks inside a paragraph collapsed to single spaces."

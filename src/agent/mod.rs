@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cancel::CancelToken;
-use crate::lisp::{Lisp, LispError, SettingDecl, from_lua};
+use crate::lisp::{Lisp, LispError, from_lua};
 pub use crate::session::{AgentEvent, EventSink, Session, Sessions};
 
 /// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
@@ -74,15 +74,13 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Declare the tool settings, install the `session.*` primitives and the tool
-    /// implementations, and load the loop, tools and commands (`agent.fnl`). Call it before the
+    /// Install the `session.*` primitives, the tool implementations and their settings
+    /// (`crate::bind::session`), and load the loop, tools and commands (`agent.fnl`). Call it before the
     /// init files load, so that they can redefine and advise everything.
     pub fn install(lisp: &Lisp) -> Result<Agent, LispError> {
         let sessions = Arc::new(Sessions::default());
         lisp.lua().set_app_data(sessions.clone());
-        for decl in settings() {
-            lisp.declare_setting(&decl)?;
-        }
+        // The `session.*` primitives, the tool implementations and the `tools.*` settings.
         crate::bind::session::install(lisp, sessions.clone())?;
         crate::bind::search::install(lisp)?;
         crate::bind::project::install(lisp)?;
@@ -208,48 +206,4 @@ impl Agent {
             command,
         })
     }
-}
-
-/// The tool settings, with the defaults of `src/tools/`.
-fn settings() -> Vec<SettingDecl> {
-    use crate::tools::{BASH_MAX_CHARS, BASH_TIMEOUT, READ_DEFAULT_LIMIT, READ_MAX_CHARS};
-    let file = "src/agent/mod.rs";
-    vec![
-        SettingDecl {
-            name: "tools.read-max-chars",
-            doc: "Characters `read` returns at most; the head is kept and a footer says how much was cut.",
-            ty: "integer".into(),
-            default: READ_MAX_CHARS.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.read-default-limit",
-            doc: "Lines `read` returns when the model gives no limit.",
-            ty: "integer".into(),
-            default: READ_DEFAULT_LIMIT.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.bash-max-chars",
-            doc: "Characters of output `bash` returns at most; the tail is kept.",
-            ty: "integer".into(),
-            default: BASH_MAX_CHARS.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.bash-timeout",
-            doc: "Seconds a `bash` command may run when the model gives no timeout; then its process group is killed.",
-            ty: "number".into(),
-            default: BASH_TIMEOUT.as_secs().into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-    ]
 }

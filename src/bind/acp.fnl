@@ -141,7 +141,7 @@ while waiting). An error answer is an error."
         (ok result) (pcall acp.request! "session/request_permission"
                            {:sessionId (session.current) :toolCall tool-call : options})]
     (if (not ok)
-        (if (: (oml.error-message result) :find "Cancelled while waiting for" 1 true)
+        (if (= :cancelled (oml.error-category result))
             {:outcome :cancelled}
             (error (oml.error-message result) 0))
         (let [outcome (or (and (= :table (type result)) result.outcome) {:outcome :cancelled})]

@@ -10,12 +10,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mlua::{Table, Value};
+use std::future::Future;
+
+use mlua::{Lua, Value};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::jsonrpc::{Connection, RequestError};
-use crate::lisp::{Lisp, LispError, from_lua, to_lua};
+use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
 use crate::session::Sessions;
 
 /// What the ACP layer keeps per session.
@@ -118,70 +120,85 @@ pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
 
 fn install_host_functions(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
     let lua = lisp.lua();
-    lua.set_app_data(hub.clone());
-    let acp: Table = lua.globals().get("acp")?;
-
-    let h = hub.clone();
-    acp.set(
-        "request!",
-        crate::lisp::create_async_function(
-            lua,
-            move |lua, (method, params, explicit): (String, Value, Option<String>)| {
-                let hub = h.clone();
-                let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
-                let key = lua.current_thread().to_pointer() as usize;
-                let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
-                let cancel = match (&sessions, &sid) {
-                    (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
-                    _ => None,
-                };
-                let params = from_lua(&lua, params);
-                async move {
-                    let mut params = params?;
-                    if params.is_null() {
-                        params = json!({});
-                    }
-                    let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
-                    if let Some(id) = &sid {
-                        hub.barrier(id).await;
-                    }
-                    match conn
-                        .request_with(&method, params, None, cancel.as_ref())
-                        .await
-                    {
-                        Ok(v) => to_lua(&lua, &v),
-                        Err(RequestError::Rpc { error, .. }) => {
-                            Err(rt(format!("{method} failed: {}", error.message)))
-                        }
-                        Err(RequestError::Cancelled { id, .. }) => {
-                            if let Some(id) = id {
-                                // ACP's generic cancellation: the client may stop working on it.
-                                let _ = conn
-                                    .notify("$/cancel_request", json!({ "requestId": id }))
-                                    .await;
-                            }
-                            Err(rt(format!("Cancelled while waiting for {method}")))
-                        }
-                        Err(RequestError::Timeout { .. }) => {
-                            Err(rt(format!("{method} got no answer in time")))
-                        }
-                        Err(
-                            RequestError::Closed { .. }
-                            | RequestError::Io { .. }
-                            | RequestError::Send { .. },
-                        ) => Err(rt(format!("ACP client closed before answering {method}"))),
-                    }
-                }
-            },
-        )?,
-    )?;
-
-    let h = hub;
-    acp.set(
-        "running-sessions",
-        lua.create_function(move |_, ()| Ok(h.running()))?,
-    )?;
+    lua.set_app_data(hub);
+    define(lua, "acp", ACP)?;
     Ok(())
+}
+
+/// The hub `install` put in the state's app data.
+fn hub(lua: &Lua) -> mlua::Result<Arc<Hub>> {
+    lua.app_data_ref::<Arc<Hub>>()
+        .map(|h| Arc::clone(&h))
+        .ok_or_else(|| rt("No ACP client"))
+}
+
+/// The host functions of the `acp` namespace.
+const ACP: &[HostFn] = &[
+    HostFn {
+        name: "request!",
+        args: "method params ?session-id",
+        doc: "Send the JSON-RPC request METHOD with PARAMS (a table; nil is {}) to the ACP client \
+              and wait for its answer, suspending only this coroutine; returns the result. The \
+              session (?SESSION-ID, else the running coroutine's) has its pending events sent \
+              first, and its cancellation cancels the request. An error answer, a timeout or a \
+              closed connection is an error.",
+        make: |lua| create_async_function(lua, request),
+    },
+    HostFn {
+        name: "running-sessions",
+        args: "",
+        doc: "The ids of the ACP sessions whose prompt is running now, sorted.",
+        make: |lua| lua.create_function(|lua, ()| Ok(hub(lua)?.running())),
+    },
+];
+
+/// `acp.request!`.
+fn request(
+    lua: Lua,
+    (method, params, explicit): (String, Value, Option<String>),
+) -> impl Future<Output = mlua::Result<Value>> {
+    let hub = hub(&lua);
+    let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+    let key = lua.current_thread().to_pointer() as usize;
+    let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
+    let cancel = match (&sessions, &sid) {
+        (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
+        _ => None,
+    };
+    let params = from_lua(&lua, params);
+    async move {
+        let hub = hub?;
+        let mut params = params?;
+        if params.is_null() {
+            params = json!({});
+        }
+        let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
+        if let Some(id) = &sid {
+            hub.barrier(id).await;
+        }
+        match conn
+            .request_with(&method, params, None, cancel.as_ref())
+            .await
+        {
+            Ok(v) => to_lua(&lua, &v),
+            Err(RequestError::Rpc { error, .. }) => {
+                Err(rt(format!("{method} failed: {}", error.message)))
+            }
+            Err(RequestError::Cancelled { id, .. }) => {
+                if let Some(id) = id {
+                    // ACP's generic cancellation: the client may stop working on it.
+                    let _ = conn
+                        .notify("$/cancel_request", json!({ "requestId": id }))
+                        .await;
+                }
+                Err(LispError::Cancelled { what: method }.into_lua())
+            }
+            Err(RequestError::Timeout { .. }) => Err(rt(format!("{method} got no answer in time"))),
+            Err(
+                RequestError::Closed { .. } | RequestError::Io { .. } | RequestError::Send { .. },
+            ) => Err(rt(format!("ACP client closed before answering {method}"))),
+        }
+    }
 }
 
 fn rt(msg: impl Into<String>) -> mlua::Error {

@@ -10,7 +10,7 @@
 use mlua::{Lua, LuaSerdeExt as _, Table, Value};
 
 use crate::catalog::{self, Entry, Found};
-use crate::lisp::Lisp;
+use crate::lisp::{HostFn, Lisp, define};
 
 fn entry_table(lua: &Lua, e: &Entry) -> mlua::Result<Table> {
     let t = lua.create_table()?;
@@ -56,51 +56,72 @@ pub fn command_table(lua: &Lua, found: &Found) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// Installs the `catalog` table. Called by `cli::boot` before the init files load.
+/// The `catalog.*` functions.
+const CATALOG: &[HostFn] = &[
+    HostFn {
+        name: "find",
+        args: "id",
+        doc: "The catalog entry ID as a table {:id :name :commands :args :env :env-hints :auth \
+              :auth-how :homepage}, or nil when the catalog has no entry ID.",
+        make: |lua| {
+            lua.create_function(|lua, id: String| match catalog::find(&id) {
+                Some(e) => Ok(Value::Table(entry_table(lua, e)?)),
+                None => Ok(Value::Nil),
+            })
+        },
+    },
+    HostFn {
+        name: "command",
+        args: "id",
+        doc: "How to start the catalog agent ID: {:command :args :env}, :command being the path \
+              of its program found on PATH now. nil when ID is unknown or not on PATH.",
+        make: |lua| {
+            lua.create_function(|lua, id: String| {
+                let Some(e) = catalog::find(&id) else {
+                    return Ok(Value::Nil);
+                };
+                match catalog::locate(e, std::env::var_os("PATH").as_deref()) {
+                    Some(found) => Ok(Value::Table(command_table(lua, &found)?)),
+                    None => Ok(Value::Nil),
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "proposal",
+        args: "",
+        doc: "The proposed Fennel configuration for the catalog agents found on PATH now: a \
+              string of client.defagent forms and the setq of client.default-agent.",
+        make: |lua| {
+            lua.create_function(|_, ()| {
+                let found: Vec<Found> = catalog::discover_env()
+                    .into_iter()
+                    .filter_map(|(_, f)| f)
+                    .collect();
+                Ok(catalog::proposed_config(&found))
+            })
+        },
+    },
+    HostFn {
+        name: "missing-default-message",
+        args: "",
+        doc: "What (client.connect) says when client.default-agent is not set: the message \
+              (what is missing, which agents are on PATH, the Fennel to add) and, as a second \
+              value, that Fennel alone.",
+        make: |lua| lua.create_function(|_, ()| Ok(missing_default_message())),
+    },
+];
+
+/// Installs the `catalog` table: `catalog.entries` and the functions above.
 pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     let lua = lisp.lua();
-    let ns = lua.create_table()?;
+    let ns = define(lua, "catalog", CATALOG)?;
     let entries = lua.create_table()?;
     entries.set_metatable(Some(lua.array_metatable()))?;
     for e in catalog::ENTRIES {
         entries.raw_push(entry_table(lua, e)?)?;
     }
-    ns.set("entries", entries)?;
-    ns.set(
-        "find",
-        lua.create_function(|lua, id: String| match catalog::find(&id) {
-            Some(e) => Ok(Value::Table(entry_table(lua, e)?)),
-            None => Ok(Value::Nil),
-        })?,
-    )?;
-    ns.set(
-        "command",
-        lua.create_function(|lua, id: String| {
-            let Some(e) = catalog::find(&id) else {
-                return Ok(Value::Nil);
-            };
-            match catalog::locate(e, std::env::var_os("PATH").as_deref()) {
-                Some(found) => Ok(Value::Table(command_table(lua, &found)?)),
-                None => Ok(Value::Nil),
-            }
-        })?,
-    )?;
-    ns.set(
-        "proposal",
-        lua.create_function(|_, ()| {
-            let found: Vec<Found> = catalog::discover_env()
-                .into_iter()
-                .filter_map(|(_, f)| f)
-                .collect();
-            Ok(catalog::proposed_config(&found))
-        })?,
-    )?;
-    ns.set(
-        "missing-default-message",
-        lua.create_function(|_, ()| Ok(missing_default_message()))?,
-    )?;
-    lua.globals().set("catalog", ns)?;
-    Ok(())
+    ns.set("entries", entries)
 }
 
 /// What a program that asks for the default agent is told when none is configured: what is

@@ -7,7 +7,7 @@
 //! model call; `llm.chat` calls it at the start of every call.
 //!
 //! `llm.chat` runs one streaming call through one [`LlmClient`] shared by the host. The call is
-//! driven from Lisp: a small Lua wrapper asks the Rust side for the next event (an async host
+//! driven from Lisp: a small Fennel wrapper (`llm.fnl`) asks the Rust side for the next event (an async host
 //! function, so only the calling coroutine waits) and calls `:on-event` itself. The callback
 //! therefore runs in the caller's coroutine: it may wait on async functions, sees the caller's
 //! session, is interrupted with it, and an error in it stops the call (the connection is closed
@@ -38,22 +38,26 @@
 //! Compare with oml.clj: `oml.llm/stream-chat` called from `oml.agent/call-model`, settings as
 //! plain defs, `on-chunk` as a var; the timeouts, retries, extra body and error data are new.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+mod call;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use mlua::{Lua, MultiValue, Table, UserData, UserDataRef, Value};
+use mlua::{Lua, Value};
 use serde_json::{Map, Value as Json, json};
-use tokio::sync::mpsc;
 
 use crate::cancel::CancelToken;
-use crate::lisp::{Lisp, LispError, SettingDecl, from_lua, to_lua};
+use crate::lisp::{Lisp, LispError, SettingDecl, to_lua};
 use crate::llm::{
-    ChatOutcome, ChatRequest, ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY,
-    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, LlmClient, LlmConfig, LlmError, StreamEvent, ToolSpec,
+    ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, ENV_API_KEY,
+    ENV_BASE_URL, ENV_MODEL, LlmConfig, StreamEvent,
 };
+
+/// `llm.fnl`, run with the `llm` table and the three host functions of [`call`]: defines
+/// `llm.chat`.
+static CHAT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_llm.luac"));
+const CHAT_FILE: &str = "src/bind/llm.fnl";
 
 /// The setting that holds the raw-chunk hook.
 pub const ON_CHUNK: &str = "llm.on-chunk";
@@ -86,26 +90,13 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         lisp.declare_setting(&decl)?;
     }
     let lua = lisp.lua();
-    let llm: Table = lua.globals().get("llm")?;
-    let client = Arc::new(LlmClient::new());
-    let start =
-        lua.create_function(move |lua, (request, opts): (Value, Value)| {
-            match start_call(lua, &client, request, opts) {
-                Ok(call) => Ok((Some(call), None)),
-                Err(problem) => Ok((None, Some(problem))),
-            }
-        })?;
-    let next = crate::lisp::create_async_function(lua, |lua, call: UserDataRef<ChatCall>| {
-        let call = call.clone();
-        async move { call.next(&lua).await }
-    })?;
-    let close = lua.create_function(|_, call: UserDataRef<ChatCall>| {
-        call.close();
-        Ok(())
-    })?;
-    lua.load(GLUE)
-        .set_name("=[llm.chat]")
-        .call::<()>((llm, start, next, close, CHAT_DOC))?;
+    let llm = crate::lisp::surface::namespace(lua, "llm")?;
+    let (start, next, close) = call::host_functions(lua)?;
+    lua.load(CHAT_BYTECODE)
+        .set_name(format!("@{CHAT_FILE}"))
+        .set_mode(mlua::chunk::ChunkMode::Binary)
+        .call::<()>((llm, start, next, close))?;
+    lisp.register_source(CHAT_FILE, include_str!("llm.fnl"));
     Ok(())
 }
 
@@ -350,472 +341,7 @@ fn chunk_observer(lua: &Lua) -> ChunkObserver {
     })
 }
 
-/// An error's message without Lua's stack traceback.
+/// An error's message, without Lua's stack traceback.
 fn error_text(error: &mlua::Error) -> String {
-    let text = LispError::from(error.clone()).to_string();
-    match text.find("\nstack traceback:") {
-        Some(end) => text[..end].to_owned(),
-        None => text,
-    }
+    LispError::from(error.clone()).to_string()
 }
-
-// --- private: one call
-
-type CallFuture = Pin<Box<dyn Future<Output = Result<ChatOutcome, LlmError>> + Send>>;
-
-/// A running `llm.chat` call, as the Lua wrapper holds it. Dropping it (`close`, or the garbage
-/// collector after an interrupt) drops the request, which closes the connection.
-#[derive(Clone)]
-struct ChatCall(Arc<Mutex<Option<CallState>>>);
-
-impl UserData for ChatCall {}
-
-struct CallState {
-    /// `None` once the call has returned.
-    future: Option<CallFuture>,
-    events: mpsc::UnboundedReceiver<StreamEvent>,
-    /// The call's result, kept until the events sent before it have been delivered.
-    result: Option<Result<ChatOutcome, LlmError>>,
-}
-
-/// The most events one step of a call hands to Lua; the rest wait for the next step.
-const EVENTS_PER_STEP: usize = 256;
-
-/// What the Lua wrapper gets from one `next`.
-enum Step {
-    Event(StreamEvent),
-    Done(Result<ChatOutcome, LlmError>),
-}
-
-impl ChatCall {
-    fn close(&self) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-    }
-
-    /// The next events, or the result once every event has been delivered: `("events", [table
-    /// ...])` with every event already queued (at least one, at most [`EVENTS_PER_STEP`]),
-    /// `("ok", outcome)` or `("error", error)`. Taking what is queued in one step spares a
-    /// streaming reply one trip through the async call machinery per token.
-    async fn next(&self, lua: &Lua) -> mlua::Result<MultiValue> {
-        let taken = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(mut state) = taken else {
-            return Err(mlua::Error::RuntimeError(
-                "llm.chat: this call has ended (or is read by another coroutine)".to_owned(),
-            ));
-        };
-        let (kind, value) = match state.step().await {
-            Step::Event(event) => {
-                let batch = state.take_events(lua, event)?;
-                *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
-                ("events", Value::Table(batch))
-            }
-            Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome)?),
-            Step::Done(Err(error)) => ("error", error_table(lua, &error)?),
-        };
-        Ok(MultiValue::from_iter([
-            Value::String(lua.create_string(kind)?),
-            value,
-        ]))
-    }
-}
-
-impl CallState {
-    /// `first` and the events already queued behind it (at most [`EVENTS_PER_STEP`] in all), as
-    /// the Lua batch for `:on-event`.
-    fn take_events(&mut self, lua: &Lua, first: StreamEvent) -> mlua::Result<Table> {
-        let batch = lua.create_table()?;
-        batch.raw_push(event_table(lua, first)?)?;
-        while batch.raw_len() < EVENTS_PER_STEP {
-            match self.events.try_recv() {
-                Ok(event) => batch.raw_push(event_table(lua, event)?)?,
-                Err(_) => break,
-            }
-        }
-        Ok(batch)
-    }
-
-    async fn step(&mut self) -> Step {
-        let CallState {
-            future,
-            events,
-            result,
-        } = self;
-        loop {
-            if let Ok(event) = events.try_recv() {
-                return Step::Event(event);
-            }
-            if let Some(result) = result.take() {
-                return Step::Done(result);
-            }
-            let Some(call) = future.as_mut() else {
-                return Step::Done(Err(LlmError::Config("the call has ended".to_owned())));
-            };
-            tokio::select! {
-                biased;
-                Some(event) = events.recv() => return Step::Event(event),
-                done = call => {
-                    *result = Some(done);
-                    *future = None;
-                }
-            }
-        }
-    }
-}
-
-fn start_call(
-    lua: &Lua,
-    client: &Arc<LlmClient>,
-    request: Value,
-    opts: Value,
-) -> Result<ChatCall, String> {
-    let on_event = match &opts {
-        Value::Nil => Value::Nil,
-        Value::Table(opts) => match opts.raw_get::<Value>("on-event") {
-            Ok(f @ (Value::Nil | Value::Function(_))) => f,
-            Ok(Value::Table(t))
-                if t.metatable()
-                    .is_some_and(|m| m.contains_key("__call").unwrap_or(false)) =>
-            {
-                Value::Table(t)
-            }
-            Ok(Value::UserData(u))
-                if u.metatable()
-                    .is_ok_and(|m| m.contains(mlua::MetaMethod::Call).unwrap_or(false)) =>
-            {
-                Value::UserData(u)
-            }
-            Ok(other) => {
-                return Err(format!(
-                    ":on-event must be a function, got {}",
-                    other.type_name()
-                ));
-            }
-            Err(error) => return Err(error_text(&error)),
-        },
-        other => {
-            return Err(format!(
-                "the options must be a table, got {}",
-                other.type_name()
-            ));
-        }
-    };
-    let request = match request {
-        Value::Table(_) => from_lua(lua, request).map_err(|error| error_text(&error))?,
-        other => {
-            return Err(format!(
-                "the request must be a table {{:messages [...]}}, got {}",
-                other.type_name()
-            ));
-        }
-    };
-    let request = chat_request(request)?;
-    let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
-    let config = config(&lisp).map_err(|error| error.to_string())?;
-    let cancel = lua
-        .app_data_ref::<CancelSource>()
-        .and_then(|source| (source.0)(lua))
-        .unwrap_or_default();
-    // No shortcut with an `llm.on-chunk` hook: it must run in the caller's coroutine.
-    let sink = match on_event {
-        Value::Nil => None,
-        _ if config.on_chunk.is_some() => None,
-        on_event => lua
-            .app_data_ref::<DeltaShortcutSource>()
-            .and_then(|source| (source.0)(lua, &on_event)),
-    };
-    let (sender, events) = mpsc::unbounded_channel();
-    let client = Arc::clone(client);
-    let future: CallFuture = match sink {
-        // The stream runs in a task of its own and hands the deltas to the sink from there: the
-        // calling coroutine wakes only for the other events and the end.
-        Some(sink) => {
-            let lua = lua.weak();
-            let task = tokio::spawn(async move {
-                let (inner, mut incoming) = mpsc::unbounded_channel();
-                let mut pump = Pump {
-                    sink: Some(sink),
-                    lua,
-                    out: sender,
-                };
-                let stream = client.stream_chat(&config, &request, &inner, &cancel);
-                tokio::pin!(stream);
-                let outcome = loop {
-                    tokio::select! {
-                        biased;
-                        Some(event) = incoming.recv() => pump.send(event),
-                        outcome = &mut stream => break outcome,
-                    }
-                };
-                // The stream has ended: what it sent is all queued.
-                while let Ok(event) = incoming.try_recv() {
-                    pump.send(event);
-                }
-                outcome
-            });
-            Box::pin(async move {
-                let mut task = AbortOnDrop(task);
-                match (&mut task.0).await {
-                    Ok(outcome) => outcome,
-                    Err(error) => Err(LlmError::Config(format!("the model call failed: {error}"))),
-                }
-            })
-        }
-        None => Box::pin(async move {
-            client
-                .stream_chat(&config, &request, &sender, &cancel)
-                .await
-        }),
-    };
-    Ok(ChatCall(Arc::new(Mutex::new(Some(CallState {
-        future: Some(future),
-        events,
-        result: None,
-    })))))
-}
-
-/// Aborts the task when the call is dropped (closed, or interrupted with its coroutine), which
-/// drops the request and closes the connection.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The events of a call that streams in its own task: deltas to the sink while it is open,
-/// everything else (and every delta once it has closed) to the calling coroutine, in order.
-/// A sink that closes stays closed for the rest of the call, so a delta never overtakes one
-/// still queued for Lisp.
-struct Pump {
-    sink: Option<DeltaSink>,
-    lua: mlua::WeakLua,
-    out: mpsc::UnboundedSender<StreamEvent>,
-}
-
-impl Pump {
-    fn send(&mut self, event: StreamEvent) {
-        if let (StreamEvent::TextDelta(_) | StreamEvent::ThoughtDelta(_), Some(sink)) =
-            (&event, &self.sink)
-        {
-            let open = self.lua.try_upgrade().is_some_and(|lua| (sink.open)(&lua));
-            if open {
-                (sink.deliver)(event);
-                return;
-            }
-            self.sink = None;
-        }
-        let _ = self.out.send(event);
-    }
-}
-
-/// `{:messages [...] :tools [...] :model "..."}` as a [`ChatRequest`]. Tools are
-/// `{:name :description :parameters}`, or in the wire form `{:type "function" :function {...}}`.
-fn chat_request(request: Json) -> Result<ChatRequest, String> {
-    let Json::Object(mut request) = request else {
-        return Err("the request must be a table {:messages [...]}".to_owned());
-    };
-    let messages = match request.remove("messages") {
-        Some(Json::Array(messages)) => messages,
-        Some(Json::Object(empty)) if empty.is_empty() => Vec::new(),
-        None | Some(Json::Null) => {
-            return Err("the request needs :messages, a list of messages".to_owned());
-        }
-        Some(other) => return Err(format!(":messages must be a list of messages, got {other}")),
-    };
-    let tools = match request.remove("tools") {
-        None | Some(Json::Null) => Vec::new(),
-        Some(Json::Object(empty)) if empty.is_empty() => Vec::new(),
-        Some(Json::Array(tools)) => tools.into_iter().map(tool_spec).collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!(":tools must be a list of tools, got {other}")),
-    };
-    let model = match request.remove("model") {
-        None | Some(Json::Null) => None,
-        Some(Json::String(model)) => Some(model).filter(|model| !model.is_empty()),
-        Some(other) => return Err(format!(":model must be a string, got {other}")),
-    };
-    Ok(ChatRequest {
-        messages,
-        tools,
-        model,
-    })
-}
-
-fn tool_spec(tool: Json) -> Result<ToolSpec, String> {
-    let Json::Object(mut tool) = tool else {
-        return Err(format!(
-            "a tool must be a table {{:name :description :parameters}}, got {tool}"
-        ));
-    };
-    if let Some(Json::Object(function)) = tool.remove("function") {
-        tool = function;
-    }
-    let name = match tool.remove("name") {
-        Some(Json::String(name)) if !name.is_empty() => name,
-        _ => return Err("every tool needs a :name".to_owned()),
-    };
-    let description = match tool.remove("description") {
-        None | Some(Json::Null) => String::new(),
-        Some(Json::String(description)) => description,
-        Some(other) => {
-            return Err(format!(
-                "the description of tool {name} must be a string, got {other}"
-            ));
-        }
-    };
-    let parameters = match tool.remove("parameters") {
-        None | Some(Json::Null) => json!({"type": "object", "properties": {}}),
-        Some(parameters @ Json::Object(_)) => parameters,
-        Some(other) => {
-            return Err(format!(
-                "the parameters of tool {name} must be a JSON schema table, got {other}"
-            ));
-        }
-    };
-    Ok(ToolSpec {
-        name,
-        description,
-        parameters,
-    })
-}
-
-// --- private: results as Lisp data
-
-fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
-    let event = match event {
-        // The deltas, nearly every event of a reply, are built directly.
-        StreamEvent::TextDelta(text) => return delta_table(lua, "text-delta", &text),
-        StreamEvent::ThoughtDelta(text) => return delta_table(lua, "thought-delta", &text),
-        StreamEvent::ToolCall(call) => json!({
-            "type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments,
-        }),
-        StreamEvent::Done {
-            finish_reason,
-            usage,
-        } => {
-            let mut done = Map::new();
-            done.insert("type".into(), "done".into());
-            insert_some(&mut done, "finish-reason", finish_reason.map(Json::String));
-            insert_some(&mut done, "usage", usage);
-            Json::Object(done)
-        }
-        StreamEvent::Retry {
-            attempt,
-            delay,
-            reason,
-        } => json!({
-            "type": "retry", "attempt": attempt, "delay": delay.as_secs_f64(), "reason": reason,
-        }),
-    };
-    to_lua(lua, &event)
-}
-
-/// `{:type KIND :text TEXT}`.
-fn delta_table(lua: &Lua, kind: &str, text: &str) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 2)?;
-    t.raw_set("type", kind)?;
-    t.raw_set("text", text)?;
-    Ok(Value::Table(t))
-}
-
-/// `{:message :text :reasoning :tool-calls :cancelled :finish-reason :usage}`; the last two are
-/// nil when the provider sent none.
-fn outcome_json(outcome: &ChatOutcome) -> Json {
-    let calls: Vec<Json> = outcome
-        .tool_calls
-        .iter()
-        .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
-        .collect();
-    let mut table = Map::new();
-    table.insert("message".into(), outcome.message.clone());
-    table.insert("text".into(), outcome.text.clone().into());
-    table.insert("reasoning".into(), outcome.reasoning.clone().into());
-    table.insert("tool-calls".into(), Json::Array(calls));
-    table.insert("cancelled".into(), outcome.cancelled.into());
-    insert_some(
-        &mut table,
-        "finish-reason",
-        outcome.finish_reason.clone().map(Json::String),
-    );
-    insert_some(&mut table, "usage", outcome.usage.clone());
-    Json::Object(table)
-}
-
-fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
-    to_lua(lua, &outcome_json(outcome))
-}
-
-/// `{:kind :message :status :body :partial}`; the wrapper gives it a `__tostring` (the message)
-/// and raises it.
-fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
-    let kind = match error {
-        LlmError::NoModel => "no-model",
-        LlmError::Config(_) => "config",
-        LlmError::Http { .. } => "http",
-        LlmError::Connect { .. } => "connect",
-        LlmError::IdleTimeout { .. } => "idle-timeout",
-        LlmError::StreamBroken { .. } => "stream-broken",
-        LlmError::MalformedChunk { .. } => "malformed-chunk",
-        LlmError::Provider { .. } => "provider",
-    };
-    let mut table = Map::new();
-    table.insert("kind".into(), kind.into());
-    table.insert("message".into(), error.to_string().into());
-    if let LlmError::Http { status, body } = error {
-        table.insert("status".into(), (*status).into());
-        table.insert("body".into(), body.clone().into());
-    }
-    insert_some(&mut table, "partial", error.partial().map(outcome_json));
-    to_lua(lua, &Json::Object(table))
-}
-
-fn insert_some(table: &mut Map<String, Json>, key: &str, value: Option<Json>) {
-    if let Some(value) = value.filter(|value| !value.is_null()) {
-        table.insert(key.to_owned(), value);
-    }
-}
-
-const CHAT_DOC: &str =
-    "Run one streaming model call with the current llm.* settings and return its outcome.
-REQUEST is {:messages [...] :tools [...] :model \"optional override\"}: OpenAI chat messages, and
-tools as {:name :description :parameters}. ?OPTS is {:on-event (fn [event] ...)}, called in this
-coroutine with {:type :text-delta :text}, {:type :thought-delta :text}, {:type :tool-call :id
-:name :arguments}, {:type :done :finish-reason :usage} and {:type :retry :attempt :delay
-:reason}. Returns {:message :text :reasoning :tool-calls :finish-reason :usage :cancelled}. A
-failure raises an error table {:kind :message :status :body :partial}; tostring gives the
-message.";
-
-/// Defines `llm.chat` around the host functions: it starts the call, delivers the events to
-/// `:on-event` in the caller's coroutine, closes the call if the callback fails, and raises
-/// failures as error tables.
-const GLUE: &str = r#"
-local llm, start, next_events, close, doc = ...
-local error_mt = {__name = "llm-error"}
-error_mt.__tostring = function(e) return tostring(e.message) end
-local function chat(request, opts)
-  local call, problem = start(request, opts)
-  if not call then error("llm.chat: " .. problem, 2) end
-  local on_event = opts and opts["on-event"]
-  while true do
-    local kind, value = next_events(call)
-    if kind == "events" then
-      if on_event then
-        for i = 1, #value do
-          local ok, err = pcall(on_event, value[i])
-          if not ok then
-            close(call)
-            error(err, 0)
-          end
-        end
-      end
-    elseif kind == "ok" then
-      return value
-    else
-      error(setmetatable(value, error_mt), 0)
-    end
-  end
-end
-llm.chat = chat
-local fennel = require("fennel")
-fennel.metadata:setall(chat, "fnl/docstring", doc, "fnl/arglist", {"request", "?opts"})
-"#;

@@ -1,6 +1,23 @@
 //! The Lisp surface: each file installs one namespace table's functions and settings, with the
-//! Fennel that completes it beside it (`acp.rs` and `acp.fnl`). The subsystems below know
-//! nothing of Lisp; the agent loop and the front ends above reach them through these names.
+//! Fennel that completes it beside it (`acp.rs` and `acp.fnl`, `client.rs` and `client.fnl`,
+//! `llm.rs` and `llm.fnl`). The subsystems below know nothing of Lisp; the agent loop and the
+//! front ends above reach them through these names.
+//!
+//! Where each namespace comes from:
+//!
+//! | namespace | installed by |
+//! |---|---|
+//! | `oml`, `json` | the host (`crate::lisp`: `host.rs`, `convert.rs`, the prelude's `core.fnl`); `oml.reload` here ([`session::install_reload`]), the tool host functions and `oml.compile-string` by [`session::install`] |
+//! | `llm` | [`llm::install`] (settings, `llm.chat`); `llm.context-window` by `agent.fnl` |
+//! | `catalog` | [`catalog::install`] |
+//! | `client` | [`client::install`] (with `client.fnl`) |
+//! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
+//! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`) |
+//! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
+//! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
+//!
+//! [`install`] installs every namespace that does not depend on the agent, in order; the CLI
+//! calls it, then `Agent::install`, then (for `oml acp`) [`acp::install`].
 
 pub mod acp;
 pub mod catalog;
@@ -9,3 +26,31 @@ pub mod llm;
 pub mod project;
 pub mod search;
 pub mod session;
+
+use crate::lisp::{Lisp, LispError};
+use crate::paths::Paths;
+
+/// Install the `llm`, `catalog` and `client` namespaces and `oml.reload` (which loads the init
+/// files of `paths`), before the init files run so that they can `setq`, redefine and advise
+/// everything. Each step says which namespace failed.
+pub fn install(lisp: &Lisp, paths: &Paths) -> Result<(), InstallError> {
+    llm::install(lisp).map_err(|e| InstallError::new("llm", e))?;
+    session::install_reload(lisp, paths.clone()).map_err(|e| InstallError::new("oml.reload", e))?;
+    catalog::install(lisp).map_err(|e| InstallError::new("catalog", e.into()))?;
+    client::install(lisp).map_err(|e| InstallError::new("client", e.into()))?;
+    Ok(())
+}
+
+/// A namespace that could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the {namespace} functions: {source}")]
+pub struct InstallError {
+    pub namespace: &'static str,
+    pub source: LispError,
+}
+
+impl InstallError {
+    fn new(namespace: &'static str, source: LispError) -> Self {
+        InstallError { namespace, source }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mlua::{Lua, Table};
 
-use crate::lisp::{Lisp, LispError, SettingDecl, create_async_function};
+use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define};
 use crate::paths::Paths;
 use crate::project::{self, git, instructions};
 
@@ -52,69 +52,114 @@ fn settings() -> Vec<SettingDecl> {
     ]
 }
 
+/// What the `project` functions keep between calls, in the Lua state's app data.
+struct State {
+    instructions: instructions::Cache,
+    user_file: PathBuf,
+    git: Mutex<GitSummaries>,
+}
+
 /// Install `project.*` and its settings; the user-wide instructions are looked for in the
 /// config folder of `Paths::from_env`.
 pub fn install(lisp: &Lisp) -> Result<(), LispError> {
-    let paths = Paths::from_env();
     for decl in settings() {
         lisp.declare_setting(&decl)?;
     }
-    let lua = lisp.lua();
-    let ns: Table = lua.globals().get("project")?;
-    ns.set(
-        "root",
-        lua.create_function(|_, dir: String| {
-            Ok(project::find_root(Path::new(&dir)).map(|p| p.display().to_string()))
-        })?,
-    )?;
-    let cache = Arc::new(instructions::Cache::default());
-    let user_file = paths.config.join(USER_INSTRUCTIONS);
-    let me = lisp.clone();
-    ns.set(
-        "instructions",
-        lua.create_function(move |lua, dir: String| {
-            let names: Vec<String> = me.setting("project.instruction-files").map_err(rt)?;
-            let max_chars: i64 = me.setting("project.instructions-max-chars").map_err(rt)?;
-            let dir = PathBuf::from(dir);
-            let root = project::find_root(&dir);
-            let lookup = instructions::Lookup {
-                names: &names,
-                user_file: Some(&user_file),
-                max_chars: max_chars.max(0) as usize,
-            };
-            files_table(lua, &cache.collect(&dir, root.as_deref(), &lookup))
-        })?,
-    )?;
-    let recent: Arc<Mutex<GitSummaries>> = Arc::default();
-    ns.set(
-        "git",
-        create_async_function(lua, move |_, dir: String| {
-            let recent = recent.clone();
-            async move {
-                let dir = PathBuf::from(dir);
-                let cached = lock(&recent).get(&dir).cloned();
-                if let Some((_, summary)) = cached.filter(|(at, _)| at.elapsed() < GIT_SUMMARY_TTL)
-                {
-                    return Ok(summary);
-                }
-                let summary = git::summary(&dir, git::GIT_STATUS_TIMEOUT).await;
-                lock(&recent).insert(dir, (Instant::now(), summary.clone()));
-                Ok(summary)
-            }
-        })?,
-    )?;
-    ns.set(
-        "platform",
-        lua.create_function(|_, ()| {
-            Ok(format!(
-                "{} ({})",
-                std::env::consts::OS,
-                std::env::consts::ARCH
-            ))
-        })?,
-    )?;
+    lisp.lua().set_app_data(Arc::new(State {
+        instructions: instructions::Cache::default(),
+        user_file: Paths::from_env().config.join(USER_INSTRUCTIONS),
+        git: Mutex::default(),
+    }));
+    define(lisp.lua(), "project", PROJECT)?;
     Ok(())
 }
+
+fn state(lua: &Lua) -> mlua::Result<Arc<State>> {
+    lua.app_data_ref::<Arc<State>>()
+        .map(|s| s.clone())
+        .ok_or_else(|| mlua::Error::RuntimeError("project.* is not installed".into()))
+}
+
+const PROJECT: &[HostFn] = &[
+    HostFn {
+        name: "root",
+        args: "dir",
+        doc: "The project root of the directory DIR: the nearest directory, DIR or above it, \
+              holding .git or .oml/; nil outside any project.",
+        make: |lua| {
+            lua.create_function(|_, dir: String| {
+                Ok(project::find_root(Path::new(&dir)).map(|p| p.display().to_string()))
+            })
+        },
+    },
+    HostFn {
+        name: "instructions",
+        args: "dir",
+        doc: "The instruction files for a session in DIR, in reading order: the user-wide \
+              AGENTS.md of the config folder, then in each folder from the project root down to \
+              DIR the first of `project.instruction-files` that exists. A list of {:path :text \
+              :cut :problem}: :cut counts the characters cut by \
+              `project.instructions-max-chars`, :problem says why a file was not used.",
+        make: |lua| {
+            lua.create_function(|lua, dir: String| {
+                let lisp = Lisp::from_lua(lua).ok_or_else(|| rt_msg("no Lisp host"))?;
+                let names: Vec<String> = lisp.setting("project.instruction-files").map_err(rt)?;
+                let max: i64 = lisp.setting("project.instructions-max-chars").map_err(rt)?;
+                let state = state(lua)?;
+                let dir = PathBuf::from(dir);
+                let root = project::find_root(&dir);
+                let lookup = instructions::Lookup {
+                    names: &names,
+                    user_file: Some(&state.user_file),
+                    max_chars: max.max(0) as usize,
+                };
+                files_table(
+                    lua,
+                    &state.instructions.collect(&dir, root.as_deref(), &lookup),
+                )
+            })
+        },
+    },
+    HostFn {
+        name: "git",
+        args: "dir",
+        doc: "A one-line summary of the git repository DIR is in (\"branch main; 2 modified\", \
+              \"detached at 1a2b3c4; clean\"), or nil outside one. git status runs within \
+              500 ms; the summary is reused for 2 s.",
+        make: |lua| {
+            create_async_function(lua, |lua, dir: String| {
+                let state = state(&lua);
+                async move {
+                    let state = state?;
+                    let dir = PathBuf::from(dir);
+                    let cached = lock(&state.git).get(&dir).cloned();
+                    if let Some((_, summary)) =
+                        cached.filter(|(at, _)| at.elapsed() < GIT_SUMMARY_TTL)
+                    {
+                        return Ok(summary);
+                    }
+                    let summary = git::summary(&dir, git::GIT_STATUS_TIMEOUT).await;
+                    lock(&state.git).insert(dir, (Instant::now(), summary.clone()));
+                    Ok(summary)
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "platform",
+        args: "",
+        doc: "The operating system and architecture oml runs on, e.g. \"linux (x86_64)\".",
+        make: |lua| {
+            lua.create_function(|_, ()| {
+                Ok(format!(
+                    "{} ({})",
+                    std::env::consts::OS,
+                    std::env::consts::ARCH
+                ))
+            })
+        },
+    },
+];
 
 fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Result<Table> {
     let list = lua.create_table()?;
@@ -133,6 +178,10 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
 
 fn rt(e: LispError) -> mlua::Error {
     mlua::Error::RuntimeError(e.to_string())
+}
+
+fn rt_msg(msg: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.to_owned())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

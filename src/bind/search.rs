@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use mlua::{Lua, Table, Value};
 use serde::Deserialize;
 
-use crate::lisp::{Lisp, LispError, SettingDecl, create_async_function, from_lua};
+use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua};
 use crate::tools::{self, GrepArgs, ToolOutput};
 
 /// The model's arguments of `grep`, as the Lisp tool passes them on.
@@ -36,7 +36,7 @@ struct PathParams {
     limit: Option<i64>,
 }
 
-/// Install the search tools' host functions and setting into `oml` and `tools`.
+/// Install the search tools' host functions into `oml` and their setting into `tools`.
 pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     lisp.declare_setting(&SettingDecl {
         name: "tools.grep-ripgrep?",
@@ -44,77 +44,99 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         ty: "boolean".into(),
         default: true.into(),
         secret: false,
-        file: "src/bind/search.rs",
+        file: file!(),
         line: line!(),
     })?;
-    let lua = lisp.lua();
-    let oml: Table = lua.globals().get("oml")?;
-    oml.set(
-        "tool-grep",
-        create_async_function(
-            lua,
-            |lua, (cwd, args, rg): (String, Value, Option<bool>)| {
-                let params = params::<GrepParams>(&lua, args);
+    define(lisp.lua(), "oml", SEARCH)?;
+    Ok(())
+}
+
+const SEARCH: &[HostFn] = &[
+    HostFn {
+        name: "tool-grep",
+        args: "dir args ?ripgrep",
+        doc: "The grep tool in the directory DIR: ARGS is the model's {:pattern :path :glob \
+              :ignore_case :literal :context :limit}; ripgrep runs when ?RIPGREP is not false and \
+              rg is on PATH. Returns {:content :error?}; a failure is a result with :error? true.",
+        make: |lua| {
+            create_async_function(
+                lua,
+                |lua, (cwd, args, rg): (String, Value, Option<bool>)| {
+                    let params = params::<GrepParams>(&lua, args);
+                    async move {
+                        let out = match params {
+                            Err(message) => ToolOutput::error(message),
+                            Ok(p) => {
+                                let args = grep_args(p);
+                                let cancel = crate::cancel::CancelToken::new();
+                                let cwd = PathBuf::from(cwd);
+                                tools::grep(&cwd, &args, rg.unwrap_or(true), &cancel).await
+                            }
+                        };
+                        result_table(&lua, out)
+                    }
+                },
+            )
+        },
+    },
+    HostFn {
+        name: "tool-find",
+        args: "dir args",
+        doc: "The find tool in the directory DIR: ARGS is the model's {:pattern :path :limit}. \
+              Returns {:content :error?}.",
+        make: |lua| {
+            create_async_function(lua, |lua, (cwd, args): (String, Value)| {
+                let params = params::<PathParams>(&lua, args);
                 async move {
                     let out = match params {
                         Err(message) => ToolOutput::error(message),
                         Ok(p) => {
-                            let args = GrepArgs {
-                                pattern: p.pattern,
-                                path: p.path,
-                                glob: p.glob.filter(|g| !g.is_empty()),
-                                ignore_case: p.ignore_case.unwrap_or(false),
-                                literal: p.literal.unwrap_or(false),
-                                context: p.context.unwrap_or(0).clamp(0, 100) as usize,
-                                limit: p.limit,
-                            };
-                            let cancel = crate::cancel::CancelToken::new();
-                            tools::grep(&PathBuf::from(cwd), &args, rg.unwrap_or(true), &cancel)
-                                .await
+                            blocking(move || {
+                                let cancel = crate::cancel::CancelToken::new();
+                                let cwd = PathBuf::from(cwd);
+                                tools::find(&cwd, &p.pattern, p.path.as_deref(), p.limit, &cancel)
+                            })
+                            .await
                         }
                     };
                     result_table(&lua, out)
                 }
-            },
-        )?,
-    )?;
-    oml.set(
-        "tool-find",
-        create_async_function(lua, |lua, (cwd, args): (String, Value)| {
-            let params = params::<PathParams>(&lua, args);
-            async move {
-                let out = match params {
-                    Err(message) => ToolOutput::error(message),
-                    Ok(p) => {
-                        blocking(move || {
-                            let cancel = crate::cancel::CancelToken::new();
+            })
+        },
+    },
+    HostFn {
+        name: "tool-ls",
+        args: "dir args",
+        doc: "The ls tool in the directory DIR: ARGS is the model's {:path :limit}. Returns \
+              {:content :error?}.",
+        make: |lua| {
+            create_async_function(lua, |lua, (cwd, args): (String, Value)| {
+                let params = params::<PathParams>(&lua, args);
+                async move {
+                    let out = match params {
+                        Err(message) => ToolOutput::error(message),
+                        Ok(p) => {
                             let cwd = PathBuf::from(cwd);
-                            tools::find(&cwd, &p.pattern, p.path.as_deref(), p.limit, &cancel)
-                        })
-                        .await
-                    }
-                };
-                result_table(&lua, out)
-            }
-        })?,
-    )?;
-    oml.set(
-        "tool-ls",
-        create_async_function(lua, |lua, (cwd, args): (String, Value)| {
-            let params = params::<PathParams>(&lua, args);
-            async move {
-                let out = match params {
-                    Err(message) => ToolOutput::error(message),
-                    Ok(p) => {
-                        blocking(move || tools::ls(&PathBuf::from(cwd), p.path.as_deref(), p.limit))
-                            .await
-                    }
-                };
-                result_table(&lua, out)
-            }
-        })?,
-    )?;
-    Ok(())
+                            blocking(move || tools::ls(&cwd, p.path.as_deref(), p.limit)).await
+                        }
+                    };
+                    result_table(&lua, out)
+                }
+            })
+        },
+    },
+];
+
+fn grep_args(p: GrepParams) -> GrepArgs {
+    GrepArgs {
+        pattern: p.pattern,
+        path: p.path,
+        glob: p.glob.filter(|g| !g.is_empty()),
+        ignore_case: p.ignore_case.unwrap_or(false),
+        literal: p.literal.unwrap_or(false),
+        context: p.context.unwrap_or(0).clamp(0, 100) as usize,
+        limit: p.limit,
+    }
 }
 
 /// The model's arguments, deserialised; a wrong shape is a message the model reads.

@@ -1,409 +1,328 @@
-//! The agent's host functions: the `session.*` primitives and the Rust implementations of the
-//! built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`, `oml.tool-bash`, which the
-//! documented Lisp tools in `agent.fnl` call), and two small primitives for user tools:
-//! `oml.list-dir` and `oml.run-process`.
+//! The agent's session primitives: the `session.*` functions, `oml.compile-string` and
+//! `oml.reload`. The Rust implementations of the built-in tools and the tool settings are in
+//! [`tools`].
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
-//! Data crosses as a copy (JSON ⇄ Lua).
+//! The registry is the one in the Lua state's app data (the agent puts it there). Data crosses as
+//! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
+//! receive the events.
+
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use crate::bind::llm::DeltaSink;
-use crate::lisp::{Lisp, LispError, compile_in, from_lua, to_lua};
+use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua};
 use crate::llm::StreamEvent;
 use crate::session::{AgentEvent, Sessions};
-use crate::tools::{self, ReadLimits, ToolOutput};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
 /// it is loaded).
 const RECORDED_KEYS: &[&str] = &["model", "permission-mode"];
 
+/// Install `session.*`, `oml.compile-string`, the tool host functions and the tool settings, and
+/// the delta shortcut of `session.delta-forwarder`, for the registry `sessions` (which must be in
+/// the state's app data already).
 pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let lua = lisp.lua();
-    let session: Table = lua.globals().get("session")?;
-    let oml: Table = lua.globals().get("oml")?;
-
-    let s = sessions.clone();
-    session.set(
-        "current",
-        lua.create_function(move |lua, ()| Ok(s.of_thread(thread_key(lua))))?,
-    )?;
-    let s = sessions.clone();
-    session.set("list", lua.create_function(move |_, ()| Ok(s.ids()))?)?;
-    let s = sessions.clone();
-    session.set(
-        "bind!",
-        lua.create_function(move |lua, id: Option<String>| {
-            if let Some(id) = &id {
-                s.with(id, |_| ())
-                    .ok_or_else(|| rt(format!("no session {id}")))?;
-            }
-            Ok(s.bind_thread(thread_key(lua), id))
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "cwd",
-        lua.create_function(move |lua, id: Option<String>| {
-            Ok(session_cwd(lua, &s, id)?.display().to_string())
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "resolve-path",
-        lua.create_function(move |lua, (path, id): (String, Option<String>)| {
-            let cwd = session_cwd(lua, &s, id)?;
-            tools::resolve_path(&cwd, &path)
-                .map(|p| p.display().to_string())
-                .map_err(|e| rt(e.to_string()))
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "transcript",
-        lua.create_function(move |lua, id: Option<String>| {
-            let id = session_id(lua, &s, id)?;
-            let t = s.with(&id, |s| s.transcript.clone()).unwrap_or_default();
-            to_lua(lua, &Json::Array(t))
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "append-message!",
-        lua.create_function(move |lua, (msgs, id): (Value, Option<String>)| {
-            let id = session_id(lua, &s, id)?;
-            let msgs = messages(lua, msgs)?;
-            s.with(&id, |s| {
-                for m in &msgs {
-                    s.record(serde_json::json!({"type": "message", "message": m}));
-                }
-                s.transcript.extend(msgs)
-            });
-            Ok(())
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "set-transcript!",
-        lua.create_function(move |lua, (msgs, id): (Value, Option<String>)| {
-            let id = session_id(lua, &s, id)?;
-            let msgs = match msgs {
-                Value::Nil => Vec::new(),
-                other => messages(lua, other)?,
-            };
-            s.with(&id, |s| {
-                // History is never rewritten: the file records that the transcript was replaced.
-                s.record(serde_json::json!({"type": "transcript", "messages": &msgs}));
-                s.transcript = msgs
-            });
-            Ok(())
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "emit!",
-        lua.create_function(move |lua, (event, id): (Value, Option<String>)| {
-            let json = from_lua(lua, event)?;
-            let event: AgentEvent = serde_json::from_value(json)
-                .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?;
-            // Outside a session an event has nowhere to go, which is not an error.
-            if let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) {
-                s.emit(&id, event);
-            }
-            Ok(())
-        })?,
-    )?;
-    session.set(
-        "delta-forwarder",
-        lua.create_function(|_, id: String| Ok(DeltaForwarder { session: id }))?,
-    )?;
+    let session = define(lua, "session", SESSION)?;
+    define(lua, "oml", OML)?;
+    tools::install(lisp)?;
     // The default `session.emit!`, kept where the delta shortcut can compare it with what the
     // name holds now.
     lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;
-    let s = sessions.clone();
-    crate::bind::llm::set_delta_shortcut(
-        lisp,
-        Arc::new(move |lua, on_event| {
-            let Value::UserData(u) = on_event else {
-                return None;
-            };
-            let id = u.borrow::<DeltaForwarder>().ok()?.session.clone();
-            let s = s.clone();
-            // Held for the call: the `session` table and the default `session.emit!`, so that
-            // each check is one table read.
-            let default: mlua::Function = lua.named_registry_value(DEFAULT_EMIT).ok()?;
-            let namespace: Table = lua.globals().raw_get("session").ok()?;
-            Some(DeltaSink {
-                open: Box::new(move |_| {
-                    matches!(namespace.raw_get::<Value>("emit!"),
-                             Ok(Value::Function(f)) if f.to_pointer() == default.to_pointer())
-                }),
-                deliver: Box::new(move |event| match event {
-                    StreamEvent::TextDelta(text) => s.emit(&id, AgentEvent::TextDelta { text }),
-                    StreamEvent::ThoughtDelta(text) => {
-                        s.emit(&id, AgentEvent::ThoughtDelta { text })
-                    }
-                    StreamEvent::ToolCall(_)
-                    | StreamEvent::Done { .. }
-                    | StreamEvent::Retry { .. } => {}
-                }),
+    crate::bind::llm::set_delta_shortcut(lisp, delta_shortcut(sessions));
+    Ok(())
+}
+
+/// Recognises a [`DeltaForwarder`] given to `llm.chat` as `:on-event`, and delivers its deltas
+/// to the session directly while `session.emit!` is the default.
+fn delta_shortcut(s: Arc<Sessions>) -> crate::bind::llm::DeltaShortcut {
+    Arc::new(move |lua, on_event| {
+        let Value::UserData(u) = on_event else {
+            return None;
+        };
+        let id = u.borrow::<DeltaForwarder>().ok()?.session.clone();
+        let s = s.clone();
+        // Held for the call: the `session` table and the default `session.emit!`, so that
+        // each check is one table read.
+        let default: mlua::Function = lua.named_registry_value(DEFAULT_EMIT).ok()?;
+        let namespace: Table = lua.globals().raw_get("session").ok()?;
+        Some(DeltaSink {
+            open: Box::new(move |_| {
+                matches!(namespace.raw_get::<Value>("emit!"),
+                         Ok(Value::Function(f)) if f.to_pointer() == default.to_pointer())
+            }),
+            deliver: Box::new(move |event| match event {
+                StreamEvent::TextDelta(text) => s.emit(&id, AgentEvent::TextDelta { text }),
+                StreamEvent::ThoughtDelta(text) => s.emit(&id, AgentEvent::ThoughtDelta { text }),
+                StreamEvent::ToolCall(_) | StreamEvent::Done { .. } | StreamEvent::Retry { .. } => {
+                }
+            }),
+        })
+    })
+}
+
+/// The `session.*` functions.
+const SESSION: &[HostFn] = &[
+    HostFn {
+        name: "current",
+        args: "",
+        doc: "The id of the session the running coroutine works for (or, from the live REPL, \
+              of the one session whose prompt is running), or nil.",
+        make: |lua| lua.create_function(|lua, ()| Ok(sessions(lua)?.of_thread(thread_key(lua)))),
+    },
+    HostFn {
+        name: "list",
+        args: "",
+        doc: "The ids of every session of this process, sorted.",
+        make: |lua| lua.create_function(|lua, ()| Ok(sessions(lua)?.ids())),
+    },
+    HostFn {
+        name: "bind!",
+        args: "?session-id",
+        doc: "Make SESSION-ID the session of the running coroutine (nil unbinds it); returns the \
+              previous one. An unknown SESSION-ID is an error.",
+        make: |lua| {
+            lua.create_function(|lua, id: Option<String>| {
+                let s = sessions(lua)?;
+                if let Some(id) = &id {
+                    s.with(id, |_| ())
+                        .ok_or_else(|| rt(format!("no session {id}")))?;
+                }
+                Ok(s.bind_thread(thread_key(lua), id))
             })
-        }),
-    );
-    let s = sessions.clone();
-    session.set(
-        "cancelled?",
-        lua.create_function(move |lua, id: Option<String>| {
-            let id = id.or_else(|| s.of_thread(thread_key(lua)));
-            Ok(id
-                .and_then(|id| s.with(&id, |s| s.cancel.is_cancelled()))
-                .unwrap_or(false))
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "cancel!",
-        lua.create_function(move |lua, id: Option<String>| {
-            let id = session_id(lua, &s, id)?;
-            s.with(&id, |s| s.cancel.cancel());
-            Ok(())
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "get",
-        lua.create_function(move |lua, (key, id): (String, Option<String>)| {
-            let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) else {
-                return Ok(Value::Nil);
-            };
-            match s.with(&id, |s| s.data.get(&key).cloned()).flatten() {
-                Some(v) => to_lua(lua, &v),
-                None => Ok(Value::Nil),
-            }
-        })?,
-    )?;
-    let s = sessions.clone();
-    session.set(
-        "put!",
-        lua.create_function(
-            move |lua, (key, value, id): (String, Value, Option<String>)| {
+        },
+    },
+    HostFn {
+        name: "cwd",
+        args: "?session-id",
+        doc: "The session's directory (the process's directory outside a session), as a string. \
+              An unknown SESSION-ID is an error.",
+        make: |lua| {
+            lua.create_function(|lua, id: Option<String>| {
+                Ok(session_cwd(lua, &*sessions(lua)?, id)?
+                    .display()
+                    .to_string())
+            })
+        },
+    },
+    HostFn {
+        name: "resolve-path",
+        args: "path ?session-id",
+        doc: "PATH made absolute against the session's directory (~ is the home directory), as a \
+              string. An empty or unusable PATH is an error.",
+        make: |lua| {
+            lua.create_function(|lua, (path, id): (String, Option<String>)| {
+                let cwd = session_cwd(lua, &*sessions(lua)?, id)?;
+                crate::tools::resolve_path(&cwd, &path)
+                    .map(|p| p.display().to_string())
+                    .map_err(|e| rt(e.to_string()))
+            })
+        },
+    },
+    HostFn {
+        name: "transcript",
+        args: "?session-id",
+        doc: "A copy of the session's transcript: the list of its OpenAI chat messages. Without \
+              a session (none bound, none given) it is an error.",
+        make: |lua| {
+            lua.create_function(|lua, id: Option<String>| {
+                let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
-                let value = from_lua(lua, value)?;
+                let t = s.with(&id, |s| s.transcript.clone()).unwrap_or_default();
+                to_lua(lua, &Json::Array(t))
+            })
+        },
+    },
+    HostFn {
+        name: "append-message!",
+        args: "messages ?session-id",
+        doc: "Append MESSAGES (one message, a table with :role, or a list of them) to the \
+              session's transcript, and record them in its file. Returns nil.",
+        make: |lua| {
+            lua.create_function(|lua, (msgs, id): (Value, Option<String>)| {
+                let s = sessions(lua)?;
+                let id = session_id(lua, &s, id)?;
+                let msgs = messages(lua, msgs)?;
                 s.with(&id, |s| {
-                    if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
-                        s.record(serde_json::json!({"type": "data", "key": &key, "value": &value}));
+                    for m in &msgs {
+                        s.record(serde_json::json!({"type": "message", "message": m}));
                     }
-                    if value.is_null() {
-                        s.data.remove(&key);
-                    } else {
-                        s.data.insert(key, value);
-                    }
+                    s.transcript.extend(msgs)
                 });
                 Ok(())
-            },
-        )?,
-    )?;
-
-    let s = sessions.clone();
-    session.set(
-        "record!",
-        lua.create_function(
-            move |lua, (kind, data, id): (String, Value, Option<String>)| {
+            })
+        },
+    },
+    HostFn {
+        name: "set-transcript!",
+        args: "messages ?session-id",
+        doc: "Replace the session's transcript with MESSAGES (a list of messages; nil empties \
+              it). The file records the replacement; history is never rewritten. Returns nil.",
+        make: |lua| {
+            lua.create_function(|lua, (msgs, id): (Value, Option<String>)| {
+                let s = sessions(lua)?;
+                let id = session_id(lua, &s, id)?;
+                let msgs = match msgs {
+                    Value::Nil => Vec::new(),
+                    other => messages(lua, other)?,
+                };
+                s.with(&id, |s| {
+                    s.record(serde_json::json!({"type": "transcript", "messages": &msgs}));
+                    s.transcript = msgs
+                });
+                Ok(())
+            })
+        },
+    },
+    HostFn {
+        name: "emit!",
+        args: "event ?session-id",
+        doc: "Send the agent EVENT (a table with :type, such as {:type :text-delta :text \"hi\"}) \
+              to the session's frontend. Outside a session it goes nowhere; a table that is not \
+              an agent event is an error. Returns nil.",
+        make: |lua| {
+            lua.create_function(|lua, (event, id): (Value, Option<String>)| {
+                let s = sessions(lua)?;
+                let json = from_lua(lua, event)?;
+                let event: AgentEvent = serde_json::from_value(json)
+                    .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?;
+                // Outside a session an event has nowhere to go, which is not an error.
+                if let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) {
+                    s.emit(&id, event);
+                }
+                Ok(())
+            })
+        },
+    },
+    HostFn {
+        name: "delta-forwarder",
+        args: "session-id",
+        doc: "A callable that hands the text and thought deltas it is called with to \
+              session.emit! for SESSION-ID and ignores other events: the :on-event the agent \
+              gives llm.chat. While session.emit! is the default, llm.chat delivers those deltas \
+              to the session directly.",
+        make: |lua| lua.create_function(|_, id: String| Ok(DeltaForwarder { session: id })),
+    },
+    HostFn {
+        name: "cancelled?",
+        args: "?session-id",
+        doc: "Whether the session's running prompt has been cancelled; false outside a session.",
+        make: |lua| {
+            lua.create_function(|lua, id: Option<String>| {
+                let s = sessions(lua)?;
+                let id = id.or_else(|| s.of_thread(thread_key(lua)));
+                Ok(id
+                    .and_then(|id| s.with(&id, |s| s.cancel.is_cancelled()))
+                    .unwrap_or(false))
+            })
+        },
+    },
+    HostFn {
+        name: "cancel!",
+        args: "?session-id",
+        doc: "Cancel the session's running prompt (its model call, tools and loop stop \
+              cleanly). Returns nil; without a session it is an error.",
+        make: |lua| {
+            lua.create_function(|lua, id: Option<String>| {
+                let s = sessions(lua)?;
+                let id = session_id(lua, &s, id)?;
+                s.with(&id, |s| s.cancel.cancel());
+                Ok(())
+            })
+        },
+    },
+    HostFn {
+        name: "get",
+        args: "key ?session-id",
+        doc: "A copy of the session's value for the string KEY (see session.put!), or nil; nil \
+              outside a session too.",
+        make: |lua| {
+            lua.create_function(|lua, (key, id): (String, Option<String>)| {
+                let s = sessions(lua)?;
+                let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) else {
+                    return Ok(Value::Nil);
+                };
+                match s.with(&id, |s| s.data.get(&key).cloned()).flatten() {
+                    Some(v) => to_lua(lua, &v),
+                    None => Ok(Value::Nil),
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "put!",
+        args: "key value ?session-id",
+        doc: "Keep a copy of VALUE under the string KEY in the session (nil removes it). Changes \
+              of :model and :permission-mode are recorded in the session's file. Returns nil.",
+        make: |lua| {
+            lua.create_function(|lua, (key, value, id): (String, Value, Option<String>)| {
+                let s = sessions(lua)?;
+                let id = session_id(lua, &s, id)?;
+                let value = from_lua(lua, value)?;
+                s.with(&id, |s| put(s, key, value));
+                Ok(())
+            })
+        },
+    },
+    HostFn {
+        name: "record!",
+        args: "kind data ?session-id",
+        doc: "Record a custom entry {:type \"custom\" :kind KIND :data DATA} in the session's \
+              file (replays and extensions read it back). Returns nil.",
+        make: |lua| {
+            lua.create_function(|lua, (kind, data, id): (String, Value, Option<String>)| {
+                let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 let data = from_lua(lua, data)?;
                 s.with(&id, |s| {
                     s.record(serde_json::json!({"type": "custom", "kind": kind, "data": data}))
                 });
                 Ok(())
-            },
-        )?,
-    )?;
+            })
+        },
+    },
+];
 
-    oml.set(
-        "compile-string",
+/// The `oml.*` functions of this module.
+const OML: &[HostFn] = &[HostFn {
+    name: "compile-string",
+    args: "src ?name",
+    doc: "Compile the Fennel text SRC (named ?NAME in errors, default \"eval\") with oml's \
+          macros, without running it. Returns the function; a parse or compile error is raised.",
+    make: |lua| {
         lua.create_function(|lua, (src, name): (String, Option<String>)| {
             compile_in(lua, &src, name.as_deref().unwrap_or("eval")).map_err(|e| rt(e.to_string()))
-        })?,
-    )?;
+        })
+    },
+}];
 
-    let s = sessions.clone();
-    oml.set(
-        "tool-read",
-        crate::lisp::create_async_function(
-            lua,
-            move |lua,
-                  (path, offset, limit, max_chars, default_limit): (
-                String,
-                Option<i64>,
-                Option<i64>,
-                usize,
-                usize,
-            )| {
-                let cwd = current_cwd(&lua, &s);
-                async move {
-                    let out = match tools::resolve_path(&cwd, &path) {
-                        Err(e) => ToolOutput::from(e),
-                        Ok(abs) => {
-                            let limits = ReadLimits {
-                                max_chars,
-                                default_limit,
-                            };
-                            blocking(move || tools::read(&abs, offset, limit, &limits)).await
-                        }
-                    };
-                    output_table(&lua, out)
-                }
-            },
-        )?,
-    )?;
-    let s = sessions.clone();
-    oml.set(
-        "tool-write",
-        crate::lisp::create_async_function(lua, move |lua, (path, content): (String, Value)| {
-            let cwd = current_cwd(&lua, &s);
-            async move {
-                let out = match (tools::resolve_path(&cwd, &path), content) {
-                    (Err(e), _) => ToolOutput::from(e),
-                    (Ok(abs), Value::String(c)) => {
-                        let content = c.to_string_lossy();
-                        blocking(move || tools::write(&abs, &content)).await
-                    }
-                    (Ok(_), _) => ToolOutput::from(tools::ToolError::ContentRequired),
-                };
-                output_table(&lua, out)
-            }
-        })?,
-    )?;
-    let s = sessions.clone();
-    oml.set(
-        "tool-edit",
-        crate::lisp::create_async_function(lua, move |lua, (path, args): (String, Value)| {
-            let cwd = current_cwd(&lua, &s);
-            let args = from_lua(&lua, args);
-            async move {
-                let args = args?;
-                let out = match tools::resolve_path(&cwd, &path) {
-                    Err(e) => ToolOutput::from(e),
-                    Ok(abs) => match tools::parse_edit_args(&args) {
-                        Err(e) => ToolOutput::from(e),
-                        Ok(edits) => blocking(move || tools::edit(&abs, &edits)).await,
-                    },
-                };
-                output_table(&lua, out)
-            }
-        })?,
-    )?;
-    let s = sessions.clone();
-    // (oml.list-dir path) → a sorted list of {:name :dir?}, or nil and "Not a directory: <path>".
-    // PATH is relative to the session directory; symlinks to directories count as directories.
-    oml.set(
-        "list-dir",
-        lua.create_function(move |lua, path: Option<String>| {
-            let cwd = current_cwd(lua, &s);
-            let path = path.filter(|p| !p.trim().is_empty());
-            let dir = match &path {
-                None => cwd,
-                Some(p) => tools::resolve_path(&cwd, p).map_err(|e| rt(e.to_string()))?,
-            };
-            let shown = path.unwrap_or_else(|| ".".to_owned());
-            let not_dir = || {
-                (
-                    Value::Nil,
-                    Value::String(
-                        lua.create_string(format!("Not a directory: {shown}"))
-                            .unwrap(),
-                    ),
-                )
-            };
-            let Ok(read) = std::fs::read_dir(&dir) else {
-                return Ok(not_dir());
-            };
-            let mut entries: Vec<(String, bool)> = read
-                .filter_map(Result::ok)
-                .map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let is_dir = std::fs::metadata(e.path())
-                        .map(|m| m.is_dir())
-                        .unwrap_or(false);
-                    (name, is_dir)
-                })
-                .collect();
-            entries.sort();
-            let out = lua.create_table()?;
-            for (i, (name, is_dir)) in entries.into_iter().enumerate() {
-                let e = lua.create_table()?;
-                e.set("name", name)?;
-                e.set("dir?", is_dir)?;
-                out.set(i + 1, e)?;
-            }
-            Ok((Value::Table(out), Value::Nil))
-        })?,
-    )?;
-    let s = sessions.clone();
-    // (oml.run-process [program arg ...]) → {:exit :stdout :stderr}, run in the session directory
-    // without a shell; throws when the program cannot start; "Cancelled" when the prompt is.
-    oml.set(
-        "run-process",
-        crate::lisp::create_async_function(lua, move |lua, argv: Vec<String>| {
-            let cwd = current_cwd(&lua, &s);
-            let cancel = s
-                .of_thread(thread_key(&lua))
-                .and_then(|id| s.with(&id, |s| s.cancel.clone()))
-                .unwrap_or_default();
-            async move {
-                let (program, args) = argv
-                    .split_first()
-                    .ok_or_else(|| rt("run-process: the argument list is empty"))?;
-                let child = tokio::process::Command::new(program)
-                    .args(args)
-                    .current_dir(&cwd)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| rt(format!("cannot run {program}: {e}")))?;
-                let out = tokio::select! {
-                    out = child.wait_with_output() => out.map_err(|e| rt(format!("{program}: {e}")))?,
-                    () = cancel.cancelled() => return Err(rt("Cancelled")),
-                };
-                let t = lua.create_table()?;
-                t.set("exit", out.status.code())?;
-                t.set("stdout", lua.create_string(&out.stdout)?)?;
-                t.set("stderr", lua.create_string(&out.stderr)?)?;
-                Ok(t)
-            }
-        })?,
-    )?;
-    let s = sessions;
-    oml.set(
-        "tool-bash",
-        crate::lisp::create_async_function(
-            lua,
-            move |lua, (command, timeout, max_chars): (String, f64, usize)| {
-                let cwd = current_cwd(&lua, &s);
-                let cancel = s
-                    .of_thread(thread_key(&lua))
-                    .and_then(|id| s.with(&id, |s| s.cancel.clone()))
-                    .unwrap_or_default();
-                async move {
-                    let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
-                    let out = tools::bash(&command, &cwd, timeout, max_chars, &cancel).await;
-                    output_table(&lua, out)
-                }
-            },
-        )?,
-    )?;
-    Ok(())
+/// `session.put!` on one session.
+fn put(s: &mut crate::session::Session, key: String, value: Json) {
+    if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
+        s.record(serde_json::json!({"type": "data", "key": &key, "value": &value}));
+    }
+    if value.is_null() {
+        s.data.remove(&key);
+    } else {
+        s.data.insert(key, value);
+    }
 }
 
 // --- private helpers
+
+/// The registry the agent put in the state's app data.
+fn sessions(lua: &Lua) -> mlua::Result<Arc<Sessions>> {
+    lua.app_data_ref::<Arc<Sessions>>()
+        .map(|s| Arc::clone(&s))
+        .ok_or_else(|| rt("the agent is not installed"))
+}
 
 fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
@@ -465,66 +384,62 @@ fn messages(lua: &Lua, value: Value) -> mlua::Result<Vec<Json>> {
     Ok(list)
 }
 
-async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| ToolOutput::error(format!("the tool failed: {e}")))
-}
+/// The init paths `oml.reload` loads, which only the CLI knows.
+struct ReloadPaths(Arc<crate::paths::Paths>);
 
-fn output_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.set("content", out.content)?;
-    t.set("error?", out.is_error)?;
-    if let Some(diff) = out.diff {
-        let d = lua.create_table()?;
-        d.set("path", diff.path.display().to_string())?;
-        if let Some(old) = diff.old_text {
-            d.set("old-text", old)?;
-        }
-        d.set("new-text", diff.new_text)?;
-        t.set("diff", d)?;
-    }
-    Ok(t)
-}
-
-/// `oml.reload`: what `/reload` calls. It needs the init paths, which only the CLI knows, so the
-/// CLI installs it after the agent.
-pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), LispError> {
-    let lua = lisp.lua();
-    let oml: Table = lua.globals().get("oml")?;
-    // A weak handle: the function lives inside the state it would otherwise keep alive.
-    let weak = lua.weak();
-    let paths = Arc::new(paths);
-    oml.set(
-        "reload",
+/// `oml.reload`: what `/reload` calls.
+const RELOAD: &[HostFn] = &[HostFn {
+    name: "reload",
+    args: "dir",
+    doc: "Load the user init file again, then the project init file of the directory DIR (as \
+          init.project-init allows). Returns a report for the user: \"Reloaded FILES\" or \
+          \"Reloaded nothing (no init files)\", with one \"- \" line per error or notice.",
+    make: |lua| {
+        // A weak handle: the function lives inside the state it would otherwise keep alive.
+        let weak = lua.weak();
         crate::lisp::create_async_function(lua, move |_, dir: String| {
             let weak = weak.clone();
-            let paths = paths.clone();
             async move {
                 let Some(lua) = weak.try_upgrade() else {
                     return Ok(String::new());
                 };
                 let lisp = Lisp::from_lua(&lua).ok_or_else(|| rt("the Lisp host is gone"))?;
+                let paths = lua
+                    .app_data_ref::<ReloadPaths>()
+                    .map(|p| Arc::clone(&p.0))
+                    .ok_or_else(|| rt("oml.reload: no init paths"))?;
                 let report =
                     crate::lisp::init::load_all(&lisp, &paths, Some(Path::new(&dir)), true).await;
-                let mut out = if report.loaded.is_empty() {
-                    "Reloaded nothing (no init files)".to_owned()
-                } else {
-                    let files: Vec<String> = report
-                        .loaded
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect();
-                    format!("Reloaded {}", files.join(" and "))
-                };
-                for line in report.messages() {
-                    out.push_str("\n- ");
-                    out.push_str(&line);
-                }
-                Ok(out)
+                Ok(reload_report(&report))
             }
-        })?,
-    )?;
+        })
+    },
+}];
+
+/// `oml.reload`'s answer for `report`.
+fn reload_report(report: &crate::lisp::init::InitReport) -> String {
+    let mut out = if report.loaded.is_empty() {
+        "Reloaded nothing (no init files)".to_owned()
+    } else {
+        let files: Vec<String> = report
+            .loaded
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        format!("Reloaded {}", files.join(" and "))
+    };
+    for line in report.messages() {
+        out.push_str("\n- ");
+        out.push_str(&line);
+    }
+    out
+}
+
+/// Install `oml.reload`, which loads the init files of `paths`. The CLI calls it after the
+/// agent, since only it knows the paths.
+pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), LispError> {
+    lisp.lua().set_app_data(ReloadPaths(Arc::new(paths)));
+    define(lisp.lua(), "oml", RELOAD)?;
     Ok(())
 }
 

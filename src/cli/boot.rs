@@ -20,15 +20,11 @@ pub(super) fn new_host(paths: &Paths, output: Output) -> anyhow::Result<Lisp> {
     })
     .context("cannot start the Lisp runtime")?;
     lisp.install_searcher()?;
-    // The llm.* settings and llm.chat, before the agent (whose call-model uses llm.chat) and
-    // before the init files, which may setq them.
-    crate::bind::llm::install(&lisp).context("cannot install the model client functions")?;
-    // The agent's steps, tools and commands exist before the init files run, so that they can
-    // redefine and advise them.
+    // Every namespace exists before the init files run, so that they can setq, redefine and
+    // advise: the Lisp surface (llm.*, catalog.*, client.*, oml.reload), then the agent's steps,
+    // tools and commands (whose call-model uses llm.chat).
+    crate::bind::install(&lisp, paths)?;
     Agent::install(&lisp).context("cannot install the agent")?;
-    crate::bind::session::install_reload(&lisp, paths.clone())?;
-    crate::bind::catalog::install(&lisp).context("cannot install the agent catalog")?;
-    crate::bind::client::install(&lisp).context("cannot install the ACP client functions")?;
     Ok(lisp)
 }
 
@@ -53,16 +49,16 @@ pub async fn boot(
 }
 
 pub(super) fn report_lisp_error(e: &crate::lisp::LispError) -> i32 {
-    if let Some(code) = e.exit_status() {
-        return code;
+    if let crate::lisp::LispError::Exit(code) = e {
+        return *code;
     }
+    err!("error: {e}");
     // Lua's stack traceback only helps when debugging oml itself (OML_LOG=debug shows it).
-    let text = e.to_string();
-    let shown = match text.find("\nstack traceback:") {
-        Some(i) if !tracing::enabled!(tracing::Level::DEBUG) => &text[..i],
-        _ => &text,
-    };
-    err!("error: {shown}");
+    if let Some(traceback) = e.traceback()
+        && tracing::enabled!(tracing::Level::DEBUG)
+    {
+        err!("{traceback}");
+    }
     status::ERROR
 }
 

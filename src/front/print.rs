@@ -187,7 +187,7 @@ fn report(
             INTERRUPTED
         }
         Err(e) => {
-            let message = crate::lisp::clean_error(&e.to_string());
+            let message = e.to_string();
             if options.json {
                 write_line(&json!({"type": "error", "message": message}));
             }
@@ -327,16 +327,5 @@ mod tests {
         assert_eq!(first_line("a\nb"), "a");
         let long = "x".repeat(130);
         assert_eq!(first_line(&long), format!("{}...", "x".repeat(120)));
-    }
-
-    #[test]
-    fn errors_lose_their_wrapping_and_traceback() {
-        assert_eq!(
-            crate::lisp::clean_error(
-                "callback error\nstack traceback:\n\t[C]: in ?\ncaused by: runtime error: llm.model is not set\nstack traceback:\n x"
-            ),
-            "llm.model is not set"
-        );
-        assert_eq!(crate::lisp::clean_error("plain"), "plain");
     }
 }

@@ -9,7 +9,9 @@
 //! This module knows nothing about what the data means.
 
 use mlua::serde::DeserializeOptions;
-use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value};
+use mlua::{Lua, LuaSerdeExt, MultiValue, Value};
+
+use super::surface::{HostFn, define};
 
 /// JSON → a fresh Lua value.
 pub fn to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
@@ -26,52 +28,77 @@ pub fn from_lua(lua: &Lua, value: Value) -> mlua::Result<serde_json::Value> {
     )
 }
 
+/// The `json` namespace's functions.
+const JSON: &[HostFn] = &[
+    HostFn {
+        name: "encode",
+        args: "value",
+        doc: "VALUE as JSON text. Tables marked by json.array (and decoded arrays) are arrays, \
+              other tables objects, json.null is null; functions and userdata are left out. A \
+              table that contains itself is an error.",
+        make: |lua| {
+            lua.create_function(|lua, v: Value| {
+                let j = from_lua(lua, v)?;
+                serde_json::to_string(&j).map_err(mlua::Error::external)
+            })
+        },
+    },
+    HostFn {
+        name: "decode",
+        args: "text",
+        doc: "The Lisp value of the JSON TEXT: arrays become tables marked as arrays, null \
+              becomes json.null. Invalid JSON is an error starting with \"json.decode: \".",
+        make: |lua| {
+            lua.create_function(|lua, s: mlua::LuaString| {
+                let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
+                    .map_err(|e| mlua::Error::RuntimeError(format!("json.decode: {e}")))?;
+                to_lua(lua, &j)
+            })
+        },
+    },
+    HostFn {
+        name: "array",
+        args: "...",
+        doc: "A new table of the arguments, marked so that it converts to a JSON array even \
+              when empty.",
+        make: |lua| {
+            lua.create_function(|lua, items: MultiValue| {
+                let t = lua.create_sequence_from(items)?;
+                t.set_metatable(Some(lua.array_metatable()))?;
+                Ok(t)
+            })
+        },
+    },
+    HostFn {
+        name: "object",
+        args: "",
+        doc: "A new empty table, which converts to a JSON object ({}).",
+        make: |lua| lua.create_function(|lua, ()| lua.create_table()),
+    },
+    HostFn {
+        name: "array?",
+        args: "value",
+        doc: "Whether VALUE is a table marked as a JSON array (by json.array or json.decode).",
+        make: |lua| {
+            lua.create_function(|lua, v: Value| {
+                Ok(match v {
+                    Value::Table(t) => t.metatable() == Some(lua.array_metatable()),
+                    _ => false,
+                })
+            })
+        },
+    },
+];
+
 /// The `json` namespace: `encode`, `decode`, `null`, `array`, `object`, `array?`.
 pub(super) fn install_json(lua: &Lua) -> mlua::Result<()> {
-    let json: Table = match lua.globals().get::<Value>("json")? {
-        Value::Table(t) => t,
-        _ => lua.create_table()?,
-    };
-    json.set("null", lua.null())?;
     // mlua protects the array marker with `__metatable = false`, which makes `getmetatable`
     // return `false` and breaks `fennel.view` (the REPL's printer) on every decoded array.
     // Unprotected, it is still recognised by identity.
     lua.array_metatable()
         .raw_set("__metatable", mlua::Value::Nil)?;
-    json.set(
-        "encode",
-        lua.create_function(|lua, v: Value| {
-            let j = from_lua(lua, v)?;
-            serde_json::to_string(&j).map_err(mlua::Error::external)
-        })?,
-    )?;
-    json.set(
-        "decode",
-        lua.create_function(|lua, s: mlua::LuaString| {
-            let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
-                .map_err(|e| mlua::Error::RuntimeError(format!("json.decode: {e}")))?;
-            to_lua(lua, &j)
-        })?,
-    )?;
-    json.set(
-        "array",
-        lua.create_function(|lua, items: MultiValue| {
-            let t = lua.create_sequence_from(items)?;
-            t.set_metatable(Some(lua.array_metatable()))?;
-            Ok(t)
-        })?,
-    )?;
-    json.set("object", lua.create_function(|lua, ()| lua.create_table())?)?;
-    json.set(
-        "array?",
-        lua.create_function(|lua, v: Value| {
-            Ok(match v {
-                Value::Table(t) => t.metatable() == Some(lua.array_metatable()),
-                _ => false,
-            })
-        })?,
-    )?;
-    lua.globals().set("json", json)
+    let json = define(lua, "json", JSON)?;
+    json.set("null", lua.null())
 }
 
 #[cfg(test)]

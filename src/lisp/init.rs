@@ -19,7 +19,23 @@ use std::path::{Path, PathBuf};
 use crate::cancel::CancelToken;
 use crate::paths::{self, Paths};
 
-use super::{Lisp, LispError, sha256_hex, write_atomically};
+use super::{Lisp, LispError, SettingDecl, sha256_hex, write_atomically};
+
+/// The setting that decides whether a project's init file runs.
+const PROJECT_INIT: &str = "init.project-init";
+
+/// Declare the settings this module reads. `Lisp::new` calls it after the prelude.
+pub(super) fn declare_settings(lisp: &Lisp) -> Result<(), LispError> {
+    lisp.declare_setting(&SettingDecl {
+        name: PROJECT_INIT,
+        doc: "Whether a project's .oml/init.fnl runs: :trusted (only in directories recorded with `oml trust`), :always or :never.",
+        ty: serde_json::json!(["trusted", "always", "never"]),
+        default: "trusted".into(),
+        secret: false,
+        file: file!(),
+        line: line!(),
+    })
+}
 
 /// One init file that failed to load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,17 +88,8 @@ async fn load_one(lisp: &Lisp, file: &Path, report: &mut InitReport) {
         Ok(()) => report.loaded.push(file.to_path_buf()),
         Err(e) => report.errors.push(InitError {
             file: file.to_path_buf(),
-            message: first_lines(&e),
+            message: e.to_string(),
         }),
-    }
-}
-
-/// The message without Lua's stack traceback (Fennel's own context lines are kept).
-fn first_lines(e: &LispError) -> String {
-    let text = e.to_string();
-    match text.find("\nstack traceback:") {
-        Some(i) => text[..i].to_string(),
-        None => text,
     }
 }
 
@@ -115,7 +122,7 @@ pub async fn load_project_init(lisp: &Lisp, paths: &Paths, dir: &Path) -> InitRe
     if !init.is_file() {
         return report;
     }
-    let policy: String = match lisp.setting("init.project-init") {
+    let policy: String = match lisp.setting(PROJECT_INIT) {
         Ok(p) => p,
         Err(e) => {
             report.errors.push(InitError {

@@ -2,8 +2,10 @@
 //!
 //! `Lisp` is a cheap, cloneable handle (`Send + Sync`). It owns the embedded Fennel compiler and
 //! the prelude (both precompiled to bytecode by `build.rs`), compiles user files with a per-file
-//! cache keyed by content hash, runs Lisp in coroutines so that Rust futures can be awaited from
-//! Lisp (`create_async_function`), and interrupts runaway forms with an instruction-count hook.
+//! cache keyed by content hash (`compile`), runs Lisp in coroutines so that Rust futures can be
+//! awaited from Lisp (`run`), interrupts runaway forms with an instruction-count hook, declares and
+//! reads settings (`settings`), and documents the functions Rust defines (`surface`). The `oml.*`
+//! functions of the host itself are in `host`; errors in `error`.
 //!
 //! Rust reaches Lisp only *by name at call time* (`call`, `function`): it never keeps a Lisp
 //! function across calls, so a redefinition or an advice takes effect on the next call.
@@ -11,27 +13,32 @@
 //! This module does not know about models, tools, sessions or ACP; those modules put their own
 //! functions and settings into the namespace tables through this API.
 
+mod compile;
 mod convert;
+mod error;
+mod host;
 pub mod init;
 pub mod repl;
+mod run;
+mod settings;
+pub mod surface;
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use mlua::chunk::ChunkMode;
-use mlua::{
-    FromLuaMulti, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table,
-    Value, VmState,
-};
-use sha2::{Digest, Sha256};
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use crate::cancel::CancelToken;
 
+pub use compile::compile_in;
+pub(crate) use compile::{sha256_hex, write_atomically};
 pub use convert::{from_lua, to_lua};
+pub use error::{LispError, RuntimeError, clean_error};
+pub use run::{HOOK_INSTRUCTIONS, create_async_function};
+pub use settings::SettingDecl;
+pub use surface::{HostFn, define, document};
 
 static FENNEL_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fennel.luac"));
 /// Fennel's built-in macros as bytecode, which the embedded `fennel.lua` loads from the global
@@ -39,6 +46,7 @@ static FENNEL_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fennel
 static FENNEL_MACROS: &[&[u8]] = include!(concat!(env!("OUT_DIR"), "/fennel_macros.rs"));
 const FENNEL_MACROS_GLOBAL: &str = "__oml_fennel_macros";
 static PRELUDE_MACROS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_macros.luac"));
+static PRELUDE_HOST: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_host.luac"));
 static PRELUDE_CORE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_core.luac"));
 
 /// The prelude's Fennel source, so that `source` works on built-in functions too.
@@ -48,41 +56,41 @@ const PRELUDE_SOURCES: &[(&str, &str)] = &[
         include_str!("prelude/macros.fnl"),
     ),
     (
+        "src/lisp/prelude/host.fnl",
+        include_str!("prelude/host.fnl"),
+    ),
+    (
         "src/lisp/prelude/core.fnl",
         include_str!("prelude/core.fnl"),
     ),
+    (
+        "src/lisp/prelude/repl.fnl",
+        include_str!("prelude/repl.fnl"),
+    ),
 ];
 
-/// `lua.create_async_function`, interruptible: while the function waits, an interrupt of the
-/// REPL form that called it (Ctrl-C, or the client hanging up) ends the wait with the error
-/// `interrupted`, as the instruction hook does for running Lisp. Every waiting host function is
-/// made with this, so Ctrl-C also stops a form blocked on an agent, the model or a sleep.
-/// Dropping the wait drops its future, which cancels what it was doing.
-pub fn create_async_function<F, A, FR, R>(lua: &Lua, func: F) -> mlua::Result<Function>
-where
-    F: Fn(Lua, A) -> FR + Send + 'static,
-    A: mlua::FromLuaMulti,
-    FR: Future<Output = mlua::Result<R>> + Send + 'static,
-    R: mlua::IntoLuaMulti,
-{
-    lua.create_async_function(move |lua: Lua, args: A| {
-        let interrupt = Lisp::from_lua(&lua).and_then(|lisp| lisp.interrupt_of(&lua.current_thread()));
-        let fut = func(lua, args);
-        async move {
-            match interrupt {
-                None => fut.await,
-                Some(interrupt) => tokio::select! {
-                    r = fut => r,
-                    () = interrupt.interrupted() => Err(mlua::Error::RuntimeError("interrupted".into())),
-                },
-            }
-        }
-    })
-}
+/// Where the compiler function of `prelude/host.fnl` is kept in the Lua registry.
+const COMPILER: &str = "oml.compile";
+/// Where the scope holding the prelude's macros is kept in the Lua registry.
+const SCOPE: &str = "oml.scope";
+/// Where the table returned by `prelude/host.fnl` is kept in the Lua registry.
+const HOST_GLUE: &str = "oml.host-glue";
 
-/// How many VM instructions run between two checks of the interrupt flag. Small enough that an
-/// interrupt lands within microseconds, large enough that the check costs nothing measurable.
-pub const HOOK_INSTRUCTIONS: u32 = 1000;
+/// The names of Fennel's compiler environment that the prelude's macros use.
+const MACRO_ENV: &[&str] = &[
+    "sym",
+    "list",
+    "sequence",
+    "sym?",
+    "list?",
+    "table?",
+    "sequence?",
+    "multi-sym?",
+    "varg?",
+    "comment?",
+    "ast-source",
+    "view",
+];
 
 /// Where `print` from Lisp goes when no sink is attached to the running coroutine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,61 +109,6 @@ pub struct LispOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// Errors at the boundary of the Lisp host.
-#[derive(Debug, thiserror::Error)]
-pub enum LispError {
-    /// A parse or compile error, already prefixed with `file:line:col:` by Fennel.
-    #[error("{0}")]
-    Compile(String),
-    /// A runtime error; the message starts with `file:line:` when the code came from a file.
-    #[error("{0}")]
-    Runtime(String),
-    #[error("interrupted")]
-    Interrupted,
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// A setting that is missing or holds a value of the wrong type.
-    #[error("{0}")]
-    Setting(String),
-}
-
-impl From<mlua::Error> for LispError {
-    fn from(e: mlua::Error) -> Self {
-        classify(&e)
-    }
-}
-
-/// The marker error raised inside Lua when an evaluation is interrupted.
-#[derive(Debug)]
-struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-fn classify(e: &mlua::Error) -> LispError {
-    match e {
-        mlua::Error::CallbackError { cause, .. } => classify(cause),
-        mlua::Error::WithContext { cause, .. } => classify(cause),
-        mlua::Error::ExternalError(inner) if inner.is::<Interrupted>() => LispError::Interrupted,
-        mlua::Error::RuntimeError(msg) | mlua::Error::SyntaxError { message: msg, .. } => {
-            if msg.contains("interrupted") && msg.ends_with("interrupted") {
-                LispError::Interrupted
-            } else {
-                LispError::Runtime(msg.clone())
-            }
-        }
-        other => LispError::Runtime(other.to_string()),
-    }
-}
-
 /// A sink for the output of one coroutine (a REPL client, for instance).
 pub type Sink = tokio::sync::mpsc::UnboundedSender<String>;
 
@@ -168,6 +121,20 @@ struct Shared {
     interrupts: Mutex<HashMap<usize, repl::Interrupt>>,
     /// Embedded sources registered by other modules (see `register_source`).
     sources: Mutex<Vec<(&'static str, &'static str)>>,
+}
+
+impl Shared {
+    /// The embedded source text of `name`: the prelude's or a registered one.
+    fn source(&self, name: &str) -> Option<&'static str> {
+        let found = PRELUDE_SOURCES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s);
+        found.or_else(|| {
+            let extra = self.sources.lock().ok()?;
+            extra.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+        })
+    }
 }
 
 /// The handle to the one Lisp state of the process.
@@ -224,30 +191,41 @@ impl Lisp {
         loaded.set("fennel", &fennel)?;
         lua.globals().set("fennel", &fennel)?;
 
-        self.install_host_functions()?;
+        host::install(lua, self.shared.output)?;
+        self.install_macros(&fennel)?;
+        let glue: Table = self.load_prelude(PRELUDE_HOST, "src/lisp/prelude/host.fnl")?;
+        lua.set_named_registry_value(COMPILER, glue.get::<Function>("compile")?)?;
+        lua.set_named_registry_value(HOST_GLUE, glue)?;
+        self.load_prelude::<()>(PRELUDE_CORE, "src/lisp/prelude/core.fnl")?;
+        init::declare_settings(self)?;
+        Ok(())
+    }
 
-        // The macros are compiled at build time; they run in the compiler's environment, which
-        // gives them `sym`, `list` and friends.
+    /// Run the prelude chunk `bytecode`, compiled by build.rs from `file`.
+    fn load_prelude<R: mlua::FromLuaMulti>(
+        &self,
+        bytecode: &[u8],
+        file: &str,
+    ) -> Result<R, LispError> {
+        Ok(self
+            .lua
+            .load(bytecode)
+            .set_name(format!("@{file}"))
+            .set_mode(ChunkMode::Binary)
+            .call(())?)
+    }
+
+    /// The prelude's macros, compiled at build time, into the scope every file is compiled in.
+    /// They run in the compiler's environment, which gives them `sym`, `list` and friends.
+    fn install_macros(&self, fennel: &Table) -> Result<(), LispError> {
+        let lua = &self.lua;
         let env = lua.create_table()?;
         let mangle: Function = fennel.get("mangle")?;
-        for name in [
-            "sym",
-            "list",
-            "sequence",
-            "sym?",
-            "list?",
-            "table?",
-            "sequence?",
-            "multi-sym?",
-            "varg?",
-            "comment?",
-            "ast-source",
-            "view",
-        ] {
-            let v = fennel.get::<Value>(name)?;
-            let mangled: String = mangle.call(name)?;
+        for name in MACRO_ENV {
+            let v = fennel.get::<Value>(*name)?;
+            let mangled: String = mangle.call(*name)?;
             env.set(mangled, v.clone())?;
-            env.set(name, v)?;
+            env.set(*name, v)?;
         }
         let meta = lua.create_table()?;
         meta.set("__index", lua.globals())?;
@@ -265,111 +243,14 @@ impl Lisp {
             let (k, v) = pair?;
             scope_macros.set(k, v)?;
         }
-        lua.set_named_registry_value("oml.scope", scope)?;
-
-        let compiler: Function = lua
-            .load(COMPILER_LUA)
-            .set_name("=oml-compiler")
-            .call(&fennel)?;
-        lua.set_named_registry_value("oml.compile", compiler)?;
-
-        lua.load(PRELUDE_CORE)
-            .set_name("@src/lisp/prelude/core.fnl")
-            .set_mode(ChunkMode::Binary)
-            .exec()?;
+        lua.set_named_registry_value(SCOPE, scope)?;
         Ok(())
     }
 
-    fn install_host_functions(&self) -> Result<(), LispError> {
-        let lua = &self.lua;
-        let globals = lua.globals();
-        let oml = lua.create_table()?;
-
-        let shared = self.shared.clone();
-        let print = lua.create_function(move |lua, args: MultiValue| {
-            let mut line = String::new();
-            for (i, v) in args.iter().enumerate() {
-                if i > 0 {
-                    line.push('\t');
-                }
-                line.push_str(&v.to_string()?);
-            }
-            line.push('\n');
-            let key = lua.current_thread().to_pointer() as usize;
-            let sink = shared.sinks.lock().ok().and_then(|s| s.get(&key).cloned());
-            match sink {
-                Some(sink) => {
-                    let _ = sink.send(line);
-                }
-                None => write_default(shared.output, &line),
-            }
-            Ok(())
-        })?;
-        globals.set("print", print)?;
-        if self.shared.output == Output::Stderr {
-            // `io.write` and `io.stdout` must never reach the protocol stream.
-            let io: Table = globals.get("io")?;
-            let stderr: Value = io.get("stderr")?;
-            io.set("stdout", stderr.clone())?;
-            let output: Function = io.get("output")?;
-            output.call::<()>(stderr)?;
-        }
-
-        oml.set(
-            "log",
-            lua.create_function(|_, msg: String| {
-                let _ = writeln!(std::io::stderr().lock(), "[oml] {msg}");
-                Ok(())
-            })?,
-        )?;
-        oml.set(
-            "read-file",
-            lua.create_function(|_, path: String| Ok(std::fs::read_to_string(path).ok()))?,
-        )?;
-        let shared = self.shared.clone();
-        oml.set(
-            "embedded-source",
-            lua.create_function(move |_, name: String| {
-                let found = PRELUDE_SOURCES
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, s)| *s);
-                Ok(found.or_else(|| {
-                    shared
-                        .sources
-                        .lock()
-                        .ok()
-                        .and_then(|extra| extra.iter().find(|(n, _)| *n == name).map(|(_, s)| *s))
-                }))
-            })?,
-        )?;
-        oml.set(
-            "sha256",
-            lua.create_function(|_, s: mlua::LuaString| Ok(sha256_hex(&s.as_bytes())))?,
-        )?;
-        oml.set(
-            "sleep",
-            create_async_function(lua, |_, ms: f64| async move {
-                tokio::time::sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0)).await;
-                Ok(())
-            })?,
-        )?;
-        let exit = lua.create_function(|_, code: Option<Value>| -> mlua::Result<()> {
-            let code = match code {
-                None | Some(Value::Nil) | Some(Value::Boolean(true)) => 0,
-                Some(Value::Boolean(false)) => 1,
-                Some(Value::Integer(i)) => i as i32,
-                Some(Value::Number(n)) => n as i32,
-                Some(_) => 1,
-            };
-            Err(mlua::Error::external(ExitRequest(code)))
-        })?;
-        // Only `main.rs` exits the process: `os.exit` unwinds to the caller, which maps it to a
-        // status.
-        globals.get::<Table>("os")?.set("exit", exit)?;
-        globals.set("oml", oml)?;
-        convert::install_json(lua)?;
-        Ok(())
+    /// A function of `prelude/host.fnl`.
+    fn host_glue(&self, name: &str) -> Result<Function, LispError> {
+        let glue: Table = self.lua.named_registry_value(HOST_GLUE)?;
+        Ok(glue.get(name)?)
     }
 
     /// The handle of the host that owns `lua`, for host functions that need the whole host (a
@@ -419,59 +300,6 @@ impl Lisp {
         interrupts.get(&(thread.to_pointer() as usize)).cloned()
     }
 
-    /// Compile Fennel source to a Lua function without running it. `name` is the chunk name used
-    /// in error messages and by `source` (a file path, or something like `eval`).
-    pub fn compile(&self, src: &str, name: &str) -> Result<Function, LispError> {
-        compile_in(&self.lua, src, name)
-    }
-
-    fn load_lua(&self, lua_src: &str, name: &str) -> Result<Function, LispError> {
-        self.lua
-            .load(lua_src)
-            .set_name(format!("@{name}"))
-            .into_function()
-            .map_err(|e| LispError::Compile(format!("{name}: {}", compile_message(&e))))
-    }
-
-    /// Compile a file, using the compiled-Lua cache when the file's content has been seen.
-    pub fn compile_file(&self, path: &Path) -> Result<Function, LispError> {
-        let src = std::fs::read_to_string(path).map_err(|source| LispError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let name = path.display().to_string();
-        let Some(cache) = &self.shared.cache_dir else {
-            return self.compile(&src, &name);
-        };
-        let key = sha256_hex(
-            format!(
-                "oml {}\0{}\0{}\0{}\0{}\0{}",
-                env!("CARGO_PKG_VERSION"),
-                include_str!(concat!(env!("OUT_DIR"), "/fennel_path.txt")),
-                // The Fennel compiler, the prelude's macros and the options they compile with:
-                // a change to any of them changes the compiled output.
-                include_str!(concat!(env!("OUT_DIR"), "/compiler_id.txt")),
-                COMPILER_LUA,
-                name,
-                src
-            )
-            .as_bytes(),
-        );
-        let cached = cache.join(format!("{key}.lua"));
-        if let Ok(lua_src) = std::fs::read_to_string(&cached) {
-            return self.load_lua(&lua_src, &name);
-        }
-        let compiler: Function = self.lua.named_registry_value("oml.compile")?;
-        let scope: Table = self.lua.named_registry_value("oml.scope")?;
-        let lua_src: String = compiler
-            .call((src.as_str(), name.as_str(), scope))
-            .map_err(|e| LispError::Compile(compile_message(&e)))?;
-        let f = self.load_lua(&lua_src, &name)?;
-        // A cache that cannot be written only costs speed.
-        let _ = write_atomically(cache, &cached, lua_src.as_bytes());
-        Ok(f)
-    }
-
     /// Evaluate Fennel source; returns the values of its last form.
     pub async fn eval(&self, src: &str, name: &str) -> Result<MultiValue, LispError> {
         let f = self.compile(src, name)?;
@@ -512,47 +340,6 @@ impl Lisp {
     pub fn register_source(&self, name: &'static str, text: &'static str) {
         if let Ok(mut extra) = self.shared.sources.lock() {
             extra.push((name, text));
-        }
-    }
-
-    /// Run `f` in its own coroutine: async host functions may suspend it, and `cancel` interrupts
-    /// it even inside a pure-Lisp loop (checked every `HOOK_INSTRUCTIONS` instructions).
-    pub async fn run<R: FromLuaMulti>(
-        &self,
-        f: Function,
-        args: impl IntoLuaMulti,
-        cancel: &CancelToken,
-    ) -> Result<R, LispError> {
-        self.run_with(f, args, cancel, |_| ()).await
-    }
-
-    /// `run`, calling `setup` with the new coroutine before it starts, so that a caller can map
-    /// the coroutine to its own context (the agent maps it to a session, as `attach_sink` maps
-    /// it to an output sink).
-    pub async fn run_with<R: FromLuaMulti>(
-        &self,
-        f: Function,
-        args: impl IntoLuaMulti,
-        cancel: &CancelToken,
-        setup: impl FnOnce(&mlua::Thread),
-    ) -> Result<R, LispError> {
-        let thread = self.lua.create_thread(f)?;
-        setup(&thread);
-        let token = cancel.clone();
-        thread.set_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-            move |_, _| {
-                if token.is_cancelled() {
-                    Err(mlua::Error::external(Interrupted))
-                } else {
-                    Ok(VmState::Continue)
-                }
-            },
-        )?;
-        let fut = thread.into_async::<R>(args)?;
-        tokio::select! {
-            r = fut => r.map_err(|e| exit_or(classify_exit(&e), e)),
-            _ = cancel.cancelled() => Err(LispError::Interrupted),
         }
     }
 
@@ -602,61 +389,10 @@ impl Lisp {
         Ok(from_lua(&self.lua, v)?)
     }
 
-    /// Declare a setting from Rust (the same registry `defsetting` writes).
-    pub fn declare_setting(&self, decl: &SettingDecl) -> Result<(), LispError> {
-        let oml: Table = self.lua.globals().get("oml")?;
-        let define: Function = oml.get("defsetting*")?;
-        let opts = self.lua.create_table()?;
-        let ty = to_lua(&self.lua, &decl.ty)?;
-        opts.set("type", ty)?;
-        opts.set("doc", decl.doc)?;
-        opts.set("secret", decl.secret)?;
-        opts.set("file", decl.file)?;
-        opts.set("line", decl.line)?;
-        let default = self.setting_value(&decl.default)?;
-        define.call::<()>((decl.name, default, opts))?;
-        Ok(())
-    }
-
-    /// The current value of a setting, deserialized; an unknown setting or a value of the wrong
-    /// shape is an error that names the setting.
-    pub fn setting<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<T, LispError> {
-        let oml: Table = self.lua.globals().get("oml")?;
-        let check: Function = oml.get("check-setting")?;
-        let value = self.lookup(name)?;
-        if let Some(problem) = check.call::<Option<String>>((name, value.clone()))? {
-            return Err(LispError::Setting(problem));
-        }
-        let json = from_lua(&self.lua, value)?;
-        serde_json::from_value(json).map_err(|e| LispError::Setting(format!("{name}: {e}")))
-    }
-
-    /// Set a setting from Rust, with the same validation as `setq`.
-    pub fn set_setting(&self, name: &str, value: &serde_json::Value) -> Result<(), LispError> {
-        let oml: Table = self.lua.globals().get("oml")?;
-        let set: Function = oml.get("set-setting!")?;
-        let v = self.setting_value(value)?;
-        set.call::<Value>((name, v))?;
-        Ok(())
-    }
-
-    /// A setting's value from JSON. A top-level `null` is nil, the "no value" of an optional
-    /// (`string?`) setting; `json.null` is only for nulls inside JSON data.
-    fn setting_value(&self, value: &serde_json::Value) -> mlua::Result<Value> {
-        match value {
-            serde_json::Value::Null => Ok(Value::Nil),
-            v => to_lua(&self.lua, v),
-        }
-    }
-
     /// Put `dir` on the module search path (`require`) and the macro search path, once.
     pub fn add_load_path(&self, dir: &Path) -> Result<(), LispError> {
-        let f: Function = self
-            .lua
-            .load(ADD_LOAD_PATH_LUA)
-            .set_name("=oml-load-path")
-            .into_function()?;
-        f.call::<()>(dir.display().to_string())?;
+        self.host_glue("add-load-path")?
+            .call::<()>(dir.display().to_string())?;
         Ok(())
     }
 
@@ -669,181 +405,7 @@ impl Lisp {
                 Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
             }
         })?;
-        let install: Function = self
-            .lua
-            .load(SEARCHER_LUA)
-            .set_name("=oml-searcher")
-            .into_function()?;
-        install.call::<()>(find)?;
+        self.host_glue("install-searcher")?.call::<()>(find)?;
         Ok(())
     }
 }
-
-/// `Lisp::compile` for host functions, which get the state as `&Lua` rather than a `Lisp`.
-pub fn compile_in(lua: &Lua, src: &str, name: &str) -> Result<Function, LispError> {
-    let compiler: Function = lua.named_registry_value("oml.compile")?;
-    let scope: Table = lua.named_registry_value("oml.scope")?;
-    let lua_src: String = compiler
-        .call((src, name, scope))
-        .map_err(|e| LispError::Compile(compile_message(&e)))?;
-    lua.load(&lua_src)
-        .set_name(format!("@{name}"))
-        .into_function()
-        .map_err(|e| LispError::Compile(format!("{name}: {}", compile_message(&e))))
-}
-
-/// A setting declared by a Rust module.
-pub struct SettingDecl {
-    pub name: &'static str,
-    pub doc: &'static str,
-    /// A type name (`"integer"`, `"string?"`, ...) or an array of allowed values.
-    pub ty: serde_json::Value,
-    /// The initial value; `null` means nil.
-    pub default: serde_json::Value,
-    pub secret: bool,
-    pub file: &'static str,
-    pub line: u32,
-}
-
-/// `(os.exit n)` inside Lisp: unwinds to the caller, which turns it into an exit status.
-#[derive(Debug, Clone, Copy)]
-pub struct ExitRequest(pub i32);
-
-impl std::fmt::Display for ExitRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}", self.0)
-    }
-}
-
-impl std::error::Error for ExitRequest {}
-
-fn classify_exit(e: &mlua::Error) -> Option<i32> {
-    match e {
-        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
-            classify_exit(cause)
-        }
-        mlua::Error::ExternalError(inner) => inner.downcast_ref::<ExitRequest>().map(|x| x.0),
-        _ => None,
-    }
-}
-
-fn exit_or(code: Option<i32>, e: mlua::Error) -> LispError {
-    match code {
-        Some(c) => LispError::Runtime(format!("{EXIT_PREFIX}{c}")),
-        None => classify(&e),
-    }
-}
-
-/// `os.exit` is reported as a runtime error with this prefix; `exit_status` recognises it.
-const EXIT_PREFIX: &str = "oml: exit requested with status ";
-
-impl LispError {
-    /// The status requested by `(os.exit n)`, when that is what ended the evaluation.
-    pub fn exit_status(&self) -> Option<i32> {
-        match self {
-            LispError::Runtime(m) => m.strip_prefix(EXIT_PREFIX).and_then(|s| s.parse().ok()),
-            _ => None,
-        }
-    }
-}
-
-/// The useful part of an error from Lisp: the innermost message, without Lua's traceback.
-pub fn clean_error(message: &str) -> String {
-    let inner = match message.rfind("runtime error: ") {
-        Some(i) => &message[i + "runtime error: ".len()..],
-        None => message,
-    };
-    let inner = inner.split("\nstack traceback:").next().unwrap_or(inner);
-    inner.trim().to_owned()
-}
-
-fn compile_message(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::CallbackError { cause, .. } => compile_message(cause),
-        mlua::Error::RuntimeError(m) => m.clone(),
-        mlua::Error::SyntaxError { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn write_default(output: Output, text: &str) {
-    match output {
-        Output::Stdout => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        }
-        Output::Stderr => {
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
-        }
-    }
-}
-
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
-/// Write `bytes` to `path` through a temp file in `dir` and a rename, so readers never see half.
-pub(crate) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-    ));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
-/// Compiles Fennel with the options every oml file uses: metadata on (docstrings for `doc`),
-/// Lua lines kept equal to Fennel lines (so errors and `source` point at the right line), and a
-/// fresh child of the scope that holds oml's macros.
-const COMPILER_LUA: &str = r#"
-local fennel = ...
-return function(src, filename, scope)
-  return fennel.compileString(src, {
-    filename = filename, correlate = true, useMetadata = true,
-    scope = fennel.scope(scope),
-    -- No terminal escape codes around the offending form: these messages reach log files,
-    -- editors (as ACP text) and test output, not only terminals.
-    ["error-pinpoint"] = false,
-  })
-end
-"#;
-
-const ADD_LOAD_PATH_LUA: &str = r#"
-local dir = ...
-oml["load-path"] = oml["load-path"] or {}
-for _, d in ipairs(oml["load-path"]) do if d == dir then return end end
-table.insert(oml["load-path"], dir)
-local pat = dir .. "/?.fnl;" .. dir .. "/?/init.fnl;"
-fennel.path = pat .. fennel.path
-fennel["macro-path"] = dir .. "/?.fnl;" .. dir .. "/?/init-macros.fnl;" .. dir .. "/?/init.fnl;" .. fennel["macro-path"]
-"#;
-
-/// A `package.searchers` entry that finds `.fnl` modules on `oml["load-path"]` and compiles
-/// them through the host (and its cache).
-const SEARCHER_LUA: &str = r#"
-local compile = ...
-local function searcher(name)
-  local rel = name:gsub("%.", "/")
-  for _, dir in ipairs(oml["load-path"] or {}) do
-    for _, cand in ipairs({dir .. "/" .. rel .. ".fnl", dir .. "/" .. rel .. "/init.fnl"}) do
-      local f = io.open(cand, "r")
-      if f then
-        f:close()
-        local chunk, err = compile(cand)
-        if not chunk then error(err, 0) end
-        return chunk, cand
-      end
-    end
-  end
-  return "\n\tno file on oml's load path for '" .. name .. "'"
-end
-table.insert(package.searchers, 2, searcher)
-"#;

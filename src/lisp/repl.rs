@@ -89,9 +89,11 @@ pub async fn drive(
 ) -> Result<(), LispError> {
     let lua = lisp.lua();
     let driver: Function = lua
-        .load(DRIVER_LUA)
-        .set_name("=oml-repl")
-        .call(lua.named_registry_value::<Table>("oml.scope")?)?;
+        .load(DRIVER)
+        .set_name("@src/lisp/prelude/repl.fnl")
+        .set_mode(mlua::chunk::ChunkMode::Binary)
+        .call(())?;
+    let driver = driver.bind(lua.named_registry_value::<Table>(super::SCOPE)?)?;
 
     let flag = interrupt.clone();
     let read = lua.create_async_function(move |_, continuation: bool| {
@@ -181,42 +183,8 @@ pub fn forms_complete(src: &str) -> bool {
     depth <= 0
 }
 
-/// Runs `fennel.repl` with oml's macros in its scope. `read` and `write` come from Rust.
-const DRIVER_LUA: &str = r#"
-local oml_scope = ...
--- Fennel's REPL keeps its locals (___replLocals___) and callbacks (___repl___) in its
--- environment. With _G as that environment every REPL in the process shares them, so a second
--- client's REPL replaced the first one's locals. Each REPL gets an environment of its own that
--- reads and writes every other name in _G.
-local private = {___replLocals___ = true, ___repl___ = true}
-local function repl_env()
-  return setmetatable({}, {
-    __index = _G,
-    __newindex = function(t, k, v) if private[k] then rawset(t, k, v) else _G[k] = v end end,
-    __pairs = function() return next, _G, nil end,
-  })
-end
-return function(read, write)
-  fennel.repl({
-    env = repl_env(),
-    readChunk = function(state) return read((state["stack-size"] or 0) > 0) end,
-    onValues = function(xs) if #xs > 0 then write(table.concat(xs, "\t") .. "\n") end end,
-    onError = function(kind, msg)
-      local text = tostring(msg):gsub("\nstack traceback:.*", "")
-      if text:match("interrupted$") then write("interrupted\n")
-      else write(kind .. " error: " .. text .. "\n") end
-    end,
-    init = function(opts)
-      for k, v in pairs(oml_scope.macros) do opts.scope.macros[k] = v end
-    end,
-    ["view-opts"] = {depth = 6},
-    -- Fennel's REPL otherwise fixes the known globals when it starts, so a global defined later
-    -- (by this client, another client or Rust) would be an "unknown identifier" here. Init
-    -- files, `oml eval` and `oml run` compile without that check; the REPL does the same.
-    allowedGlobals = false,
-  })
-end
-"#;
+/// `prelude/repl.fnl`: a function of the macro scope, `read` and `write` that runs `fennel.repl`.
+static DRIVER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_repl.luac"));
 
 #[cfg(test)]
 mod tests {

@@ -100,6 +100,8 @@
       value)))
 
 (fn oml.setq* [...]
+  "What `setq` expands to: set each setting NAME of the NAME VALUE pairs, validating each value
+(an error names the setting). Returns the last value."
   (let [n (select :# ...)]
     (for [i 1 n 2]
       (oml.set-setting! (select i ...) (select (+ i 1) ...) 3))
@@ -171,6 +173,9 @@ idempotent); its documentation and type are updated."
         (do (tset advice name nil) nil))))
 
 (fn oml.advise* [name key f]
+  "What `advise!` expands to: wrap the function named NAME with the around-advice F under KEY
+(replacing earlier advice with the same KEY), called as (f original ...args). Returns NAME; a
+missing target or a non-function is an error."
   (when (not= :function (type f))
     (error (.. "advise!: the advice for " name " must be a function") 2))
   (let [(t k) (oml.resolve name)
@@ -194,6 +199,8 @@ idempotent); its documentation and type are updated."
     name))
 
 (fn oml.unadvise* [name ?key]
+  "What `unadvise!` expands to: remove the advice ?KEY of NAME, or all of it when ?KEY is nil;
+without advice left, NAME holds its original function again. Returns NAME."
   (let [rec (live-record name)]
     (when rec
       (when (not= nil ?key)
@@ -207,6 +214,7 @@ idempotent); its documentation and type are updated."
     name))
 
 (fn oml.advice-keys* [name]
+  "What `advice-keys` expands to: the keys of the advice of NAME, innermost first."
   (let [rec (live-record name)]
     (if rec (icollect [_ e (ipairs rec.entries)] (. e 1)) [])))
 
@@ -225,9 +233,11 @@ idempotent); its documentation and type are updated."
     (or (para:match "^(.-[%.!%?])%s+%u") para)))
 
 (fn oml.where [f]
-  "File and line where the function F was defined, or nil."
-  (let [info (debug.getinfo (oml.original f) :S)]
-    (when (and info (= "@" (info.source:sub 1 1)))
+  "File and line where the function F was defined, or nil. A function defined in Rust (marked
+:oml/host in its metadata, also when a Fennel wrapper carries it) has none."
+  (let [f (oml.original f)
+        info (debug.getinfo f :S)]
+    (when (and info (= "@" (info.source:sub 1 1)) (not (fennel.metadata:get f :oml/host)))
       (values (info.source:sub 2) info.linedefined))))
 
 (fn fn-doc [f]
@@ -266,7 +276,9 @@ idempotent); its documentation and type are updated."
         (table.insert out (.. "Nothing named " name)))
     (table.concat out "\n")))
 
-(fn oml.print-doc [name] (print (oml.describe name)))
+(fn oml.print-doc [name]
+  "What `doc` expands to: print (oml.describe NAME)."
+  (print (oml.describe name)))
 
 (fn form-at [text line]
   "The text of the top-level form of TEXT that starts on or encloses LINE."
@@ -291,6 +303,7 @@ idempotent); its documentation and type are updated."
         (.. file ":" line (if form (.. "\n" form) ""))))))
 
 (fn oml.print-source [name]
+  "What `source` expands to: print where NAME is defined and its source text."
   (print (or (oml.source-of name) (.. "No source for " name))))
 
 (fn oml.apropos-list [pattern]
@@ -326,14 +339,11 @@ plain text when it is not a valid pattern), as {:name :summary}, sorted."
   (oml.log (table.concat (icollect [_ v (ipairs [...])] (tostring v)) " ")))
 (set _G.log log)
 
-;;; Settings of the host itself
+;;; Settings of the host itself (`init.project-init` is declared by src/lisp/init.rs, which
+;;; reads it)
 
 (fn here [] (. (debug.getinfo 2 :l) :currentline))
 
-(oml.defsetting* "init.project-init" :trusted
-                 {:type [:trusted :always :never]
-                  :doc "Whether a project's .oml/init.fnl runs: :trusted (only in directories recorded with `oml trust`), :always or :never."
-                  :file "src/lisp/prelude/core.fnl" :line (here)})
 (oml.defsetting* "repl.history-size" 1000
                  {:type :integer :doc "Lines of REPL history kept in the state directory (the newest are kept)."
                   :file "src/lisp/prelude/core.fnl" :line (here)})

@@ -1,0 +1,135 @@
+//! Who answers an agent's permission requests: the Lisp handler given as `:on-permission`, or,
+//! in the interactive REPL, the user on the terminal.
+//!
+//! This module does not know about sessions or prompts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mlua::{Function, Table, Value};
+
+use crate::acp_client::{PermissionDecision, PermissionHandler, PermissionRequest};
+use crate::lisp::{Lisp, to_lua};
+
+/// Set while the interactive terminal REPL runs: a connection made without `:on-permission`
+/// then asks the user on the terminal instead of rejecting.
+pub(super) static ASK_ON_TERMINAL: AtomicBool = AtomicBool::new(false);
+
+/// Called by the interactive REPL (and only there): permission requests of connections without
+/// a handler are asked on the terminal. Headless programs never prompt; they reject safely.
+pub fn ask_on_terminal(enabled: bool) {
+    ASK_ON_TERMINAL.store(enabled, Ordering::SeqCst);
+}
+
+/// Asks on the controlling terminal (`/dev/tty`): the tool call's title and kind, the options
+/// numbered; an empty, unreadable or unknown answer rejects. The REPL's line editor is idle
+/// while a form waits for its prompt, so the terminal is free. A turn cancelled meanwhile is
+/// answered `cancelled` by the client whatever is typed.
+pub(super) fn terminal_permission_handler() -> PermissionHandler {
+    Arc::new(|request: PermissionRequest| {
+        Box::pin(async move {
+            let answer = tokio::task::spawn_blocking(move || ask_tty(&request))
+                .await
+                .map_err(|e| format!("the terminal question failed: {e}"))?;
+            Ok(answer)
+        })
+    })
+}
+
+fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
+    use std::io::{BufRead as _, Write as _};
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return PermissionDecision::Reject;
+    };
+    let options: Vec<(String, String)> = request
+        .options
+        .as_array()
+        .map(|o| {
+            o.iter()
+                .map(|o| {
+                    let id = o["optionId"].as_str().unwrap_or("").to_owned();
+                    let name = o["name"].as_str().unwrap_or(&id).to_owned();
+                    (id, name)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let title = request.tool_call["title"]
+        .as_str()
+        .or(request.tool_call["toolCallId"].as_str())
+        .unwrap_or("a tool call");
+    let kind = request.tool_call["kind"].as_str().unwrap_or("other");
+    let mut out = &tty;
+    let mut text = format!("\nThe agent asks permission for: {title} ({kind})\n");
+    for (i, (_, name)) in options.iter().enumerate() {
+        text.push_str(&format!("  {}) {name}\n", i + 1));
+    }
+    text.push_str(&format!(
+        "Choose 1-{} (anything else rejects): ",
+        options.len()
+    ));
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        return PermissionDecision::Reject;
+    }
+    let mut line = String::new();
+    if std::io::BufReader::new(&tty).read_line(&mut line).is_err() {
+        return PermissionDecision::Reject;
+    }
+    match line.trim().parse::<usize>() {
+        Ok(n) if (1..=options.len()).contains(&n) => {
+            PermissionDecision::Option(options[n - 1].0.clone())
+        }
+        _ => PermissionDecision::Reject,
+    }
+}
+
+pub(super) fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHandler> {
+    let key = Arc::new(lisp.lua().create_registry_value(f)?);
+    let lisp = lisp.clone();
+    Ok(Arc::new(move |request: PermissionRequest| {
+        let lisp = lisp.clone();
+        let key = Arc::clone(&key);
+        Box::pin(async move {
+            let lua = lisp.lua();
+            let arg = (|| -> mlua::Result<(Function, Table)> {
+                let f: Function = lua.registry_value(&key)?;
+                let t = lua.create_table()?;
+                t.set("session-id", request.session_id.as_str())?;
+                t.set("tool-call", to_lua(lua, &request.tool_call)?)?;
+                t.set("options", to_lua(lua, &request.options)?)?;
+                Ok((f, t))
+            })();
+            let (f, t) = arg.map_err(|e| e.to_string())?;
+            let answer: Value = lisp
+                .run(f, t, &request.cancel)
+                .await
+                .map_err(|e| format!("the permission handler failed: {e}"))?;
+            let Value::String(s) = answer else {
+                return Err(format!(
+                    "the permission handler returned {}, not an option id, :allow, :reject or :cancel",
+                    answer.type_name()
+                ));
+            };
+            let s = s.to_str().map_err(|e| e.to_string())?.to_owned();
+            let offered = request.options.as_array().is_some_and(|o| {
+                o.iter()
+                    .any(|o| o.get("optionId").and_then(|i| i.as_str()) == Some(&s))
+            });
+            Ok(match s.as_str() {
+                _ if offered => PermissionDecision::Option(s),
+                "allow" => PermissionDecision::Allow,
+                "reject" => PermissionDecision::Reject,
+                "cancel" => PermissionDecision::Cancel,
+                _ => PermissionDecision::Option(s),
+            })
+        })
+    }))
+}

@@ -1,0 +1,321 @@
+//! Sessions and turns of a connection as Lisp sees them: the session tables, the updates, the
+//! prompt with its callbacks, and late updates.
+//!
+//! This module does not start connections or answer permission requests.
+
+use std::path::PathBuf;
+use std::sync::PoisonError;
+
+use mlua::{Function, Lua, LuaSerdeExt as _, MultiValue, Table, Value};
+use serde_json::json;
+
+use super::{Conn, ConnState, LastTurn, lua_error, outcome, seconds};
+use crate::acp_client::{Category, Client, ClientError, OutOfTurn, TurnEvent, Update};
+use crate::cancel::CancelToken;
+use crate::lisp::{Lisp, from_lua, to_lua};
+
+/// A late update (or one before any turn): appended to its turn's `updates` when that turn is
+/// the session's last, and given to that turn's callback, else to the connection's.
+pub(super) async fn deliver_out_of_turn(
+    lisp: &Lisp,
+    state: &ConnState,
+    event: OutOfTurn,
+) -> Result<(), crate::lisp::LispError> {
+    let lua = lisp.lua();
+    let t = update_table(lua, &event.session_id, &event.update)?;
+    let mut callback: Option<Function> = None;
+    {
+        let turns = state
+            .last_turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(last) = turns.get(&event.session_id)
+            && Some(last.number) == event.update.turn
+        {
+            if let Some(key) = &last.updates {
+                let updates: Table = lua.registry_value(key)?;
+                updates.raw_push(t.clone())?;
+            }
+            if let Some(key) = &last.callback {
+                callback = Some(lua.registry_value(key)?);
+            }
+        }
+    }
+    if callback.is_none()
+        && let Some(key) = &state.on_update
+    {
+        callback = Some(lua.registry_value(key)?);
+    }
+    if let Some(f) = callback {
+        lisp.run::<()>(f, t, &CancelToken::new()).await?;
+    }
+    Ok(())
+}
+
+pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientError> {
+    let init = client.initialize_response();
+    let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
+    let flag = |v: Option<&serde_json::Value>| {
+        !matches!(
+            v,
+            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false))
+        )
+    };
+    let session = caps.get("sessionCapabilities");
+    let prompt = caps.get("promptCapabilities");
+    let mcp = caps.get("mcpCapabilities");
+    let data = json!({
+        "protocol-version": init.get("protocolVersion"),
+        "load-session": flag(caps.get("loadSession")),
+        "list-sessions": flag(session.and_then(|s| s.get("list"))),
+        "close-session": flag(session.and_then(|s| s.get("close"))),
+        "resume-session": flag(session.and_then(|s| s.get("resume"))),
+        "delete-session": flag(session.and_then(|s| s.get("delete"))),
+        "additional-directories": flag(session.and_then(|s| s.get("additionalDirectories"))),
+        "system-prompt": flag(session.and_then(|s| s.get("systemPrompt"))),
+        "image-content": flag(prompt.and_then(|s| s.get("image"))),
+        "audio-content": flag(prompt.and_then(|s| s.get("audio"))),
+        "embedded-context": flag(prompt.and_then(|s| s.get("embeddedContext"))),
+        "mcp-http": flag(mcp.and_then(|s| s.get("http"))),
+        "mcp-sse": flag(mcp.and_then(|s| s.get("sse"))),
+        "logout": flag(caps.get("auth").and_then(|s| s.get("logout"))),
+        "agent-capabilities": caps,
+        "auth-methods": init.get("authMethods").cloned().unwrap_or(json!([])),
+        "agent-info": init.get("agentInfo"),
+    });
+    match to_lua(lua, &data).map_err(lua_error)? {
+        Value::Table(t) => Ok(t),
+        _ => unreachable!("an object converts to a table"),
+    }
+}
+
+pub(super) fn session_cwd(cwd: Option<String>) -> Result<PathBuf, ClientError> {
+    match cwd {
+        Some(c) => Ok(PathBuf::from(c)),
+        None => std::env::current_dir().map_err(|e| {
+            ClientError::new(Category::Connection, format!("no current directory: {e}"))
+        }),
+    }
+}
+
+/// `{:session-id :modes :config-options :models :updates :response}`; the updates that came
+/// before the answer also go to the connection's callback, in order, from this coroutine.
+/// What `new-session`, `load-session` and `resume-session` return: the session table for the
+/// agent's answer and the updates held before it, or the error value. `sid` is written into the
+/// answer when given (load and resume answers do not carry the id).
+pub(super) async fn opened_session(
+    lua: &Lua,
+    conn: &Conn,
+    opened: Result<(serde_json::Value, Vec<Update>), ClientError>,
+    sid: Option<&str>,
+) -> mlua::Result<MultiValue> {
+    match opened {
+        Ok((mut answer, held)) => {
+            if let Some(sid) = sid {
+                answer["sessionId"] = json!(sid);
+            }
+            outcome(lua, session_table(lua, conn, answer, held).await)
+        }
+        Err(e) => outcome::<Value>(lua, Err(e)),
+    }
+}
+
+async fn session_table(
+    lua: &Lua,
+    conn: &Conn,
+    answer: serde_json::Value,
+    held: Vec<Update>,
+) -> Result<Table, ClientError> {
+    let r = async {
+        let t = lua.create_table()?;
+        let sid = answer
+            .get("sessionId")
+            .and_then(|s| s.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        t.set("session-id", sid.as_str())?;
+        for (wire, key) in [
+            ("modes", "modes"),
+            ("configOptions", "config-options"),
+            ("models", "models"),
+        ] {
+            if let Some(v) = answer.get(wire).filter(|v| !v.is_null()) {
+                t.set(key, to_lua(lua, v)?)?;
+            }
+        }
+        t.set("response", to_lua(lua, &answer)?)?;
+        let updates = lua.create_table()?;
+        updates.set_metatable(Some(lua.array_metatable()))?;
+        let callback: Option<Function> = match &conn.state.on_update {
+            Some(key) => Some(lua.registry_value(key)?),
+            None => None,
+        };
+        for u in &held {
+            let ut = update_table(lua, &sid, u)?;
+            updates.raw_push(ut.clone())?;
+            if let Some(f) = &callback {
+                f.call_async::<()>(ut).await?;
+            }
+        }
+        t.set("updates", updates)?;
+        Ok::<_, mlua::Error>(t)
+    }
+    .await;
+    r.map_err(lua_error)
+}
+
+/// One update as Lisp sees it: the wire object plus `kind`, `seq`, `session-id`, `turn` and,
+/// for late ones, `late`.
+fn update_table(lua: &Lua, session_id: &str, u: &Update) -> mlua::Result<Table> {
+    let t = match to_lua(lua, &u.value)? {
+        Value::Table(t) if !u.value.is_array() => t,
+        other => {
+            let t = lua.create_table()?;
+            t.set("value", other)?;
+            t
+        }
+    };
+    t.set("kind", u.kind())?;
+    t.set("seq", u.seq)?;
+    t.set("session-id", session_id)?;
+    if let Some(turn) = u.turn {
+        t.set("turn", turn)?;
+    }
+    if u.late {
+        t.set("late", true)?;
+    }
+    Ok(t)
+}
+
+fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientError> {
+    match content {
+        Value::String(s) => Ok(json!([{"type": "text", "text": s.to_string_lossy()}])),
+        Value::Table(_) => {
+            let v = from_lua(lua, content).map_err(lua_error)?;
+            Ok(match v {
+                serde_json::Value::Object(_) => json!([v]),
+                serde_json::Value::Array(_) => v,
+                _ => json!([]),
+            })
+        }
+        other => Err(ClientError::new(
+            Category::Protocol,
+            format!(
+                "a prompt is text or content blocks, not {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+/// The options of `client.prompt`.
+struct PromptOptions {
+    /// The prompt's own `:on-update`.
+    callback: Option<Function>,
+    timeout: Option<std::time::Duration>,
+    /// `:keep-updates?`: whether the turn's updates are kept in its `updates` list.
+    keep: bool,
+}
+
+fn prompt_options(opts: Option<&Table>) -> Result<PromptOptions, ClientError> {
+    let Some(opts) = opts else {
+        return Ok(PromptOptions {
+            callback: None,
+            timeout: None,
+            keep: true,
+        });
+    };
+    let keep = match opts.get::<Value>("keep-updates?").map_err(lua_error)? {
+        Value::Nil => true,
+        Value::Boolean(b) => b,
+        other => {
+            return Err(ClientError::new(
+                Category::Protocol,
+                format!(
+                    "bad argument: :keep-updates? must be a boolean, got {}",
+                    other.type_name()
+                ),
+            ));
+        }
+    };
+    Ok(PromptOptions {
+        callback: opts.get("on-update").map_err(lua_error)?,
+        timeout: seconds(opts, "timeout")?,
+        keep,
+    })
+}
+
+pub(super) async fn prompt(
+    lua: &Lua,
+    conn: &Conn,
+    sid: String,
+    content: Value,
+    opts: Option<Table>,
+) -> Result<Table, ClientError> {
+    let blocks = prompt_blocks(lua, content)?;
+    let PromptOptions {
+        mut callback,
+        timeout,
+        keep,
+    } = prompt_options(opts.as_ref())?;
+    let own_callback = callback.is_some();
+    if callback.is_none()
+        && let Some(key) = &conn.state.on_update
+    {
+        callback = Some(lua.registry_value(key).map_err(lua_error)?);
+    }
+    let updates = lua.create_table().map_err(lua_error)?;
+    updates
+        .set_metatable(Some(lua.array_metatable()))
+        .map_err(lua_error)?;
+    let mut turn = conn.client.prompt(&sid, blocks, timeout)?;
+    let stop = loop {
+        match turn.next().await {
+            TurnEvent::Updates(batch) => {
+                for u in &batch {
+                    let t = update_table(lua, &sid, u).map_err(lua_error)?;
+                    if keep {
+                        updates.raw_push(t.clone()).map_err(lua_error)?;
+                    }
+                    if let Some(f) = &callback {
+                        f.call_async::<()>(t).await.map_err(|e| {
+                            ClientError::new(
+                                Category::Protocol,
+                                format!("the on-update callback failed: {e}"),
+                            )
+                        })?;
+                    }
+                }
+            }
+            TurnEvent::Done(result) => break result,
+        }
+    };
+    // Late updates of this turn find its list and its callback.
+    let last = LastTurn {
+        number: turn.number(),
+        callback: match (&callback, own_callback) {
+            (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
+            _ => None,
+        },
+        updates: if keep {
+            Some(
+                lua.create_registry_value(updates.clone())
+                    .map_err(lua_error)?,
+            )
+        } else {
+            None
+        },
+    };
+    conn.state
+        .last_turns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(sid.clone(), last);
+    let stop = stop?;
+    let t = lua.create_table().map_err(lua_error)?;
+    t.set("stop-reason", stop.0).map_err(lua_error)?;
+    t.set("updates", updates).map_err(lua_error)?;
+    t.set("session-id", sid).map_err(lua_error)?;
+    t.set("turn", turn.number()).map_err(lua_error)?;
+    Ok(t)
+}

@@ -1,0 +1,288 @@
+//! The Rust side of the built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`,
+//! `oml.tool-bash`, which the documented Lisp tools in `agent.fnl` call), two primitives for user
+//! tools (`oml.list-dir`, `oml.run-process`), and the `tools.*` settings those Lisp tools pass
+//! them, with the defaults of `crate::tools`.
+//!
+//! Paths are relative to the running coroutine's session directory (the process's outside a
+//! session). This module does not decide whether a tool may run; the agent asks first.
+
+use std::time::Duration;
+
+use mlua::{Lua, Table, Value};
+
+use super::{current_cwd, rt, sessions, thread_key};
+use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua};
+use crate::tools::{self, ReadLimits, ToolOutput};
+
+/// Declare the `tools.*` settings and define the functions below in `oml`.
+pub(super) fn install(lisp: &Lisp) -> Result<(), LispError> {
+    for decl in settings() {
+        lisp.declare_setting(&decl)?;
+    }
+    define(lisp.lua(), "oml", TOOLS)?;
+    Ok(())
+}
+
+/// The tool settings, with the defaults of `src/tools/`.
+fn settings() -> Vec<SettingDecl> {
+    use crate::tools::{BASH_MAX_CHARS, BASH_TIMEOUT, READ_DEFAULT_LIMIT, READ_MAX_CHARS};
+    let file = file!();
+    vec![
+        SettingDecl {
+            name: "tools.read-max-chars",
+            doc: "Characters `read` returns at most; the head is kept and a footer says how much was cut.",
+            ty: "integer".into(),
+            default: READ_MAX_CHARS.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.read-default-limit",
+            doc: "Lines `read` returns when the model gives no limit.",
+            ty: "integer".into(),
+            default: READ_DEFAULT_LIMIT.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.bash-max-chars",
+            doc: "Characters of output `bash` returns at most; the tail is kept.",
+            ty: "integer".into(),
+            default: BASH_MAX_CHARS.into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+        SettingDecl {
+            name: "tools.bash-timeout",
+            doc: "Seconds a `bash` command may run when the model gives no timeout; then its process group is killed.",
+            ty: "number".into(),
+            default: BASH_TIMEOUT.as_secs().into(),
+            secret: false,
+            file,
+            line: line!(),
+        },
+    ]
+}
+
+/// The cancel token of the running coroutine's session (a fresh one outside a session).
+fn session_cancel(lua: &Lua) -> crate::cancel::CancelToken {
+    let Ok(s) = sessions(lua) else {
+        return Default::default();
+    };
+    s.of_thread(thread_key(lua))
+        .and_then(|id| s.with(&id, |s| s.cancel.clone()))
+        .unwrap_or_default()
+}
+
+/// The running coroutine's directory: its session's, else the process's.
+fn cwd(lua: &Lua) -> std::path::PathBuf {
+    match sessions(lua) {
+        Ok(s) => current_cwd(lua, &s),
+        Err(_) => super::process_cwd(),
+    }
+}
+
+/// Arguments of `oml.tool-read`: path, offset, limit, max-chars, default-limit.
+type ReadArgs = (String, Option<i64>, Option<i64>, usize, usize);
+
+const TOOLS: &[HostFn] = &[
+    HostFn {
+        name: "tool-read",
+        args: "path ?offset ?limit max-chars default-limit",
+        doc: "The read tool: the text of the file PATH from line ?OFFSET (1-based), at most \
+              ?LIMIT lines (DEFAULT-LIMIT when nil) and MAX-CHARS characters, with a footer when \
+              cut. Returns {:content :error?}; a failure is a result with :error? true.",
+        make: |lua| {
+            create_async_function(
+                lua,
+                |lua, (path, offset, limit, max_chars, default_limit): ReadArgs| {
+                    let cwd = cwd(&lua);
+                    async move {
+                        let out = match tools::resolve_path(&cwd, &path) {
+                            Err(e) => ToolOutput::from(e),
+                            Ok(abs) => {
+                                let limits = ReadLimits {
+                                    max_chars,
+                                    default_limit,
+                                };
+                                blocking(move || tools::read(&abs, offset, limit, &limits)).await
+                            }
+                        };
+                        output_table(&lua, out)
+                    }
+                },
+            )
+        },
+    },
+    HostFn {
+        name: "tool-write",
+        args: "path content",
+        doc: "The write tool: write the string CONTENT to the file PATH, creating its \
+              directories. Returns {:content :error? :diff}; a failure (or CONTENT not a string) \
+              is a result with :error? true.",
+        make: |lua| {
+            create_async_function(lua, |lua, (path, content): (String, Value)| {
+                let cwd = cwd(&lua);
+                async move {
+                    let out = match (tools::resolve_path(&cwd, &path), content) {
+                        (Err(e), _) => ToolOutput::from(e),
+                        (Ok(abs), Value::String(c)) => {
+                            let content = c.to_string_lossy();
+                            blocking(move || tools::write(&abs, &content)).await
+                        }
+                        (Ok(_), _) => ToolOutput::from(tools::ToolError::ContentRequired),
+                    };
+                    output_table(&lua, out)
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "tool-edit",
+        args: "path args",
+        doc: "The edit tool: apply to the file PATH the edits of ARGS, the model's arguments \
+              {:old_text :new_text} or {:edits [{:old_text :new_text} ...]}. Returns {:content \
+              :error? :diff}; a failure is a result with :error? true.",
+        make: |lua| {
+            create_async_function(lua, |lua, (path, args): (String, Value)| {
+                let cwd = cwd(&lua);
+                let args = from_lua(&lua, args);
+                async move {
+                    let args = args?;
+                    let out = match tools::resolve_path(&cwd, &path) {
+                        Err(e) => ToolOutput::from(e),
+                        Ok(abs) => match tools::parse_edit_args(&args) {
+                            Err(e) => ToolOutput::from(e),
+                            Ok(edits) => blocking(move || tools::edit(&abs, &edits)).await,
+                        },
+                    };
+                    output_table(&lua, out)
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "tool-bash",
+        args: "command timeout max-chars",
+        doc: "The bash tool: run COMMAND with bash in the session's directory; its process \
+              group is killed after TIMEOUT seconds or when the prompt is cancelled. Keeps the \
+              last MAX-CHARS characters of output. Returns {:content :error?}.",
+        make: |lua| {
+            create_async_function(
+                lua,
+                |lua, (command, timeout, max_chars): (String, f64, usize)| {
+                    let cwd = cwd(&lua);
+                    let cancel = session_cancel(&lua);
+                    async move {
+                        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
+                        let out = tools::bash(&command, &cwd, timeout, max_chars, &cancel).await;
+                        output_table(&lua, out)
+                    }
+                },
+            )
+        },
+    },
+    HostFn {
+        name: "list-dir",
+        args: "?path",
+        doc: "The entries of the directory ?PATH (relative to the session's directory; default \
+              the directory itself) as a sorted list of {:name :dir?}; symlinks to directories \
+              count as directories. Not a directory: nil and \"Not a directory: PATH\".",
+        make: |lua| lua.create_function(list_dir),
+    },
+    HostFn {
+        name: "run-process",
+        args: "argv",
+        doc: "Run the program ARGV[1] with the arguments ARGV[2..] in the session's directory, \
+              without a shell, and wait for it. Returns {:exit :stdout :stderr}. A program that \
+              cannot start is an error; so is the prompt's cancellation (\"Cancelled\").",
+        make: |lua| {
+            create_async_function(lua, |lua, argv: Vec<String>| {
+                let cwd = cwd(&lua);
+                let cancel = session_cancel(&lua);
+                async move {
+                    let (program, args) = argv
+                        .split_first()
+                        .ok_or_else(|| rt("run-process: the argument list is empty"))?;
+                    let child = tokio::process::Command::new(program)
+                        .args(args)
+                        .current_dir(&cwd)
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .kill_on_drop(true)
+                        .spawn()
+                        .map_err(|e| rt(format!("cannot run {program}: {e}")))?;
+                    let out = tokio::select! {
+                        out = child.wait_with_output() => out.map_err(|e| rt(format!("{program}: {e}")))?,
+                        () = cancel.cancelled() => return Err(rt("Cancelled")),
+                    };
+                    let t = lua.create_table()?;
+                    t.set("exit", out.status.code())?;
+                    t.set("stdout", lua.create_string(&out.stdout)?)?;
+                    t.set("stderr", lua.create_string(&out.stderr)?)?;
+                    Ok(t)
+                }
+            })
+        },
+    },
+];
+
+/// `oml.list-dir`.
+fn list_dir(lua: &Lua, path: Option<String>) -> mlua::Result<(Value, Value)> {
+    let cwd = cwd(lua);
+    let path = path.filter(|p| !p.trim().is_empty());
+    let dir = match &path {
+        None => cwd,
+        Some(p) => tools::resolve_path(&cwd, p).map_err(|e| rt(e.to_string()))?,
+    };
+    let shown = path.unwrap_or_else(|| ".".to_owned());
+    let Ok(read) = std::fs::read_dir(&dir) else {
+        let problem = lua.create_string(format!("Not a directory: {shown}"))?;
+        return Ok((Value::Nil, Value::String(problem)));
+    };
+    let mut entries: Vec<(String, bool)> = read
+        .filter_map(Result::ok)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_dir = std::fs::metadata(e.path())
+                .map(|m| m.is_dir())
+                .unwrap_or(false);
+            (name, is_dir)
+        })
+        .collect();
+    entries.sort();
+    let out = lua.create_table()?;
+    for (i, (name, is_dir)) in entries.into_iter().enumerate() {
+        let e = lua.create_table()?;
+        e.set("name", name)?;
+        e.set("dir?", is_dir)?;
+        out.set(i + 1, e)?;
+    }
+    Ok((Value::Table(out), Value::Nil))
+}
+
+async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| ToolOutput::error(format!("the tool failed: {e}")))
+}
+
+fn output_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("content", out.content)?;
+    t.set("error?", out.is_error)?;
+    if let Some(diff) = out.diff {
+        let d = lua.create_table()?;
+        d.set("path", diff.path.display().to_string())?;
+        if let Some(old) = diff.old_text {
+            d.set("old-text", old)?;
+        }
+        d.set("new-text", diff.new_text)?;
+        t.set("diff", d)?;
+    }
+    Ok(t)
+}

@@ -1,0 +1,97 @@
+//! Compiling Fennel: source to a Lua function, and files through a cache of compiled Lua keyed
+//! by the hash of everything the output depends on.
+//!
+//! This module does not run what it compiles.
+
+use std::path::Path;
+
+use mlua::{Function, Lua, Table};
+use sha2::{Digest, Sha256};
+
+use super::error::compile_message;
+use super::{COMPILER, Lisp, LispError, SCOPE};
+
+impl Lisp {
+    /// Compile Fennel source to a Lua function without running it. `name` is the chunk name used
+    /// in error messages and by `source` (a file path, or something like `eval`).
+    pub fn compile(&self, src: &str, name: &str) -> Result<Function, LispError> {
+        compile_in(&self.lua, src, name)
+    }
+
+    /// Compile a file, using the compiled-Lua cache when the file's content has been seen.
+    pub fn compile_file(&self, path: &Path) -> Result<Function, LispError> {
+        let src = std::fs::read_to_string(path).map_err(|source| LispError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let name = path.display().to_string();
+        let Some(cache) = &self.shared.cache_dir else {
+            return self.compile(&src, &name);
+        };
+        let key = sha256_hex(
+            format!(
+                "oml {}\0{}\0{}\0{}\0{}",
+                env!("CARGO_PKG_VERSION"),
+                include_str!(concat!(env!("OUT_DIR"), "/fennel_path.txt")),
+                // The Fennel compiler, the prelude's macros and the options they compile with
+                // (prelude/host.fnl): a change to any of them changes the compiled output.
+                include_str!(concat!(env!("OUT_DIR"), "/compiler_id.txt")),
+                name,
+                src
+            )
+            .as_bytes(),
+        );
+        let cached = cache.join(format!("{key}.lua"));
+        if let Ok(lua_src) = std::fs::read_to_string(&cached) {
+            return load_lua(&self.lua, &lua_src, &name);
+        }
+        let lua_src = to_lua_source(&self.lua, &src, &name)?;
+        let f = load_lua(&self.lua, &lua_src, &name)?;
+        // A cache that cannot be written only costs speed.
+        let _ = write_atomically(cache, &cached, lua_src.as_bytes());
+        Ok(f)
+    }
+}
+
+/// `Lisp::compile` for host functions, which get the state as `&Lua` rather than a `Lisp`.
+pub fn compile_in(lua: &Lua, src: &str, name: &str) -> Result<Function, LispError> {
+    let lua_src = to_lua_source(lua, src, name)?;
+    load_lua(lua, &lua_src, name)
+}
+
+/// Fennel to Lua source, with oml's options and macros.
+fn to_lua_source(lua: &Lua, src: &str, name: &str) -> Result<String, LispError> {
+    let compiler: Function = lua.named_registry_value(COMPILER)?;
+    let scope: Table = lua.named_registry_value(SCOPE)?;
+    compiler
+        .call((src, name, scope))
+        .map_err(|e| LispError::Compile(compile_message(&e)))
+}
+
+fn load_lua(lua: &Lua, lua_src: &str, name: &str) -> Result<Function, LispError> {
+    lua.load(lua_src)
+        .set_name(format!("@{name}"))
+        .into_function()
+        .map_err(|e| LispError::Compile(format!("{name}: {}", compile_message(&e))))
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Write `bytes` to `path` through a temp file in `dir` and a rename, so readers never see half.
+pub(crate) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

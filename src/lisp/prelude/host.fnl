@@ -1,0 +1,54 @@
+;; The host's own glue: how oml compiles Fennel, and where `require` finds `.fnl` modules.
+;;
+;; Compiled to bytecode by build.rs like the rest of the prelude; `Lisp::boot` (src/lisp/mod.rs)
+;; runs it once, after Fennel and before core.fnl, and keeps the table it returns. It knows
+;; nothing about what the compiled code does.
+
+(local fennel (require :fennel))
+
+(fn compile [src filename scope]
+  "Compile the Fennel text SRC (named FILENAME) to Lua with the options every oml file uses:
+metadata on (docstrings for `doc`), Lua lines kept equal to Fennel lines (so errors and `source`
+point at the right line), and a fresh child of SCOPE, the scope that holds oml's macros. Returns
+the Lua source; raises Fennel's parse or compile error."
+  (fennel.compileString src {: filename :correlate true :useMetadata true
+                             :scope (fennel.scope scope)
+                             ;; No terminal escape codes around the offending form: these
+                             ;; messages reach log files, editors (as ACP text) and test output.
+                             :error-pinpoint false}))
+
+(fn add-load-path [dir]
+  "Put DIR on `oml.load-path`, the module search path and the macro search path, once."
+  (let [oml _G.oml]
+    (when (= nil oml.load-path) (set oml.load-path []))
+    (when (not (accumulate [seen false _ d (ipairs oml.load-path)] (or seen (= d dir))))
+      (table.insert oml.load-path dir)
+      (set fennel.path (.. dir "/?.fnl;" dir "/?/init.fnl;" fennel.path))
+      (set fennel.macro-path (.. dir "/?.fnl;" dir "/?/init-macros.fnl;" dir "/?/init.fnl;"
+                                 fennel.macro-path)))))
+
+(fn find-module [rel]
+  "The first DIR/REL.fnl or DIR/REL/init.fnl that exists, DIR taken from `oml.load-path`."
+  (var found nil)
+  (each [_ dir (ipairs (or _G.oml.load-path [])) &until found]
+    (each [_ candidate (ipairs [(.. dir "/" rel ".fnl") (.. dir "/" rel "/init.fnl")])
+           &until found]
+      (let [f (io.open candidate :r)]
+        (when f
+          (f:close)
+          (set found candidate)))))
+  found)
+
+(fn install-searcher [compile-file]
+  "Add a `package.searchers` entry that finds `.fnl` modules on `oml.load-path` and compiles them
+with COMPILE-FILE (the host's, which uses the cache): it returns the chunk, or nil and a message."
+  (fn searcher [name]
+    (let [path (find-module (pick-values 1 (name:gsub "%." "/")))]
+      (if path
+          (let [(chunk err) (compile-file path)]
+            (when (not chunk) (error err 0))
+            (values chunk path))
+          (.. "\n\tno file on oml's load path for '" name "'"))))
+  (table.insert package.searchers 2 searcher))
+
+{: compile :add-load-path add-load-path :install-searcher install-searcher}
