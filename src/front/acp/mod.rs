@@ -11,8 +11,8 @@
 //! Setup notifications (init warnings, `available_commands_update`) are queued after the
 //! `session/new` response.
 //!
-//! Requests are parsed from `serde_json::Value` by method name (see Cargo.toml for why not the
-//! schema crate). Errors: `-32700` for lines that are not JSON (the transport classifies them),
+//! Each request and notification is parsed once, as it is read, into a typed method with serde
+//! params (`params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines that are not JSON (the transport classifies them),
 //! `-32600` for JSON that is not a request, `-32601 Method not found: <method>`, `-32602` for
 //! bad params, an unknown session or a busy one, `-32603` for failures inside (a model error).
 //! Notifications are never answered; unknown ones are ignored. A cancelled prompt always answers
@@ -20,7 +20,6 @@
 //!
 //! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -34,10 +33,16 @@ pub use crate::bind::acp::Hub;
 
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{self, Connection, Incoming, Notification, Request, RequestId, RpcError};
+use crate::jsonrpc::{self, Connection, Incoming, Notification, RequestId, RpcError};
 use crate::lisp::{Lisp, LispError, from_lua, init, to_lua};
 use crate::paths::Paths;
 use crate::session::store::Store;
+
+mod params;
+use params::{
+    InitializeParams, ListSessionsParams, LoadSessionParams, Method, NewSessionParams,
+    NotificationMethod, PromptParams, SessionParams, SetConfigOptionParams, SetModeParams,
+};
 
 /// The protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -137,19 +142,14 @@ where
             }
             Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
             Incoming::Request(r) => {
+                let method = Method::parse(&r.method, r.params);
                 // A cancel read after this prompt must reach it, even if it comes before the
                 // prompt's task has started: the prompt's token is made now, in line order.
-                if r.method == "session/prompt"
-                    && let Some(sid) = r
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.get("sessionId"))
-                        .and_then(Value::as_str)
-                {
-                    ctx.agent.arm(sid);
+                if let Ok(Method::SessionPrompt(p)) = &method {
+                    ctx.agent.arm(&p.session_id.0);
                 }
                 let ctx = ctx.clone();
-                tasks.spawn(async move { request(&ctx, r).await });
+                tasks.spawn(async move { request(&ctx, r.id, method).await });
             }
         }
     }
@@ -176,17 +176,12 @@ where
 }
 
 fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
-    let params = n.params.unwrap_or(Value::Null);
-    match n.method.as_str() {
-        "session/cancel" => {
-            if let Some(id) = params.get("sessionId").and_then(Value::as_str) {
-                ctx.agent.cancel(id);
-            }
-        }
-        method => {
-            if has_user_method(&ctx.lisp, method) {
+    match NotificationMethod::parse(&n.method, n.params) {
+        Ok(NotificationMethod::SessionCancel(p)) => ctx.agent.cancel(&p.session_id.0),
+        Err(e) => tracing::debug!("ignoring {}: {}", n.method, e.message),
+        Ok(NotificationMethod::Unknown { method, params }) => {
+            if has_user_method(&ctx.lisp, &method) {
                 let ctx = ctx.clone();
-                let method = method.to_owned();
                 tasks.spawn(async move {
                     if let Err(e) = call_user_method(&ctx, &method, params).await {
                         tracing::warn!("{method}: {}", e.message);
@@ -200,40 +195,37 @@ fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
     }
 }
 
-async fn request(ctx: &Arc<Ctx>, r: Request) {
-    let params = r.params.unwrap_or(Value::Null);
-    let result = match r.method.as_str() {
-        "initialize" => initialize(&params),
-        "session/new" => return session_new(ctx, &r.id, &params).await,
-        "session/load" => return session_load(ctx, &r.id, &params, true).await,
-        "session/resume" => return session_load(ctx, &r.id, &params, false).await,
-        "session/list" => session_list(ctx, &params),
-        "session/close" => session_close(ctx, &params).await,
-        "session/delete" => session_delete(ctx, &params).await,
-        "session/prompt" => prompt(ctx, &params).await,
-        "session/set_mode" => set_mode(ctx, &params).await,
-        "session/set_config_option" => set_config_option(ctx, &params).await,
-        method if has_user_method(&ctx.lisp, method) => call_user_method(ctx, method, params).await,
-        method => Err(RpcError::method_not_found(method)),
+async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>) {
+    let result = match method {
+        Err(e) => Err(e),
+        Ok(Method::Initialize(p)) => initialize(&p),
+        Ok(Method::SessionNew(p)) => return session_new(ctx, &id, p).await,
+        Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, true).await,
+        Ok(Method::SessionResume(p)) => return session_load(ctx, &id, p, false).await,
+        Ok(Method::SessionList(p)) => session_list(ctx, p),
+        Ok(Method::SessionClose(p)) => session_close(ctx, &p).await,
+        Ok(Method::SessionDelete(p)) => session_delete(ctx, &p).await,
+        Ok(Method::SessionPrompt(p)) => prompt(ctx, &p).await,
+        Ok(Method::SessionSetMode(p)) => set_mode(ctx, &p).await,
+        Ok(Method::SessionSetConfigOption(p)) => set_config_option(ctx, p).await,
+        Ok(Method::Unknown { method, params }) if has_user_method(&ctx.lisp, &method) => {
+            call_user_method(ctx, &method, params).await
+        }
+        Ok(Method::Unknown { method, .. }) => Err(RpcError::method_not_found(&method)),
     };
     let _ = match result {
-        Ok(value) => ctx.conn.respond(&r.id, value).await,
-        Err(error) => ctx.conn.respond_error(&r.id, error).await,
+        Ok(value) => ctx.conn.respond(&id, value).await,
+        Err(error) => ctx.conn.respond_error(&id, error).await,
     };
 }
 
 // --- methods
 
-fn initialize(params: &Value) -> Result<Value, RpcError> {
-    match params.get("protocolVersion") {
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v <= u64::from(u16::MAX)) => {}
-        Some(other) => {
-            return Err(RpcError::invalid_params(format!(
-                "protocolVersion must be an integer, got {other}"
-            )));
-        }
-        None => return Err(RpcError::invalid_params("protocolVersion is required")),
-    }
+fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
+    let Some(asked) = &params.protocol_version else {
+        return Err(RpcError::invalid_params("protocolVersion is required"));
+    };
+    tracing::debug!("the client asks for protocol version {}", asked.0);
     // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
     // go on), and so does one asking for 0, 1 being our latest.
     Ok(json!({
@@ -253,14 +245,8 @@ fn initialize(params: &Value) -> Result<Value, RpcError> {
     }))
 }
 
-async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: &Value) {
-    let (cwd, mcp_names) = match new_session_params(params) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = ctx.conn.respond_error(id, e).await;
-            return;
-        }
-    };
+async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessionParams) {
+    let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let sid = ctx.agent.new_session(cwd.clone(), Some(events_tx));
     let mode: String = ctx
@@ -366,14 +352,10 @@ async fn after_setup(
 }
 
 /// `session/load` (`replay`: the history as updates first) and `session/resume` (no replay).
-async fn session_load(ctx: &Arc<Ctx>, id: &RequestId, params: &Value, replay: bool) {
+async fn session_load(ctx: &Arc<Ctx>, id: &RequestId, params: LoadSessionParams, replay: bool) {
     let result = async {
-        let sid = params
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?
-            .to_owned();
-        let (cwd, mcp_names) = new_session_params(params)?;
+        let sid = params.session_id.0;
+        let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
         let store = ctx
             .agent
             .sessions()
@@ -443,20 +425,8 @@ pub const LIST_PAGE: usize = 50;
 
 /// `session/list`: the stored sessions (in `cwd` when given), most recent first, in pages of
 /// [`LIST_PAGE`]; the cursor is opaque to the client (an offset here).
-fn session_list(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
-    let cwd = match params.get("cwd") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(c)) => Some(PathBuf::from(c)),
-        Some(_) => return Err(RpcError::invalid_params("cwd must be a string")),
-    };
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(c)) => c
-            .strip_prefix("o")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| RpcError::invalid_params("bad cursor"))?,
-        Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
-    };
+fn session_list(ctx: &Ctx, params: ListSessionsParams) -> Result<Value, RpcError> {
+    let (cwd, start) = (params.cwd.0, params.cursor.0);
     let all = ctx
         .agent
         .sessions()
@@ -490,8 +460,8 @@ fn session_list(ctx: &Ctx, params: &Value) -> Result<Value, RpcError> {
 }
 
 /// `session/close`: cancel the session's prompt, then free it (its file stays).
-async fn session_close(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
-    let sid = known_session(ctx, params)?;
+async fn session_close(ctx: &Arc<Ctx>, params: &SessionParams) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
     close(ctx, &sid).await;
     Ok(json!({}))
 }
@@ -511,18 +481,14 @@ async fn close(ctx: &Arc<Ctx>, sid: &str) {
 }
 
 /// `session/delete`: close the session if it is open and delete its file; idempotent.
-async fn session_delete(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
-    let sid = params
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?
-        .to_owned();
-    if ctx.hub.get(&sid).is_some() {
-        close(ctx, &sid).await;
+async fn session_delete(ctx: &Arc<Ctx>, params: &SessionParams) -> Result<Value, RpcError> {
+    let sid = &params.session_id.0;
+    if ctx.hub.get(sid).is_some() {
+        close(ctx, sid).await;
     }
     if let Some(store) = ctx.agent.sessions().store() {
         store
-            .delete(&sid)
+            .delete(sid)
             .map_err(|e| RpcError::internal_error(e.to_string()))?;
     }
     Ok(json!({}))
@@ -645,49 +611,13 @@ fn message_text(content: &Value) -> String {
     }
 }
 
-fn new_session_params(params: &Value) -> Result<(PathBuf, Vec<String>), RpcError> {
-    let cwd = params
-        .get("cwd")
-        .and_then(Value::as_str)
-        .filter(|c| !c.trim().is_empty())
-        .ok_or_else(|| RpcError::invalid_params("cwd is required"))?;
-    let cwd = PathBuf::from(cwd);
-    if !cwd.is_absolute() {
-        return Err(RpcError::invalid_params(format!(
-            "cwd must be an absolute path: {}",
-            cwd.display()
-        )));
-    }
-    let mcp_names = match params.get("mcpServers") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(servers)) => servers
-            .iter()
-            .map(|s| {
-                s.get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_owned()
-            })
-            .collect(),
-        Some(_) => return Err(RpcError::invalid_params("mcpServers must be an array")),
-    };
-    Ok((cwd, mcp_names))
-}
-
-async fn prompt(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
-    let sid = params
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?;
+async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Value, RpcError> {
+    let sid = params.session_id.0.as_str();
     let session = ctx
         .hub
         .get(sid)
         .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))?;
-    let blocks = params
-        .get("prompt")
-        .and_then(Value::as_array)
-        .ok_or_else(|| RpcError::invalid_params("prompt must be an array of content blocks"))?;
-    let text = prompt_text(blocks);
+    let text = prompt_text(&params.prompt.0);
     if text.trim().is_empty() {
         return Err(RpcError::invalid_params(
             "the prompt has no text, resource link or embedded text resource",
@@ -790,12 +720,9 @@ pub fn stop_reason(loop_reason: &str) -> &'static str {
     }
 }
 
-async fn set_mode(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
-    let sid = known_session(ctx, params)?;
-    let mode = params
-        .get("modeId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("modeId is required"))?;
+async fn set_mode(ctx: &Arc<Ctx>, params: &SetModeParams) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
+    let mode = params.mode_id.0.as_str();
     set_option(ctx, &sid, "mode", json!(mode)).await?;
     update(
         ctx,
@@ -807,17 +734,16 @@ async fn set_mode(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-async fn set_config_option(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcError> {
-    let sid = known_session(ctx, params)?;
-    let config_id = params
-        .get("configId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("configId is required"))?;
-    let value = match params.get("value") {
-        Some(Value::Object(o)) => o.get("value").cloned().unwrap_or(Value::Null),
-        Some(v) => v.clone(),
-        None => return Err(RpcError::invalid_params("value is required")),
-    };
+async fn set_config_option(
+    ctx: &Arc<Ctx>,
+    params: SetConfigOptionParams,
+) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
+    let config_id = params.config_id.0.as_str();
+    let value = params
+        .value
+        .ok_or_else(|| RpcError::invalid_params("value is required"))?
+        .0;
     set_option(ctx, &sid, config_id, value.clone()).await?;
     if config_id == "mode" {
         update(
@@ -833,11 +759,7 @@ async fn set_config_option(ctx: &Arc<Ctx>, params: &Value) -> Result<Value, RpcE
     Ok(json!({ "configOptions": options }))
 }
 
-fn known_session(ctx: &Ctx, params: &Value) -> Result<String, RpcError> {
-    let sid = params
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("sessionId is required"))?;
+fn known_session(ctx: &Ctx, sid: &str) -> Result<String, RpcError> {
     ctx.hub
         .get(sid)
         .map(|_| sid.to_owned())
@@ -1327,10 +1249,15 @@ mod tests {
 
     #[test]
     fn initialize_answers_version_one_and_checks_the_version() {
-        let r = initialize(&json!({"protocolVersion": 7})).unwrap();
+        let read = |p: Value| match Method::parse("initialize", Some(p)) {
+            Ok(Method::Initialize(p)) => initialize(&p),
+            Ok(other) => panic!("not initialize: {other:?}"),
+            Err(e) => Err(e),
+        };
+        let r = read(json!({"protocolVersion": 7})).unwrap();
         assert_eq!(r["protocolVersion"], 1);
         assert_eq!(r["authMethods"], json!([]));
-        assert!(initialize(&json!({"protocolVersion": "1.0.0"})).is_err());
-        assert!(initialize(&json!({})).is_err());
+        assert!(read(json!({"protocolVersion": "1.0.0"})).is_err());
+        assert!(read(json!({})).is_err());
     }
 }
