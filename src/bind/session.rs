@@ -17,7 +17,7 @@ use serde_json::Value as Json;
 use crate::bind::llm::DeltaSink;
 use crate::lisp::{Lisp, LispError, compile_in, from_lua, to_lua};
 use crate::llm::StreamEvent;
-use crate::session::{AgentEvent, Sessions};
+use crate::session::{AgentEvent, Entry, Sessions};
 use crate::tools::{self, ReadLimits, ToolOutput};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
@@ -81,7 +81,7 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
             let msgs = messages(lua, msgs)?;
             s.with(&id, |s| {
                 for m in &msgs {
-                    s.record(serde_json::json!({"type": "message", "message": m}));
+                    s.record(&Entry::Message { message: m.clone() });
                 }
                 s.transcript.extend(msgs)
             });
@@ -99,7 +99,9 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
             };
             s.with(&id, |s| {
                 // History is never rewritten: the file records that the transcript was replaced.
-                s.record(serde_json::json!({"type": "transcript", "messages": &msgs}));
+                s.record(&Entry::Transcript {
+                    messages: msgs.clone(),
+                });
                 s.transcript = msgs
             });
             Ok(())
@@ -197,7 +199,10 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
                 let value = from_lua(lua, value)?;
                 s.with(&id, |s| {
                     if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
-                        s.record(serde_json::json!({"type": "data", "key": &key, "value": &value}));
+                        s.record(&Entry::Data {
+                            key: key.clone(),
+                            value: value.clone(),
+                        });
                     }
                     if value.is_null() {
                         s.data.remove(&key);
@@ -217,9 +222,7 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
             move |lua, (kind, data, id): (String, Value, Option<String>)| {
                 let id = session_id(lua, &s, id)?;
                 let data = from_lua(lua, data)?;
-                s.with(&id, |s| {
-                    s.record(serde_json::json!({"type": "custom", "kind": kind, "data": data}))
-                });
+                s.with(&id, |s| s.record(&Entry::Custom { kind, data }));
                 Ok(())
             },
         )?,

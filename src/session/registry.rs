@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Map, Value};
 
 use super::AgentEvent;
+use super::entry::Entry;
 use super::store::{Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
 
@@ -52,7 +53,7 @@ pub struct Session {
 
 impl Session {
     /// Record `entry` in the session's file (nothing happens without one).
-    pub fn record(&self, entry: Value) {
+    pub fn record(&self, entry: &Entry) {
         if let Some(log) = &self.log {
             log.append(entry);
         }

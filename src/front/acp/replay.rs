@@ -4,9 +4,13 @@
 //! Pure: it reads the entries of a session file and returns payloads; sending them, and which
 //! session they belong to, is the caller's business.
 
+use std::collections::HashMap;
+
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::render::stable_order;
+use crate::session::entry::{Entry, ToolRecord, lenient};
 
 /// The tool kinds ACP knows.
 pub(super) const TOOL_KINDS: &[&str] = &[
@@ -37,67 +41,30 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 /// user_message_chunk, kept reasoning as agent_thought_chunk, answers as agent_message_chunk,
 /// each tool call as a tool_call card and its result as a tool_call_update, completed or failed.
 /// The card's title and kind and the failure come from the `tool` entries the loop records
-/// (`{"type":"custom","kind":"tool","data":{id,name,title,kind,error?}}`); without one, the card is
-/// titled by the tool's name and the result shows as completed. Other entries (values, custom
-/// entries, transcript replacements) are not shown.
-pub fn replay_updates(entries: &[Value]) -> Vec<Value> {
-    let text = |t: &str| json!({"type": "text", "text": t});
-    let mut out = Vec::new();
-    let mut names: std::collections::HashMap<String, String> = Default::default();
-    let tools: std::collections::HashMap<&str, &Value> = entries
+/// ([`Entry::tool_record`]); without one, the card is titled by the tool's name and the result
+/// shows as completed. Other entries (values, custom entries, transcript replacements) are not
+/// shown.
+pub fn replay_updates(entries: &[Entry]) -> Vec<Value> {
+    let records: Vec<ToolRecord> = entries.iter().filter_map(Entry::tool_record).collect();
+    // The last record of an id wins.
+    let tools: HashMap<&str, &ToolRecord> = records
         .iter()
-        .filter(|e| e["type"] == "custom" && e["kind"] == "tool")
-        .filter_map(|e| Some((e["data"]["id"].as_str()?, &e["data"])))
+        .filter_map(|r| Some((r.id.as_deref()?, r)))
         .collect();
+    let mut out = Vec::new();
     for e in entries {
-        if e.get("type").and_then(Value::as_str) != Some("message") {
+        let Entry::Message { message } = e else {
             continue;
-        }
-        let m = &e["message"];
-        let content = message_text(&m["content"]);
-        match m["role"].as_str() {
+        };
+        let m = StoredMessage::deserialize(message).unwrap_or_default();
+        let content = message_text(&m.content);
+        match m.role.as_deref() {
             Some("user") => out.push(json!({
                 "sessionUpdate": "user_message_chunk", "content": text(&content)})),
-            Some("assistant") => {
-                for key in ["reasoning_content", "reasoning"] {
-                    if let Some(r) = m.get(key).and_then(Value::as_str).filter(|r| !r.is_empty()) {
-                        out.push(
-                            json!({"sessionUpdate": "agent_thought_chunk", "content": text(r)}),
-                        );
-                        break;
-                    }
-                }
-                if !content.is_empty() {
-                    out.push(
-                        json!({"sessionUpdate": "agent_message_chunk", "content": text(&content)}),
-                    );
-                }
-                for call in m["tool_calls"].as_array().into_iter().flatten() {
-                    let id = call["id"].as_str().unwrap_or_default();
-                    let name = call["function"]["name"].as_str().unwrap_or("tool");
-                    names.insert(id.to_owned(), name.to_owned());
-                    let args = call["function"]["arguments"]
-                        .as_str()
-                        .and_then(|a| serde_json::from_str::<Value>(a).ok())
-                        .unwrap_or_else(|| json!({}));
-                    let recorded = tools.get(id);
-                    let title = recorded
-                        .and_then(|t| t["title"].as_str())
-                        .filter(|t| !t.trim().is_empty())
-                        .unwrap_or(name);
-                    let kind = recorded
-                        .and_then(|t| t["kind"].as_str())
-                        .filter(|k| TOOL_KINDS.contains(k))
-                        .unwrap_or_else(|| replay_tool_kind(name));
-                    out.push(json!({
-                        "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
-                        "kind": kind, "status": "pending", "rawInput": args,
-                    }));
-                }
-            }
+            Some("assistant") => assistant_updates(&m, &content, &tools, &mut out),
             Some("tool") => {
-                let id = m["tool_call_id"].as_str().unwrap_or_default();
-                let failed = tools.get(id).is_some_and(|t| t["error?"] == true);
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                let failed = tools.get(id).is_some_and(|t| t.error);
                 out.push(json!({
                     "sessionUpdate": "tool_call_update", "toolCallId": id,
                     "status": if failed { "failed" } else { "completed" },
@@ -110,6 +77,91 @@ pub fn replay_updates(entries: &[Value]) -> Vec<Value> {
     out.into_iter()
         .map(|u| stable_order(u, "sessionUpdate"))
         .collect()
+}
+
+/// An assistant message's updates: its reasoning, its text, then a card per tool call.
+fn assistant_updates(
+    m: &StoredMessage,
+    content: &str,
+    tools: &HashMap<&str, &ToolRecord>,
+    out: &mut Vec<Value>,
+) {
+    let reasoning = [&m.reasoning_content, &m.reasoning]
+        .into_iter()
+        .flatten()
+        .find(|r| !r.is_empty());
+    if let Some(r) = reasoning {
+        out.push(json!({"sessionUpdate": "agent_thought_chunk", "content": text(r)}));
+    }
+    if !content.is_empty() {
+        out.push(json!({"sessionUpdate": "agent_message_chunk", "content": text(content)}));
+    }
+    for call in &m.tool_calls {
+        let call = StoredCall::deserialize(call).unwrap_or_default();
+        let id = call.id.as_deref().unwrap_or_default();
+        let name = call.function.name.as_deref().unwrap_or("tool");
+        let args = call
+            .function
+            .arguments
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<Value>(a).ok())
+            .unwrap_or_else(|| json!({}));
+        let recorded = tools.get(id);
+        let title = recorded
+            .and_then(|t| t.title.as_deref())
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or(name);
+        let kind = recorded
+            .and_then(|t| t.kind.as_deref())
+            .filter(|k| TOOL_KINDS.contains(k))
+            .unwrap_or_else(|| replay_tool_kind(name));
+        out.push(json!({
+            "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+            "kind": kind, "status": "pending", "rawInput": args,
+        }));
+    }
+}
+
+/// A text content block.
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+/// The parts of a stored OpenAI message the replay shows, read leniently: a field of an odd type
+/// reads as absent, as the replay always treated it.
+#[derive(Debug, Default, Deserialize)]
+struct StoredMessage {
+    #[serde(default, deserialize_with = "lenient")]
+    role: Option<String>,
+    #[serde(default)]
+    content: Value,
+    #[serde(default, deserialize_with = "lenient")]
+    reasoning_content: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    reasoning: Option<String>,
+    /// Each call is read on its own ([`StoredCall`]), so one odd call does not hide the others.
+    #[serde(default, deserialize_with = "lenient")]
+    tool_calls: Vec<Value>,
+    #[serde(default, deserialize_with = "lenient")]
+    tool_call_id: Option<String>,
+}
+
+/// One tool call of a stored assistant message.
+#[derive(Debug, Default, Deserialize)]
+struct StoredCall {
+    #[serde(default, deserialize_with = "lenient")]
+    id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    function: StoredFunction,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StoredFunction {
+    #[serde(default, deserialize_with = "lenient")]
+    name: Option<String>,
+    /// The arguments as the model sent them: a JSON object in a string.
+    #[serde(default, deserialize_with = "lenient")]
+    arguments: Option<String>,
 }
 
 /// A message's content as text: a string, or the text parts of a list of parts.
@@ -131,7 +183,11 @@ mod tests {
 
     #[test]
     fn replays_take_titles_kinds_and_failures_from_tool_entries() {
-        let message = |m: Value| json!({"type": "message", "message": m});
+        let message = |message: Value| Entry::Message { message };
+        let tool = |data: Value| Entry::Custom {
+            kind: "tool".into(),
+            data,
+        };
         let call = |id: &str, name: &str| {
             json!({"id": id, "type": "function",
                    "function": {"name": name, "arguments": "{\"path\":\"a\"}"}})
@@ -140,10 +196,12 @@ mod tests {
             message(json!({"role": "user", "content": "go"})),
             message(json!({"role": "assistant", "content": null,
                            "tool_calls": [call("c1", "read"), call("c2", "edit"), call("c3", "mine")]})),
-            json!({"type": "custom", "kind": "tool",
-                   "data": {"id": "c1", "name": "read", "title": "Read a", "kind": "read", "error?": true}}),
-            json!({"type": "custom", "kind": "tool",
-                   "data": {"id": "c3", "name": "mine", "title": "Mine a", "kind": "bogus", "error?": false}}),
+            tool(
+                json!({"id": "c1", "name": "read", "title": "Read a", "kind": "read", "error?": true}),
+            ),
+            tool(
+                json!({"id": "c3", "name": "mine", "title": "Mine a", "kind": "bogus", "error?": false}),
+            ),
             message(json!({"role": "tool", "tool_call_id": "c1", "content": "no such file"})),
             message(json!({"role": "tool", "tool_call_id": "c2", "content": "edited"})),
             message(json!({"role": "tool", "tool_call_id": "c3", "content": "ok"})),
