@@ -13,4 +13,4 @@ pub mod store;
 
 pub use entry::Entry;
 pub use event::AgentEvent;
-pub use registry::{EventSink, Session, Sessions};
+pub use registry::{EventSink, PromptState, Session, Sessions};

@@ -5,7 +5,6 @@
 //! does not render updates (see [`super::render`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value, json};
 
@@ -13,6 +12,7 @@ use super::Ctx;
 use super::config::{advertise_commands, config_update};
 use super::params::PromptParams;
 use super::render::update;
+use crate::agent::AgentError;
 use crate::jsonrpc::{self, RpcError};
 
 pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Value, RpcError> {
@@ -27,24 +27,20 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
             "the prompt has no text, resource link or embedded text resource",
         ));
     }
-    if session.running.swap(true, Ordering::SeqCst) {
-        return Err(RpcError::invalid_params(
-            "A prompt is already running in this session",
-        ));
-    }
-    struct Running(Arc<std::sync::atomic::AtomicBool>);
-    impl Drop for Running {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::SeqCst);
+    // Claimed until this handler returns, so a second prompt is refused until this one has
+    // answered; the token is the one armed when the line was read.
+    let turn = ctx.agent.begin(sid).map_err(|e| match e {
+        AgentError::Busy(_) => {
+            RpcError::invalid_params("A prompt is already running in this session")
         }
-    }
-    let _running = Running(session.running.clone());
+        other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
+    })?;
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
 
     let before = session_state(ctx, sid);
-    let result = ctx.agent.prompt(sid, &text, &ctx.shutdown).await;
+    let result = ctx.agent.run(&turn, &text, &ctx.shutdown).await;
     ctx.hub.barrier(sid).await;
     let after = session_state(ctx, sid);
     let cancelled = after.cancelled || ctx.shutdown.is_cancelled();

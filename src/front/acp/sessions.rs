@@ -6,7 +6,6 @@
 //! history a load replays comes from [`super::replay`]. It does not run prompts.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -18,7 +17,7 @@ use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, Ses
 use super::render::{Renderer, forward, say, update};
 use super::replay::replay_updates;
 use super::{Ctx, SHUTDOWN_GRACE};
-use crate::agent::AgentEvent;
+use crate::agent::{AgentEvent, PromptState};
 use crate::bind::acp::AcpSession;
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
@@ -54,7 +53,6 @@ pub(super) fn attach(
         sid.to_owned(),
         AcpSession {
             barrier: barrier_tx,
-            running: Arc::default(),
             ready: ready_rx,
         },
     );
@@ -248,13 +246,17 @@ pub(super) async fn session_close(
     Ok(json!({}))
 }
 
+/// How often a closing session looks whether its prompt has answered yet.
+const CLOSE_POLL: Duration = Duration::from_millis(10);
+
 pub(super) async fn close(ctx: &Arc<Ctx>, sid: &str) {
     ctx.agent.cancel(sid);
     // Wait (briefly) for a running prompt to answer `cancelled` before the session goes.
-    if let Some(session) = ctx.hub.get(sid) {
+    if ctx.hub.get(sid).is_some() {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-        while session.running.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let running = || ctx.agent.sessions().prompt_state(sid) == Some(PromptState::Running);
+        while running() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(CLOSE_POLL).await;
         }
     }
     ctx.agent.sessions().flush(sid).await;
