@@ -151,7 +151,7 @@ impl Loaded {
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
-    /// The first user message, on one line, cut to 80 characters.
+    /// The first user message, on one line, cut to [`TITLE_CHARS`] characters.
     pub title: Option<String>,
     /// When the file was last written (RFC 3339, UTC).
     pub updated_at: String,
@@ -353,6 +353,13 @@ fn no_header(path: &Path) -> std::io::Error {
     )
 }
 
+/// How many entries after the header a listing reads looking for the first user message (the
+/// title); a session whose first one comes later is listed without a title.
+pub const TITLE_SEARCH_LINES: usize = 200;
+
+/// The longest title a listing shows, in characters, `…` included.
+pub const TITLE_CHARS: usize = 80;
+
 /// The list line of one session file: the header, the first user message, the mtime.
 fn summarize(path: &Path) -> Option<SessionSummary> {
     let file = File::open(path).ok()?;
@@ -364,7 +371,7 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
     let id = Some(header.id).filter(|id| !id.is_empty())?;
     let cwd = PathBuf::from(header.cwd?);
     let mut title = None;
-    for line in lines.take(200) {
+    for line in lines.take(TITLE_SEARCH_LINES) {
         let Ok(line) = line else { break };
         if let Some(Entry::Message { message }) = Entry::parse(&line)
             && message["role"] == "user"
@@ -384,8 +391,8 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
 
 fn make_title(text: &str) -> String {
     let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() > 80 {
-        let cut: String = one.chars().take(79).collect();
+    if one.chars().count() > TITLE_CHARS {
+        let cut: String = one.chars().take(TITLE_CHARS - 1).collect();
         format!("{cut}…")
     } else {
         one
@@ -467,6 +474,33 @@ mod tests {
         store.delete("s1").unwrap();
         store.delete("s1").unwrap();
         assert!(store.list(None).is_empty());
+    }
+
+    /// A file as older oml wrote it, with a line of a type a newer oml might write: it loads,
+    /// the unknown line is kept in place and ignored, and no warning is raised for it.
+    #[test]
+    fn old_files_and_unknown_entries_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let lines = [
+            r#"{"type":"session","id":"s2","cwd":"/p","created":0,"version":"0"}"#,
+            r#"{"type":"message","message":{"role":"user","content":"hi"},"at":1.5}"#,
+            r#"{"type":"bookmark","name":"later","at":2}"#,
+            r#"{"type":"data","key":"model","value":"m","at":3}"#,
+            r#"{"type":"data","key":"model","value":null,"at":4}"#,
+        ];
+        std::fs::write(store.path("s2"), lines.join("\n") + "\n").unwrap();
+        let loaded = store.load("s2").unwrap();
+        assert_eq!(loaded.cwd(), Some(PathBuf::from("/p")));
+        assert_eq!(loaded.entries.len(), 4);
+        assert_eq!(loaded.entries[1], Entry::Unknown);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(
+            loaded.transcript(),
+            vec![json!({"role": "user", "content": "hi"})]
+        );
+        assert!(loaded.data().is_empty());
+        assert_eq!(store.list(None)[0].title.as_deref(), Some("hi"));
     }
 
     #[test]
