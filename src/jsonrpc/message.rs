@@ -131,7 +131,7 @@ pub enum Message {
     Malformed(Malformed),
 }
 
-/// What the reader hands to the owner of a [`Connection`]. Responses never appear here: the
+/// What the reader hands to the owner of a [`Connection`](super::Connection). Responses never appear here: the
 /// reader routes them to the pending request itself.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Incoming {

@@ -3,20 +3,25 @@
 //! The idea: one [`Connection`] (the shared JSON-RPC transport) owns stdin and stdout; every
 //! message written goes through its single ordered queue. Each request runs in its own task, so a
 //! long `session/prompt` never blocks `session/cancel` or another session's prompt. Each session
-//! has a *forwarder* task that turns the loop's [`AgentEvent`]s into `session/update`
-//! notifications through the Lisp function `acp.render-event` (called by name for every event).
-//! Before a prompt's response, and before any request the agent sends on a session's behalf, the
-//! forwarder is asked to queue everything pending (a barrier), so every update of a turn is
-//! written before the turn's response and a tool card before the permission question about it.
-//! Setup notifications (init warnings, `available_commands_update`) are queued after the
-//! `session/new` response.
+//! has a *forwarder* task that turns the loop's [`AgentEvent`](crate::agent::AgentEvent)s into
+//! `session/update` notifications through the Lisp function `acp.render-event` (called by name
+//! for every event). Before a prompt's response, and before any request the agent sends on a
+//! session's behalf, the forwarder is asked to queue everything pending (a barrier), so every
+//! update of a turn is written before the turn's response and a tool card before the permission
+//! question about it. Setup notifications (init warnings, `available_commands_update`) are queued
+//! after the `session/new` response.
 //!
 //! Each request and notification is parsed once, as it is read, into a typed method with serde
-//! params (`params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines that are not JSON (the transport classifies them),
-//! `-32600` for JSON that is not a request, `-32601 Method not found: <method>`, `-32602` for
-//! bad params, an unknown session or a busy one, `-32603` for failures inside (a model error).
-//! Notifications are never answered; unknown ones are ignored. A cancelled prompt always answers
-//! `stopReason: "cancelled"`, never an error.
+//! params (`params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
+//! that are not JSON (the transport classifies them), `-32600` for JSON that is not a request,
+//! `-32601 Method not found: <method>`, `-32602` for bad params, an unknown session or a busy
+//! one, `-32603` for failures inside (a model error). Notifications are never answered; unknown
+//! ones are ignored. A cancelled prompt always answers `stopReason: "cancelled"`, never an error.
+//!
+//! This file holds the serve loop, the dispatch and `initialize`; the rest is one concern a file:
+//! `params` (the typed requests), `sessions` (new, load, resume, list, close, delete), `prompt`,
+//! `config` (modes and config options), `calls` (into Lisp), `replay` (stored history as updates)
+//! and `render` (the forwarder and the renderer).
 //!
 //! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
 
