@@ -131,8 +131,8 @@ pub enum Message {
     Malformed(Malformed),
 }
 
-/// What the reader hands to the owner of a [`Connection`](super::Connection). Responses never appear here: the
-/// reader routes them to the pending request itself.
+/// What the reader hands to the owner of a [`Connection`](super::Connection). Responses never
+/// appear here: the reader routes them to the pending request itself.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Incoming {
     Request(Request),
