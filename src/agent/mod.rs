@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua};
-pub use crate::session::{AgentEvent, EventSink, Session, Sessions};
+pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
 
 /// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
 /// `source` and `describe`).
@@ -51,6 +51,8 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
 pub enum AgentError {
     #[error("no session {0}")]
     NoSession(String),
+    #[error("a prompt is already running in session {0}")]
+    Busy(String),
     #[error("agent.prompt is not a function")]
     NoPromptFunction,
     #[error(transparent)]
@@ -143,39 +145,45 @@ impl Agent {
     /// being overwritten. Call it in the order the frontend receives messages. Does nothing while
     /// a prompt runs or another is already armed.
     pub fn arm(&self, id: &str) {
-        self.sessions.with(id, |s| {
-            if !s.prompting && !s.armed {
-                s.cancel = CancelToken::new();
-                s.armed = true;
-            }
-        });
+        self.sessions.with(id, Session::arm);
+    }
+
+    /// Claim session `id` for one prompt ([`PromptState::Running`] until the returned turn is
+    /// dropped), keeping the token [`Agent::arm`] gave it. [`AgentError::Busy`] while another
+    /// prompt runs.
+    pub fn begin(&self, id: &str) -> Result<Turn, AgentError> {
+        match self.sessions.with(id, Session::begin_prompt) {
+            None => Err(AgentError::NoSession(id.to_owned())),
+            Some(false) => Err(AgentError::Busy(id.to_owned())),
+            Some(true) => Ok(Turn {
+                sessions: self.sessions.clone(),
+                id: id.to_owned(),
+            }),
+        }
     }
 
     /// Run one prompt through `agent.prompt` (looked up now), in a coroutine mapped to session
-    /// `id`. `interrupt` is the hard stop: it aborts the Lisp code itself, where [`Agent::cancel`]
-    /// lets the loop finish the turn properly.
+    /// `id`: [`Agent::begin`], then [`Agent::run`].
     pub async fn prompt(
         &self,
         id: &str,
         text: &str,
         interrupt: &CancelToken,
     ) -> Result<PromptOutcome, AgentError> {
-        self.sessions
-            .with(id, |s| {
-                if !s.armed {
-                    s.cancel = CancelToken::new();
-                }
-                s.armed = false;
-                s.prompting = true;
-            })
-            .ok_or_else(|| AgentError::NoSession(id.to_owned()))?;
-        struct Done<'a>(&'a Sessions, &'a str);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.with(self.1, |s| s.prompting = false);
-            }
-        }
-        let _done = Done(&self.sessions, id);
+        let turn = self.begin(id)?;
+        self.run(&turn, text, interrupt).await
+    }
+
+    /// Run the prompt of `turn` through `agent.prompt` (looked up now), in a coroutine mapped to
+    /// its session. `interrupt` is the hard stop: it aborts the Lisp code itself, where
+    /// [`Agent::cancel`] lets the loop finish the turn properly.
+    pub async fn run(
+        &self,
+        turn: &Turn,
+        text: &str,
+        interrupt: &CancelToken,
+    ) -> Result<PromptOutcome, AgentError> {
+        let id = turn.id.as_str();
         let f = self
             .lisp
             .function("agent.prompt")?
@@ -205,5 +213,17 @@ impl Agent {
             stop_reason,
             command,
         })
+    }
+}
+
+/// A session claimed for one prompt by [`Agent::begin`]; dropping it ends the prompt.
+pub struct Turn {
+    sessions: Arc<Sessions>,
+    id: String,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.sessions.with(&self.id, Session::end_prompt);
     }
 }

@@ -7,7 +7,6 @@
 //! the tool card reaches the client before the question about it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::future::Future;
@@ -18,15 +17,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::jsonrpc::{Connection, RequestError};
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
-use crate::session::Sessions;
+use crate::session::{PromptState, Sessions};
 
 /// What the ACP layer keeps per session.
 #[derive(Clone)]
 pub(crate) struct AcpSession {
     /// Asks the session's forwarder to queue every pending event, then answer.
     pub barrier: mpsc::UnboundedSender<oneshot::Sender<()>>,
-    /// Set while a `session/prompt` runs (one prompt per session at a time).
-    pub running: Arc<AtomicBool>,
     /// Becomes true once the session's setup (project init, `session.on-session-start`) is done;
     /// prompts wait for it, so the first one already sees what the project's init defined.
     pub ready: tokio::sync::watch::Receiver<bool>,
@@ -77,14 +74,11 @@ impl Hub {
         ids
     }
 
-    /// The sessions whose prompt is running now.
-    pub(crate) fn running(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.sessions)
-            .iter()
-            .filter(|(_, s)| s.running.load(Ordering::SeqCst))
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.sort();
+    /// The sessions whose prompt is running now (by their [`PromptState`] in `sessions`).
+    pub(crate) fn running(&self, sessions: &Sessions) -> Vec<String> {
+        // The hub's lock is not held while the registry's is taken.
+        let mut ids = self.ids();
+        ids.retain(|id| sessions.prompt_state(id) == Some(PromptState::Running));
         ids
     }
 
@@ -148,7 +142,15 @@ const ACP: &[HostFn] = &[
         name: "running-sessions",
         args: "",
         doc: "The ids of the ACP sessions whose prompt is running now, sorted.",
-        make: |lua| lua.create_function(|lua, ()| Ok(hub(lua)?.running())),
+        make: |lua| {
+            lua.create_function(|lua, ()| {
+                let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+                Ok(sessions
+                    .map(|s| hub(lua).map(|h| h.running(&s)))
+                    .transpose()?
+                    .unwrap_or_default())
+            })
+        },
     },
 ];
 

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use crate::bind::llm::DeltaSink;
 use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua};
 use crate::llm::StreamEvent;
-use crate::session::{AgentEvent, Sessions};
+use crate::session::{AgentEvent, Entry, Sessions};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
 /// it is loaded).
@@ -152,7 +152,7 @@ const SESSION: &[HostFn] = &[
                 let msgs = messages(lua, msgs)?;
                 s.with(&id, |s| {
                     for m in &msgs {
-                        s.record(serde_json::json!({"type": "message", "message": m}));
+                        s.record(&Entry::Message { message: m.clone() });
                     }
                     s.transcript.extend(msgs)
                 });
@@ -174,7 +174,9 @@ const SESSION: &[HostFn] = &[
                     other => messages(lua, other)?,
                 };
                 s.with(&id, |s| {
-                    s.record(serde_json::json!({"type": "transcript", "messages": &msgs}));
+                    s.record(&Entry::Transcript {
+                        messages: msgs.clone(),
+                    });
                     s.transcript = msgs
                 });
                 Ok(())
@@ -281,9 +283,7 @@ const SESSION: &[HostFn] = &[
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 let data = from_lua(lua, data)?;
-                s.with(&id, |s| {
-                    s.record(serde_json::json!({"type": "custom", "kind": kind, "data": data}))
-                });
+                s.with(&id, |s| s.record(&Entry::Custom { kind, data }));
                 Ok(())
             })
         },
@@ -306,7 +306,10 @@ const OML: &[HostFn] = &[HostFn {
 /// `session.put!` on one session.
 fn put(s: &mut crate::session::Session, key: String, value: Json) {
     if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
-        s.record(serde_json::json!({"type": "data", "key": &key, "value": &value}));
+        s.record(&Entry::Data {
+            key: key.clone(),
+            value: value.clone(),
+        });
     }
     if value.is_null() {
         s.data.remove(&key);

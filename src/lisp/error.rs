@@ -209,17 +209,6 @@ pub(super) fn classify(e: &mlua::Error, traceback: Option<&str>) -> LispError {
     }
 }
 
-/// The useful part of an error from Lisp: the innermost message, without Lua's traceback.
-/// Kept for front/acp until the merge; everything else reads [`LispError`]'s parts.
-pub fn clean_error(message: &str) -> String {
-    let inner = match message.rfind("runtime error: ") {
-        Some(i) => &message[i + "runtime error: ".len()..],
-        None => message,
-    };
-    let inner = inner.split(TRACEBACK_MARK).next().unwrap_or(inner);
-    inner.trim().to_owned()
-}
-
 /// The message of a compile error, without mlua's wrapping.
 pub(super) fn compile_message(e: &mlua::Error) -> String {
     match e {
@@ -288,16 +277,5 @@ mod tests {
             "Cancelled while waiting for session/request_permission"
         );
         assert_eq!(e.category(), "cancelled");
-    }
-
-    #[test]
-    fn clean_error_drops_the_wrapping_and_the_traceback() {
-        assert_eq!(
-            clean_error(
-                "callback error\nstack traceback:\n\t[C]: in ?\ncaused by: runtime error: llm.model is not set\nstack traceback:\n x"
-            ),
-            "llm.model is not set"
-        );
-        assert_eq!(clean_error("plain"), "plain");
     }
 }

@@ -1,13 +1,16 @@
 //! Sessions without Lisp: the in-memory registry of conversations (`registry`), the events a
-//! session's loop reports (`event`), and the append-only store of session files (`store`).
+//! session's loop reports (`event`), the append-only store of session files (`store`) and the
+//! entries those files hold (`entry`).
 //!
 //! This layer knows nothing of Lisp, the model, ACP or the terminal: the agent loop drives a
 //! session through the `session` namespace (`crate::bind::session`), and the front ends read
 //! its events from the sink they gave when they created it.
 
+pub mod entry;
 pub mod event;
 pub mod registry;
 pub mod store;
 
+pub use entry::Entry;
 pub use event::AgentEvent;
-pub use registry::{EventSink, Session, Sessions};
+pub use registry::{EventSink, PromptState, Session, Sessions};

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Map, Value};
 
 use super::AgentEvent;
+use super::entry::Entry;
 use super::store::{Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
 
@@ -41,18 +42,55 @@ pub struct Session {
     /// Per-session values Lisp reads and writes with `session.get` and `session.put!` (the model
     /// override, the permission mode and memory, usage totals).
     pub data: Map<String, Value>,
-    /// Whether a prompt is running in this session now.
-    pub prompting: bool,
-    /// Set when a prompt has been accepted but has not started: `cancel` is already that
-    /// prompt's fresh token, so a cancel sent in between is not lost (see [`crate::agent::Agent::arm`]).
-    pub armed: bool,
+    /// Whether a prompt is running or about to (one prompt per session at a time).
+    pub prompt: PromptState,
     /// The writer of the session's file, when sessions are persisted.
     pub log: Option<SessionLog>,
 }
 
+/// Where a session is with its one prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PromptState {
+    /// No prompt is running or accepted.
+    #[default]
+    Idle,
+    /// A prompt has been accepted (read off the wire, in order) but has not started: `cancel` is
+    /// already its fresh token, so a cancel sent in between is not lost (see
+    /// [`crate::agent::Agent::arm`]).
+    Armed,
+    /// A prompt is running; a second one is refused until it ends.
+    Running,
+}
+
 impl Session {
+    /// A prompt has been accepted: give it a fresh cancel token now, unless one is already armed
+    /// or running.
+    pub fn arm(&mut self) {
+        if self.prompt == PromptState::Idle {
+            self.cancel = CancelToken::new();
+            self.prompt = PromptState::Armed;
+        }
+    }
+
+    /// Start a prompt: `false` (and nothing changes) while one runs. An armed prompt keeps the
+    /// token it was given; otherwise the prompt gets a fresh one.
+    pub fn begin_prompt(&mut self) -> bool {
+        match self.prompt {
+            PromptState::Running => return false,
+            PromptState::Armed => {}
+            PromptState::Idle => self.cancel = CancelToken::new(),
+        }
+        self.prompt = PromptState::Running;
+        true
+    }
+
+    /// The running prompt has ended.
+    pub fn end_prompt(&mut self) {
+        self.prompt = PromptState::Idle;
+    }
+
     /// Record `entry` in the session's file (nothing happens without one).
-    pub fn record(&self, entry: Value) {
+    pub fn record(&self, entry: &Entry) {
         if let Some(log) = &self.log {
             log.append(entry);
         }
@@ -98,8 +136,7 @@ impl Sessions {
             cancel: CancelToken::new(),
             sink,
             data: Map::new(),
-            prompting: false,
-            armed: false,
+            prompt: PromptState::Idle,
             log,
         };
         lock(&self.sessions).insert(id.clone(), session);
@@ -132,8 +169,7 @@ impl Sessions {
             cancel: CancelToken::new(),
             sink,
             data: loaded.data(),
-            prompting: false,
-            armed: false,
+            prompt: PromptState::Idle,
             log: Some(log),
         };
         lock(&self.sessions).insert(id.to_owned(), session);
@@ -182,10 +218,17 @@ impl Sessions {
         self.only_running()
     }
 
+    /// Where session `id` is with its prompt, or `None` when there is no such session.
+    pub fn prompt_state(&self, id: &str) -> Option<PromptState> {
+        self.with(id, |s| s.prompt)
+    }
+
     /// The one session whose prompt is running, if exactly one is.
     pub fn only_running(&self) -> Option<String> {
         let sessions = lock(&self.sessions);
-        let mut running = sessions.values().filter(|s| s.prompting);
+        let mut running = sessions
+            .values()
+            .filter(|s| s.prompt == PromptState::Running);
         match (running.next(), running.next()) {
             (Some(s), None) => Some(s.id.clone()),
             _ => None,
@@ -205,4 +248,38 @@ impl Sessions {
 /// A poisoned lock only means another task panicked mid-update; the data is still usable.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_prompt_at_a_time_and_an_armed_token_is_kept() {
+        let sessions = Sessions::default();
+        let id = sessions.create(PathBuf::from("/"), None);
+        let state = || sessions.prompt_state(&id);
+        assert_eq!(state(), Some(PromptState::Idle));
+        sessions.with(&id, Session::arm);
+        assert_eq!(state(), Some(PromptState::Armed));
+        // A cancel between the arm and the start reaches the prompt.
+        let armed = sessions.with(&id, |s| s.cancel.clone()).expect("a session");
+        armed.cancel();
+        sessions.with(&id, Session::arm);
+        assert_eq!(sessions.with(&id, Session::begin_prompt), Some(true));
+        assert_eq!(state(), Some(PromptState::Running));
+        assert_eq!(sessions.only_running(), Some(id.clone()));
+        let running = sessions.with(&id, |s| s.cancel.is_cancelled());
+        assert_eq!(running, Some(true), "the armed token is the prompt's");
+        // While it runs, arming does nothing and a second prompt is refused.
+        sessions.with(&id, Session::arm);
+        assert_eq!(sessions.with(&id, Session::begin_prompt), Some(false));
+        sessions.with(&id, Session::end_prompt);
+        assert_eq!(state(), Some(PromptState::Idle));
+        assert_eq!(sessions.only_running(), None);
+        // Unarmed, a prompt gets a fresh token.
+        assert_eq!(sessions.with(&id, Session::begin_prompt), Some(true));
+        let fresh = sessions.with(&id, |s| s.cancel.is_cancelled());
+        assert_eq!(fresh, Some(false));
+    }
 }

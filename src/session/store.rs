@@ -2,14 +2,8 @@
 //! (`$XDG_STATE_HOME/oml/sessions/`).
 //!
 //! The first line is a header `{"type":"session","id","cwd","created","version"}`; every later
-//! line is an entry:
-//!
-//! - `{"type":"message","message":{…}}`: one OpenAI message (user, assistant, tool), as appended
-//!   to the transcript;
-//! - `{"type":"transcript","messages":[…]}`: `session.set-transcript!` replaced the transcript
-//!   (history is never rewritten; the model's view restarts from these messages);
-//! - `{"type":"data","key","value"}`: a session value changed (the model, the permission mode);
-//! - `{"type":"custom","kind","data"}`: written from Lisp with `session.record!`.
+//! line is an entry: `message`, `transcript`, `data` or `custom` (see [`Entry`], which is the
+//! only place the line format is spelled out).
 //!
 //! Every entry carries `"at"` (seconds since the epoch). One writer thread per session owns the
 //! file: [`SessionLog::append`] queues a line (the thread writes it at once, so a killed process
@@ -23,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use super::entry::{Entry, Header};
 
 /// What the writer thread is asked to do.
 enum Command {
@@ -39,17 +35,21 @@ pub struct SessionLog {
 }
 
 impl SessionLog {
-    /// Queue one entry (an object with a `type`); `at` is added.
-    pub fn append(&self, mut entry: Value) {
-        if let Value::Object(map) = &mut entry {
-            map.insert("at".into(), json!(now()));
+    /// Queue one entry; `at` is added.
+    pub fn append(&self, entry: &Entry) {
+        match entry.to_line(now()) {
+            Ok(line) => {
+                let _ = self.tx.send(Command::Append(line));
+            }
+            Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
         }
-        let _ = self.tx.send(Command::Append(entry.to_string()));
     }
 
     /// Queue a message entry.
     pub fn message(&self, message: &Value) {
-        self.append(json!({"type": "message", "message": message}));
+        self.append(&Entry::Message {
+            message: message.clone(),
+        });
     }
 
     /// Wait until everything queued is written and fsynced.
@@ -101,9 +101,9 @@ pub fn valid_id(id: &str) -> bool {
 /// A session read back from its file.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    pub header: Value,
+    pub header: Header,
     /// Every entry after the header, in order (torn or unparsable lines left out).
-    pub entries: Vec<Value>,
+    pub entries: Vec<Entry>,
     /// What was skipped and why.
     pub warnings: Vec<String>,
 }
@@ -111,26 +111,17 @@ pub struct Loaded {
 impl Loaded {
     /// The session's working directory from the header.
     pub fn cwd(&self) -> Option<PathBuf> {
-        self.header
-            .get("cwd")
-            .and_then(Value::as_str)
-            .map(PathBuf::from)
+        self.header.cwd.as_ref().map(PathBuf::from)
     }
 
     /// The transcript the entries rebuild: messages appended, replaced by `transcript` entries.
     pub fn transcript(&self) -> Vec<Value> {
         let mut t = Vec::new();
         for e in &self.entries {
-            match e.get("type").and_then(Value::as_str) {
-                Some("message") => t.extend(e.get("message").cloned()),
-                Some("transcript") => {
-                    t = e
-                        .get("messages")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                }
-                _ => {}
+            match e {
+                Entry::Message { message } => t.push(message.clone()),
+                Entry::Transcript { messages } => t.clone_from(messages),
+                Entry::Session(_) | Entry::Data { .. } | Entry::Custom { .. } | Entry::Unknown => {}
             }
         }
         t
@@ -140,15 +131,13 @@ impl Loaded {
     pub fn data(&self) -> serde_json::Map<String, Value> {
         let mut data = serde_json::Map::new();
         for e in &self.entries {
-            if e.get("type").and_then(Value::as_str) == Some("data")
-                && let Some(key) = e.get("key").and_then(Value::as_str)
-            {
-                match e.get("value") {
-                    None | Some(Value::Null) => {
+            if let Entry::Data { key, value } = e {
+                match value {
+                    Value::Null => {
                         data.remove(key);
                     }
-                    Some(v) => {
-                        data.insert(key.to_owned(), v.clone());
+                    v => {
+                        data.insert(key.clone(), v.clone());
                     }
                 }
             }
@@ -162,7 +151,7 @@ impl Loaded {
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
-    /// The first user message, on one line, cut to 80 characters.
+    /// The first user message, on one line, cut to [`TITLE_CHARS`] characters.
     pub title: Option<String>,
     /// When the file was last written (RFC 3339, UTC).
     pub updated_at: String,
@@ -204,14 +193,13 @@ impl Store {
             .create_new(true)
             .append(true)
             .open(self.path(id))?;
-        let header = json!({
-            "type": "session",
-            "id": id,
-            "cwd": cwd.display().to_string(),
-            "created": now(),
-            "version": env!("CARGO_PKG_VERSION"),
+        let header = Entry::Session(Header {
+            id: id.to_owned(),
+            cwd: Some(cwd.display().to_string()),
+            created: now(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
         });
-        writeln!(file, "{header}")?;
+        writeln!(file, "{}", serde_json::to_string(&header)?)?;
         file.sync_all()?;
         Ok(spawn_writer(file, id))
     }
@@ -328,19 +316,17 @@ pub fn load_file(path: &Path) -> std::io::Result<Loaded> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(&line) {
-            Ok(v) if first => {
-                if v.get("type").and_then(Value::as_str) != Some("session") {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("{}: no session header", path.display()),
-                    ));
-                }
-                loaded.header = v;
+        match Entry::parse(&line) {
+            Some(Entry::Session(header)) if first => {
+                loaded.header = header;
                 first = false;
             }
-            Ok(v) if v.is_object() => loaded.entries.push(v),
-            Ok(_) | Err(_) => {
+            Some(_) if first => return Err(no_header(path)),
+            None if first && serde_json::from_slice::<Value>(&line).is_ok() => {
+                return Err(no_header(path));
+            }
+            Some(entry) => loaded.entries.push(entry),
+            None => {
                 let w = format!(
                     "{}: line {} is not a complete entry; skipped",
                     path.display(),
@@ -360,26 +346,37 @@ pub fn load_file(path: &Path) -> std::io::Result<Loaded> {
     Ok(loaded)
 }
 
+fn no_header(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{}: no session header", path.display()),
+    )
+}
+
+/// How many entries after the header a listing reads looking for the first user message (the
+/// title); a session whose first one comes later is listed without a title.
+pub const TITLE_SEARCH_LINES: usize = 200;
+
+/// The longest title a listing shows, in characters, `…` included.
+pub const TITLE_CHARS: usize = 80;
+
 /// The list line of one session file: the header, the first user message, the mtime.
 fn summarize(path: &Path) -> Option<SessionSummary> {
     let file = File::open(path).ok()?;
     let updated = file.metadata().ok()?.modified().ok()?;
     let mut lines = BufReader::new(file).split(b'\n');
-    let header: Value = serde_json::from_slice(&lines.next()?.ok()?).ok()?;
-    if header.get("type").and_then(Value::as_str) != Some("session") {
+    let Some(Entry::Session(header)) = Entry::parse(&lines.next()?.ok()?) else {
         return None;
-    }
-    let id = header.get("id")?.as_str()?.to_owned();
-    let cwd = PathBuf::from(header.get("cwd")?.as_str()?);
+    };
+    let id = Some(header.id).filter(|id| !id.is_empty())?;
+    let cwd = PathBuf::from(header.cwd?);
     let mut title = None;
-    for line in lines.take(200) {
+    for line in lines.take(TITLE_SEARCH_LINES) {
         let Ok(line) = line else { break };
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-            continue;
-        };
-        let msg = &v["message"];
-        if v["type"] == "message" && msg["role"] == "user" {
-            title = msg["content"].as_str().map(make_title);
+        if let Some(Entry::Message { message }) = Entry::parse(&line)
+            && message["role"] == "user"
+        {
+            title = message["content"].as_str().map(make_title);
             break;
         }
     }
@@ -394,8 +391,8 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
 
 fn make_title(text: &str) -> String {
     let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() > 80 {
-        let cut: String = one.chars().take(79).collect();
+    if one.chars().count() > TITLE_CHARS {
+        let cut: String = one.chars().take(TITLE_CHARS - 1).collect();
         format!("{cut}…")
     } else {
         one
@@ -431,6 +428,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn append_load_and_a_torn_line() {
@@ -439,7 +437,10 @@ mod tests {
         let log = store.create("s1", Path::new("/p")).unwrap();
         log.message(&json!({"role": "user", "content": "hello\nthere"}));
         log.message(&json!({"role": "assistant", "content": "hi"}));
-        log.append(json!({"type": "data", "key": "model", "value": "m"}));
+        log.append(&Entry::Data {
+            key: "model".into(),
+            value: json!("m"),
+        });
         log.flush_blocking();
         drop(log);
         // A torn last line, as a kill -9 mid-write leaves it.
@@ -456,7 +457,9 @@ mod tests {
         assert_eq!(loaded.data()["model"], "m");
         // Appending after a torn line starts on a fresh line.
         let log = store.open("s1").unwrap();
-        log.append(json!({"type": "transcript", "messages": [{"role": "user", "content": "x"}]}));
+        log.append(&Entry::Transcript {
+            messages: vec![json!({"role": "user", "content": "x"})],
+        });
         log.flush_blocking();
         let loaded = store.load("s1").unwrap();
         assert_eq!(loaded.entries.len(), 4);
@@ -471,6 +474,33 @@ mod tests {
         store.delete("s1").unwrap();
         store.delete("s1").unwrap();
         assert!(store.list(None).is_empty());
+    }
+
+    /// A file as older oml wrote it, with a line of a type a newer oml might write: it loads,
+    /// the unknown line is kept in place and ignored, and no warning is raised for it.
+    #[test]
+    fn old_files_and_unknown_entries_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let lines = [
+            r#"{"type":"session","id":"s2","cwd":"/p","created":0,"version":"0"}"#,
+            r#"{"type":"message","message":{"role":"user","content":"hi"},"at":1.5}"#,
+            r#"{"type":"bookmark","name":"later","at":2}"#,
+            r#"{"type":"data","key":"model","value":"m","at":3}"#,
+            r#"{"type":"data","key":"model","value":null,"at":4}"#,
+        ];
+        std::fs::write(store.path("s2"), lines.join("\n") + "\n").unwrap();
+        let loaded = store.load("s2").unwrap();
+        assert_eq!(loaded.cwd(), Some(PathBuf::from("/p")));
+        assert_eq!(loaded.entries.len(), 4);
+        assert_eq!(loaded.entries[1], Entry::Unknown);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(
+            loaded.transcript(),
+            vec![json!({"role": "user", "content": "hi"})]
+        );
+        assert!(loaded.data().is_empty());
+        assert_eq!(store.list(None)[0].title.as_deref(), Some("hi"));
     }
 
     #[test]

@@ -1,0 +1,101 @@
+//! Modes and config options: `session/set_mode`, `session/set_config_option`, and the updates
+//! that tell the client about them and about the slash commands.
+//!
+//! The options themselves live in Lisp (`acp.config-options`, `acp.set-config-option!`,
+//! `acp.available-commands`); this module only calls them and sends what they answer.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Ctx;
+use super::calls::lisp_json;
+use super::params::{SetConfigOptionParams, SetModeParams};
+use super::render::update;
+use super::sessions::known_session;
+use crate::jsonrpc::RpcError;
+
+pub(super) async fn set_mode(ctx: &Arc<Ctx>, params: &SetModeParams) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
+    let mode = params.mode_id.0.as_str();
+    set_option(ctx, &sid, "mode", json!(mode)).await?;
+    update(
+        ctx,
+        &sid,
+        json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+    )
+    .await;
+    config_update(ctx, &sid).await;
+    Ok(json!({}))
+}
+
+pub(super) async fn set_config_option(
+    ctx: &Arc<Ctx>,
+    params: SetConfigOptionParams,
+) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
+    let config_id = params.config_id.0.as_str();
+    let value = params
+        .value
+        .ok_or_else(|| RpcError::invalid_params("value is required"))?
+        .0;
+    set_option(ctx, &sid, config_id, value.clone()).await?;
+    if config_id == "mode" {
+        update(
+            ctx,
+            &sid,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
+        )
+        .await;
+    }
+    let options = lisp_json(ctx, "acp.config-options", &[json!(sid)])
+        .await
+        .map_err(RpcError::internal_error)?;
+    Ok(json!({ "configOptions": options }))
+}
+
+pub(super) async fn set_option(
+    ctx: &Ctx,
+    sid: &str,
+    id: &str,
+    value: Value,
+) -> Result<(), RpcError> {
+    lisp_json(
+        ctx,
+        "acp.set-config-option!",
+        &[json!(id), value, json!(sid)],
+    )
+    .await
+    .map(|_| ())
+    .map_err(RpcError::invalid_params)
+}
+
+pub(super) async fn advertise_commands(ctx: &Ctx, sid: &str) {
+    match lisp_json(ctx, "acp.available-commands", &[]).await {
+        Ok(commands) => {
+            let commands = if commands.is_array() {
+                commands
+            } else {
+                json!([])
+            };
+            update(
+                ctx,
+                sid,
+                json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+            )
+            .await;
+        }
+        Err(e) => tracing::warn!("acp.available-commands failed: {e}"),
+    }
+}
+
+pub(super) async fn config_update(ctx: &Ctx, sid: &str) {
+    if let Ok(options) = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await {
+        update(
+            ctx,
+            sid,
+            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,462 @@
+//! The ACP requests and notifications `oml acp` understands, parsed once, when the line is read,
+//! into a [`Method`] or a [`NotificationMethod`] with typed params.
+//!
+//! Each params struct is a serde struct; each field that can be wrong has its own small type whose
+//! `Deserialize` names the field in its error, so a missing or mistyped field is a `-32602` that
+//! says which (`Invalid params: sessionId is required`). Unknown members are ignored, and params
+//! that are not an object read as `{}`. Methods oml does not know stay [`Method::Unknown`] with
+//! their params untouched, for `acp.methods` in Lisp or `-32601`.
+//!
+//! This module only reads: it knows nothing of sessions, the hub or Lisp.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::RpcError;
+
+/// A request, by method, with its params read.
+#[derive(Debug)]
+pub(super) enum Method {
+    Initialize(InitializeParams),
+    SessionNew(NewSessionParams),
+    SessionLoad(LoadSessionParams),
+    SessionResume(LoadSessionParams),
+    SessionList(ListSessionsParams),
+    SessionClose(SessionParams),
+    SessionDelete(SessionParams),
+    SessionPrompt(PromptParams),
+    SessionSetMode(SetModeParams),
+    SessionSetConfigOption(SetConfigOptionParams),
+    /// Any other method, with its params as sent (`null` when there were none).
+    Unknown {
+        method: String,
+        params: Value,
+    },
+}
+
+impl Method {
+    /// Reads the request `method` with `params`; a params error is the `-32602` to answer.
+    pub(super) fn parse(method: &str, params: Option<Value>) -> Result<Method, RpcError> {
+        Ok(match method {
+            "initialize" => Method::Initialize(read(params)?),
+            "session/new" => Method::SessionNew(read(params)?),
+            "session/load" => Method::SessionLoad(read(params)?),
+            "session/resume" => Method::SessionResume(read(params)?),
+            "session/list" => Method::SessionList(read(params)?),
+            "session/close" => Method::SessionClose(read(params)?),
+            "session/delete" => Method::SessionDelete(read(params)?),
+            "session/prompt" => Method::SessionPrompt(read(params)?),
+            "session/set_mode" => Method::SessionSetMode(read(params)?),
+            "session/set_config_option" => Method::SessionSetConfigOption(read(params)?),
+            other => Method::Unknown {
+                method: other.to_owned(),
+                params: params.unwrap_or(Value::Null),
+            },
+        })
+    }
+}
+
+/// A notification, by method, with its params read.
+#[derive(Debug)]
+pub(super) enum NotificationMethod {
+    SessionCancel(SessionParams),
+    /// Any other notification, with its params as sent (`null` when there were none).
+    Unknown {
+        method: String,
+        params: Value,
+    },
+}
+
+impl NotificationMethod {
+    /// Reads the notification `method` with `params`; bad params are the error to log (a
+    /// notification is never answered).
+    pub(super) fn parse(
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<NotificationMethod, RpcError> {
+        Ok(match method {
+            "session/cancel" => NotificationMethod::SessionCancel(read(params)?),
+            other => NotificationMethod::Unknown {
+                method: other.to_owned(),
+                params: params.unwrap_or(Value::Null),
+            },
+        })
+    }
+}
+
+/// `params` as `T`; params that are not an object (absent, null, an array) read as `{}`.
+fn read<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let object = match params {
+        Some(Value::Object(object)) => object,
+        _ => Map::new(),
+    };
+    serde_json::from_value(Value::Object(object)).map_err(RpcError::invalid_params)
+}
+
+/// `initialize`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct InitializeParams {
+    /// `None` when absent (null is given, and wrong).
+    #[serde(default, deserialize_with = "given")]
+    pub protocol_version: Option<ProtocolVersion>,
+}
+
+/// `session/new`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct NewSessionParams {
+    pub cwd: Cwd,
+    pub mcp_servers: McpServers,
+}
+
+/// `session/load` and `session/resume`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LoadSessionParams {
+    pub session_id: SessionId,
+    pub cwd: Cwd,
+    pub mcp_servers: McpServers,
+}
+
+/// `session/list`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ListSessionsParams {
+    pub cwd: ListCwd,
+    pub cursor: Cursor,
+}
+
+/// Requests and notifications about one session: `session/close`, `session/delete`,
+/// `session/cancel`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SessionParams {
+    pub session_id: SessionId,
+}
+
+/// `session/prompt`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct PromptParams {
+    pub session_id: SessionId,
+    pub prompt: PromptBlocks,
+}
+
+/// `session/set_mode`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SetModeParams {
+    pub session_id: SessionId,
+    pub mode_id: ModeId,
+}
+
+/// `session/set_config_option`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SetConfigOptionParams {
+    pub session_id: SessionId,
+    pub config_id: ConfigId,
+    /// `None` when absent; null is a value. An object's `value` member is the value.
+    #[serde(default, deserialize_with = "given")]
+    pub value: Option<ConfigValue>,
+}
+
+/// For optional members where null differs from absent: `Some` whenever the member is there.
+fn given<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A member read leniently: `None` when absent or null, else its value. serde hands an absent
+/// member to a field's `Deserialize` as "none", so the field types below see absent and null
+/// alike, and answer with their own message.
+fn member<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Option::<Value>::deserialize(d)
+}
+
+/// A required string member; `message` is the error when it is absent or not a string.
+fn required_string<'de, D: Deserializer<'de>>(
+    d: D,
+    message: &'static str,
+) -> Result<String, D::Error> {
+    match member(d)? {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(D::Error::custom(message)),
+    }
+}
+
+/// A session id (`sessionId`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SessionId(pub String);
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        required_string(d, "sessionId is required").map(SessionId)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A mode id (`modeId`).
+#[derive(Debug)]
+pub(super) struct ModeId(pub String);
+
+impl<'de> Deserialize<'de> for ModeId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        required_string(d, "modeId is required").map(ModeId)
+    }
+}
+
+/// A config option id (`configId`).
+#[derive(Debug)]
+pub(super) struct ConfigId(pub String);
+
+impl<'de> Deserialize<'de> for ConfigId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        required_string(d, "configId is required").map(ConfigId)
+    }
+}
+
+/// The protocol version the client asks for: an integer that fits 16 bits.
+#[derive(Debug)]
+pub(super) struct ProtocolVersion(pub u16);
+
+impl<'de> Deserialize<'de> for ProtocolVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        value
+            .as_u64()
+            .and_then(|v| u16::try_from(v).ok())
+            .map(ProtocolVersion)
+            .ok_or_else(|| {
+                D::Error::custom(format!("protocolVersion must be an integer, got {value}"))
+            })
+    }
+}
+
+/// A session's working directory: a non-blank absolute path.
+#[derive(Debug)]
+pub(super) struct Cwd(pub PathBuf);
+
+impl<'de> Deserialize<'de> for Cwd {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let cwd = match member(d)? {
+            Some(Value::String(c)) if !c.trim().is_empty() => PathBuf::from(c),
+            _ => return Err(D::Error::custom("cwd is required")),
+        };
+        if !cwd.is_absolute() {
+            return Err(D::Error::custom(format!(
+                "cwd must be an absolute path: {}",
+                cwd.display()
+            )));
+        }
+        Ok(Cwd(cwd))
+    }
+}
+
+/// The names of the MCP servers the client asks for (`?` for one without a name); absent or
+/// null is none.
+#[derive(Debug, Default)]
+pub(super) struct McpServers(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for McpServers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match member(d)? {
+            None => Ok(McpServers::default()),
+            Some(Value::Array(servers)) => Ok(McpServers(
+                servers
+                    .iter()
+                    .map(|s| {
+                        s.get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_owned()
+                    })
+                    .collect(),
+            )),
+            Some(_) => Err(D::Error::custom("mcpServers must be an array")),
+        }
+    }
+}
+
+/// The prompt's content blocks, each read leniently by [`super::prompt_text`].
+#[derive(Debug)]
+pub(super) struct PromptBlocks(pub Vec<Value>);
+
+impl<'de> Deserialize<'de> for PromptBlocks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match member(d)? {
+            Some(Value::Array(blocks)) => Ok(PromptBlocks(blocks)),
+            _ => Err(D::Error::custom(
+                "prompt must be an array of content blocks",
+            )),
+        }
+    }
+}
+
+/// The value of `session/set_config_option`: the member itself, or an object's `value` member.
+#[derive(Debug)]
+pub(super) struct ConfigValue(pub Value);
+
+impl<'de> Deserialize<'de> for ConfigValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ConfigValue(match Value::deserialize(d)? {
+            Value::Object(mut o) => o.remove("value").unwrap_or(Value::Null),
+            other => other,
+        }))
+    }
+}
+
+/// `session/list`'s filter: only sessions in this directory (absent or null: all).
+#[derive(Debug, Default)]
+pub(super) struct ListCwd(pub Option<PathBuf>);
+
+impl<'de> Deserialize<'de> for ListCwd {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match member(d)? {
+            None => Ok(ListCwd(None)),
+            Some(Value::String(c)) => Ok(ListCwd(Some(PathBuf::from(c)))),
+            Some(_) => Err(D::Error::custom("cwd must be a string")),
+        }
+    }
+}
+
+/// Where a `session/list` page starts: the offset in the opaque cursor `o<n>` (absent or null:
+/// the first page).
+#[derive(Debug, Default)]
+pub(super) struct Cursor(pub usize);
+
+impl<'de> Deserialize<'de> for Cursor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match member(d)? {
+            None => Ok(Cursor(0)),
+            Some(Value::String(c)) => c
+                .strip_prefix("o")
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(Cursor)
+                .ok_or_else(|| D::Error::custom("bad cursor")),
+            Some(_) => Err(D::Error::custom("cursor must be a string")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error(method: &str, params: Value) -> String {
+        match Method::parse(method, Some(params)) {
+            Err(e) => {
+                assert_eq!(e.code, crate::jsonrpc::INVALID_PARAMS);
+                e.message
+            }
+            Ok(m) => panic!("{method}: expected an error, got {m:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_field_is_named() {
+        let cases = [
+            (
+                "session/prompt",
+                json!({"prompt": []}),
+                "sessionId is required",
+            ),
+            (
+                "session/prompt",
+                json!({"sessionId": 5, "prompt": []}),
+                "sessionId is required",
+            ),
+            (
+                "session/prompt",
+                json!({"sessionId": "s"}),
+                "prompt must be an array of content blocks",
+            ),
+            ("session/new", json!({}), "cwd is required"),
+            ("session/new", json!({"cwd": "  "}), "cwd is required"),
+            (
+                "session/new",
+                json!({"cwd": "rel"}),
+                "cwd must be an absolute path: rel",
+            ),
+            (
+                "session/new",
+                json!({"cwd": "/", "mcpServers": {}}),
+                "mcpServers must be an array",
+            ),
+            ("session/load", json!({"cwd": "/"}), "sessionId is required"),
+            (
+                "session/set_mode",
+                json!({"sessionId": "s"}),
+                "modeId is required",
+            ),
+            (
+                "session/set_config_option",
+                json!({"sessionId": "s"}),
+                "configId is required",
+            ),
+            ("session/list", json!({"cwd": 1}), "cwd must be a string"),
+            ("session/list", json!({"cursor": "x"}), "bad cursor"),
+            (
+                "session/list",
+                json!({"cursor": 3}),
+                "cursor must be a string",
+            ),
+            (
+                "initialize",
+                json!({"protocolVersion": "1.0.0"}),
+                "protocolVersion must be an integer, got \"1.0.0\"",
+            ),
+            (
+                "initialize",
+                json!({"protocolVersion": null}),
+                "protocolVersion must be an integer, got null",
+            ),
+        ];
+        for (method, params, message) in cases {
+            assert_eq!(error(method, params), format!("Invalid params: {message}"));
+        }
+    }
+
+    #[test]
+    fn good_params_are_read_and_others_left_alone() {
+        let Ok(Method::SessionNew(p)) = Method::parse(
+            "session/new",
+            Some(json!({"cwd": "/p", "mcpServers": [{"name": "a"}, {}], "extra": 1})),
+        ) else {
+            panic!("expected session/new");
+        };
+        assert_eq!(
+            (p.cwd.0, p.mcp_servers.0),
+            ("/p".into(), vec!["a".into(), "?".into()])
+        );
+        let Ok(Method::SessionList(p)) = Method::parse("session/list", None) else {
+            panic!("expected session/list");
+        };
+        assert_eq!((p.cwd.0, p.cursor.0), (None, 0));
+        let Ok(Method::SessionSetConfigOption(p)) = Method::parse(
+            "session/set_config_option",
+            Some(json!({"sessionId": "s", "configId": "c", "value": {"value": 3}})),
+        ) else {
+            panic!("expected session/set_config_option");
+        };
+        assert_eq!(p.value.map(|v| v.0), Some(json!(3)));
+        let Ok(Method::Initialize(p)) = Method::parse("initialize", Some(json!([1]))) else {
+            panic!("expected initialize");
+        };
+        assert!(p.protocol_version.is_none());
+        let Ok(Method::Unknown { method, params }) = Method::parse("_x/y", None) else {
+            panic!("expected an unknown method");
+        };
+        assert_eq!((method.as_str(), params), ("_x/y", Value::Null));
+    }
+}

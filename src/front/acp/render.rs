@@ -1,0 +1,279 @@
+//! From loop events to `session/update` notifications: each session's forwarder task, the
+//! renderer that calls `acp.render-event` (or renders text deltas in Rust when that is the
+//! default), and the typed payloads it sends.
+//!
+//! The forwarder keeps a session's updates in order and answers barriers, so a turn's updates are
+//! queued before its response. It knows nothing of requests or of what a session is doing.
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::Ctx;
+use crate::agent::AgentEvent;
+use crate::jsonrpc::Connection;
+use crate::lisp::{Lisp, from_lua, to_lua};
+
+/// Turn the session's loop events into `session/update` notifications, in order; on a barrier
+/// request, queue every event already emitted, then acknowledge.
+pub(super) async fn forward(
+    renderer: Renderer,
+    conn: Connection,
+    sid: String,
+    mut events: mpsc::UnboundedReceiver<AgentEvent>,
+    mut barriers: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => send_event(&renderer, &conn, &sid, &event).await,
+                None => break,
+            },
+            ack = barriers.recv() => match ack {
+                Some(ack) => {
+                    while let Ok(event) = events.try_recv() {
+                        send_event(&renderer, &conn, &sid, &event).await;
+                    }
+                    let _ = ack.send(());
+                }
+                None => break,
+            },
+        }
+    }
+}
+
+pub(super) async fn send_event(
+    renderer: &Renderer,
+    conn: &Connection,
+    sid: &str,
+    event: &AgentEvent,
+) {
+    if let Some(update) = renderer.render(sid, event) {
+        let _ = conn
+            .notify(
+                "session/update",
+                UpdateParams {
+                    session_id: sid,
+                    update,
+                },
+            )
+            .await;
+    }
+}
+
+/// The params of a `session/update` notification.
+#[derive(serde::Serialize)]
+pub(super) struct UpdateParams<'a> {
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+    update: Rendered<'a>,
+}
+
+/// One rendered update: by Rust for the default renderer's deltas, else what Lisp returned.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub(super) enum Rendered<'a> {
+    Chunk(ChunkUpdate<'a>),
+    Lisp(Value),
+}
+
+/// `agent_message_chunk` / `agent_thought_chunk` with a text block, keys in [`stable_order`].
+#[derive(Debug, serde::Serialize)]
+pub(super) struct ChunkUpdate<'a> {
+    #[serde(rename = "sessionUpdate")]
+    session_update: &'static str,
+    content: TextBlock<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub(super) struct TextBlock<'a> {
+    r#type: &'static str,
+    text: &'a str,
+}
+
+/// Renders loop events as `session/update` payloads through `acp.render-event`.
+pub(super) struct Renderer {
+    lisp: Lisp,
+    /// The function acp.fnl defined as `acp.render-event`, if it did.
+    default: Option<mlua::Function>,
+    /// The `acp` table, where the renderer is looked up for each event.
+    namespace: Option<mlua::Table>,
+}
+
+impl Renderer {
+    /// The renderer of `ctx`'s Lisp host, holding the default `acp.render-event` the hub kept.
+    pub(super) fn new(ctx: &Ctx) -> Renderer {
+        Renderer {
+            lisp: ctx.lisp.clone(),
+            default: ctx.hub.default_render(),
+            namespace: ctx.lisp.lua().globals().raw_get("acp").ok(),
+        }
+    }
+
+    /// `(acp.render-event event session-id)`, looked up now and called directly (it must not
+    /// wait). While the name holds the default function, unadvised, the text and thought deltas
+    /// (nearly every event of a turn) are rendered by [`chunk_update`] instead, which gives the
+    /// same payload without crossing into Lua and back; a redefined or advised renderer sees
+    /// every event. A failing renderer is logged and the event dropped: rendering never stops a
+    /// turn.
+    fn render<'e>(&self, sid: &str, event: &'e AgentEvent) -> Option<Rendered<'e>> {
+        let current = match &self.namespace {
+            Some(acp) => acp.raw_get::<mlua::Value>("render-event").ok()?,
+            None => mlua::Value::Nil,
+        };
+        if let (Some(default), mlua::Value::Function(f)) = (&self.default, &current)
+            && default.to_pointer() == f.to_pointer()
+            && let Some(update) = chunk_update(event)
+        {
+            return Some(Rendered::Chunk(update));
+        }
+        // Anything else (a callable table too) is resolved as the name is everywhere.
+        let f = self.lisp.function("acp.render-event").ok().flatten()?;
+        self.render_in_lisp(&f, sid, event).map(Rendered::Lisp)
+    }
+
+    /// `(f event sid)` with the event as a Lua table, its answer as a JSON update or `None`.
+    fn render_in_lisp(&self, f: &mlua::Function, sid: &str, event: &AgentEvent) -> Option<Value> {
+        let lua = self.lisp.lua();
+        let event = serde_json::to_value(event).ok()?;
+        let arg = to_lua(lua, &event).ok()?;
+        match f.call::<mlua::Value>((arg, sid)) {
+            Ok(mlua::Value::Nil) => None,
+            Ok(v) => match from_lua(lua, v) {
+                Ok(Value::Null) => None,
+                Ok(update) => Some(stable_order(update, "sessionUpdate")),
+                Err(e) => {
+                    tracing::warn!("acp.render-event returned something that is not JSON: {e}");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::warn!("acp.render-event failed: {}", e.to_string());
+                None
+            }
+        }
+    }
+}
+
+/// What the default `acp.render-event` makes of a text or thought delta; `None` for the other
+/// events, which always go through Lisp.
+pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
+    let (session_update, text) = match event {
+        AgentEvent::TextDelta { text } => ("agent_message_chunk", text),
+        AgentEvent::ThoughtDelta { text } => ("agent_thought_chunk", text),
+        AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } | AgentEvent::Usage { .. } => {
+            return None;
+        }
+    };
+    Some(ChunkUpdate {
+        session_update,
+        content: TextBlock {
+            r#type: "text",
+            text,
+        },
+    })
+}
+
+/// `value` with its object keys in a stable order (`first`, then the rest sorted, at every
+/// level): Lua tables have no order, and the wire should not change from run to run.
+pub(super) fn stable_order(value: Value, first: &str) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|(a, _), (b, _)| (a != first, a).cmp(&(b != first, b)));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, stable_order(v, "type")))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| stable_order(v, "type")).collect())
+        }
+        other => other,
+    }
+}
+
+/// Show `text` in the session as agent text (through the forwarder, so in order).
+pub(super) fn say(ctx: &Ctx, sid: &str, text: String) {
+    ctx.agent
+        .sessions()
+        .emit(sid, AgentEvent::TextDelta { text });
+}
+
+/// Queue `update` for the session after everything it emitted so far.
+pub(super) async fn update(ctx: &Ctx, sid: &str, update: Value) {
+    ctx.hub.barrier(sid).await;
+    let _ = ctx
+        .conn
+        .notify(
+            "session/update",
+            json!({"sessionId": sid, "update": update}),
+        )
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Agent;
+
+    #[test]
+    fn updates_have_a_stable_key_order() {
+        let v = json!({"b": 1, "sessionUpdate": "x", "a": {"z": 1, "type": "t"}});
+        assert_eq!(
+            stable_order(v, "sessionUpdate").to_string(),
+            r#"{"sessionUpdate":"x","a":{"type":"t","z":1},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn deltas_rendered_in_rust_are_what_the_default_renderer_gives() {
+        let lisp = Lisp::new(crate::lisp::LispOptions {
+            output: crate::lisp::Output::Stderr,
+            cache_dir: None,
+        })
+        .expect("the Lisp host starts");
+        Agent::install(&lisp).expect("the agent installs");
+        let hub = crate::front::acp::install(&lisp).expect("the ACP layer installs");
+        let default = hub
+            .default_render()
+            .expect("acp.fnl defines acp.render-event");
+        let renderer = Renderer {
+            namespace: lisp.lua().globals().raw_get("acp").ok(),
+            lisp,
+            default: Some(default.clone()),
+        };
+        let texts = [
+            "",
+            "x",
+            "héllo \"quoted\" \\ back\nslash\ttab",
+            "\u{1F600} \u{0}",
+        ];
+        for text in texts {
+            for event in [
+                AgentEvent::TextDelta { text: text.into() },
+                AgentEvent::ThoughtDelta { text: text.into() },
+            ] {
+                let in_lisp = renderer.render_in_lisp(&default, "s1", &event);
+                let in_rust = chunk_update(&event);
+                assert_eq!(
+                    in_rust.map(|u| serde_json::to_string(&u).expect("serializes")),
+                    in_lisp.map(|v| v.to_string()),
+                    "{event:?}"
+                );
+            }
+        }
+        let tool_end = AgentEvent::ToolEnd {
+            id: "c1".into(),
+            content: "done".into(),
+            is_error: false,
+            diff: None,
+        };
+        assert!(
+            chunk_update(&tool_end).is_none(),
+            "only deltas take the fast path"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! The session methods of `oml acp`: `session/new`, `load`, `resume`, `list`, `close` and
+//! `delete`, and what follows a session's setup (project init, warnings, the session-start hook,
+//! the slash commands).
+//!
+//! It registers each open session with the hub and starts its forwarder ([`super::render`]); the
+//! history a load replays comes from [`super::replay`]. It does not run prompts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::calls::lisp_json;
+use super::config::advertise_commands;
+use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
+use super::render::{Renderer, forward, say, update};
+use super::replay::replay_updates;
+use super::{Ctx, SHUTDOWN_GRACE};
+use crate::agent::{AgentEvent, PromptState};
+use crate::bind::acp::AcpSession;
+use crate::jsonrpc::{RequestId, RpcError};
+use crate::lisp::{LispError, init};
+
+pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessionParams) {
+    let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let sid = ctx.agent.new_session(cwd.clone(), Some(events_tx));
+    let mode: String = ctx
+        .lisp
+        .setting("agent.permission-mode")
+        .unwrap_or_else(|_| "ask".to_owned());
+    ctx.agent.sessions().with(&sid, |s| {
+        s.data.insert("permission-mode".into(), json!(mode));
+    });
+    let ready_tx = attach(ctx, &sid, events_rx);
+    let mut result = session_setup_result(ctx, &sid).await;
+    result.insert("sessionId".into(), json!(sid));
+    let _ = ctx.conn.respond(id, Value::Object(result)).await;
+    after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+}
+
+/// Register session `sid` with the hub and start its forwarder; returns the sender that marks
+/// its setup as finished.
+pub(super) fn attach(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    events_rx: mpsc::UnboundedReceiver<AgentEvent>,
+) -> tokio::sync::watch::Sender<bool> {
+    let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    ctx.hub.insert(
+        sid.to_owned(),
+        AcpSession {
+            barrier: barrier_tx,
+            ready: ready_rx,
+        },
+    );
+    tokio::spawn(forward(
+        Renderer::new(ctx),
+        ctx.conn.clone(),
+        sid.to_owned(),
+        events_rx,
+        barrier_rx,
+    ));
+    ready_tx
+}
+
+/// The `modes` and `configOptions` of a session/new, load or resume answer.
+pub(super) async fn session_setup_result(ctx: &Arc<Ctx>, sid: &str) -> Map<String, Value> {
+    let modes = lisp_json(ctx, "acp.modes-state", &[json!(sid)]).await;
+    let config = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await;
+    let mut result = Map::new();
+    if let Ok(modes) = modes {
+        result.insert("modes".into(), modes);
+    }
+    if let Ok(config) = config {
+        result.insert("configOptions".into(), config);
+    }
+    result
+}
+
+/// What follows a session/new, load or resume answer: the project init file, warnings, the
+/// session-start hook, the slash commands; then prompts may run.
+pub(super) async fn after_setup(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    cwd: &std::path::Path,
+    mcp_names: &[String],
+    ready_tx: tokio::sync::watch::Sender<bool>,
+) {
+    // Everything below is queued after the response: clients learn the session id from it and
+    // drop updates for ids they do not know yet.
+    let mut warnings = ctx.options.startup_messages.clone();
+    if !ctx.options.no_init {
+        let report = init::load_project_init(&ctx.lisp, &ctx.options.paths, cwd).await;
+        warnings.extend(report.messages());
+    }
+    for w in warnings {
+        say(ctx, sid, format!("Warning: {w}\n"));
+    }
+    if !mcp_names.is_empty() {
+        say(
+            ctx,
+            sid,
+            format!(
+                "Note: oml does not connect MCP servers yet; not connected: {}\n",
+                mcp_names.join(", ")
+            ),
+        );
+    }
+    if let Err(e) = session_start_hook(ctx, sid).await {
+        say(
+            ctx,
+            sid,
+            format!("Warning: session.on-session-start failed: {e}\n"),
+        );
+    }
+    advertise_commands(ctx, sid).await;
+    let _ = ready_tx.send(true);
+}
+
+/// `session/load` (`replay`: the history as updates first) and `session/resume` (no replay).
+pub(super) async fn session_load(
+    ctx: &Arc<Ctx>,
+    id: &RequestId,
+    params: LoadSessionParams,
+    replay: bool,
+) {
+    let result = async {
+        let sid = params.session_id.0;
+        let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
+        let store = ctx
+            .agent
+            .sessions()
+            .store()
+            .ok_or_else(|| RpcError::invalid_params("sessions are not persisted"))?;
+        if !store.exists(&sid) {
+            return Err(RpcError::invalid_params(format!("Unknown session: {sid}")));
+        }
+        if ctx.hub.get(&sid).is_some() {
+            // Already open in this process: answer from its file, nothing is set up again.
+            let loaded = store
+                .load(&sid)
+                .map_err(|e| RpcError::internal_error(e.to_string()))?;
+            if replay {
+                ctx.agent.sessions().flush(&sid).await;
+                let loaded = store.load(&sid).unwrap_or(loaded);
+                for u in replay_updates(&loaded.entries) {
+                    update(ctx, &sid, u).await;
+                }
+            }
+            return Ok((sid, cwd, mcp_names, None));
+        }
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let loaded = ctx
+            .agent
+            .sessions()
+            .load(&sid, Some(events_tx))
+            .map_err(|e| RpcError::internal_error(format!("cannot load session {sid}: {e}")))?;
+        let mode: String = ctx
+            .lisp
+            .setting("agent.permission-mode")
+            .unwrap_or_else(|_| "ask".to_owned());
+        ctx.agent.sessions().with(&sid, |s| {
+            s.cwd = cwd.clone();
+            s.data
+                .entry("permission-mode")
+                .or_insert_with(|| json!(mode));
+        });
+        let ready_tx = attach(ctx, &sid, events_rx);
+        if replay {
+            for u in replay_updates(&loaded.entries) {
+                let _ = ctx
+                    .conn
+                    .notify("session/update", json!({"sessionId": sid, "update": u}))
+                    .await;
+            }
+        }
+        Ok((sid, cwd, mcp_names, Some(ready_tx)))
+    }
+    .await;
+    match result {
+        Err(e) => {
+            let _ = ctx.conn.respond_error(id, e).await;
+        }
+        Ok((sid, cwd, mcp_names, ready_tx)) => {
+            let result = session_setup_result(ctx, &sid).await;
+            let _ = ctx.conn.respond(id, Value::Object(result)).await;
+            if let Some(ready_tx) = ready_tx {
+                after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+            }
+        }
+    }
+}
+
+/// How many sessions one `session/list` page holds.
+pub const LIST_PAGE: usize = 50;
+
+/// `session/list`: the stored sessions (in `cwd` when given), most recent first, in pages of
+/// [`LIST_PAGE`]; the cursor is opaque to the client (an offset here).
+pub(super) fn session_list(ctx: &Ctx, params: ListSessionsParams) -> Result<Value, RpcError> {
+    let (cwd, start) = (params.cwd.0, params.cursor.0);
+    let all = ctx
+        .agent
+        .sessions()
+        .store()
+        .map(|s| s.list(cwd.as_deref()))
+        .unwrap_or_default();
+    let sessions: Vec<Value> = all
+        .iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|s| {
+            let mut info = Map::new();
+            info.insert("sessionId".into(), json!(s.id));
+            info.insert("cwd".into(), json!(s.cwd.display().to_string()));
+            if let Some(t) = &s.title {
+                info.insert("title".into(), json!(t));
+            }
+            info.insert("updatedAt".into(), json!(s.updated_at));
+            Value::Object(info)
+        })
+        .collect();
+    let mut result = Map::new();
+    result.insert("sessions".into(), Value::Array(sessions));
+    if start + LIST_PAGE < all.len() {
+        result.insert(
+            "nextCursor".into(),
+            json!(format!("o{}", start + LIST_PAGE)),
+        );
+    }
+    Ok(Value::Object(result))
+}
+
+/// `session/close`: cancel the session's prompt, then free it (its file stays).
+pub(super) async fn session_close(
+    ctx: &Arc<Ctx>,
+    params: &SessionParams,
+) -> Result<Value, RpcError> {
+    let sid = known_session(ctx, &params.session_id.0)?;
+    close(ctx, &sid).await;
+    Ok(json!({}))
+}
+
+/// How often a closing session looks whether its prompt has answered yet.
+const CLOSE_POLL: Duration = Duration::from_millis(10);
+
+pub(super) async fn close(ctx: &Arc<Ctx>, sid: &str) {
+    ctx.agent.cancel(sid);
+    // Wait (briefly) for a running prompt to answer `cancelled` before the session goes.
+    if ctx.hub.get(sid).is_some() {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        let running = || ctx.agent.sessions().prompt_state(sid) == Some(PromptState::Running);
+        while running() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(CLOSE_POLL).await;
+        }
+    }
+    ctx.agent.sessions().flush(sid).await;
+    ctx.hub.remove(sid);
+    ctx.agent.sessions().remove(sid);
+}
+
+/// `session/delete`: close the session if it is open and delete its file; idempotent.
+pub(super) async fn session_delete(
+    ctx: &Arc<Ctx>,
+    params: &SessionParams,
+) -> Result<Value, RpcError> {
+    let sid = &params.session_id.0;
+    if ctx.hub.get(sid).is_some() {
+        close(ctx, sid).await;
+    }
+    if let Some(store) = ctx.agent.sessions().store() {
+        store
+            .delete(sid)
+            .map_err(|e| RpcError::internal_error(e.to_string()))?;
+    }
+    Ok(json!({}))
+}
+
+pub(super) fn known_session(ctx: &Ctx, sid: &str) -> Result<String, RpcError> {
+    ctx.hub
+        .get(sid)
+        .map(|_| sid.to_owned())
+        .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))
+}
+
+/// `session.on-session-start` (looked up now) with the session current.
+pub(super) async fn session_start_hook(ctx: &Ctx, sid: &str) -> Result<(), LispError> {
+    let Some(f) = ctx.lisp.function("session.on-session-start")? else {
+        return Ok(());
+    };
+    let sessions = ctx.agent.sessions().clone();
+    let mut key = 0usize;
+    let result: Result<mlua::Value, LispError> = ctx
+        .lisp
+        .run_with(f, sid, &ctx.shutdown.child(), |thread| {
+            key = thread.to_pointer() as usize;
+            sessions.bind_thread(key, Some(sid.to_owned()));
+        })
+        .await;
+    sessions.bind_thread(key, None);
+    result.map(|_| ())
+}
