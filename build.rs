@@ -10,6 +10,8 @@
 //! are compiled here too, with the very Fennel that is embedded, so start-up loads bytecode and
 //! compiles nothing.
 
+#![allow(clippy::print_stdout)] // cargo: directives go to stdout
+
 use std::path::{Path, PathBuf};
 use std::{env, fs};
 

@@ -11,6 +11,8 @@
 //! - the overhead of a full turn (a tool call, then an answer: two model calls) over the fake
 //!   model's own time (each reply sleeps `MODEL_SLEEP_MS` before streaming).
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
 mod fake_model;

@@ -10,6 +10,8 @@
 //!
 //! Run with `cargo bench --bench llm_stream -j 1`. Linux only for the memory figure.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 use std::time::{Duration, Instant};
 
 use oml::cancel::CancelToken;

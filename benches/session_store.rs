@@ -13,6 +13,8 @@
 //! median for a 2.85 MB file (~81 MB/s), 24 MB allocated in total and 23.6 MB live at the peak
 //! (the parsed entries plus the rebuilt transcript); `list_100` 0.83 ms.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 use std::path::Path;
 
 use divan::{AllocProfiler, Bencher};

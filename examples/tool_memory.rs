@@ -6,6 +6,8 @@
 //! 50 MB), an `edit` of the 10 MB file (the old and the new text, about 2 x 10 MB), and, last
 //! because the peak only grows, a naive whole-file read for comparison. Reports go to stderr.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 use std::time::Instant;
 
 use oml::tools::{self, Edit, ReadLimits};

@@ -1316,3 +1316,39 @@ fn session_list_pages_and_filters_by_cwd() {
     let r = c.call("session/list", json!({"cwd": "/elsewhere"}));
     assert_eq!(r["result"]["sessions"].as_array().unwrap().len(), 6);
 }
+
+/// With no model configured, the editor's model picker and `/model` say the same thing: both ask
+/// `agent.current-model`. After `/model x`, both say x.
+#[test]
+fn the_model_picker_and_slash_model_agree() {
+    let env = Env::new();
+    let mut c = Client::start_with(&env, None, &[("OPENAI_MODEL", "")]);
+    c.initialize();
+    let id = c.request(
+        "session/new",
+        json!({"cwd": env.project.display().to_string(), "mcpServers": []}),
+    );
+    let (_, r) = c.until_response(id);
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let picker = |r: &Value| {
+        r["result"]["configOptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == "model")
+            .unwrap()["currentValue"]
+            .clone()
+    };
+    assert_eq!(picker(&r), "none");
+    c.until(|m| update_kind(m).as_deref() == Some("available_commands_update"));
+    let id = c.prompt(&sid, "/model");
+    let (updates, _) = c.until_response(id);
+    assert!(texts(&updates).contains("Model: none"), "{updates:?}");
+    let id = c.prompt(&sid, "/model fast/one");
+    c.until_response(id);
+    let r = c.call(
+        "session/set_config_option",
+        json!({"sessionId": sid, "configId": "mode", "value": "ask"}),
+    );
+    assert_eq!(picker(&r), "fast/one");
+}

@@ -2,6 +2,8 @@
 //! and `oml untrust`, and the init files (user and project) with their errors. Every test gets
 //! fresh XDG directories and a fresh project directory as its working directory.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 mod common;
 mod support;
 
@@ -736,4 +738,34 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `oml sessions --all | head -1` closes stdout after one line: the next write fails, and oml
+/// ends normally instead of panicking with "failed printing to stdout" (exit 101).
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::io::Read as _;
+    let home = Home::new();
+    // More listing than a pipe buffers (64 KiB), so oml is still writing when the reader goes.
+    let store = oml::session::store::Store::new(home.state.join("oml/sessions"));
+    for i in 0..1500 {
+        let log = store
+            .create(&format!("s{i:05}"), &home.project)
+            .expect("create a session file");
+        log.message(&serde_json::json!({"role": "user", "content": "a title long enough to fill the listing quickly"}));
+    }
+    let mut child = home
+        .blocking_command(&["sessions", "--all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut head = [0u8; 16];
+    stdout.read_exact(&mut head).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
 }

@@ -1,6 +1,8 @@
 //! Mechanical checks of the invariants written in ARCHITECTURE.md: they fail the build when a
 //! change crosses a boundary the design depends on.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -288,5 +290,128 @@ fn pure_modules_do_no_io() {
             Path::new(env!("CARGO_MANIFEST_DIR")).join(p).is_file(),
             "{p} is listed as pure but does not exist; update the list"
         );
+    }
+}
+
+/// Functions longer than this many lines (signature to closing brace, before a file's unit
+/// tests) must be data tables listed in `LONG_TABLES`.
+const MAX_FN_LINES: usize = 80;
+
+/// Functions that are data tables, not logic: (file, function).
+const LONG_TABLES: &[(&str, &str)] = &[("src/bind/llm.rs", "settings")];
+
+/// The functions of `text` with more than `MAX_FN_LINES` lines: (name, first line, length).
+/// Braces are counted per line, outside `//` comments; good enough for rustfmt'd code.
+fn long_functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let trimmed = lines[i].trim_start();
+        let after_fn = trimmed
+            .split_once("fn ")
+            .filter(|(before, _)| {
+                before.is_empty()
+                    || before.split_whitespace().all(|w| {
+                        matches!(w, "pub" | "async" | "const" | "unsafe") || w.starts_with("pub(")
+                    })
+            })
+            .map(|(_, rest)| ident(rest));
+        let Some(name) = after_fn.filter(|n| !n.is_empty() && !trimmed.starts_with("//")) else {
+            i += 1;
+            continue;
+        };
+        let (mut depth, mut opened, mut j) = (0i64, false, i);
+        while j < lines.len() {
+            let code = lines[j].split("//").next().unwrap_or("");
+            for c in code.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+                break;
+            }
+            j += 1;
+        }
+        let len = j - i + 1;
+        if opened && len > MAX_FN_LINES {
+            found.push((name, i + 1, len));
+        }
+        i = if opened { j + 1 } else { i + 1 };
+    }
+    found
+}
+
+#[test]
+fn functions_are_short_unless_they_are_tables() {
+    let mut offenders = Vec::new();
+    for (rel, text) in sources() {
+        for (name, line, len) in long_functions(&text) {
+            if !LONG_TABLES.contains(&(rel.as_str(), name.as_str())) {
+                offenders.push(format!("{rel}:{line}: fn {name} has {len} lines"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "functions over {MAX_FN_LINES} lines (cut them into named steps, or list a data table in LONG_TABLES):\n{}",
+        offenders.join("\n")
+    );
+    for (file, name) in LONG_TABLES {
+        let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+            .expect("a listed file exists");
+        assert!(
+            long_functions(&text).iter().any(|(n, _, _)| n == name),
+            "{file}: fn {name} is listed in LONG_TABLES but is no longer long; drop it from the list"
+        );
+    }
+}
+
+/// Lines a source file (Rust before its unit tests, or Fennel) may have: a longer file holds
+/// more than one concern.
+const MAX_FILE_LINES: usize = 600;
+
+#[test]
+fn files_hold_one_concern() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut fennel = Vec::new();
+    fennel_files(&root.join("src"), &mut fennel);
+    files.extend(fennel);
+    let mut offenders = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).expect("readable source");
+        let lines = text
+            .lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .count();
+        if lines > MAX_FILE_LINES {
+            offenders.push(format!("{}: {lines} lines", path.display()));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them along their seams): {offenders:?}"
+    );
+}
+
+fn fennel_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("readable source dir") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            fennel_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "fnl") {
+            out.push(path);
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! `agent.run-tool-call` → `agent.execute-tool` → `agent.tool-result-message` →
 //! `agent.stop-reason` — each called by name at call time, so a redefinition or an advice from an
 //! init file, `/eval` or the live REPL changes the next call. Rust provides the primitives those
-//! steps stand on ([`session`]: the registry; `bind`: `session.*` and the tool implementations) and
+//! steps stand on (`crate::session`: the registry; `crate::bind`: `session.*` and the tool implementations) and
 //! the entry point [`Agent::prompt`], which runs `agent.prompt` in a coroutine mapped to its
 //! session.
 //!

@@ -3,6 +3,8 @@
 //! points it at the fake model, and a line client for the REPL socket. Each test file says
 //! `mod common;` and `mod support;` (the fake model that [`Env`] names lives there) and uses only
 //! part of this, hence the `dead_code` allowance.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 #![allow(dead_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

@@ -6,6 +6,8 @@
 //! Plain std and serde_json, one thread: it reads one line at a time and answers in order, so
 //! every update it writes precedes the answer that follows it on the pipe.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
+
 use std::io::{BufRead, BufWriter, Write};
 
 use serde_json::{Value, json};
