@@ -385,6 +385,27 @@ fn a_cancel_sent_right_after_the_prompt_is_not_lost() {
     }
 }
 
+/// A prompt that is refused (it has no text) must not leave its armed cancel token behind: a
+/// cancel sent while nothing runs would otherwise stop the next prompt before it starts.
+#[test]
+fn a_refused_prompt_leaves_no_armed_token() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(text_chunks(&["answered"]))]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let image = json!({"sessionId": sid, "prompt": [{"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}]});
+    let refused = c.call("session/prompt", image);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}});
+    c.raw(format!("{cancel}\n").as_bytes());
+    let id = c.prompt(&sid, "hello");
+    let (updates, response) = c.until_response(id);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(texts(&updates), "answered");
+}
+
 #[test]
 fn token_usage_ends_the_turn_as_a_usage_update() {
     let env = Env::new();

@@ -21,20 +21,22 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
         .hub
         .get(sid)
         .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))?;
-    let text = prompt_text(&params.prompt.0);
-    if text.trim().is_empty() {
-        return Err(RpcError::invalid_params(
-            "the prompt has no text, resource link or embedded text resource",
-        ));
-    }
     // Claimed until this handler returns, so a second prompt is refused until this one has
-    // answered; the token is the one armed when the line was read.
+    // answered; the token is the one armed when the line was read. A prompt refused below
+    // releases the claim (and so the armed token) when `turn` drops, so a later cancel cannot
+    // reach the next prompt.
     let turn = ctx.agent.begin(sid).map_err(|e| match e {
         AgentError::Busy(_) => {
             RpcError::invalid_params("A prompt is already running in this session")
         }
         other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
     })?;
+    let text = prompt_text(&params.prompt.0);
+    if text.trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt has no text, resource link or embedded text resource",
+        ));
+    }
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
