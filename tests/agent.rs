@@ -153,7 +153,10 @@ fn stops_at_max_turns_after_running_the_last_tools() {
     let call = || tool_call_chunks("c", "bash", &[r#"{"command": "echo hi"}"#]);
     let fake = FakeModel::start(replies(vec![call(), call(), call(), text_chunks(&["no"])]));
     let run = env.run(Some(&fake), &["-p", "loop"]);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.code, 4,
+        "the turn limit has its own exit status: {run:?}"
+    );
     assert_eq!(fake.requests().len(), 3);
     assert_eq!(run.stdout.matches("  ok: hi").count(), 3, "{run:?}");
     assert!(run.stderr.contains("[stopped: max-turns]"), "{run:?}");
@@ -168,7 +171,10 @@ fn a_length_stop_is_max_tokens() {
         Step::Chunk(delta_chunk(json!({}), Some("length"))),
     ]]));
     let run = env.run(Some(&fake), &["-p", "long"]);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.code, 5,
+        "the output limit has its own exit status: {run:?}"
+    );
     assert!(run.stderr.contains("[stopped: max-tokens]"), "{run:?}");
 }
 
@@ -620,11 +626,11 @@ fn the_prompt_can_come_from_stdin_and_the_prompt_subcommand() {
 }
 
 #[test]
-fn a_model_error_fails_the_prompt_with_exit_1() {
+fn a_model_error_fails_the_prompt_with_exit_3() {
     let env = Env::new();
     let fake = FakeModel::start(vec![Reply::error(400, "bad request body")]);
     let run = env.run(Some(&fake), &["-p", "hi"]);
-    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.code, 3, "{run:?}");
     assert!(run.stderr.contains("error: "), "{run:?}");
     assert!(run.stderr.contains("bad request body"), "{run:?}");
 }
@@ -633,28 +639,31 @@ fn a_model_error_fails_the_prompt_with_exit_1() {
 fn json_mode_writes_one_event_per_line() {
     let env = Env::new();
     env.file("notes.txt", "hello\n");
+    let mut answer = text_chunks(&["Hello", "."]);
+    answer.insert(answer.len() - 1, support::fake_model::usage_chunk(120, 7));
     let fake = FakeModel::start(replies(vec![
         tool_call_chunks("call_1", "read", &[r#"{"path": "notes.txt"}"#]),
-        text_chunks(&["Hello", "."]),
+        answer,
     ]));
     let run = env.run(Some(&fake), &["-p", "read", "--json"]);
     assert_eq!(run.code, 0, "{run:?}");
     let stdout = run
         .stdout
         .replace(&env.project.display().to_string(), "<project>");
-    // The session id differs from run to run.
-    let stdout = match stdout.find(r#","session":""#) {
-        Some(i) => {
-            let start = i + r#","session":""#.len();
-            let end = start + stdout[start..].find('"').unwrap();
-            format!("{}{}", &stdout[..i], &stdout[end + 1..])
-        }
-        None => stdout,
-    };
-    for line in stdout.lines() {
-        serde_json::from_str::<Value>(line).expect("each line is JSON");
-    }
-    insta::assert_snapshot!(stdout);
+    // The session id and the duration differ from run to run.
+    let stdout: Vec<String> = stdout
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).expect("each line is JSON");
+            for (key, stable) in [("session", "<id>"), ("duration-ms", "<ms>")] {
+                if v.get(key).is_some() {
+                    v[key] = json!(stable);
+                }
+            }
+            v.to_string()
+        })
+        .collect();
+    insta::assert_snapshot!(stdout.join("\n"));
 }
 
 #[test]
@@ -1283,7 +1292,7 @@ fn a_second_context_length_error_is_reported_not_retried_again() {
     ]);
     assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
     let run = env.run(Some(&fake), &["-p", "second question", "-c"]);
-    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.code, 3, "{run:?}");
     assert!(run.stderr.contains("prompt is too long"), "{run:?}");
     assert_eq!(fake.requests().len(), 4);
 }

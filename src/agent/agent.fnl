@@ -27,6 +27,8 @@
 
 (defsetting "agent.max-turns" 30 :integer
   "Model calls one prompt may make; the tools of the last call still run.")
+(defsetting "agent.append-system-prompt" nil :string?
+  "Text added as the last part of the system prompt (print mode's --append-system-prompt); nil adds nothing.")
 (defsetting "agent.tool-tables" [:tools] :table
   "Names of the tables whose documented functions are tools; later tables win on a name clash.")
 (defsetting "agent.command-tables" [:commands] :table
@@ -211,8 +213,8 @@ when there are none: each file under its path, in order, with what was cut or co
 
 (fn agent.system-prompt-parts [?dir]
   "The parts of the default system prompt, in order, each {:source :text}: the briefing
-(`agent.base-prompt`), the environment (`agent.environment`) and the project's instructions
-(`project.instructions`). `/context` shows them."
+(`agent.base-prompt`), the environment (`agent.environment`), the project's instructions
+(`project.instructions`) and `agent.append-system-prompt` when set. `/context` shows them."
   (let [dir (or ?dir (session.cwd))
         files (project.instructions dir)
         instructions (agent.instructions-text files)
@@ -221,6 +223,8 @@ when there are none: each file under its path, in order, with what was cut or co
     (when instructions
       (table.insert parts {:source (table.concat (icollect [_ f (ipairs files)] f.path) ", ")
                            :text instructions}))
+    (when (and agent.append-system-prompt (agent.append-system-prompt:find "%S"))
+      (table.insert parts {:source "agent.append-system-prompt" :text agent.append-system-prompt}))
     parts))
 
 (fn agent.system-prompt []

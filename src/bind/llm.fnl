@@ -34,5 +34,10 @@ message."
                             (close call)
                             (error err 0)))))
             :ok (set outcome value)
-            _ (error (setmetatable value error-mt) 0))))
+            _ (do
+                ;; The session remembers that its model failed, for the front end's report
+                ;; (print mode's exit status 3).
+                (when (and _G.session.current (_G.session.current))
+                  (_G.session.put! :last-model-error value.kind))
+                (error (setmetatable value error-mt) 0)))))
       outcome)))

@@ -11,50 +11,22 @@ use clap::{Parser, Subcommand};
     version,
     about = "A programmable coding-agent harness, extended in Fennel",
     long_about = "A programmable coding-agent harness, extended in Fennel.\n\n\
-                  With no command, oml opens an interactive Fennel REPL."
+                  With no command, oml opens an interactive Fennel REPL. `oml -p PROMPT…` runs one\n\
+                  prompt headless (`oml -p --help` lists its flags)."
 )]
 pub struct Cli {
     /// Do not load the user init file (~/.config/oml/init.fnl) or any project init file.
     #[arg(long, global = true)]
     pub no_init: bool,
 
-    /// Run one prompt, print the answer and exit ('-' reads the prompt from stdin).
-    #[arg(
-        short = 'p',
-        long = "print",
-        value_name = "TEXT",
-        allow_hyphen_values = true
-    )]
-    pub print: Option<String>,
-
-    /// Print mode: write one JSON event per line instead of text.
+    /// Print one JSON value (or, in print mode, one JSON event per line) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
-
-    /// Print mode: the permission mode (default: the setting agent.print-mode-permission).
-    #[arg(long, global = true, value_parser = ["ask", "accept-edits", "yolo", "read-only"])]
-    pub mode: Option<String>,
-
-    /// Print mode: show the model's reasoning too.
-    #[arg(long, global = true)]
-    pub show_thinking: bool,
 
     /// Never ask anything at start-up (the offer to configure a discovered agent), even on a
     /// terminal.
     #[arg(long, global = true)]
     pub no_input: bool,
-
-    /// Print mode: go on with the latest session in this directory (a new one if there is none).
-    #[arg(short = 'c', long = "continue", conflicts_with_all = ["session", "no_session"])]
-    pub continue_: bool,
-
-    /// Print mode: go on with the stored session ID.
-    #[arg(long, value_name = "ID", conflicts_with = "no_session")]
-    pub session: Option<String>,
-
-    /// Print mode: do not store the session.
-    #[arg(long)]
-    pub no_session: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -62,10 +34,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one prompt and print the answer (like -p); the words are joined with spaces.
+    /// Run one prompt headless and print the answer, like -p (see `oml -p --help`).
     Prompt {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        text: Vec<String>,
+        words: Vec<String>,
     },
     /// Evaluate a Fennel expression and print its value.
     Eval {
@@ -113,4 +85,103 @@ pub enum Command {
         #[arg(long, requires = "listen")]
         socket: Option<PathBuf>,
     },
+}
+
+/// Print mode's grammar: `oml -p [FLAGS] [PROMPT…]` and `oml prompt [FLAGS] [PROMPT…]`, flags and
+/// words in any order (`--` ends the flags). No words, or `-`, read the prompt from stdin; words
+/// with piped stdin send both.
+#[derive(Parser, Debug, Default)]
+#[command(
+    name = "oml -p",
+    version,
+    about = "Run one prompt headless: the answer on stdout, notices on stderr",
+    after_help = "Exit status: 0 the turn finished; 1 an error; 2 a usage error; 3 the model \
+                  failed; 4 the turn limit (--max-turns) was reached; 5 the model's output limit \
+                  was reached; 130 interrupted (Ctrl-C)."
+)]
+pub struct PrintArgs {
+    /// Print mode (this flag, or the `prompt` command, selects this grammar).
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+
+    /// The prompt's words, joined with spaces; `-` (or none) reads the prompt from stdin.
+    #[arg(value_name = "PROMPT")]
+    pub words: Vec<String>,
+
+    /// Write one JSON event per line (docs: "Print mode") instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The permission mode (default: the setting agent.print-mode-permission).
+    #[arg(long, value_parser = ["ask", "accept-edits", "yolo", "read-only"])]
+    pub mode: Option<String>,
+
+    /// The model id for this prompt's session (default: llm.model, $OPENAI_MODEL).
+    #[arg(long, value_name = "ID")]
+    pub model: Option<String>,
+
+    /// Model calls this prompt may make (default: the setting agent.max-turns).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+
+    /// Text added at the end of the system prompt (may be given several times).
+    #[arg(long, value_name = "TEXT")]
+    pub append_system_prompt: Vec<String>,
+
+    /// A file whose text is added at the end of the system prompt (may be given several times).
+    #[arg(long, value_name = "FILE")]
+    pub append_system_prompt_file: Vec<PathBuf>,
+
+    /// Show the model's reasoning too (text output).
+    #[arg(long)]
+    pub show_thinking: bool,
+
+    /// Go on with the latest session in this directory (a new one if there is none).
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["session", "no_session"])]
+    pub continue_: bool,
+
+    /// Go on with the stored session ID.
+    #[arg(long, value_name = "ID", conflicts_with = "no_session")]
+    pub session: Option<String>,
+
+    /// Do not store the session.
+    #[arg(long)]
+    pub no_session: bool,
+
+    /// Do not load the user init file or any project init file.
+    #[arg(long)]
+    pub no_init: bool,
+
+    /// Never ask anything (print mode never does; accepted for symmetry with `oml`).
+    #[arg(long)]
+    pub no_input: bool,
+}
+
+/// The short flags of [`PrintArgs`] that take no value, which may be clustered (`-pc`).
+const PRINT_SHORT_FLAGS: &[char] = &['p', 'c'];
+
+/// When `args` (without the program name) ask for print mode, the arguments for [`PrintArgs`]:
+/// `-p`/`--print` anywhere before `--` (alone or in a cluster such as `-cp`), or `prompt` as the
+/// first word (which is then dropped). `None` for every other mode.
+pub fn print_mode_args(args: &[String]) -> Option<Vec<String>> {
+    let flags: Vec<&String> = args.iter().take_while(|a| *a != "--").collect();
+    let is_print = |a: &&String| {
+        *a == "-p"
+            || *a == "--print"
+            || (a.len() > 2
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && a.contains('p')
+                && a[1..].chars().all(|c| PRINT_SHORT_FLAGS.contains(&c)))
+    };
+    if flags.iter().any(is_print) {
+        return Some(args.to_vec());
+    }
+    let first_word = args.iter().position(|a| !a.starts_with('-'))?;
+    (args[first_word] == "prompt" && first_word < flags.len()).then(|| {
+        let mut rest = args.to_vec();
+        rest.remove(first_word);
+        rest.insert(0, "--print".to_owned());
+        rest
+    })
 }

@@ -15,7 +15,7 @@ mod modes;
 
 use clap::Parser as _;
 
-pub use args::{Cli, Command};
+pub use args::{Cli, Command, PrintArgs};
 pub use boot::boot;
 
 use crate::front::stdio::err;
@@ -31,8 +31,16 @@ pub mod status {
 
 /// Parse the arguments and run; returns the process exit status.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let argv: Vec<String> = std::env::args().collect();
+    let parsed = match args::print_mode_args(&argv[1..]) {
+        Some(rest) => {
+            let with_name = std::iter::once(argv[0].clone()).chain(rest);
+            PrintArgs::try_parse_from(with_name).map(Mode::Print)
+        }
+        None => Cli::try_parse_from(&argv).map(Mode::Other),
+    };
+    let mode = match parsed {
+        Ok(mode) => mode,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -55,7 +63,7 @@ pub fn main() -> i32 {
         }
     };
     let code = runtime.block_on(async {
-        match run(cli).await {
+        match run(mode).await {
             Ok(code) => code,
             Err(e) => {
                 err!("oml: {e:#}");
@@ -79,13 +87,31 @@ fn init_logging() {
         .try_init();
 }
 
-async fn run(cli: Cli) -> anyhow::Result<i32> {
+/// What the arguments ask for: print mode has a grammar of its own.
+enum Mode {
+    Print(PrintArgs),
+    Other(Cli),
+}
+
+async fn run(mode: Mode) -> anyhow::Result<i32> {
     let paths = Paths::from_env();
-    if let Some(text) = cli.print.clone() {
-        return modes::print(&paths, &cli, text).await;
-    }
+    let cli = match mode {
+        Mode::Print(args) => return modes::print(&paths, &args).await,
+        Mode::Other(cli) => cli,
+    };
     match &cli.command {
-        Some(Command::Prompt { text }) => modes::print(&paths, &cli, text.join(" ")).await,
+        // `print_mode_args` turns `oml prompt …` into print mode before clap sees it; this is
+        // only reached in odd spellings such as `oml -- prompt …`.
+        Some(Command::Prompt { words }) => {
+            let args = PrintArgs {
+                print: true,
+                words: words.clone(),
+                no_init: cli.no_init,
+                json: cli.json,
+                ..PrintArgs::default()
+            };
+            modes::print(&paths, &args).await
+        }
         None => modes::repl(&paths, &cli).await,
         Some(Command::Acp) => modes::acp(&paths, cli.no_init).await,
         Some(Command::Agents { markdown }) => Ok(modes::agents(cli.json, *markdown)),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::boot::{boot, new_host, report_lisp_error, set_arg_table};
-use super::{Cli, status};
+use super::{Cli, PrintArgs, status};
 use crate::agent::Agent;
 use crate::cancel::CancelToken;
 use crate::front::print::SessionChoice;
@@ -211,46 +211,108 @@ async fn offer_agents(lisp: &Lisp, paths: &Paths) {
     }
 }
 
-/// Print mode: `oml -p TEXT` and `oml prompt TEXT`.
-pub(super) async fn print(paths: &Paths, cli: &Cli, text: String) -> anyhow::Result<i32> {
-    let text = if text == "-" {
-        use tokio::io::AsyncReadExt as _;
-        let mut buf = String::new();
-        tokio::io::stdin()
-            .read_to_string(&mut buf)
-            .await
-            .context("cannot read the prompt from stdin")?;
-        buf
-    } else {
-        text
+/// Print mode: `oml -p PROMPT…` and `oml prompt PROMPT…`.
+pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32> {
+    let text = match prompt_text(&args.words).await {
+        Ok(text) => text,
+        Err(usage) => {
+            err!("oml -p: {usage}");
+            return Ok(status::USAGE);
+        }
     };
-    if text.trim().is_empty() {
-        err!("usage: oml -p <text>   (or: oml prompt <text>; -p - reads stdin)");
-        return Ok(status::USAGE);
+    let mut appended = args.append_system_prompt.clone();
+    for file in &args.append_system_prompt_file {
+        match std::fs::read_to_string(file) {
+            Ok(text) => appended.push(text),
+            Err(e) => {
+                err!("oml -p: cannot read {}: {e}", file.display());
+                return Ok(status::USAGE);
+            }
+        }
     }
-    let (lisp, _) = boot(paths, cli.no_init, Output::Stderr).await?;
+    let (lisp, _) = boot(paths, args.no_init, Output::Stderr).await?;
+    if let Some(n) = args.max_turns {
+        lisp.set_setting("agent.max-turns", &serde_json::json!(n))?;
+    }
+    if !appended.is_empty() {
+        let text = appended.join("\n\n");
+        lisp.set_setting("agent.append-system-prompt", &serde_json::json!(text))?;
+    }
     let agent = Agent::of(&lisp).context("the agent is not installed")?;
     let options = crate::front::print::PrintOptions {
         text,
-        json: cli.json,
-        mode: cli.mode.clone(),
-        show_thinking: cli.show_thinking,
-        session: if cli.no_session {
+        json: args.json,
+        mode: args.mode.clone(),
+        model: args.model.clone(),
+        show_thinking: args.show_thinking,
+        session: if args.no_session {
             SessionChoice::None
-        } else if cli.continue_ {
+        } else if args.continue_ {
             SessionChoice::Continue
-        } else if let Some(id) = &cli.session {
+        } else if let Some(id) = &args.session {
             SessionChoice::Id(id.clone())
         } else {
             SessionChoice::New
         },
     };
-    if !cli.no_session {
+    if !args.no_session {
         agent
             .sessions()
             .set_store(Some(Store::new(paths.sessions_dir())));
     }
     Ok(crate::front::print::run(&agent, options).await)
+}
+
+/// Bytes of piped stdin print mode reads at most; the rest is left unread and the prompt says so.
+pub const STDIN_MAX_BYTES: usize = 10 * 1024 * 1024;
+
+/// The prompt: the words; with none (or `-`), stdin; with words and piped stdin, the words and
+/// then stdin's text, set apart and labelled. `Err` is the usage message.
+async fn prompt_text(words: &[String]) -> Result<String, String> {
+    use std::io::IsTerminal as _;
+    let piped = !std::io::stdin().is_terminal();
+    let only_stdin = words.is_empty() || (words.len() == 1 && words[0] == "-");
+    if only_stdin {
+        if !piped {
+            return Err("give the prompt as words (oml -p \"explain this\"), or pipe it in".into());
+        }
+        let text = read_stdin().await;
+        if text.trim().is_empty() {
+            return Err("the prompt read from stdin is empty".into());
+        }
+        return Ok(text);
+    }
+    let mut text = words.join(" ");
+    if text.trim().is_empty() {
+        return Err("the prompt is empty".into());
+    }
+    if piped {
+        let input = read_stdin().await;
+        if !input.trim().is_empty() {
+            text.push_str("\n\n<stdin>\n");
+            text.push_str(input.trim_end_matches('\n'));
+            text.push_str("\n</stdin>");
+        }
+    }
+    Ok(text)
+}
+
+/// Piped stdin as text (invalid UTF-8 replaced), at most [`STDIN_MAX_BYTES`], with a note when
+/// there was more. A read error counts as the end.
+async fn read_stdin() -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut bytes = Vec::new();
+    let limit = (STDIN_MAX_BYTES + 1) as u64;
+    let _ = tokio::io::stdin().take(limit).read_to_end(&mut bytes).await;
+    let cut = bytes.len() > STDIN_MAX_BYTES;
+    bytes.truncate(STDIN_MAX_BYTES);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if cut {
+        text.push_str(&format!(
+            "\n[stdin was longer than {STDIN_MAX_BYTES} bytes; only that much was read]"
+        ));
+    }
+    text
 }
 
 /// `oml sessions`: one line per stored session (id, last update, title), latest first.

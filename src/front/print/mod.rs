@@ -1,0 +1,311 @@
+//! Print mode (`oml -p PROMPT…`, `oml prompt PROMPT…`): one prompt in a session of the
+//! current directory, its events rendered to stdout as they arrive (`render`: text; `json`: the
+//! versioned JSON stream), and an exit status that says how the turn ended ([`exit`]).
+//!
+//! Ctrl-C cancels the turn cleanly (the stream stops, tools are killed, the partial text stays);
+//! a second Ctrl-C stops the Lisp code outright. Notices (`[stopped: …]`, errors) go to stderr.
+//! It never exits the process: it returns the status.
+//!
+//! Compare with pi: `pi -p` (print mode) and `--mode json`; with Claude Code: `claude -p` and
+//! `--output-format stream-json`.
+//! Compare with oml.clj: `oml.print-mode`.
+
+mod json;
+mod render;
+
+pub use json::SCHEMA;
+pub use render::first_line;
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::agent::{Agent, AgentError, EventSink, PromptOutcome};
+use crate::cancel::CancelToken;
+use crate::front::stdio::err;
+
+/// Print mode's exit statuses, one per way a turn can end (docs/src/print-mode.md).
+pub mod exit {
+    /// The turn finished (the model answered, or a slash command ran).
+    pub const OK: i32 = 0;
+    /// Another error: a Lisp error, a session that cannot be loaded.
+    pub const ERROR: i32 = 1;
+    /// The command line was wrong (also given by clap and `cli`).
+    pub const USAGE: i32 = 2;
+    /// The model call failed (no model configured, HTTP error, broken stream, ...).
+    pub const MODEL: i32 = 3;
+    /// The turn stopped at `agent.max-turns` (`--max-turns`).
+    pub const MAX_TURNS: i32 = 4;
+    /// The model stopped at its output limit.
+    pub const MAX_TOKENS: i32 = 5;
+    /// Interrupted with Ctrl-C (128 + SIGINT).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// Exit status of a prompt interrupted with Ctrl-C (128 + SIGINT).
+pub const INTERRUPTED: i32 = exit::INTERRUPTED;
+
+/// How many characters of a tool result's first line are shown; longer lines get `...`.
+pub const TOOL_LINE_MAX_CHARS: usize = 120;
+
+/// How long the output must be idle before the spinner shows.
+const SPINNER_DELAY: Duration = Duration::from_millis(250);
+
+/// What `oml -p` was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct PrintOptions {
+    pub text: String,
+    /// One JSON event per line instead of text.
+    pub json: bool,
+    /// The permission mode; `None` means the setting `agent.print-mode-permission`.
+    pub mode: Option<String>,
+    /// The model of this prompt's session (`--model`); `None` keeps `agent.current-model`.
+    pub model: Option<String>,
+    /// Show the model's reasoning too.
+    pub show_thinking: bool,
+    /// Which session the prompt runs in.
+    pub session: SessionChoice,
+}
+
+/// Which session `oml -p` runs in.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SessionChoice {
+    /// A new one, stored when the agent has a store.
+    #[default]
+    New,
+    /// The latest stored session of the current directory (`--continue`), else a new one.
+    Continue,
+    /// The stored session with this id (`--session ID`).
+    Id(String),
+    /// A new one that is not stored (`--no-session`).
+    None,
+}
+
+/// Run one prompt and render it; returns the exit status.
+pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
+    let started = std::time::Instant::now();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let id = match open_session(agent, &options, tx) {
+        Ok(id) => id,
+        Err(status) => return status,
+    };
+    if options.json {
+        let (cwd, model, mode) = agent
+            .sessions()
+            .with(&id, |s| {
+                let get = |k: &str| s.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+                (
+                    s.cwd.display().to_string(),
+                    get("model"),
+                    get("permission-mode"),
+                )
+            })
+            .unwrap_or_default();
+        let model = model.or_else(|| {
+            agent
+                .lisp()
+                .setting::<Option<String>>("llm.model")
+                .ok()
+                .flatten()
+        });
+        json::init(&id, &cwd, model.as_deref(), mode.as_deref().unwrap_or(""));
+    }
+    let spinner = !options.json && std::io::stderr().is_terminal();
+    let renderer = tokio::spawn(render::render(
+        rx,
+        options.json,
+        options.show_thinking,
+        spinner,
+    ));
+
+    let interrupt = CancelToken::new();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let signals = tokio::spawn(watch_ctrl_c(
+        agent.clone(),
+        id.clone(),
+        interrupt.clone(),
+        interrupted.clone(),
+    ));
+    let result = agent.prompt(&id, &options.text, &interrupt).await;
+    signals.abort();
+    let (usage, model_error) = agent
+        .sessions()
+        .with(&id, |s| {
+            (
+                s.data.get("usage").cloned(),
+                s.data.contains_key(MODEL_ERROR_KEY),
+            )
+        })
+        .unwrap_or_default();
+    // Dropping the session drops its sink, which ends the renderer once it has shown everything.
+    agent.sessions().remove(&id);
+    let text = renderer.await.unwrap_or_default();
+    let ended = Ended {
+        id: &id,
+        text: &text,
+        usage: usage.as_ref(),
+        model_error,
+        interrupted: interrupted.load(Ordering::SeqCst),
+        duration_ms: started.elapsed().as_millis(),
+    };
+    report(result, &options, &ended)
+}
+
+/// The session value `llm.chat` sets (to the error's kind) when a model call fails.
+const MODEL_ERROR_KEY: &str = "last-model-error";
+
+/// What the end of a run reports besides the outcome.
+struct Ended<'a> {
+    id: &'a str,
+    text: &'a str,
+    usage: Option<&'a serde_json::Value>,
+    model_error: bool,
+    interrupted: bool,
+    duration_ms: u128,
+}
+
+/// The session the prompt runs in (new, continued, or named), with print mode's permission
+/// mode; an error is reported here and its status returned.
+fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<String, i32> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let store = agent.sessions().store();
+    let existing = match (&options.session, &store) {
+        (SessionChoice::Continue, Some(store)) => {
+            store.list(Some(&cwd)).first().map(|s| s.id.clone())
+        }
+        (SessionChoice::Id(id), Some(store)) => {
+            if !store.exists(id) {
+                err!("error: no stored session {id}");
+                return Err(1);
+            }
+            Some(id.clone())
+        }
+        (SessionChoice::Id(id), None) => {
+            err!("error: no stored session {id} (sessions are not stored)");
+            return Err(1);
+        }
+        _ => None,
+    };
+    let id = match existing {
+        Some(id) => match agent.sessions().load(&id, Some(tx)) {
+            Ok(_) => {
+                // Relative paths resolve where oml runs now.
+                agent.sessions().with(&id, |s| s.cwd = cwd.clone());
+                id
+            }
+            Err(e) => {
+                err!("error: cannot load session {id}: {e}");
+                return Err(1);
+            }
+        },
+        None => agent.new_session(cwd, Some(tx)),
+    };
+    let mode = options.mode.clone().unwrap_or_else(|| {
+        agent
+            .lisp()
+            .setting::<String>("agent.print-mode-permission")
+            .unwrap_or_else(|_| "yolo".to_owned())
+    });
+    agent.sessions().with(&id, |s| {
+        s.data.insert("permission-mode".into(), json!(mode));
+        if let Some(model) = &options.model {
+            s.data.insert("model".into(), json!(model));
+        }
+    });
+    Ok(id)
+}
+
+/// The first Ctrl-C cancels the turn (it ends properly, partial answer kept); a second one
+/// interrupts the Lisp code itself.
+async fn watch_ctrl_c(
+    agent: Agent,
+    id: String,
+    interrupt: CancelToken,
+    interrupted: Arc<AtomicBool>,
+) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    interrupted.store(true, Ordering::SeqCst);
+    agent.cancel(&id);
+    if tokio::signal::ctrl_c().await.is_ok() {
+        interrupt.cancel();
+    }
+}
+
+/// The end of the run: the JSON `error` and `result` lines, the stop notice on stderr, and the
+/// exit status.
+fn report(
+    result: Result<PromptOutcome, AgentError>,
+    options: &PrintOptions,
+    ended: &Ended<'_>,
+) -> i32 {
+    let (stop_reason, command, status) = match &result {
+        Ok(outcome) => {
+            if outcome.stop_reason != "end-turn" {
+                err!("[stopped: {}]", outcome.stop_reason);
+            }
+            let status = match outcome.stop_reason.as_str() {
+                _ if ended.interrupted => exit::INTERRUPTED,
+                "cancelled" => exit::INTERRUPTED,
+                "max-turns" => exit::MAX_TURNS,
+                "max-tokens" => exit::MAX_TOKENS,
+                _ => exit::OK,
+            };
+            (
+                outcome.stop_reason.as_str(),
+                outcome.command.as_deref(),
+                status,
+            )
+        }
+        Err(e) if ended.interrupted => {
+            tracing::debug!("interrupted: {e}");
+            err!("[stopped: interrupted]");
+            if options.json {
+                json::error("interrupted", &e.to_string());
+            }
+            ("cancelled", None, exit::INTERRUPTED)
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let (category, status) = if ended.model_error {
+                ("model", exit::MODEL)
+            } else {
+                ("lisp", exit::ERROR)
+            };
+            if options.json {
+                json::error(category, &message);
+            }
+            err!("error: {message}");
+            ("error", None, status)
+        }
+    };
+    if options.json {
+        json::result(&json::Summary {
+            session: ended.id,
+            stop_reason,
+            command,
+            text: ended.text,
+            usage: ended.usage,
+            duration_ms: ended.duration_ms,
+            status,
+        });
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_first_line_is_cut_with_dots() {
+        assert_eq!(first_line("a\nb"), "a");
+        let long = "x".repeat(130);
+        assert_eq!(first_line(&long), format!("{}...", "x".repeat(120)));
+    }
+}

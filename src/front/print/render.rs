@@ -1,0 +1,133 @@
+//! Print mode's text rendering: the answer streamed as it comes, one `> name: title` line per
+//! tool call and `  ok:`/`  failed:` with the first line of its result, reasoning only when asked,
+//! and a spinner on stderr while nothing arrives (only when stderr is a terminal). With `json`,
+//! each event is one line of the JSON stream instead (`super::json`). Returns the final text.
+
+use std::io::Write as _;
+
+use tokio::sync::mpsc;
+
+use super::json;
+use super::{SPINNER_DELAY, TOOL_LINE_MAX_CHARS};
+use crate::agent::AgentEvent;
+
+/// The first line of `text`, cut to [`TOOL_LINE_MAX_CHARS`] characters plus `...`.
+pub fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > TOOL_LINE_MAX_CHARS {
+        let cut: String = line.chars().take(TOOL_LINE_MAX_CHARS).collect();
+        format!("{cut}...")
+    } else {
+        line.to_owned()
+    }
+}
+
+// --- private helpers
+
+struct Screen {
+    at_line_start: bool,
+    spinner_shown: bool,
+}
+
+impl Screen {
+    fn write(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.clear_spinner();
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (piped into `head`) is not an error worth reporting.
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    fn line(&mut self, text: &str) {
+        if !self.at_line_start {
+            self.write("\n");
+        }
+        self.write(text);
+        self.write("\n");
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.spinner_shown {
+            let _ = std::io::stderr().write_all(b"\r\x1b[K");
+            self.spinner_shown = false;
+        }
+    }
+
+    fn draw_spinner(&mut self, frame: usize) {
+        const FRAMES: [&str; 4] = ["|", "/", "-", "\\"];
+        let _ = write!(
+            std::io::stderr(),
+            "\r{} working",
+            FRAMES[frame % FRAMES.len()]
+        );
+        self.spinner_shown = true;
+    }
+}
+
+pub(super) async fn render(
+    mut rx: mpsc::UnboundedReceiver<AgentEvent>,
+    json: bool,
+    show_thinking: bool,
+    spinner: bool,
+) -> String {
+    let mut screen = Screen {
+        at_line_start: true,
+        spinner_shown: false,
+    };
+    let mut frame = 0usize;
+    // The text since the last tool call: the answer the turn ends with.
+    let mut last_text = String::new();
+    loop {
+        let event = if spinner {
+            match tokio::time::timeout(SPINNER_DELAY, rx.recv()).await {
+                Ok(event) => event,
+                Err(_) => {
+                    if screen.at_line_start {
+                        screen.draw_spinner(frame);
+                        frame += 1;
+                    }
+                    continue;
+                }
+            }
+        } else {
+            rx.recv().await
+        };
+        let Some(event) = event else { break };
+        match &event {
+            AgentEvent::TextDelta { text } => last_text.push_str(text),
+            AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } => last_text.clear(),
+            AgentEvent::ThoughtDelta { .. } | AgentEvent::Usage { .. } => {}
+        }
+        if json {
+            json::event(&event);
+            continue;
+        }
+        match event {
+            AgentEvent::TextDelta { text } => screen.write(&text),
+            AgentEvent::ThoughtDelta { text } => {
+                if show_thinking {
+                    screen.write(&text);
+                }
+            }
+            AgentEvent::ToolStart { name, title, .. } => {
+                screen.line(&format!("> {name}: {title}"));
+            }
+            AgentEvent::ToolEnd {
+                content, is_error, ..
+            } => {
+                let status = if is_error { "failed" } else { "ok" };
+                screen.line(&format!("  {status}: {}", first_line(&content)));
+            }
+            AgentEvent::Usage { .. } => {}
+        }
+    }
+    screen.clear_spinner();
+    if !json && !screen.at_line_start {
+        screen.write("\n");
+    }
+    last_text
+}

@@ -1,0 +1,220 @@
+//! Print mode's command line as scripts use it (`claude -p` habits): flags and words in any
+//! order, the prompt from stdin, words and piped stdin together, the flags scripts need, and
+//! the exit statuses; against the real binary and the fake model.
+
+mod common;
+mod support;
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use common::{Env, Run};
+use serde_json::Value;
+use support::fake_model::{FakeModel, Reply, text_chunks};
+
+/// `oml ARGS…` with `stdin` piped in (or /dev/null), against a fake model that answers "ok".
+fn oml(args: &[&str], stdin: Option<&[u8]>) -> (Run, Vec<Value>) {
+    let env = Env::new();
+    // A first run makes a session for --continue to find.
+    let fake = FakeModel::start([
+        Reply::Stream(text_chunks(&["ok"])),
+        Reply::Stream(text_chunks(&["ok"])),
+    ]);
+    if continues(args) {
+        assert_eq!(env.run(Some(&fake), &["-p", "earlier"]).code, 0);
+    }
+    let mut cmd = env.command(Some(&fake), args);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn oml");
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let bytes = bytes.to_vec();
+        // Written from a thread: oml may stop reading at its cap.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        });
+    }
+    let run = Run::from(child.wait_with_output().expect("oml ends"));
+    let bodies = fake.requests().into_iter().map(|r| r.body).collect();
+    (run, bodies)
+}
+
+/// Whether `args` ask to continue the latest session.
+fn continues(args: &[&str]) -> bool {
+    args.iter()
+        .take_while(|a| **a != "--")
+        .any(|a| matches!(*a, "-c" | "--continue" | "-cp"))
+}
+
+/// The text of the last user message of the last request.
+fn prompt_of(bodies: &[Value]) -> String {
+    let messages = bodies.last().expect("a model request")["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    user["content"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn flags_and_words_go_in_any_order() {
+    // (arguments, the prompt the model gets, JSON output?)
+    let cases: &[(&[&str], &str, bool)] = &[
+        (&["-p", "--json", "x"], "x", true),
+        (&["-p", "x", "--json"], "x", true),
+        (&["--json", "-p", "x"], "x", true),
+        (&["--continue", "-p", "x"], "x", false),
+        (&["-p", "-c", "x"], "x", false),
+        (&["-cp", "x"], "x", false),
+        (&["--print", "two", "words"], "two words", false),
+        (&["prompt", "hi", "--json"], "hi", true),
+        (
+            &["--no-init", "prompt", "--json", "hi", "there"],
+            "hi there",
+            true,
+        ),
+        (&["-p", "--", "--json", "-c"], "--json -c", false),
+    ];
+    for (args, prompt, json) in cases {
+        let (run, bodies) = oml(args, None);
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert_eq!(prompt_of(&bodies), *prompt, "{args:?}");
+        let last = run.stdout.lines().last().unwrap_or("");
+        assert_eq!(
+            last.starts_with(r#"{"type":"result""#),
+            *json,
+            "{args:?}: {run:?}"
+        );
+        if continues(args) {
+            let messages = bodies.last().unwrap()["messages"].as_array().unwrap().len();
+            assert!(messages > 2, "{args:?} continues the earlier session");
+        }
+    }
+}
+
+#[test]
+fn the_prompt_comes_from_stdin_or_from_both() {
+    let (run, bodies) = oml(&["-p"], Some(b"from stdin\n"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(prompt_of(&bodies), "from stdin\n");
+    let (_, bodies) = oml(&["-p", "-"], Some(b"dash"));
+    assert_eq!(prompt_of(&bodies), "dash");
+    let (run, bodies) = oml(&["-p", "summarise"], Some(b"line one\nline two\n"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        prompt_of(&bodies),
+        "summarise\n\n<stdin>\nline one\nline two\n</stdin>"
+    );
+    // Stdin that is empty adds nothing.
+    let (_, bodies) = oml(&["-p", "alone"], Some(b""));
+    assert_eq!(prompt_of(&bodies), "alone");
+}
+
+#[test]
+fn huge_stdin_is_read_up_to_a_cap_with_a_note() {
+    let big = vec![b'x'; 12 * 1024 * 1024];
+    let (run, bodies) = oml(&["-p", "count"], Some(&big));
+    assert_eq!(run.code, 0, "{run:?}");
+    let prompt = prompt_of(&bodies);
+    assert!(
+        prompt.contains("[stdin was longer than 10485760 bytes; only that much was read]"),
+        "{}",
+        &prompt[prompt.len() - 200..]
+    );
+    assert!(prompt.len() < 10 * 1024 * 1024 + 1000);
+}
+
+#[test]
+fn the_flags_scripts_need() {
+    let (run, bodies) = oml(&["-p", "--model", "other/model", "x"], None);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(bodies[0]["model"], "other/model");
+
+    let env = Env::new();
+    let extra = env.file("extra.md", "FROM-A-FILE");
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["ok"]))]);
+    let run = env.run(
+        Some(&fake),
+        &[
+            "-p",
+            "--append-system-prompt",
+            "FROM-A-FLAG",
+            "--append-system-prompt-file",
+            &extra.display().to_string(),
+            "x",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let system = fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.ends_with("FROM-A-FLAG\n\nFROM-A-FILE"), "{system}");
+}
+
+#[test]
+fn bad_command_lines_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-p", "--max-turns", "0", "x"], "--max-turns"),
+        (&["-p", "--mode", "bogus", "x"], "--mode"),
+        (&["-p", "--json"], "the prompt read from stdin is empty"),
+        (&["-p", "--nope", "x"], "--nope"),
+        (
+            &["-p", "--append-system-prompt-file", "/no/such/file", "x"],
+            "/no/such/file",
+        ),
+    ];
+    for (args, said) in cases {
+        let (run, bodies) = oml(args, None);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(said), "{args:?}: {run:?}");
+        assert!(bodies.is_empty(), "{args:?} must not reach the model");
+    }
+}
+
+#[test]
+fn max_turns_stops_the_turn_with_its_own_status() {
+    let env = Env::new();
+    let call =
+        || support::fake_model::tool_call_chunks("c", "bash", &[r#"{"command": "echo hi"}"#]);
+    let fake = FakeModel::start([Reply::Stream(call()), Reply::Stream(call())]);
+    let run = env.run(Some(&fake), &["-p", "--max-turns", "1", "--json", "loop"]);
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(fake.requests().len(), 1);
+    let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["stop-reason"], "max-turns");
+    assert_eq!(result["status"], 4);
+    assert_eq!(result["model-calls"], 1);
+}
+
+#[test]
+fn a_model_error_is_an_event_and_status_3() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::error(500, "the server is on fire")]);
+    env.init("(setq llm.max-retries 0)");
+    let run = env.run(Some(&fake), &["-p", "--json", "hi"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "init");
+    let error = &lines[lines.len() - 2];
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["category"], "model");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("the server is on fire"),
+        "{error}"
+    );
+    assert_eq!(lines[lines.len() - 1]["status"], 3);
+}
