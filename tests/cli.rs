@@ -769,3 +769,38 @@ fn a_closed_stdout_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// Run from a subdirectory of a repository, oml finds the project's `.oml/init.fnl` at the
+/// root (the nearest folder with `.git` or `.oml/`), and `oml trust` there trusts the root.
+#[test]
+fn the_project_init_is_found_from_a_subdirectory() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.project.join(".git")).unwrap();
+    write(&home.project_init(), "(set _G.project-ran true)\n");
+    let deeper = home.project.join("src/deeper");
+    std::fs::create_dir_all(&deeper).unwrap();
+    let run = |args: &[&str]| {
+        let out = home
+            .blocking_command(args)
+            .current_dir(&deeper)
+            .output()
+            .expect("run oml");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, stderr) = run(&["eval", "(= true _G.project-ran)"]);
+    assert_eq!(stdout, "false\n");
+    assert!(
+        stderr.contains(&format!("run `oml trust {}`", home.project.display())),
+        "{stderr}"
+    );
+    let (stdout, _) = run(&["trust"]);
+    assert!(
+        stdout.starts_with(&format!("trusted {} (", home.project.display())),
+        "{stdout}"
+    );
+    let (stdout, stderr) = run(&["eval", "(= true _G.project-ran)"]);
+    assert_eq!(stdout, "true\n", "{stderr}");
+}

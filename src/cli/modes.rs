@@ -62,9 +62,10 @@ pub(super) async fn run_file(
     }
 }
 
-/// `oml trust [DIR]`: record DIR's project init file as trusted, as it is now.
+/// `oml trust [DIR]`: record the project init file of DIR's project (its root, see
+/// `project::find_root`) as trusted, as it is now.
 pub(super) fn trust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> {
-    let dir = absolute_dir(dir)?;
+    let dir = project_dir(absolute_dir(dir)?);
     let hash = TrustStore::new(paths.trust_file())
         .trust(&dir)
         .context("cannot record the trusted directory")?;
@@ -85,9 +86,9 @@ pub(super) fn trust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> 
     Ok(status::OK)
 }
 
-/// `oml untrust [DIR]`.
+/// `oml untrust [DIR]`: forget the trust of DIR's project.
 pub(super) fn untrust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> {
-    let dir = absolute_dir(dir)?;
+    let dir = project_dir(absolute_dir(dir)?);
     let was = TrustStore::new(paths.trust_file())
         .untrust(&dir)
         .context("cannot update the trusted directories")?;
@@ -384,6 +385,12 @@ pub(super) async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
     let code = crate::front::acp::serve(agent, hub, options).await;
     drop(repl);
     Ok(code)
+}
+
+/// The project root of `dir` (the nearest directory with `.git` or `.oml/`), else `dir`: where
+/// its `.oml/init.fnl` is looked for.
+fn project_dir(dir: PathBuf) -> PathBuf {
+    crate::project::find_root(&dir).unwrap_or(dir)
 }
 
 fn absolute_dir(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {

@@ -115,8 +115,11 @@ pub async fn load_user_init(lisp: &Lisp, paths: &Paths) -> InitReport {
     report
 }
 
-/// Run a project's `.oml/init.fnl` when `init.project-init` and the trust record allow it.
+/// Run the `.oml/init.fnl` of the project `dir` is in (its root: the nearest directory with
+/// `.git` or `.oml/`, else `dir`) when `init.project-init` and the trust record allow it.
 pub async fn load_project_init(lisp: &Lisp, paths: &Paths, dir: &Path) -> InitReport {
+    let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
+    let dir = root.as_path();
     let mut report = InitReport::default();
     let init = paths::project_init(dir);
     if !init.is_file() {
