@@ -218,3 +218,34 @@ fn a_model_error_is_an_event_and_status_3() {
     );
     assert_eq!(lines[lines.len() - 1]["status"], 3);
 }
+
+#[test]
+fn llm_headers_go_with_every_request() {
+    let env = Env::new();
+    env.init(r#"(setq llm.headers {:X-Title "oml-test" :HTTP-Referer "https://example.org/oml"})"#);
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["ok"]))]);
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let request = &fake.requests()[0];
+    assert_eq!(request.header("x-title"), Some("oml-test"));
+    assert_eq!(
+        request.header("http-referer"),
+        Some("https://example.org/oml")
+    );
+    assert!(
+        request.header("authorization").is_some(),
+        "the key is still sent"
+    );
+
+    let env = Env::new();
+    env.init(r#"(setq llm.headers {"not a name" "x"})"#);
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["ok"]))]);
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(r#"llm.headers: "not a name" is not a valid header name"#),
+        "{run:?}"
+    );
+    assert!(fake.requests().is_empty());
+}

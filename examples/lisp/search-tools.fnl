@@ -1,6 +1,8 @@
-;; Recipe: give the model ls, find and grep.
+;; oml now has grep, find and ls built in (see "The search tools" in docs/src/agent.md); you do
+;; not need this file to search. It stays as an example of tools written in Fennel on two host
+;; primitives, (oml.list-dir path) and (oml.run-process [program arg ...]): loading it replaces
+;; the built-in three with these versions.
 ;; Install: copy to ~/.config/oml/lisp/ and add (require :search-tools) to init.fnl.
-;; Built on two host primitives: (oml.list-dir path) and (oml.run-process [program arg ...]).
 
 (oml.defsetting* "my.max-lines" 200
                  {:type :integer :doc "Lines ls, find and grep return before they cut the rest off."})

@@ -125,6 +125,7 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         model: non_empty(lisp.setting("llm.model")?),
         send_reasoning: lisp.setting("llm.send-reasoning?")?,
         extra_body: extra_body(lisp)?,
+        headers: headers(lisp)?,
         connect_timeout: seconds(lisp, "llm.connect-timeout", false)?,
         idle_timeout: seconds(lisp, "llm.idle-timeout", false)?,
         max_retries: max_retries(lisp)?,
@@ -187,6 +188,14 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             "table",
             json!({}),
             false,
+            line!(),
+        ),
+        decl(
+            "llm.headers",
+            "Extra HTTP headers for every request, e.g. {:HTTP-Referer \"https://example.com\" :X-Title \"oml\"} for OpenRouter or {:api-key \"...\"} for Azure. Secret: /settings hides it.",
+            "table",
+            json!({}),
+            true,
             line!(),
         ),
         decl(
@@ -305,6 +314,27 @@ fn extra_body(lisp: &Lisp) -> Result<Map<String, Json>, LispError> {
             "llm.extra-body must be a table of request fields such as {{:temperature 0.2}}, got {other}"
         ))),
     }
+}
+
+fn headers(lisp: &Lisp) -> Result<Vec<(String, String)>, LispError> {
+    let fields = match lisp.setting::<Json>("llm.headers")? {
+        Json::Object(fields) => fields,
+        Json::Array(items) if items.is_empty() => Map::new(),
+        other => {
+            return Err(LispError::Setting(format!(
+                "llm.headers must be a table of header names to strings, such as {{:X-Title \"oml\"}}, got {other}"
+            )));
+        }
+    };
+    fields
+        .into_iter()
+        .map(|(name, value)| match value {
+            Json::String(value) => Ok((name, value)),
+            other => Err(LispError::Setting(format!(
+                "llm.headers: the value of {name} must be a string, got {other}"
+            ))),
+        })
+        .collect()
 }
 
 fn on_chunk(lisp: &Lisp) -> Result<Option<ChunkObserver>, LispError> {

@@ -93,6 +93,17 @@ impl LlmClient {
         if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
             builder = builder.bearer_auth(key);
         }
+        for (name, value) in &config.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                LlmError::Config(format!("llm.headers: {name:?} is not a valid header name"))
+            })?;
+            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                LlmError::Config(format!(
+                    "llm.headers: the value of {name} is not a valid header value"
+                ))
+            })?;
+            builder = builder.header(name, value);
+        }
         let template = builder.build().map_err(|error| {
             LlmError::Config(format!(
                 "cannot build a request for {url}: {}",

@@ -61,6 +61,9 @@ pub struct LlmConfig {
     /// routing, ...). They cannot replace the fields the client owns, see
     /// [`RESERVED_BODY_KEYS`](super::RESERVED_BODY_KEYS).
     pub extra_body: Map<String, Value>,
+    /// Extra HTTP headers of every request, in order (OpenRouter's `HTTP-Referer` and `X-Title`,
+    /// Azure's `api-key`). They may hold secrets: `Debug` shows their names only.
+    pub headers: Vec<(String, String)>,
     /// See [`DEFAULT_CONNECT_TIMEOUT`].
     pub connect_timeout: Duration,
     /// See [`DEFAULT_IDLE_TIMEOUT`].
@@ -84,6 +87,7 @@ impl Default for LlmConfig {
             model: None,
             send_reasoning: false,
             extra_body: Map::new(),
+            headers: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
@@ -122,6 +126,10 @@ impl fmt::Debug for LlmConfig {
             .field("model", &self.model)
             .field("send_reasoning", &self.send_reasoning)
             .field("extra_body", &self.extra_body)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_retries", &self.max_retries)
