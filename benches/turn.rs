@@ -9,6 +9,12 @@
 //! - `baseline`: the same two scripted replies fetched by a bare reqwest client (same HTTP stack)
 //!   and read to their end. This is the fake model's own time plus the HTTP round trips.
 //!
+//! - `turn_in_a_project`: `turn` in a subdirectory of a git repository with an `AGENTS.md` at
+//!   the root and one in the subdirectory, so the system prompt carries the instructions and the
+//!   git state (`git status` runs at most once per 2 s per directory, see `bind::project`).
+//! - `git_summary`: one uncached `git status` summary of that repository, what a turn pays at most
+//!   once per 2 s.
+//!
 //! The harness's overhead for one turn is `turn − baseline`: building two requests from the
 //! transcript in Lisp, parsing the SSE stream into messages, running the tool, emitting events.
 //! Start-up (process, Lisp image, init files) is not included: `oml -p` pays it once per run.
@@ -65,6 +71,60 @@ fn push_turn(fake: &FakeModel) {
 #[divan::bench(sample_count = 200)]
 fn turn(bencher: Bencher) {
     let fx = fixture();
+    let cwd = fx.dir.path().to_path_buf();
+    run_turns(bencher, &fx, cwd);
+}
+
+/// A git repository with instructions at its root and in `sub/`; returns `sub`.
+fn project(root: &std::path::Path) -> std::path::PathBuf {
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@example.com")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@example.com")
+            .output()
+            .expect("git")
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(
+        root.join("AGENTS.md"),
+        "Run the tests with cargo test.\n".repeat(40),
+    )
+    .expect("write");
+    std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+    std::fs::write(root.join("sub/AGENTS.md"), "Keep functions short.\n").expect("write");
+    std::fs::write(root.join("sub/notes.txt"), "hello\nworld\n").expect("write");
+    git(&["add", "."]);
+    git(&["commit", "-qm", "start"]);
+    root.join("sub")
+}
+
+#[divan::bench(sample_count = 200)]
+fn turn_in_a_project(bencher: Bencher) {
+    let fx = fixture();
+    let sub = project(fx.dir.path());
+    run_turns(bencher, &fx, sub);
+}
+
+#[divan::bench(sample_count = 100)]
+fn git_summary(bencher: Bencher) {
+    let fx = fixture();
+    let sub = project(fx.dir.path());
+    bencher.bench_local(|| {
+        fx.rt.block_on(oml::project::git::summary(
+            &sub,
+            oml::project::git::GIT_STATUS_TIMEOUT,
+        ))
+    });
+}
+
+fn run_turns(bencher: Bencher, fx: &Fixture, cwd: std::path::PathBuf) {
     // SAFETY: set before the runtime and the Lisp host start any thread that reads the
     // environment; the settings take their defaults from these variables at boot.
     unsafe {
@@ -78,7 +138,6 @@ fn turn(bencher: Bencher) {
         .block_on(oml::cli::boot(&paths, true, Output::Stderr))
         .expect("boot");
     let agent = Agent::of(&lisp).expect("agent");
-    let cwd = fx.dir.path().to_path_buf();
     bencher.bench_local(|| {
         push_turn(&fx.fake);
         fx.rt.block_on(async {

@@ -660,6 +660,11 @@ fn json_mode_writes_one_event_per_line() {
                     v[key] = json!(stable);
                 }
             }
+            // The provider's usage object crosses Lisp, whose tables keep no key order.
+            if let Some(usage) = v.get("usage").and_then(Value::as_object) {
+                let sorted: std::collections::BTreeMap<_, _> = usage.clone().into_iter().collect();
+                v["usage"] = json!(sorted);
+            }
             v.to_string()
         })
         .collect();

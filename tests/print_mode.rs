@@ -249,3 +249,43 @@ fn llm_headers_go_with_every_request() {
     );
     assert!(fake.requests().is_empty());
 }
+
+#[test]
+fn a_dash_p_after_another_command_is_that_commands() {
+    let env = Env::new();
+    let program = env.file("args.fnl", "(print (. arg 1) (. arg 2))");
+    let run = env.run(None, &["run", &program.display().to_string(), "-p", "x"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "-p\tx\n");
+}
+
+#[test]
+fn a_session_that_cannot_be_opened_still_ends_the_json_stream_with_a_result() {
+    let (run, bodies) = oml(&["-p", "--json", "--session", "nope", "x"], None);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(bodies.is_empty());
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{run:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["category"], "session");
+    assert_eq!(lines[1]["type"], "result");
+    assert_eq!(lines[1]["status"], 1);
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let env = Env::new();
+    let out = env
+        .command(None, &["eval"])
+        .arg(std::ffi::OsStr::from_bytes(b"(+ 1 \xff)"))
+        .output()
+        .expect("run oml");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+}

@@ -288,3 +288,24 @@ fn the_search_tools_are_built_in_tools() {
     assert!(stdout.contains(r#""README.md""#), "{stdout}");
     assert!(stdout.contains("\"deep/\nmain.rs\""), "{stdout}");
 }
+
+#[test]
+fn a_cancelled_search_stops_with_an_error() {
+    let dir = project();
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    for ripgrep in [false, true] {
+        if ripgrep && !have_ripgrep() {
+            continue;
+        }
+        let out = runtime().block_on(tools::grep(dir.path(), &args("helper"), ripgrep, &cancel));
+        assert!(out.is_error, "rg={ripgrep}: {}", out.content);
+        assert_eq!(out.content, "Cancelled");
+    }
+    let found = tools::find(dir.path(), "**/*.rs", None, None, &cancel);
+    assert!(
+        found.is_error && found.content == "Cancelled",
+        "{}",
+        found.content
+    );
+}

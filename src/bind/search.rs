@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use mlua::{Lua, Table, Value};
 use serde::Deserialize;
 
+use crate::bind::session::tools::session_cancel;
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua};
 use crate::tools::{self, GrepArgs, ToolOutput};
 
@@ -87,12 +88,12 @@ const SEARCH: &[HostFn] = &[
         make: |lua| {
             create_async_function(lua, |lua, (cwd, args): (String, Value)| {
                 let params = params::<PathParams>(&lua, args);
+                let cancel = session_cancel(&lua);
                 async move {
                     let out = match params {
                         Err(message) => ToolOutput::error(message),
                         Ok(p) => {
                             blocking(move || {
-                                let cancel = crate::cancel::CancelToken::new();
                                 let cwd = PathBuf::from(cwd);
                                 tools::find(&cwd, &p.pattern, p.path.as_deref(), p.limit, &cancel)
                             })

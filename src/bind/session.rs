@@ -8,7 +8,7 @@
 //! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
 //! receive the events.
 
-mod tools;
+pub(crate) mod tools;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -160,11 +160,24 @@ pub struct PrintArgs {
 /// The short flags of [`PrintArgs`] that take no value, which may be clustered (`-pc`).
 const PRINT_SHORT_FLAGS: &[char] = &['p', 'c'];
 
+/// The subcommands other than `prompt`: their own arguments are never read as print mode's
+/// (`oml run build.fnl -p` runs `build.fnl` with `-p` in its `arg` table).
+const SUBCOMMANDS: &[&str] = &[
+    "eval", "run", "trust", "untrust", "sessions", "acp", "agents", "repl", "help",
+];
+
 /// When `args` (without the program name) ask for print mode, the arguments for [`PrintArgs`]:
-/// `-p`/`--print` anywhere before `--` (alone or in a cluster such as `-cp`), or `prompt` as the
-/// first word (which is then dropped). `None` for every other mode.
-pub fn print_mode_args(args: &[String]) -> Option<Vec<String>> {
-    let flags: Vec<&String> = args.iter().take_while(|a| *a != "--").collect();
+/// `-p`/`--print` before `--` and before any other subcommand's name (alone or in a cluster such
+/// as `-cp`), or `prompt` as the first word (which is then dropped). `None` for every other mode.
+pub fn print_mode_args(args: &[std::ffi::OsString]) -> Option<Vec<std::ffi::OsString>> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let flags: Vec<&String> = text
+        .iter()
+        .take_while(|a| *a != "--" && !SUBCOMMANDS.contains(&a.as_str()))
+        .collect();
     let is_print = |a: &&String| {
         *a == "-p"
             || *a == "--print"
@@ -177,11 +190,11 @@ pub fn print_mode_args(args: &[String]) -> Option<Vec<String>> {
     if flags.iter().any(is_print) {
         return Some(args.to_vec());
     }
-    let first_word = args.iter().position(|a| !a.starts_with('-'))?;
-    (args[first_word] == "prompt" && first_word < flags.len()).then(|| {
+    let first_word = text.iter().position(|a| !a.starts_with('-'))?;
+    (text[first_word] == "prompt" && first_word < flags.len()).then(|| {
         let mut rest = args.to_vec();
         rest.remove(first_word);
-        rest.insert(0, "--print".to_owned());
+        rest.insert(0, "--print".into());
         rest
     })
 }

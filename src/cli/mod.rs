@@ -31,11 +31,11 @@ pub mod status {
 
 /// Parse the arguments and run; returns the process exit status.
 pub fn main() -> i32 {
-    let argv: Vec<String> = std::env::args().collect();
-    let parsed = match args::print_mode_args(&argv[1..]) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = match args::print_mode_args(argv.get(1..).unwrap_or_default()) {
         Some(rest) => {
-            let with_name = std::iter::once(argv[0].clone()).chain(rest);
-            PrintArgs::try_parse_from(with_name).map(Mode::Print)
+            let name = argv.first().cloned().unwrap_or_else(|| "oml".into());
+            PrintArgs::try_parse_from(std::iter::once(name).chain(rest)).map(Mode::Print)
         }
         None => Cli::try_parse_from(&argv).map(Mode::Other),
     };

@@ -112,7 +112,7 @@ impl Cache {
     }
 
     fn read(&self, path: &Path) -> Result<String, String> {
-        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
         let key = (meta.len(), meta.modified().ok());
         let mut files = self
             .files

@@ -111,8 +111,15 @@ async fn ripgrep(
     cancel: &CancelToken,
 ) -> Result<Found, String> {
     let mut cmd = Command::new(rg);
-    cmd.args(["--line-number", "--no-heading", "--with-filename"])
-        .args(["--color", "never", "--sort", "path"]);
+    // --no-config: a user's RIPGREP_CONFIG_PATH (--hidden, --no-ignore, ...) must not make rg
+    // answer differently from the fallback.
+    cmd.args([
+        "--no-config",
+        "--line-number",
+        "--no-heading",
+        "--with-filename",
+    ])
+    .args(["--color", "never", "--sort", "path"]);
     if args.ignore_case {
         cmd.arg("--ignore-case");
     }
@@ -143,8 +150,16 @@ async fn ripgrep(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|e| format!("cannot run rg: {e}"))?;
-    let stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("cannot read rg's output".to_owned());
+    };
+    // stderr is read while stdout is: an rg with many errors would otherwise fill its pipe and
+    // stop.
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    });
     let mut found = Found {
         lines: Vec::new(),
         total: 0,
@@ -171,8 +186,7 @@ async fn ripgrep(
     if found.total >= GREP_SCAN_MAX_LINES {
         let _ = child.start_kill();
     }
-    let mut errors = String::new();
-    let _ = stderr.read_to_string(&mut errors).await;
+    let errors = errors.await.unwrap_or_default();
     let status = child.wait().await.map_err(|e| e.to_string())?;
     match status.code() {
         Some(0 | 1) => Ok(found),

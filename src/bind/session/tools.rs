@@ -68,7 +68,7 @@ fn settings() -> Vec<SettingDecl> {
 }
 
 /// The cancel token of the running coroutine's session (a fresh one outside a session).
-fn session_cancel(lua: &Lua) -> crate::cancel::CancelToken {
+pub(crate) fn session_cancel(lua: &Lua) -> crate::cancel::CancelToken {
     let Ok(s) = sessions(lua) else {
         return Default::default();
     };

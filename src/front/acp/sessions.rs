@@ -224,7 +224,7 @@ pub(super) fn session_list(ctx: &Ctx, params: ListSessionsParams) -> Result<Valu
         .collect();
     let mut result = Map::new();
     result.insert("sessions".into(), Value::Array(sessions));
-    if start + LIST_PAGE < all.len() {
+    if start.saturating_add(LIST_PAGE) < all.len() {
         result.insert(
             "nextCursor".into(),
             json!(format!("o{}", start + LIST_PAGE)),

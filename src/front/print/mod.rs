@@ -91,7 +91,23 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = match open_session(agent, &options, tx) {
         Ok(id) => id,
-        Err(status) => return status,
+        Err(message) => {
+            // The stream keeps its shape: an error, then the result, even with no turn.
+            err!("error: {message}");
+            if options.json {
+                json::error("session", &message);
+                json::result(&json::Summary {
+                    session: "",
+                    stop_reason: "error",
+                    command: None,
+                    text: "",
+                    usage: None,
+                    duration_ms: started.elapsed().as_millis(),
+                    status: exit::ERROR,
+                });
+            }
+            return exit::ERROR;
+        }
     };
     if options.json {
         let (cwd, model, mode) = agent
@@ -170,7 +186,7 @@ struct Ended<'a> {
 
 /// The session the prompt runs in (new, continued, or named), with print mode's permission
 /// mode; an error is reported here and its status returned.
-fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<String, i32> {
+fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<String, String> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let store = agent.sessions().store();
     let existing = match (&options.session, &store) {
@@ -179,14 +195,12 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
         }
         (SessionChoice::Id(id), Some(store)) => {
             if !store.exists(id) {
-                err!("error: no stored session {id}");
-                return Err(1);
+                return Err(format!("no stored session {id}"));
             }
             Some(id.clone())
         }
         (SessionChoice::Id(id), None) => {
-            err!("error: no stored session {id} (sessions are not stored)");
-            return Err(1);
+            return Err(format!("no stored session {id} (sessions are not stored)"));
         }
         _ => None,
     };
@@ -197,10 +211,7 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
                 agent.sessions().with(&id, |s| s.cwd = cwd.clone());
                 id
             }
-            Err(e) => {
-                err!("error: cannot load session {id}: {e}");
-                return Err(1);
-            }
+            Err(e) => return Err(format!("cannot load session {id}: {e}")),
         },
         None => agent.new_session(cwd, Some(tx)),
     };
@@ -211,6 +222,8 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
             .unwrap_or_else(|_| "yolo".to_owned())
     });
     agent.sessions().with(&id, |s| {
+        // A failure of an earlier prompt of this session is not this one's.
+        s.data.remove(MODEL_ERROR_KEY);
         s.data.insert("permission-mode".into(), json!(mode));
         if let Some(model) = &options.model {
             s.data.insert("model".into(), json!(model));
