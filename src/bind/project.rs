@@ -1,7 +1,7 @@
 //! The `project` namespace: the project a session works in, as the system prompt and `/context`
 //! see it. `project.root`, `project.instructions` (the `AGENTS.md` files, capped, read fresh but
-//! cached while unchanged) and `project.environment` (date, OS, shell, directory, git state),
-//! with the settings that shape them. The prompt itself is built in Lisp
+//! cached while unchanged), `project.git` (the git state, within a time limit) and
+//! `project.platform`, with the settings that shape them. The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
 //! This file knows nothing of how the project is inspected (`crate::project`).
