@@ -110,45 +110,7 @@ async fn ripgrep(
     limit: usize,
     cancel: &CancelToken,
 ) -> Result<Found, String> {
-    let mut cmd = Command::new(rg);
-    // --no-config: a user's RIPGREP_CONFIG_PATH (--hidden, --no-ignore, ...) must not make rg
-    // answer differently from the fallback.
-    cmd.args([
-        "--no-config",
-        "--line-number",
-        "--no-heading",
-        "--with-filename",
-    ])
-    .args(["--color", "never", "--sort", "path"]);
-    if args.ignore_case {
-        cmd.arg("--ignore-case");
-    }
-    if args.literal {
-        cmd.arg("--fixed-strings");
-    }
-    if args.context > 0 {
-        cmd.arg("--context").arg(args.context.to_string());
-    }
-    if let Some(glob) = &args.glob {
-        cmd.arg("--glob").arg(glob);
-    }
-    cmd.arg("--regexp").arg(&args.pattern).arg("--");
-    // Relative to the working directory, so rg prints the paths the model gave.
-    match root.strip_prefix(cwd) {
-        Ok(rel) if rel.as_os_str().is_empty() => {}
-        Ok(rel) => {
-            cmd.arg(rel);
-        }
-        Err(_) => {
-            cmd.arg(root);
-        }
-    }
-    cmd.current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let mut cmd = rg_command(rg, cwd, root, args);
     let mut child = cmd.spawn().map_err(|e| format!("cannot run rg: {e}"))?;
     let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err("cannot read rg's output".to_owned());
@@ -193,6 +155,50 @@ async fn ripgrep(
         _ if found.total > 0 => Ok(found),
         _ => Err(format!("grep failed: {}", errors.trim())),
     }
+}
+
+/// The ripgrep command line of a search: the output ripgrep's fallback reproduces, in `cwd`.
+fn rg_command(rg: &Path, cwd: &Path, root: &Path, args: &GrepArgs) -> Command {
+    let mut cmd = Command::new(rg);
+    // --no-config: a user's RIPGREP_CONFIG_PATH (--hidden, --no-ignore, ...) must not make rg
+    // answer differently from the fallback.
+    cmd.args([
+        "--no-config",
+        "--line-number",
+        "--no-heading",
+        "--with-filename",
+    ])
+    .args(["--color", "never", "--sort", "path"]);
+    if args.ignore_case {
+        cmd.arg("--ignore-case");
+    }
+    if args.literal {
+        cmd.arg("--fixed-strings");
+    }
+    if args.context > 0 {
+        cmd.arg("--context").arg(args.context.to_string());
+    }
+    if let Some(glob) = &args.glob {
+        cmd.arg("--glob").arg(glob);
+    }
+    cmd.arg("--regexp").arg(&args.pattern).arg("--");
+    // Relative to the working directory, so rg prints the paths the model gave.
+    match root.strip_prefix(cwd) {
+        Ok(rel) if rel.as_os_str().is_empty() => {}
+        Ok(rel) => {
+            cmd.arg(rel);
+        }
+        Err(_) => {
+            cmd.arg(root);
+        }
+    }
+    cmd.current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
 }
 
 /// The search without ripgrep: the same files, the same output.

@@ -110,25 +110,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         }
     };
     if options.json {
-        let (cwd, model, mode) = agent
-            .sessions()
-            .with(&id, |s| {
-                let get = |k: &str| s.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-                (
-                    s.cwd.display().to_string(),
-                    get("model"),
-                    get("permission-mode"),
-                )
-            })
-            .unwrap_or_default();
-        let model = model.or_else(|| {
-            agent
-                .lisp()
-                .setting::<Option<String>>("llm.model")
-                .ok()
-                .flatten()
-        });
-        json::init(&id, &cwd, model.as_deref(), mode.as_deref().unwrap_or(""));
+        json_init(agent, &id);
     }
     let spinner = !options.json && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(render::render(
@@ -169,6 +151,29 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         duration_ms: started.elapsed().as_millis(),
     };
     report(result, &options, &ended)
+}
+
+/// The JSON stream's `init` line for session `id`.
+fn json_init(agent: &Agent, id: &str) {
+    let (cwd, model, mode) = agent
+        .sessions()
+        .with(id, |s| {
+            let get = |k: &str| s.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+            (
+                s.cwd.display().to_string(),
+                get("model"),
+                get("permission-mode"),
+            )
+        })
+        .unwrap_or_default();
+    let model = model.or_else(|| {
+        agent
+            .lisp()
+            .setting::<Option<String>>("llm.model")
+            .ok()
+            .flatten()
+    });
+    json::init(id, &cwd, model.as_deref(), mode.as_deref().unwrap_or(""));
 }
 
 /// The session value `llm.chat` sets (to the error's kind) when a model call fails.
