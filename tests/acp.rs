@@ -1373,3 +1373,46 @@ fn the_model_picker_and_slash_model_agree() {
     );
     assert_eq!(picker(&r), "fast/one");
 }
+
+/// A command run from Lisp (`os.execute`, `io.popen` in write mode) inherits oml's stdout,
+/// which is the protocol's: its output must go to stderr instead.
+#[test]
+fn commands_run_from_lisp_never_write_into_the_protocol() {
+    use std::io::{Read as _, Write as _};
+    let env = Env::new();
+    env.init(
+        r#"(os.execute "echo FROM-EXECUTE")
+(with-open [p (io.popen "cat" :w)] (p:write "FROM-POPEN\n"))
+(with-open [p (io.popen "echo READ-BY-LISP")] (log (p:read :l)))"#,
+    );
+    let mut child = env
+        .command(None, &["acp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oml acp");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    drop(stdin);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|_| panic!("not a protocol line: {line:?}\n{stdout}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    assert!(stdout.contains(r#""id":1"#), "{stdout}");
+    for text in ["FROM-EXECUTE", "FROM-POPEN", "[oml] READ-BY-LISP"] {
+        assert!(stderr.contains(text), "{text} on stderr: {stderr}");
+    }
+}

@@ -195,6 +195,10 @@ impl Lisp {
         self.install_macros(&fennel)?;
         let glue: Table = self.load_prelude(PRELUDE_HOST, "src/lisp/prelude/host.fnl")?;
         lua.set_named_registry_value(COMPILER, glue.get::<Function>("compile")?)?;
+        if self.shared.output == Output::Stderr {
+            glue.get::<Function>("keep-children-off-stdout")?
+                .call::<()>(())?;
+        }
         lua.set_named_registry_value(HOST_GLUE, glue)?;
         self.load_prelude::<()>(PRELUDE_CORE, "src/lisp/prelude/core.fnl")?;
         init::declare_settings(self)?;

@@ -51,4 +51,19 @@ with COMPILE-FILE (the host's, which uses the cache): it returns the chunk, or n
           (.. "\n\tno file on oml's load path for '" name "'"))))
   (table.insert package.searchers 2 searcher))
 
-{: compile :add-load-path add-load-path :install-searcher install-searcher}
+(fn keep-children-off-stdout []
+  "Where stdout belongs to a protocol or an answer (`oml acp`, print mode): run the commands of
+`os.execute`, and of `io.popen` in write mode, with their stdout sent to stderr (`1>&2`), as
+`print` and `io.write` already are. `io.popen` in read mode keeps its pipe."
+  (let [execute os.execute
+        popen io.popen
+        off-stdout (fn [cmd] (.. "{ " cmd "\n} 1>&2"))]
+    (set os.execute (fn [?cmd]
+                      (if (= nil ?cmd) (execute) (execute (off-stdout ?cmd)))))
+    (set io.popen (fn [cmd ?mode]
+                    (if (= :r (string.sub (or ?mode :r) 1 1))
+                        (popen cmd ?mode)
+                        (popen (off-stdout cmd) ?mode))))))
+
+{: compile :add-load-path add-load-path :install-searcher install-searcher
+ :keep-children-off-stdout keep-children-off-stdout}
