@@ -8,10 +8,10 @@
 
 use std::path::PathBuf;
 
-use mlua::{Lua, Table, Value};
+use mlua::{Lua, Value};
 use serde::Deserialize;
 
-use crate::bind::session::tools::session_cancel;
+use crate::bind::session::tools::{blocking, output_table, session_cancel};
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua};
 use crate::tools::{self, GrepArgs, ToolOutput};
 
@@ -74,7 +74,7 @@ const SEARCH: &[HostFn] = &[
                                 tools::grep(&cwd, &args, rg.unwrap_or(true), &cancel).await
                             }
                         };
-                        result_table(&lua, out)
+                        output_table(&lua, out)
                     }
                 },
             )
@@ -100,7 +100,7 @@ const SEARCH: &[HostFn] = &[
                             .await
                         }
                     };
-                    result_table(&lua, out)
+                    output_table(&lua, out)
                 }
             })
         },
@@ -121,7 +121,7 @@ const SEARCH: &[HostFn] = &[
                             blocking(move || tools::ls(&cwd, p.path.as_deref(), p.limit)).await
                         }
                     };
-                    result_table(&lua, out)
+                    output_table(&lua, out)
                 }
             })
         },
@@ -147,17 +147,4 @@ fn params<T: serde::de::DeserializeOwned + Default>(lua: &Lua, args: Value) -> R
     }
     let json = from_lua(lua, args).map_err(|e| e.to_string())?;
     serde_json::from_value(json).map_err(|e| format!("Invalid arguments: {e}"))
-}
-
-async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| ToolOutput::error(format!("the tool failed: {e}")))
-}
-
-fn result_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.set("content", out.content)?;
-    t.set("error?", out.is_error)?;
-    Ok(t)
 }

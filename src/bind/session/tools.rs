@@ -265,13 +265,15 @@ fn list_dir(lua: &Lua, path: Option<String>) -> mlua::Result<(Value, Value)> {
     Ok((Value::Table(out), Value::Nil))
 }
 
-async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
+/// Run a blocking tool on tokio's blocking pool; a panic there is a failed result.
+pub(crate) async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| ToolOutput::error(format!("the tool failed: {e}")))
 }
 
-fn output_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
+/// A tool result as Lisp sees it: `{:content :error? :diff}`.
+pub(crate) fn output_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("content", out.content)?;
     t.set("error?", out.is_error)?;

@@ -110,7 +110,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         }
     };
     if options.json {
-        json_init(agent, &id);
+        json_init(agent, &id).await;
     }
     let spinner = !options.json && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(render::render(
@@ -153,26 +153,22 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     report(result, &options, &ended)
 }
 
-/// The JSON stream's `init` line for session `id`.
-fn json_init(agent: &Agent, id: &str) {
-    let (cwd, model, mode) = agent
+/// The JSON stream's `init` line for session `id`: its model and permission mode as
+/// `agent.current-model` and `agent.current-permission-mode` give them.
+async fn json_init(agent: &Agent, id: &str) {
+    let cwd = agent
         .sessions()
-        .with(id, |s| {
-            let get = |k: &str| s.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-            (
-                s.cwd.display().to_string(),
-                get("model"),
-                get("permission-mode"),
-            )
-        })
+        .with(id, |s| s.cwd.display().to_string())
         .unwrap_or_default();
-    let model = model.or_else(|| {
-        agent
+    let ask = |name: &'static str| async move {
+        let value = agent
             .lisp()
-            .setting::<Option<String>>("llm.model")
-            .ok()
-            .flatten()
-    });
+            .call_json(name, &[json!(id)], &CancelToken::new())
+            .await;
+        value.ok().and_then(|v| v.as_str().map(str::to_owned))
+    };
+    let model = ask("agent.current-model").await;
+    let mode = ask("agent.current-permission-mode").await;
     json::init(id, &cwd, model.as_deref(), mode.as_deref().unwrap_or(""));
 }
 
