@@ -25,7 +25,8 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// loop and its tools, the slash commands and compaction (`src/agent/*.fnl`); the agent module
 /// loads them, in this order, after installing its host functions. `llm` and `client` complete
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
-/// (`src/bind/acp.fnl`), loaded only by `oml acp`.
+/// (`src/bind/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
+/// (`src/bind/chat.fnl`), loaded only by the chat.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
     ("host", "src/lisp/prelude/host.fnl"),
@@ -37,6 +38,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
     ("acp", "src/bind/acp.fnl"),
+    ("chat", "src/bind/chat.fnl"),
 ];
 
 fn main() {
@@ -44,6 +46,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/lisp/prelude");
     println!("cargo:rerun-if-changed=src/agent");
     println!("cargo:rerun-if-changed=src/bind/acp.fnl");
+    println!("cargo:rerun-if-changed=src/bind/chat.fnl");
     println!("cargo:rerun-if-changed=src/bind/llm.fnl");
     println!("cargo:rerun-if-changed=src/bind/client.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));

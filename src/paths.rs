@@ -94,6 +94,11 @@ impl Paths {
         self.state.join("repl-history")
     }
 
+    /// The terminal chat's input history (prompts, forms and commands).
+    pub fn chat_history_file(&self) -> PathBuf {
+        self.state.join("chat-history")
+    }
+
     /// The file that records the socket of the most recently started REPL server.
     pub fn repl_socket_record(&self) -> PathBuf {
         self.state.join("repl-socket")

@@ -14,6 +14,7 @@
 //! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`) |
 //! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
+//! | `chat` | [`chat::install`] (with `chat.fnl`), only in the terminal chat |
 //! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
 //!
 //! [`install`] installs every namespace that does not depend on the agent, in order; the CLI
@@ -21,6 +22,7 @@
 
 pub mod acp;
 pub mod catalog;
+pub mod chat;
 pub mod client;
 pub mod llm;
 pub mod project;

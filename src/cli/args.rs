@@ -11,8 +11,10 @@ use clap::{Parser, Subcommand};
     version,
     about = "A programmable coding-agent harness, extended in Fennel",
     long_about = "A programmable coding-agent harness, extended in Fennel.\n\n\
-                  With no command, oml opens an interactive Fennel REPL. `oml -p PROMPT…` runs one\n\
-                  prompt headless (`oml -p --help` lists its flags)."
+                  With no command, oml opens a chat with the agent in this directory (input that\n\
+                  starts with `(` is Fennel, `/name` a slash command, `,help` lists the keys).\n\
+                  `oml repl` is the pure Fennel REPL. `oml -p PROMPT…` runs one prompt headless\n\
+                  (`oml -p --help` lists its flags)."
 )]
 pub struct Cli {
     /// Do not load the user init file (~/.config/oml/init.fnl) or any project init file.
@@ -27,6 +29,30 @@ pub struct Cli {
     /// terminal.
     #[arg(long, global = true)]
     pub no_input: bool,
+
+    /// The chat: go on with the latest session of this directory.
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["resume", "session"])]
+    pub continue_: bool,
+
+    /// The chat: pick one of the recent sessions of this directory to go on with.
+    #[arg(long, conflicts_with = "session")]
+    pub resume: bool,
+
+    /// The chat: go on with the stored session ID.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+
+    /// The chat: the model of its sessions (default: llm.model, $OPENAI_MODEL).
+    #[arg(long, value_name = "ID")]
+    pub model: Option<String>,
+
+    /// The chat: the permission mode (default: the setting agent.permission-mode).
+    #[arg(long, value_parser = ["ask", "accept-edits", "yolo", "read-only"])]
+    pub mode: Option<String>,
+
+    /// The chat: do not store its sessions.
+    #[arg(long, conflicts_with_all = ["continue_", "resume", "session"])]
+    pub no_session: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -73,7 +99,8 @@ pub enum Command {
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
     },
-    /// Connect to, or serve, the live REPL of a running oml process.
+    /// The pure Fennel REPL; --connect attaches to the live REPL of a running oml process,
+    /// --listen serves one from this process.
     Repl {
         /// Connect to SOCKET (default: the most recently started server).
         #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "")]

@@ -2,7 +2,7 @@
 //! chosen mode (`modes`).
 //!
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
-//! `oml` (the interactive REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
+//! `oml` (the terminal chat), `oml repl` (the interactive Fennel REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
 //! `oml untrust [DIR]`, `oml agents`, `oml sessions`, `oml acp`, `oml repl --connect [SOCKET]`,
 //! `oml repl --listen`, and print mode (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`).
 //!
@@ -112,7 +112,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             };
             modes::print(&paths, &args).await
         }
-        None => modes::repl(&paths, &cli).await,
+        None => modes::chat(&paths, &cli).await,
         Some(Command::Acp) => modes::acp(&paths, cli.no_init).await,
         Some(Command::Agents { markdown }) => Ok(modes::agents(cli.json, *markdown)),
         Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
@@ -129,9 +129,6 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             socket,
             ..
         }) => modes::repl_listen(&paths, &cli, socket.clone()).await,
-        Some(Command::Repl { .. }) => {
-            err!("oml repl: say --connect [SOCKET] or --listen (plain `oml` opens a local REPL)");
-            Ok(status::USAGE)
-        }
+        Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
     }
 }

@@ -19,7 +19,48 @@ use crate::lisp::{Lisp, Output};
 use crate::paths::Paths;
 use crate::session::store::Store;
 
-/// `oml` with no command: the interactive REPL (with the agent offer on a terminal).
+/// `oml` with no command: the terminal chat (with the agent offer on a terminal). The chat's
+/// Lisp surface is installed before the init files, so that they can restyle it.
+pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
+    let lisp = new_host(paths, Output::Stdout)?;
+    let hub = crate::bind::chat::install(&lisp).context("cannot install the chat")?;
+    let report = if cli.no_init {
+        InitReport::default()
+    } else {
+        let cwd = std::env::current_dir().ok();
+        init::load_all(&lisp, paths, cwd.as_deref(), true).await
+    };
+    for line in report.messages() {
+        err!("oml: {line}");
+    }
+    if is_terminal() && !cli.no_init && !cli.no_input {
+        offer_agents(&lisp, paths).await;
+    }
+    if is_terminal() {
+        // Agents driven from the chat's Lisp without a permission handler ask here.
+        crate::bind::client::ask_on_terminal(true);
+    }
+    let agent = Agent::of(&lisp).context("the agent is not installed")?;
+    let start = if cli.continue_ {
+        crate::front::chat::Start::Continue
+    } else if cli.resume {
+        crate::front::chat::Start::Pick
+    } else if let Some(id) = &cli.session {
+        crate::front::chat::Start::Id(id.clone())
+    } else {
+        crate::front::chat::Start::New
+    };
+    let options = crate::front::chat::ChatOptions {
+        start,
+        store: (!cli.no_session).then(|| Store::new(paths.sessions_dir())),
+        model: cli.model.clone(),
+        mode: cli.mode.clone(),
+        history: Some(paths.chat_history_file()),
+    };
+    Ok(crate::front::chat::run(&agent, hub, options).await)
+}
+
+/// `oml repl`: the interactive Fennel REPL (with the agent offer on a terminal).
 pub(super) async fn repl(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
     let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);

@@ -1,11 +1,12 @@
-//! The front ends: what a user or a program talks to. `acp` serves oml's agent over ACP on
-//! stdio, `print` runs one prompt headless (`oml -p`), `repl` is the terminal REPL and the REPL
-//! socket. Each front end owns its stdout; nothing below this layer writes to it.
+//! The front ends: what a user or a program talks to. `chat` is the terminal chat (`oml`),
+//! `acp` serves oml's agent over ACP on stdio, `print` runs one prompt headless (`oml -p`),
+//! `repl` is the terminal REPL (`oml repl`) and the REPL socket. Each front end owns its stdout; nothing below this layer writes to it.
 //!
 //! Front ends know the agent, the bindings and the host; they do not know each other or `cli`.
 //! `stdio` is what they share: writing to the terminal without panicking on a closed pipe.
 
 pub mod acp;
+pub mod chat;
 pub mod print;
 pub mod repl;
 pub mod stdio;

@@ -87,6 +87,18 @@ pub async fn drive(
     out: Sink,
     interrupt: Interrupt,
 ) -> Result<(), LispError> {
+    drive_with(lisp, reads, out, interrupt, |_| {}).await
+}
+
+/// [`drive`], calling `setup` with the conversation's coroutine before it starts (the chat maps
+/// it to its session).
+pub async fn drive_with(
+    lisp: &Lisp,
+    reads: mpsc::UnboundedSender<ReadRequest>,
+    out: Sink,
+    interrupt: Interrupt,
+    setup: impl FnOnce(&mlua::Thread),
+) -> Result<(), LispError> {
     let lua = lisp.lua();
     let driver: Function = lua
         .load(DRIVER)
@@ -134,6 +146,7 @@ pub async fn drive(
             }
         },
     )?;
+    setup(&thread);
     lisp.attach_sink(&thread, out);
     lisp.attach_interrupt(&thread, interrupt);
     let result = thread.clone().into_async::<()>((read, write))?.await;

@@ -40,6 +40,9 @@ pub enum AgentEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<Value>,
     },
+    /// A piece of the output of the tool call that is running (what `bash` writes as it
+    /// writes it), for a live view; the result in `ToolEnd` is what counts.
+    ToolOutput { id: String, text: String },
     /// The token usage one model call reported.
     Usage { usage: Value },
 }

@@ -46,6 +46,9 @@ pub struct Session {
     pub prompt: PromptState,
     /// The writer of the session's file, when sessions are persisted.
     pub log: Option<SessionLog>,
+    /// The id of the tool call between its `ToolStart` and `ToolEnd` events, which the output
+    /// of a running tool is reported under.
+    pub running_tool: Option<String>,
 }
 
 /// Where a session is with its one prompt.
@@ -138,6 +141,7 @@ impl Sessions {
             data: Map::new(),
             prompt: PromptState::Idle,
             log,
+            running_tool: None,
         };
         lock(&self.sessions).insert(id.clone(), session);
         id
@@ -171,6 +175,7 @@ impl Sessions {
             data: loaded.data(),
             prompt: PromptState::Idle,
             log: Some(log),
+            running_tool: None,
         };
         lock(&self.sessions).insert(id.to_owned(), session);
         Ok(loaded)
@@ -203,7 +208,16 @@ impl Sessions {
 
     /// Send `event` to the session's frontend; nothing happens without a sink or a session.
     pub fn emit(&self, id: &str, event: AgentEvent) {
-        let sink = self.with(id, |s| s.sink.clone()).flatten();
+        let sink = self
+            .with(id, |s| {
+                match &event {
+                    AgentEvent::ToolStart { id, .. } => s.running_tool = Some(id.clone()),
+                    AgentEvent::ToolEnd { .. } => s.running_tool = None,
+                    _ => {}
+                }
+                s.sink.clone()
+            })
+            .flatten();
         if let Some(sink) = sink {
             let _ = sink.send(event);
         }

@@ -19,8 +19,11 @@
 //! output is then collected for at most [`BASH_DRAIN_AFTER_EXIT`] and returned. Such processes
 //! are left running (they were asked for), but lose their output pipe.
 //!
-//! It deliberately does not know about permissions, sandboxes, PTYs or streaming partial output;
-//! a process that calls `setsid` escapes the group kill.
+//! While it runs, each chunk read from the pipe can also go to an optional [`Progress`] callback
+//! (the chat's live output tail); what the callback does is not this module's concern.
+//!
+//! It deliberately does not know about permissions, sandboxes or PTYs; a process that calls
+//! `setsid` escapes the group kill.
 //!
 //! Compare with pi: `packages/coding-agent/src/core/tools/bash.ts` (tail of 2000 lines / 50 KB,
 //! process-tree kill on abort).
@@ -49,6 +52,10 @@ pub const BASH_KILL_GRACE: Duration = Duration::from_millis(200);
 /// still hold the pipe open before returning what has arrived.
 pub const BASH_DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 
+/// Called with each chunk of output as the command writes it (raw bytes, possibly split inside
+/// a UTF-8 sequence).
+pub type Progress<'a> = &'a (dyn Fn(&[u8]) + Send + Sync);
+
 /// Run `command` with `bash -c` in `cwd`, for at most `timeout`, returning at most the last
 /// `max_chars` characters of its output; stop early, killing the process group, when `cancel`
 /// fires.
@@ -62,13 +69,25 @@ pub async fn bash(
     max_chars: usize,
     cancel: &CancelToken,
 ) -> ToolOutput {
+    bash_with_progress(command, cwd, timeout, max_chars, cancel, None).await
+}
+
+/// [`bash`], also giving each chunk of output to `progress` while the command runs.
+pub async fn bash_with_progress(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    max_chars: usize,
+    cancel: &CancelToken,
+    progress: Option<Progress<'_>>,
+) -> ToolOutput {
     if command.trim().is_empty() {
         return ToolError::CommandRequired.into();
     }
     if !cwd.is_dir() {
         return ToolError::NoWorkingDirectory(cwd.to_path_buf()).into();
     }
-    match run(command, cwd, timeout, max_chars, cancel).await {
+    match run(command, cwd, timeout, max_chars, cancel, progress).await {
         Ok((end, output)) => finish(end, output, timeout),
         Err(error) => ToolError::io("run bash in", cwd, error).into(),
     }
@@ -122,6 +141,7 @@ async fn run(
     timeout: Duration,
     max_chars: usize,
     cancel: &CancelToken,
+    progress: Option<Progress<'_>>,
 ) -> io::Result<(End, String)> {
     let (reader, writer) = io::pipe()?;
     let mut child = {
@@ -140,7 +160,7 @@ async fn run(
     };
     let group = GroupKiller::new(&child);
     let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
-    let mut output = Output::new(max_chars);
+    let mut output = Output::new(max_chars, progress);
 
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -169,19 +189,22 @@ async fn run(
     Ok((end, output.tail.finish()))
 }
 
-/// The pipe's reading side state: the bounded tail and whether the pipe has closed.
-struct Output {
+/// The pipe's reading side state: the bounded tail, whether the pipe has closed, and who hears
+/// of each chunk.
+struct Output<'a> {
     tail: TailBuffer,
     chunk: Vec<u8>,
     eof: bool,
+    progress: Option<Progress<'a>>,
 }
 
-impl Output {
-    fn new(max_chars: usize) -> Self {
+impl<'a> Output<'a> {
+    fn new(max_chars: usize, progress: Option<Progress<'a>>) -> Self {
         Self {
             tail: TailBuffer::new(max_chars),
             chunk: vec![0; CHUNK_BYTES],
             eof: false,
+            progress,
         }
     }
 
@@ -189,7 +212,12 @@ impl Output {
     async fn read(&mut self, pipe: &mut pipe::Receiver) {
         match pipe.read(&mut self.chunk).await {
             Ok(0) => self.eof = true,
-            Ok(n) => self.tail.push_bytes(&self.chunk[..n]),
+            Ok(n) => {
+                self.tail.push_bytes(&self.chunk[..n]);
+                if let Some(progress) = self.progress {
+                    progress(&self.chunk[..n]);
+                }
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             // A broken pipe cannot yield more output; treat it as closed.
             Err(_) => self.eof = true,
@@ -216,7 +244,7 @@ impl GroupKiller {
     }
 
     /// SIGTERM the group, keep reading output, and SIGKILL whatever is left after the grace.
-    async fn kill(mut self, child: &mut Child, output: &mut Output, pipe: &mut pipe::Receiver) {
+    async fn kill(mut self, child: &mut Child, output: &mut Output<'_>, pipe: &mut pipe::Receiver) {
         // `pgid` stays set until SIGKILL is sent, so dropping this future midway still kills.
         let Some(pgid) = self.pgid else {
             return;

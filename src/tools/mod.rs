@@ -33,7 +33,7 @@ mod atomic;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use bash::bash;
+pub use bash::{bash, bash_with_progress};
 pub use edit::{Edit, edit, parse_edit_args};
 pub use find::find;
 pub use grep::{GrepArgs, grep};

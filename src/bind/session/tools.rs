@@ -77,6 +77,28 @@ pub(crate) fn session_cancel(lua: &Lua) -> crate::cancel::CancelToken {
         .unwrap_or_default()
 }
 
+/// Bytes of one chunk of a running command's output sent as one `tool-output` event at most;
+/// the chunk's tail is kept (the live view shows the last lines).
+pub const TOOL_OUTPUT_EVENT_MAX_BYTES: usize = 4096;
+
+/// Reports a running tool's output as `tool-output` events of the running coroutine's session,
+/// under the id of its running tool call; `None` outside a session.
+fn output_reporter(lua: &Lua) -> Option<impl Fn(&[u8]) + Send + Sync + use<>> {
+    let s = sessions(lua).ok()?;
+    let id = s.of_thread(thread_key(lua))?;
+    Some(move |bytes: &[u8]| {
+        let Some(call) = s.with(&id, |s| s.running_tool.clone()).flatten() else {
+            return;
+        };
+        let tail = &bytes[bytes.len().saturating_sub(TOOL_OUTPUT_EVENT_MAX_BYTES)..];
+        let text = String::from_utf8_lossy(tail).into_owned();
+        s.emit(
+            &id,
+            crate::session::AgentEvent::ToolOutput { id: call, text },
+        );
+    })
+}
+
 /// The running coroutine's directory: its session's, else the process's.
 fn cwd(lua: &Lua) -> std::path::PathBuf {
     match sessions(lua) {
@@ -176,9 +198,14 @@ const TOOLS: &[HostFn] = &[
                 |lua, (command, timeout, max_chars): (String, f64, usize)| {
                     let cwd = cwd(&lua);
                     let cancel = session_cancel(&lua);
+                    let report = output_reporter(&lua);
                     async move {
                         let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
-                        let out = tools::bash(&command, &cwd, timeout, max_chars, &cancel).await;
+                        let progress = report.as_ref().map(|r| r as tools::bash::Progress<'_>);
+                        let out = tools::bash_with_progress(
+                            &command, &cwd, timeout, max_chars, &cancel, progress,
+                        )
+                        .await;
                         output_table(&lua, out)
                     }
                 },

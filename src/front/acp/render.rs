@@ -161,7 +161,10 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
     let (session_update, text) = match event {
         AgentEvent::TextDelta { text } => ("agent_message_chunk", text),
         AgentEvent::ThoughtDelta { text } => ("agent_thought_chunk", text),
-        AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } | AgentEvent::Usage { .. } => {
+        AgentEvent::ToolStart { .. }
+        | AgentEvent::ToolEnd { .. }
+        | AgentEvent::ToolOutput { .. }
+        | AgentEvent::Usage { .. } => {
             return None;
         }
     };

@@ -97,10 +97,16 @@ pub(super) async fn render(
             rx.recv().await
         };
         let Some(event) = event else { break };
+        if matches!(event, AgentEvent::ToolOutput { .. }) {
+            // The live output of a running command is the chat's; print mode shows the result.
+            continue;
+        }
         match &event {
             AgentEvent::TextDelta { text } => last_text.push_str(text),
             AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } => last_text.clear(),
-            AgentEvent::ThoughtDelta { .. } | AgentEvent::Usage { .. } => {}
+            AgentEvent::ThoughtDelta { .. }
+            | AgentEvent::Usage { .. }
+            | AgentEvent::ToolOutput { .. } => {}
         }
         if json {
             json::event(&event);
@@ -122,7 +128,7 @@ pub(super) async fn render(
                 let status = if is_error { "failed" } else { "ok" };
                 screen.line(&format!("  {status}: {}", first_line(&content)));
             }
-            AgentEvent::Usage { .. } => {}
+            AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
         }
     }
     screen.clear_spinner();

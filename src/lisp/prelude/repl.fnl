@@ -24,7 +24,11 @@ gets the rendered values, the errors and the prompt-free output; OML-SCOPE holds
      :readChunk (fn [state] (read (< 0 (or (. state :stack-size) 0))))
      :onValues (fn [xs] (when (< 0 (length xs)) (write (.. (table.concat xs "\t") "\n"))))
      :onError (fn [kind msg]
-                (let [text (pick-values 1 (: (tostring msg) :gsub "\nstack traceback:.*" ""))]
+                ;; Fennel loads each input under its own Lua text as the chunk name, so an error
+                ;; in a typed form would quote that text; it is called `repl` instead.
+                (let [text (pick-values 1 (-> (tostring msg)
+                                              (: :gsub "\nstack traceback:.*" "")
+                                              (: :gsub "%[string \".-\"%]:(%d+):" "repl:%1:")))]
                   (if (text:match "interrupted$")
                       (write "interrupted\n")
                       (write (.. kind " error: " text "\n")))))

@@ -1,0 +1,237 @@
+;; The terminal chat's Lisp side: how a tool card, the status line after a turn, the welcome and
+;; the permission question look, and the chat's own commands.
+;;
+;; Loaded only by the chat (`oml` on a terminal, or with lines piped in), after the agent and
+;; before the init files, so that an init file can redefine or advise every function here. The
+;; host (src/bind/chat.rs) has put `chat.ask-key!`, `chat.color?`, `chat.width`,
+;; `chat.diff-lines`, `chat.clean`, `chat.request!` and `chat.stored-sessions` in place. The
+;; front end (src/front/chat/) calls `chat.card-header`, `chat.card-body`, `chat.status-line`,
+;; `chat.welcome` and `chat.permission-question` by name each time; the streamed text itself is
+;; drawn in Rust.
+
+(local oml _G.oml)
+(local fennel (require :fennel))
+(local chat _G.chat)
+(local agent _G.agent)
+(local session _G.session)
+(local commands _G.commands)
+
+(local file "src/bind/chat.fnl")
+
+(fn defsetting [name default typ doc]
+  (oml.defsetting* name default {:type typ : doc : file
+                                 :line (. (debug.getinfo 2 :l) :currentline)}))
+
+(defsetting "chat.show-reasoning?" false :boolean
+  "Show the model's reasoning in full (dimmed) as it streams; otherwise it is folded to one line.")
+(defsetting "chat.tool-output-lines" 5 :integer
+  "Lines of a running command's output shown live under its card; 0 shows none.")
+(defsetting "chat.result-lines" 4 :integer
+  "Lines of a finished tool's output shown under its card.")
+(defsetting "chat.diff-max-lines" 40 :integer
+  "Lines of an edit's diff shown under its card and in the permission question.")
+(defsetting "chat.history-size" 1000 :integer
+  "Inputs kept in the chat's history file (shared by every directory).")
+(defsetting "chat.theme"
+  {:dim "2" :bold "1" :italic "3" :code "36" :heading "1;35" :ok "32" :error "31"
+   :running "33" :added "32" :removed "31" :hunk "36" :prompt "1;36" :question "1;33"}
+  :table
+  "SGR codes of each style the chat draws with (see `chat.style`); NO_COLOR or TERM=dumb draw none.")
+
+(fn chat.style [name text]
+  "TEXT drawn in the style NAME of `chat.theme` (:dim, :bold, :ok, :error, :added, ...), or
+TEXT itself when the chat draws without colour or the theme has no such style."
+  (let [code (and (chat.color?) (. chat.theme name))]
+    (if code (.. "\027[" code "m" text "\027[0m") text)))
+
+;;; Tool cards
+
+(fn first-line [s]
+  (or (and (= :string (type s)) (s:match "^[^\n]*")) ""))
+
+(fn chat.card-title [event]
+  "The title of the card of the tool call EVENT (a tool-start or tool-end event with :name
+:args :title): the command of bash, \"Edit path\" for edit and write, else the tool's title."
+  (let [args (or event.args {})]
+    (case event.name
+      :bash (.. "$ " (first-line (chat.clean (or args.command ""))))
+      :edit (.. "Edit " (chat.clean (or args.path "")))
+      :write (.. "Write " (chat.clean (or args.path "")))
+      _ (chat.clean (if (and (= :string (type event.title)) (event.title:find "%S"))
+                        event.title
+                        event.name)))))
+
+(fn exit-status [content]
+  (or (content:match "%[exit code (%-?%d+)%]%s*$")
+      (and (content:match "%[command timed out after [^%]]*%]%s*$") "timeout")
+      (and (content:match "%[cancelled%]%s*$") "cancelled")))
+
+(fn chat.card-header [event status]
+  "The first line of the card of the tool call EVENT in STATUS (:running, :ok or :failed): a mark,
+the title, and for a finished bash its exit status."
+  (let [title (chat.card-title event)
+        content (or event.content "")]
+    (case status
+      :running (.. (chat.style :running "●") " " (chat.style :bold title))
+      :ok (.. (chat.style :ok "✓") " " (chat.style :bold title)
+              (if (= event.name :bash) (chat.style :dim "  exit 0") ""))
+      _ (let [code (exit-status content)]
+          (.. (chat.style :error "✗") " " (chat.style :bold title)
+              (if (and code (code:match "^%-?%d+$")) (chat.style :error (.. "  exit " code))
+                  code (chat.style :error (.. "  " code))
+                  ""))))))
+
+(fn chat.diff-text [old new ?max]
+  "The unified diff of OLD and NEW, coloured, at most ?MAX lines (default `chat.diff-max-lines`)."
+  (let [lines (chat.diff-lines old new)
+        max (or ?max chat.diff-max-lines)
+        out []]
+    (each [i line (ipairs lines) &until (> i max)]
+      (table.insert out
+        (case (line:sub 1 1)
+          "+" (if (= "+++" (line:sub 1 3)) nil (chat.style :added (chat.clean line)))
+          "-" (if (= "---" (line:sub 1 3)) nil (chat.style :removed (chat.clean line)))
+          "@" (chat.style :hunk line)
+          _ (chat.clean line))))
+    (when (> (length lines) max)
+      (table.insert out (chat.style :dim (.. "… " (- (length lines) max) " more lines"))))
+    (table.concat out "\n")))
+
+(fn head-lines [text n]
+  (let [out []
+        all (icollect [l (string.gmatch (.. text "\n") "([^\n]*)\n")] l)]
+    (each [i l (ipairs all) &until (> i n)]
+      (table.insert out (.. "  " (chat.clean l))))
+    (when (> (length all) n)
+      (let [more (- (length all) n)]
+        (table.insert out (.. "  … " more (if (= more 1) " more line" " more lines")))))
+    (chat.style :dim (table.concat out "\n"))))
+
+(fn chat.card-body [event]
+  "What is shown under the card of the finished tool call EVENT (a tool-end with :content
+:error? :diff): the coloured diff of an edit or write, else the first `chat.result-lines` lines of
+its output; nil for nothing."
+  (if (and (= :table (type event.diff)) (not (. event :error?)))
+      (chat.diff-text (. event.diff :old-text) (. event.diff :new-text))
+      (let [text (or event.content "")]
+        (when (and (text:find "%S") (< 0 chat.result-lines))
+          (head-lines (text:gsub "%s+$" "") chat.result-lines)))))
+
+;;; After a turn
+
+(fn short-count [n]
+  (if (>= n 1000000) (string.format "%.1fM" (/ n 1000000))
+      (>= n 10000) (string.format "%.0fk" (/ n 1000))
+      (>= n 1000) (string.format "%.1fk" (/ n 1000))
+      (tostring (math.floor n))))
+
+(fn chat.status-items [info]
+  "The items of the status line after a turn, from INFO {:tokens :context :window :seconds
+:model :stop-reason}: tokens used, context fill, duration, and why the turn stopped when it was
+not the end of the turn. Add an item by advising this."
+  (let [items []]
+    (when (and info.tokens (< 0 info.tokens))
+      (table.insert items (.. (short-count info.tokens) " tokens")))
+    (when (and info.context info.window (< 0 info.window))
+      (table.insert items (string.format "context %d%% of %s"
+                                         (math.floor (+ 0.5 (* 100 (/ info.context info.window))))
+                                         (short-count info.window))))
+    (when info.seconds
+      (table.insert items (string.format "%.1fs" info.seconds)))
+    (when (and info.stop-reason (not= info.stop-reason :end-turn))
+      (table.insert items (.. "stopped: " info.stop-reason)))
+    items))
+
+(fn chat.status-line [info]
+  "The dimmed line shown after each turn: `chat.status-items` joined with \" · \", or nil."
+  (let [items (chat.status-items info)]
+    (when (< 0 (length items))
+      (chat.style :dim (table.concat items " · ")))))
+
+(fn chat.welcome [info]
+  "The lines shown when the chat opens, from INFO {:version :model :cwd :session :resumed}:
+the model (or how to configure one) and the input rules."
+  (let [model (if info.model (.. "model " info.model)
+                  "no model yet: set OPENAI_MODEL and OPENAI_BASE_URL (or llm.model in ~/.config/oml/init.fnl)")]
+    (.. (chat.style :bold (.. "oml " info.version)) "  " (chat.style :dim (.. model " · " info.cwd))
+        (if info.resumed (.. "\n" (chat.style :dim (.. "resumed session " info.session))) "")
+        "\n" (chat.style :dim "Ask anything · (form) is Fennel · /commands · ,help for keys · Ctrl-D exits"))))
+
+;;; The permission question
+
+(fn read-file [path]
+  (let [f (io.open path :rb)]
+    (when f
+      (let [text (f:read :a)]
+        (f:close)
+        text))))
+
+(fn edit-preview [args]
+  (let [edits (if (= :table (type args.edits)) args.edits
+                  [{:old_text args.old_text :new_text args.new_text}])]
+    (table.concat (icollect [_ e (ipairs edits)]
+                    (chat.diff-text (or e.old_text "") (or e.new_text "")))
+                  "\n")))
+
+(fn write-preview [args]
+  (let [(ok path) (pcall session.resolve-path (or args.path ""))
+        old (and ok (read-file path))]
+    (.. (if old "" (chat.style :dim "(a new file)\n"))
+        (chat.diff-text (or old "") (or args.content "")))))
+
+(fn chat.permission-question [call]
+  "The question asked before the tool CALL {:name :args :kind} runs: what exactly it would do
+(the whole command and its directory, or the diff an edit or write would make) and the keys."
+  (let [args (or call.args {})
+        what (case call.name
+               :bash (.. (chat.style :question "Run this command?") "  "
+                         (chat.style :dim (.. "in " (session.cwd))) "\n"
+                         (chat.style :bold (chat.clean (or args.command ""))))
+               :edit (.. (chat.style :question (.. "Edit " (chat.clean (or args.path "")) "?")) "\n"
+                         (edit-preview args))
+               :write (.. (chat.style :question (.. "Write " (chat.clean (or args.path "")) "?")) "\n"
+                          (write-preview args))
+               _ (.. (chat.style :question (.. "Allow " call.name "?")) "\n"
+                     (chat.clean (fennel.view args))))]
+    (.. what "\n" (chat.style :bold "[y]") " yes once (Enter)  "
+        (chat.style :bold "[a]") " always for " call.name " in this session  "
+        (chat.style :bold "[n]") " no")))
+
+(fn agent.ask-permission [request]
+  "Ask at the terminal whether the tool call REQUEST {:id :name :args :kind} may run: the
+question `chat.permission-question` makes, answered with y (allow once; Enter too), a (always, for
+this session) or n (reject). Ctrl-C or Esc cancels the turn."
+  (case (chat.ask-key! (chat.permission-question request) "yan")
+    :y :allow-once
+    :a :allow-always
+    :n :reject-once
+    _ :cancelled))
+
+;;; The chat's commands
+
+(fn commands.new [input]
+  {:fnl/docstring "Start a new session in this directory (the chat only)."}
+  (chat.request! :new)
+  "Starting a new session.")
+
+(fn commands.sessions [input]
+  {:fnl/docstring "List the stored sessions of this directory, latest first (all: of every directory)."
+   :hint "[all]"}
+  (let [list (chat.stored-sessions (= input :all))]
+    (if (= 0 (length list))
+        "No stored sessions."
+        (.. (table.concat (icollect [i s (ipairs list) &until (> i 20)]
+                            (.. "- `" s.id "` " (or s.updated "") "  " (or s.title "")))
+                          "\n")
+            "\n\n/resume ID goes on with one."))))
+
+(fn commands.resume [input]
+  {:fnl/docstring "Go on with a stored session (the chat only); without an id, the latest one of this directory."
+   :hint "[session id]"}
+  (let [id (if (= input "")
+               (let [latest (. (chat.stored-sessions) 1)] (and latest latest.id))
+               input)]
+    (if (not id) "No stored session to resume."
+        (= id (session.current)) "This is that session."
+        (do (chat.request! :resume id)
+            (.. "Resuming " id ".")))))

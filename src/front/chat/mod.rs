@@ -1,0 +1,462 @@
+//! The terminal chat (`oml` on a terminal): a conversation with the agent in the current
+//! directory, turn after turn, with the live Lisp image one `(` away.
+//!
+//! Each input is parsed once (`input`): a Fennel form is evaluated in the image, bound to the
+//! chat's session; `,name` is a chat command; anything else is a prompt (slash commands
+//! included) run by `agent.prompt` while `render` draws its events. Ctrl-C cancels the running
+//! turn (twice: stops the Lisp code) and the chat goes on; Ctrl-C twice on an empty line, or
+//! Ctrl-D, ends it. Each chat is a stored session (`sessions`), so `oml -c` and `oml acp`'s
+//! `session/load` go on with it. With stdin piped, lines are read by the same rules and drawn
+//! without decoration.
+//!
+//! Compare with pi: `packages/coding-agent/src/modes/interactive/`; with Claude Code: `claude`
+//! without `-p`.
+
+mod editor;
+mod input;
+mod lisp;
+mod markdown;
+mod render;
+mod screen;
+mod sessions;
+mod term;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agent::{Agent, AgentEvent};
+use crate::bind::chat::{Ask, Hub, Request};
+use crate::cancel::CancelToken;
+use crate::front::stdio::err;
+use crate::lisp::LispError;
+use crate::session::store::Store;
+use editor::{Names, Read, Reader};
+use input::{Input, attach_mentions, classify, join};
+use lisp::Repl;
+use screen::Screen;
+use term::Caps;
+
+pub use sessions::Start;
+
+/// The prompt the chat reads input after, on a terminal.
+pub const PROMPT: &str = "› ";
+
+/// Lisp names offered for completion at most.
+const COMPLETION_NAMES_MAX: usize = 5000;
+
+/// What `oml` was asked to open.
+#[derive(Clone, Debug, Default)]
+pub struct ChatOptions {
+    /// Which session to open.
+    pub start: Start,
+    /// Where sessions are stored; `None` keeps them in memory (`--no-session`).
+    pub store: Option<Store>,
+    /// The model of the chat's sessions (`--model`); `None` keeps `agent.current-model`.
+    pub model: Option<String>,
+    /// The permission mode (`--mode`); `None` keeps `agent.permission-mode`.
+    pub mode: Option<String>,
+    /// The input history file.
+    pub history: Option<PathBuf>,
+}
+
+/// Run the chat until the input ends; returns the exit status (0, or 1 when an input read
+/// from a pipe failed).
+pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
+    let caps = Caps::detect();
+    hub.set_color(caps.color);
+    hub.set_width(term::width());
+    hub.set_store(options.store.clone());
+    agent.sessions().set_store(options.store.clone());
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let (ask_tx, mut asks) = mpsc::unbounded_channel::<Ask>();
+    if caps.interactive {
+        hub.set_asks(ask_tx);
+    }
+    let mut chat = Chat {
+        agent: agent.clone(),
+        hub,
+        caps,
+        screen: Screen::new(caps, term::width()),
+        tx,
+        session: String::new(),
+        options: options.clone(),
+        failed: false,
+        repl: None,
+    };
+    let opened = match sessions::open(&chat.agent, &options, caps, chat.tx.clone()).await {
+        Ok(opened) => opened,
+        Err(message) => {
+            err!("oml: {message}");
+            return 1;
+        }
+    };
+    chat.session = opened.id.clone();
+    if caps.interactive {
+        chat.welcome(opened.resumed).await;
+    }
+    let names = Arc::new(Mutex::new(Names::default()));
+    let reader = if caps.interactive {
+        let size: i64 = agent.lisp().setting("chat.history-size").unwrap_or(1000);
+        Reader::terminal(options.history.clone(), size.max(0) as usize, names.clone())
+    } else {
+        Reader::piped()
+    };
+    chat.converse(&reader, &names, &mut events, &mut asks).await;
+    reader.close().await;
+    if let Some(repl) = chat.repl.take() {
+        repl.close();
+    }
+    agent.sessions().flush(&chat.session).await;
+    i32::from(chat.failed && !caps.interactive)
+}
+
+/// Whether the conversation goes on after an input.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Go,
+    Exit,
+}
+
+struct Chat {
+    agent: Agent,
+    hub: Arc<Hub>,
+    caps: Caps,
+    screen: Screen,
+    /// The sink every session of the chat sends its events to.
+    tx: mpsc::UnboundedSender<AgentEvent>,
+    session: String,
+    options: ChatOptions,
+    /// An input failed (a model or Lisp error).
+    failed: bool,
+    /// The Lisp conversation, from the first form on.
+    repl: Option<Repl>,
+}
+
+impl Chat {
+    async fn converse(
+        &mut self,
+        reader: &Reader,
+        names: &Arc<Mutex<Names>>,
+        events: &mut mpsc::UnboundedReceiver<AgentEvent>,
+        asks: &mut mpsc::UnboundedReceiver<Ask>,
+    ) {
+        let mut interrupted_empty = false;
+        loop {
+            if self.caps.interactive {
+                self.refresh_names(names);
+            }
+            let prompt = if self.caps.interactive { PROMPT } else { "" };
+            let text = match reader.read(prompt).await {
+                Read::Eof => break,
+                Read::Interrupted { empty } => {
+                    if empty && interrupted_empty {
+                        break;
+                    }
+                    interrupted_empty = empty;
+                    if empty {
+                        self.note("(Ctrl-C again or Ctrl-D to exit)");
+                    }
+                    continue;
+                }
+                Read::Line(text) => text,
+            };
+            interrupted_empty = false;
+            let flow = match classify(&join(&text)) {
+                Input::Empty => Flow::Go,
+                Input::Lisp(src) => {
+                    self.eval(&src).await;
+                    Flow::Go
+                }
+                Input::Chat { name, args } => self.chat_command(&name, &args).await,
+                Input::Prompt(text) => {
+                    self.prompt(&text, events, asks).await;
+                    Flow::Go
+                }
+            };
+            if flow == Flow::Exit {
+                break;
+            }
+            self.handle_requests().await;
+        }
+    }
+
+    /// Run one prompt (or slash command) and draw it.
+    async fn prompt(
+        &mut self,
+        text: &str,
+        events: &mut mpsc::UnboundedReceiver<AgentEvent>,
+        asks: &mut mpsc::UnboundedReceiver<Ask>,
+    ) {
+        let text = if text.starts_with('/') {
+            text.to_owned()
+        } else {
+            let cwd = self.cwd();
+            let (text, mentions) = attach_mentions(text, &cwd);
+            for m in mentions {
+                match m.outcome {
+                    Ok(lines) => self.note(&format!("attached @{} ({lines} lines)", m.path)),
+                    Err(why) => self.note(&format!("not attached @{}: {why}", m.path)),
+                }
+            }
+            text
+        };
+        let started = std::time::Instant::now();
+        let interrupt = CancelToken::new();
+        let signals = tokio::spawn(watch_ctrl_c(
+            self.agent.clone(),
+            self.session.clone(),
+            interrupt.clone(),
+        ));
+        let (done_tx, done_rx) = oneshot::channel();
+        let agent = self.agent.clone();
+        let id = self.session.clone();
+        let run = async {
+            let result = agent.prompt(&id, &text, &interrupt).await;
+            let _ = done_tx.send(());
+            result
+        };
+        let turn = render::Turn::new(&mut self.screen, &agent, &id);
+        let (result, tally) = tokio::join!(run, turn.watch(events, asks, done_rx));
+        signals.abort();
+        match result {
+            Ok(outcome) => {
+                if outcome.command.is_none() {
+                    self.status_line(&tally, &outcome.stop_reason, started.elapsed());
+                }
+            }
+            Err(e) => {
+                self.failed = true;
+                self.error(&e.to_string());
+            }
+        }
+    }
+
+    /// Evaluate Fennel source (or a `,` REPL command) in the chat's REPL conversation, which
+    /// starts at the first use; what it writes is shown as it comes, errors in red.
+    async fn eval(&mut self, src: &str) {
+        if self.repl.is_none() {
+            self.repl = Some(Repl::start(
+                self.agent.lisp(),
+                self.agent.sessions().clone(),
+                &self.session,
+            ));
+        }
+        let Some(repl) = self.repl.as_mut() else {
+            return;
+        };
+        let interrupt = repl.interrupt();
+        let signals = tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                interrupt.interrupt();
+            }
+        });
+        let (screen, color) = (&mut self.screen, self.caps.color);
+        let mut failed = false;
+        let alive = repl
+            .eval(src, |text| {
+                let error = text.contains(" error: ");
+                failed |= error;
+                if error && color {
+                    screen.text(&format!("\x1b[31m{text}\x1b[0m"));
+                } else {
+                    screen.text(text);
+                }
+                screen.flush();
+            })
+            .await;
+        signals.abort();
+        self.failed |= failed;
+        if !alive {
+            self.repl = None;
+            self.error("the Lisp conversation ended; the next form starts a new one");
+        }
+    }
+
+    async fn chat_command(&mut self, name: &str, args: &str) -> Flow {
+        match name {
+            "exit" | "quit" => return Flow::Exit,
+            "help" => {
+                self.screen.lines(HELP);
+                self.screen.flush();
+                self.eval(",help").await;
+            }
+            _ => self.eval(format!(",{name} {args}").trim_end()).await,
+        }
+        Flow::Go
+    }
+
+    /// Act on what `/new` and `/resume` asked for.
+    async fn handle_requests(&mut self) {
+        for request in self.hub.take_requests() {
+            let id = match request {
+                Request::NewSession => {
+                    let cwd = self.cwd();
+                    self.agent.new_session(cwd, Some(self.tx.clone()))
+                }
+                Request::Resume(id) => match self.agent.sessions().load(&id, Some(self.tx.clone()))
+                {
+                    Ok(_) => id,
+                    Err(e) => {
+                        self.error(&format!("cannot load session {id}: {e}"));
+                        continue;
+                    }
+                },
+            };
+            sessions::configure(&self.agent, &id, &self.options);
+            if let Some(repl) = &self.repl {
+                repl.rebind(&id);
+            }
+            let old = std::mem::replace(&mut self.session, id);
+            self.agent.sessions().flush(&old).await;
+            self.agent.sessions().remove(&old);
+            self.note(&format!("session {}", self.session));
+        }
+    }
+
+    async fn welcome(&mut self, resumed: bool) {
+        let model = self
+            .agent
+            .lisp()
+            .call_json(
+                "agent.current-model",
+                &[json!(self.session)],
+                &CancelToken::new(),
+            )
+            .await
+            .ok()
+            .filter(|m| !m.is_null());
+        let info = json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "model": model,
+            "cwd": self.cwd().display().to_string(),
+            "session": self.session,
+            "resumed": resumed,
+        });
+        match self
+            .agent
+            .lisp()
+            .call_json("chat.welcome", &[info], &CancelToken::new())
+            .await
+        {
+            Ok(serde_json::Value::String(text)) => self.screen.lines(&text),
+            Ok(_) => {}
+            Err(e) => self.lisp_error(&e),
+        }
+        self.screen.flush();
+    }
+
+    fn status_line(
+        &mut self,
+        tally: &render::Tally,
+        stop_reason: &str,
+        elapsed: std::time::Duration,
+    ) {
+        if !self.caps.interactive {
+            if stop_reason != "end-turn" {
+                err!("[stopped: {stop_reason}]");
+            }
+            return;
+        }
+        let lisp = self.agent.lisp();
+        let window: Option<u64> = lisp.setting("llm.context-window").ok();
+        let info = json!({
+            "tokens": tally.tokens,
+            "context": (tally.context > 0).then_some(tally.context),
+            "window": window,
+            "seconds": elapsed.as_secs_f64(),
+            "stop-reason": stop_reason,
+        });
+        let line = lisp
+            .function("chat.status-line")
+            .ok()
+            .flatten()
+            .and_then(|f| {
+                let arg = crate::lisp::to_lua(lisp.lua(), &info).ok()?;
+                f.call::<Option<String>>(arg).ok().flatten()
+            });
+        if let Some(line) = line {
+            self.screen.lines(&line);
+            self.screen.flush();
+        }
+    }
+
+    fn refresh_names(&self, names: &Arc<Mutex<Names>>) {
+        let (commands, lisp) = sessions::completion_names(&self.agent, COMPLETION_NAMES_MAX);
+        let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+        names.commands = commands;
+        names.lisp = lisp;
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.agent
+            .sessions()
+            .with(&self.session, |s| s.cwd.clone())
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| "/".into()))
+    }
+
+    /// A dimmed line of the chat's own.
+    fn note(&mut self, text: &str) {
+        let text = if self.caps.color {
+            format!("\x1b[2m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        };
+        if self.caps.interactive {
+            self.screen.lines(&text);
+            self.screen.flush();
+        } else {
+            err!("{text}");
+        }
+    }
+
+    fn error(&mut self, message: &str) {
+        self.failed = true;
+        let line = format!("error: {message}");
+        if !self.caps.interactive {
+            err!("{line}");
+            return;
+        }
+        let line = if self.caps.color {
+            format!("\x1b[31m{line}\x1b[0m")
+        } else {
+            line
+        };
+        self.screen.lines(&line);
+        self.screen.flush();
+    }
+
+    fn lisp_error(&mut self, e: &LispError) {
+        self.error(&e.to_string());
+    }
+}
+
+/// The first Ctrl-C cancels the session's turn (it ends properly, the partial answer kept);
+/// the next one stops the Lisp code.
+async fn watch_ctrl_c(agent: Agent, session: String, interrupt: CancelToken) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    agent.cancel(&session);
+    if tokio::signal::ctrl_c().await.is_ok() {
+        interrupt.cancel();
+    }
+}
+
+/// What `,help` shows (under 80 columns).
+const HELP: &str = "\
+Input
+  text          a prompt for the agent; @path attaches a file
+  /name args    a slash command (/commands lists them)
+  (form)        Fennel in this live image; lines go on until it balances
+  ,help ,exit   chat commands; the REPL's ,doc ,reload ,apropos ... too
+Keys
+  Enter         send              Alt-Enter or a trailing \\  new line
+  Tab           complete /commands, Lisp names and @paths
+  Up, Down      history           Ctrl-D  exit
+  Ctrl-C        cancel the turn (twice: stop the Lisp code);
+                twice on an empty line: exit
+Permission questions take one key: y yes once (Enter), a always in this
+session, n no; Ctrl-C or Esc cancels the turn.";

@@ -1,0 +1,128 @@
+//! What the chat needs to know of its terminal, and the one thing it does to it besides writing:
+//! whether stdin and stdout are terminals, whether to draw colour and move the cursor
+//! (`NO_COLOR`, `TERM=dumb`), the width in columns, and reading a single key in raw mode for the
+//! permission question.
+//!
+//! It knows nothing of what is drawn. Line editing (rustyline) manages the terminal on its own
+//! while it reads a line; [`read_key`] is only called while no line is being read.
+
+use std::io::IsTerminal as _;
+
+/// Columns assumed when the width cannot be read (not a terminal, or the ioctl fails).
+pub const DEFAULT_WIDTH: usize = 80;
+
+/// How the chat may draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// stdin and stdout are both terminals: line editing, the welcome, one-key questions.
+    pub interactive: bool,
+    /// Colours and styles (stdout is a terminal, `NO_COLOR` unset or empty, `TERM` not `dumb`).
+    pub color: bool,
+    /// Cursor movement: the spinner, live output tails and cards redrawn in place (stdout is a
+    /// terminal and `TERM` is not `dumb`).
+    pub cursor: bool,
+}
+
+impl Caps {
+    /// The capabilities of this process's stdin and stdout and environment.
+    pub fn detect() -> Caps {
+        let stdout = std::io::stdout().is_terminal();
+        let interactive = stdout && std::io::stdin().is_terminal();
+        let dumb = std::env::var("TERM").map_or(true, |t| t == "dumb" || t.is_empty());
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Caps {
+            interactive,
+            color: stdout && !dumb && !no_color,
+            cursor: stdout && !dumb,
+        }
+    }
+}
+
+/// The width of the terminal on stdout in columns, [`DEFAULT_WIDTH`] when unknown.
+pub fn width() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we own and pass by pointer; on a
+    // descriptor that is not a terminal it fails and writes nothing.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        usize::from(size.ws_col)
+    } else {
+        DEFAULT_WIDTH
+    }
+}
+
+/// A key read by [`read_key`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Enter,
+    /// Ctrl-C or Esc.
+    Cancel,
+    /// stdin closed or could not be put in raw mode.
+    Gone,
+}
+
+/// Read one key from the terminal on stdin in raw mode (no echo, no signals, so Ctrl-C is a
+/// key here), after dropping whatever was typed ahead, then restore the terminal. Escape
+/// sequences (arrow keys) are skipped. Blocks: call it from a blocking thread.
+pub fn read_key() -> Key {
+    let fd = libc::STDIN_FILENO;
+    let Some(saved) = raw_mode(fd) else {
+        return Key::Gone;
+    };
+    let key = loop {
+        let mut buf = [0u8; 16];
+        // SAFETY: read(2) writes at most `buf.len()` bytes into the buffer we own.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break Key::Gone;
+        }
+        let bytes = &buf[..n as usize];
+        match bytes {
+            [3] | [0x1b] => break Key::Cancel,
+            [b'\r'] | [b'\n'] => break Key::Enter,
+            [0x1b, ..] => continue,
+            _ => {
+                if let Some(c) = std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|s| s.chars().next())
+                {
+                    break Key::Char(c);
+                }
+            }
+        }
+    };
+    // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
+    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
+    key
+}
+
+/// Put `fd` in raw mode after flushing pending input; the attributes to restore, or `None`
+/// when `fd` is not a terminal.
+fn raw_mode(fd: libc::c_int) -> Option<libc::termios> {
+    // SAFETY: an all-zero termios is a valid value to be overwritten by tcgetattr.
+    let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes into the termios we own; it fails on a non-terminal.
+    if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
+        return None;
+    }
+    let mut raw = saved;
+    raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
+    raw.c_iflag &= !(libc::IXON | libc::ICRNL);
+    raw.c_cc[libc::VMIN] = 1;
+    raw.c_cc[libc::VTIME] = 0;
+    // SAFETY: tcflush and tcsetattr act on the terminal `fd` with a termios we own; typed-ahead
+    // keys are dropped so that they cannot answer a question the user has not seen.
+    unsafe {
+        libc::tcflush(fd, libc::TCIFLUSH);
+        if libc::tcsetattr(fd, libc::TCSANOW, &raw) != 0 {
+            return None;
+        }
+    }
+    Some(saved)
+}
