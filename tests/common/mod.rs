@@ -1,8 +1,8 @@
 //! Helpers shared by the tests that run the real `oml` binary: a throw-away home for it, running
-//! it (async with a deadline, or blocking with a clean environment), the blocking [`Env`] that
-//! points it at the fake model, and a line client for the REPL socket. Each test file says
-//! `mod common;` and `mod support;` (the fake model that [`Env`] names lives there) and uses only
-//! part of this, hence the `dead_code` allowance.
+//! it (async with a deadline, blocking with a clean environment, or on a pseudo-terminal), the
+//! blocking [`Env`] that points it at the fake model, and a line client for the REPL socket. Each
+//! test file says `mod common;` and `mod support;` (the fake model and the pseudo-terminal live
+//! there) and uses only part of this, hence the `dead_code` allowance.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 #![allow(dead_code)]
@@ -17,6 +17,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, ChildStdin, Command};
 
 use crate::support::fake_model::FakeModel;
+use crate::support::pty::Term;
 
 /// Generous: a debug binary on a loaded 2-core machine. Only a hang ever reaches it.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -128,6 +129,12 @@ impl Home {
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// `oml ARGS…` on a new `rows` x `cols` pseudo-terminal ([`Term::spawn`]), with
+    /// [`Home::blocking_command`]'s environment: the terminal is its stdin, stdout and stderr.
+    pub fn terminal(&self, args: &[&str], rows: u16, cols: u16) -> Term {
+        Term::spawn(self.blocking_command(args), rows, cols)
     }
 
     /// Write the user init file (`$XDG_CONFIG_HOME/oml/init.fnl`).
@@ -578,6 +585,11 @@ impl Env {
             use_fake_model(&mut cmd, &fake.base_url());
         }
         cmd
+    }
+
+    /// `oml ARGS…` ([`Env::command`]) on a new `rows` x `cols` pseudo-terminal ([`Term::spawn`]).
+    pub fn terminal(&self, fake: Option<&FakeModel>, args: &[&str], rows: u16, cols: u16) -> Term {
+        Term::spawn(self.command(fake, args), rows, cols)
     }
 
     /// Run `oml ARGS…` to its end.

@@ -1,5 +1,7 @@
-//! Test doubles shared by the integration tests. Each test file that needs them says `mod
-//! support;`, and uses only part of them, hence the `dead_code` allowance.
+//! Test doubles shared by the integration tests (the fake model), and the pseudo-terminal that runs
+//! a program as in a real terminal (`pty`). Each test file that needs them says `mod support;`,
+//! and uses only part of them, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 pub mod fake_model;
+pub mod pty;
