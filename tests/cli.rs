@@ -106,7 +106,7 @@ async fn setq_sets_several_settings_and_returns_the_last_value() {
 #[tokio::test]
 async fn repl_on_piped_stdin_prints_each_value_and_exits_at_end_of_input() {
     let home = Home::new();
-    let out = home.oml_with_stdin(&[], "(+ 1 2)\n").await;
+    let out = home.oml_with_stdin(&["repl"], "(+ 1 2)\n").await;
     assert_eq!(
         (out.code, out.stdout.as_str(), out.stderr.as_str()),
         (0, "3\n", "")
@@ -117,7 +117,7 @@ async fn repl_on_piped_stdin_prints_each_value_and_exits_at_end_of_input() {
 async fn repl_on_piped_stdin_reads_forms_over_several_lines() {
     let home = Home::new();
     let input = "(fn _G.twice [x]\n  \"Double X.\"\n  (* 2 x))\n(twice\n  21)\n(print \"side\n effect\")\n(+ 1 1)\n";
-    let out = home.oml_with_stdin(&[], input).await;
+    let out = home.oml_with_stdin(&["repl"], input).await;
     assert_eq!(out.code, 0, "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
     // The fn form's value is the function itself; then the call, the print and the sum.
@@ -130,7 +130,7 @@ async fn repl_on_piped_stdin_reads_forms_over_several_lines() {
 async fn repl_on_piped_stdin_reports_an_error_and_reads_on() {
     let home = Home::new();
     let out = home
-        .oml_with_stdin(&[], "(error \"boom\")\n(+ 1 2)\n")
+        .oml_with_stdin(&["repl"], "(error \"boom\")\n(+ 1 2)\n")
         .await;
     assert_eq!(out.code, 0, "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();

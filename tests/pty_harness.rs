@@ -138,9 +138,8 @@ fn the_alternate_screen_adds_no_rows_to_the_text() {
 #[test]
 fn the_lisp_repl_evaluates_a_typed_form() {
     let home = Home::new();
-    // Today bare `oml` opens the Fennel REPL on a terminal; these arguments move to `oml repl
-    // --no-init` when the REPL gets its own subcommand.
-    let term = home.terminal(&["--no-init"], 24, 80);
+    // Bare `oml` is the chat; `oml repl` is the pure Fennel REPL.
+    let term = home.terminal(&["repl", "--no-init"], 24, 80);
     term.wait_for(">> ", DEADLINE);
     term.type_line("(+ 1 2)");
     // The result on a row of its own, then the next prompt; only then Ctrl-D, as a person would.

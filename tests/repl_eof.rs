@@ -24,11 +24,11 @@ fn the_repl_exits_at_the_exit_command() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "3\n");
 }
 
-/// Run `oml --no-init` with `input` on stdin; fail if it has not exited 30 s later.
+/// Run `oml repl --no-init` with `input` on stdin; fail if it has not exited 30 s later.
 fn run_repl(input: &[u8]) -> std::process::Output {
     let home = common::Home::new();
     let mut child = home
-        .blocking_command(&["--no-init"])
+        .blocking_command(&["repl", "--no-init"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

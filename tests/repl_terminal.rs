@@ -31,7 +31,7 @@ async fn read_until(out: &mut tokio::process::ChildStdout, seen: &mut String, ne
     );
 }
 
-/// `oml --no-init` on a fresh pseudo-terminal, or `None` when util-linux `script` is not
+/// `oml repl --no-init` on a fresh pseudo-terminal, or `None` when util-linux `script` is not
 /// installed and [`common::skip`] lets the test skip. The child's stdin and stdout are the terminal's keyboard and screen.
 fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
     if !common::script_available() {
@@ -51,7 +51,7 @@ fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
     // the shell and `script -e` would report 130 although oml went on. `exec` makes oml the
     // terminal's only process, whatever the shell.
     script
-        .args(["-qfec", &format!("exec {oml} --no-init"), "/dev/null"])
+        .args(["-qfec", &format!("exec {oml} repl --no-init"), "/dev/null"])
         .envs(envs)
         .env("SHELL", "/bin/sh")
         .env("TERM", "dumb")
