@@ -882,16 +882,18 @@ async fn init_errors_are_collected_with_file_and_line() {
 /// The namespace tables whose every function must be documented.
 const DOCUMENTED_NAMESPACES: &[&str] = &[
     "oml", "json", "session", "llm", "agent", "tools", "commands", "acp", "client", "catalog",
-    "project",
+    "project", "chat",
 ];
 
-/// A fully booted image, as `oml acp --no-init` builds it, with its folders in `dir`.
+/// A fully booted image, as `oml acp --no-init` builds it plus the chat's surface (each is
+/// installed only by its own front end), with its folders in `dir`.
 async fn booted(dir: &Path) -> Lisp {
     let paths = Paths::under(dir);
     let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
         .await
         .expect("the Lisp image starts");
     oml::bind::acp::install(&lisp).expect("the ACP layer installs");
+    oml::bind::chat::install(&lisp).expect("the chat layer installs");
     lisp
 }
 
@@ -924,11 +926,12 @@ async fn every_function_of_every_namespace_has_a_docstring() {
         &lisp,
         "(accumulate [n 0 _ f (ipairs [client.connect client.prompt json.decode session.emit!
                                        llm.chat catalog.find acp.request! oml.sleep
-                                       oml.tool-bash oml.reload])]
+                                       oml.tool-bash oml.reload chat.ask-key!
+                                       chat.diff-lines])]
            (+ n (if (fennel.metadata:get f :fnl/docstring) 1 0)))",
     )
     .await;
-    assert_eq!(counted, "10");
+    assert_eq!(counted, "12");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
