@@ -8,6 +8,7 @@
 //! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
 //! receive the events.
 
+mod preview;
 pub(crate) mod tools;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let session = define(lua, "session", SESSION)?;
     define(lua, "oml", OML)?;
     tools::install(lisp)?;
+    preview::install(lisp.lua())?;
     // The default `session.emit!`, kept where the delta shortcut can compare it with what the
     // name holds now.
     lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;

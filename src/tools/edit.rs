@@ -132,6 +132,47 @@ struct Located {
 }
 
 fn try_edit(path: &Path, edits: &[Edit]) -> Result<ToolOutput, ToolError> {
+    let _lock = atomic::file_lock();
+    let plan = plan(path, edits)?;
+    let bom_bytes = if plan.bom { BOM_BYTES } else { b"" };
+    atomic::write_atomic(path, &[bom_bytes, plan.new_text.as_bytes()])?;
+    let mut message = format!("Edited {}", path.display());
+    if !plan.diff.is_empty() {
+        message.push('\n');
+        message.push_str(&cap_head(
+            plan.diff.trim_end_matches('\n'),
+            EDIT_DIFF_MAX_CHARS,
+        ));
+    }
+    Ok(ToolOutput::ok(message).with_diff(FileDiff {
+        path: path.to_path_buf(),
+        old_text: Some(plan.old_text),
+        new_text: plan.new_text,
+    }))
+}
+
+/// The change `edits` would make to the file at `path`, computed as [`edit`] computes it but
+/// written nowhere: what a permission question shows before the edit runs. The same errors as
+/// [`edit`] (no match, several matches, not text, ...).
+pub fn preview_edit(path: &Path, edits: &[Edit]) -> Result<FileDiff, ToolError> {
+    let plan = plan(path, edits)?;
+    Ok(FileDiff {
+        path: path.to_path_buf(),
+        old_text: Some(plan.old_text),
+        new_text: plan.new_text,
+    })
+}
+
+/// An edit worked out: the file's text before (without its BOM) and after, whether it had a
+/// BOM, and the unified diff of the change.
+struct Plan {
+    old_text: String,
+    new_text: String,
+    bom: bool,
+    diff: String,
+}
+
+fn plan(path: &Path, edits: &[Edit]) -> Result<Plan, ToolError> {
     if edits.is_empty() {
         return Err(ToolError::EditsRequired);
     }
@@ -142,48 +183,36 @@ fn try_edit(path: &Path, edits: &[Edit]) -> Result<ToolOutput, ToolError> {
     if !fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
         return Err(ToolError::NotFound(path.to_path_buf()));
     }
-
-    let _lock = atomic::file_lock();
     let bytes = fs::read(path).map_err(|e| ToolError::io("read", path, e))?;
     let mut text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(path.to_path_buf()))?;
     let bom = text.starts_with(BOM);
     if bom {
         text.drain(..BOM.len_utf8());
     }
-
     // Memory: the old text, the new text, and (only for a file with CRLF) their normalised
     // forms; nothing else is proportional to the file.
-    let (new_text, diff) = {
-        let endings = LineEndings::of(&text);
-        let located = locate(path, &endings.normalized, edits)?;
-        let new_text = apply(
-            &text,
-            &located,
-            |at| endings.original(at),
-            |t| endings.restore(t),
-        );
-        let new_normalized = if endings.removed_cr.is_empty() {
-            Cow::Borrowed(new_text.as_str())
-        } else {
-            Cow::Owned(apply(&endings.normalized, &located, |at| at, Cow::Borrowed))
-        };
-        let bom_bytes = if bom { BOM_BYTES } else { b"" };
-        atomic::write_atomic(path, &[bom_bytes, new_text.as_bytes()])?;
-        let diff = unified_diff(&endings.normalized, &new_normalized, &located);
-        drop(new_normalized);
-        (new_text, diff)
+    let endings = LineEndings::of(&text);
+    let located = locate(path, &endings.normalized, edits)?;
+    let new_text = apply(
+        &text,
+        &located,
+        |at| endings.original(at),
+        |t| endings.restore(t),
+    );
+    let new_normalized = if endings.removed_cr.is_empty() {
+        Cow::Borrowed(new_text.as_str())
+    } else {
+        Cow::Owned(apply(&endings.normalized, &located, |at| at, Cow::Borrowed))
     };
-
-    let mut message = format!("Edited {}", path.display());
-    if !diff.is_empty() {
-        message.push('\n');
-        message.push_str(&cap_head(diff.trim_end_matches('\n'), EDIT_DIFF_MAX_CHARS));
-    }
-    Ok(ToolOutput::ok(message).with_diff(FileDiff {
-        path: path.to_path_buf(),
-        old_text: Some(text),
+    let diff = unified_diff(&endings.normalized, &new_normalized, &located);
+    drop(new_normalized);
+    drop(endings);
+    Ok(Plan {
+        old_text: text,
         new_text,
-    }))
+        bom,
+        diff,
+    })
 }
 
 /// Find each edit's unique match in `normalized` and check that no two overlap; the edits

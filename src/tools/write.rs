@@ -33,25 +33,12 @@ pub fn write(path: &Path, content: &str) -> ToolOutput {
 // --- private helpers
 
 fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
-    let existing = fs::metadata(path).ok();
-    match &existing {
-        Some(meta) if meta.is_dir() => return Err(ToolError::IsDirectory(path.to_path_buf())),
-        // A FIFO or a device would block or be replaced by a plain file; neither is a write.
-        Some(meta) if !meta.is_file() => {
-            let error = std::io::Error::other("not a regular file");
-            return Err(ToolError::io("write", path, error));
-        }
-        _ => {}
-    }
+    check_target(path)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|e| ToolError::io("create directory", parent, e))?;
     }
     let _lock = atomic::file_lock();
-    // The old text is only for the diff: a file that is not UTF-8 text gets `None`.
-    let old_text = existing
-        .filter(|meta| meta.len() <= WRITE_DIFF_OLD_MAX_BYTES)
-        .and_then(|_| fs::read(path).ok())
-        .and_then(|bytes| String::from_utf8(bytes).ok());
+    let old_text = old_text(path);
     atomic::write_atomic(path, &[content.as_bytes()])?;
     let message = format!("Wrote {} bytes to {}", content.len(), path.display());
     Ok(ToolOutput::ok(message).with_diff(FileDiff {
@@ -59,4 +46,38 @@ fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
         old_text,
         new_text: content.to_owned(),
     }))
+}
+
+/// The change writing `content` to `path` would make, written nowhere: what a permission
+/// question shows before the write runs (`old_text` is `None` for a new file).
+pub fn preview_write(path: &Path, content: &str) -> Result<FileDiff, ToolError> {
+    check_target(path)?;
+    Ok(FileDiff {
+        path: path.to_path_buf(),
+        old_text: old_text(path),
+        new_text: content.to_owned(),
+    })
+}
+
+/// A directory, a FIFO or a device cannot be written (a FIFO would block, and either would be
+/// replaced by a plain file).
+fn check_target(path: &Path) -> Result<(), ToolError> {
+    match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(ToolError::IsDirectory(path.to_path_buf())),
+        Ok(meta) if !meta.is_file() => {
+            let error = std::io::Error::other("not a regular file");
+            Err(ToolError::io("write", path, error))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The file's text before the write, for the diff: `None` for a new file, a file that is not
+/// UTF-8 text, or one over [`WRITE_DIFF_OLD_MAX_BYTES`].
+fn old_text(path: &Path) -> Option<String> {
+    fs::metadata(path)
+        .ok()
+        .filter(|meta| meta.len() <= WRITE_DIFF_OLD_MAX_BYTES)
+        .and_then(|_| fs::read(path).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
 }
