@@ -8,9 +8,9 @@
 
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
-use oml::llm::StreamEvent;
 use oml::llm::fold::Fold;
 use oml::llm::sse::SseDecoder;
+use oml::llm::{SendReasoning, StreamEvent};
 use serde_json::{Value, json};
 
 fn main() {
@@ -87,7 +87,7 @@ fn decode_and_fold(stream: &[u8], read: usize, as_value: bool) -> usize {
             }
         }
     }
-    let outcome = fold.finish(false, &mut emit);
+    let outcome = fold.finish(SendReasoning::Never, &mut emit);
     black_box(outcome);
     deltas
 }

@@ -1127,7 +1127,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
         Reply::from(text_chunks(&["The file says hello."])),
         Reply::from(text_chunks(&["Still here."])),
     ]);
-    env.init("(setq llm.send-reasoning? true)\n");
+    env.init("(setq llm.send-reasoning :always)\n");
     let sid = {
         let mut c = Client::start(&env, Some(&fake));
         let init = c.initialize();
@@ -1162,6 +1162,10 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
     assert_eq!(
         roles(&requests[2].body),
         ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    assert_eq!(
+        requests[2].body["messages"][2]["reasoning_content"], "I should read it.",
+        "the kept reasoning survives the session file"
     );
 
     // Resume: no replay; close frees the session; delete removes it for good.

@@ -803,6 +803,47 @@ fn print_mode_continues_the_latest_session_here() {
 }
 
 #[test]
+fn openrouters_reasoning_details_go_back_unmodified_also_from_the_session_file() {
+    let env = Env::new();
+    env.file("notes.txt", "hello\n");
+    env.init("(setq llm.provider :openrouter)\n");
+    let items = [
+        json!({"type": "reasoning.text", "text": "Read it.", "signature": null, "index": 0}),
+        json!({"type": "reasoning.encrypted", "data": "opaque==", "id": "rs_1", "index": 1}),
+    ];
+    let mut first = vec![Step::Chunk(delta_chunk(
+        json!({"reasoning": "Read it.", "reasoning_details": items}),
+        None,
+    ))];
+    first.extend(tool_call_chunks(
+        "call_1",
+        "read",
+        &[r#"{"path":"notes.txt"}"#],
+    ));
+    let fake = FakeModel::start(replies(vec![
+        first,
+        text_chunks(&["It says hello."]),
+        text_chunks(&["Yes."]),
+    ]));
+    let run = env.run(Some(&fake), &["-p", "What do my notes say?"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = env.run(Some(&fake), &["-p", "Sure?", "--continue"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(
+        roles(&requests[2].body),
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    // The same prompt's next request, and the next prompt's, read from the session file.
+    for request in &requests[1..] {
+        let tool_turn = &request.body["messages"][2];
+        assert_eq!(tool_turn["reasoning_details"], json!(items), "{tool_turn}");
+        assert!(tool_turn.get("reasoning_content").is_none(), "{tool_turn}");
+        assert!(tool_turn.get("reasoning").is_none(), "{tool_turn}");
+    }
+}
+
+#[test]
 fn compact_summarises_all_but_the_last_turn() {
     let env = Env::new();
     let fake = FakeModel::start(replies(vec![

@@ -10,7 +10,8 @@ use oml::cancel::CancelToken;
 use oml::llm::fold::Fold;
 use oml::llm::sse::SseDecoder;
 use oml::llm::{
-    ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, StreamEvent, ToolCall, ToolSpec,
+    ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, SendReasoning, StreamEvent, ToolCall,
+    ToolSpec,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -289,7 +290,7 @@ async fn send_reasoning_keeps_the_reasoning_in_the_message() {
     steps.extend(text_chunks(&["yes"]));
     let fake = FakeModel::start([steps]);
     let config = LlmConfig {
-        send_reasoning: true,
+        send_reasoning: Some(SendReasoning::Always),
         ..config(&fake)
     };
     let (result, _) = chat(&config, &user("hi")).await;
@@ -678,7 +679,7 @@ fn decode_and_fold(reads: &[&[u8]]) -> (Vec<StreamEvent>, Value) {
     if let Some(payload) = decoder.finish() {
         fold.push_json(&payload, &mut emit).expect("valid chunk");
     }
-    let outcome = fold.finish(true, &mut emit);
+    let outcome = fold.finish(SendReasoning::Always, &mut emit);
     (events, outcome.message)
 }
 
@@ -756,7 +757,7 @@ fn decode_and_fold_anything(reads: &[&[u8]]) -> Result<Value, String> {
         fold.push_json(&payload, &mut emit)
             .map_err(|e| format!("{e:?}"))?;
     }
-    Ok(fold.finish(true, &mut emit).message)
+    Ok(fold.finish(SendReasoning::Always, &mut emit).message)
 }
 
 /// Any JSON value, a few levels deep, biased towards the keys a chunk has.
@@ -843,7 +844,7 @@ proptest! {
         for chunk in &chunks {
             let _ = fold.push_value(chunk, &mut |_| {});
         }
-        prop_assert_eq!(&fold.finish(false, &mut |_| {}).message["role"], "assistant");
+        prop_assert_eq!(&fold.finish(SendReasoning::Never, &mut |_| {}).message["role"], "assistant");
     }
 }
 

@@ -14,7 +14,7 @@ use oml::cancel::CancelToken;
 use oml::lisp::{Lisp, LispError, LispOptions, Output as LispOutput, from_lua};
 use oml::llm::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY,
-    DEFAULT_RETRY_MAX_DELAY,
+    DEFAULT_RETRY_MAX_DELAY, Provider, SendReasoning,
 };
 use serde_json::{Value, json};
 use support::fake_model::{
@@ -251,6 +251,106 @@ async fn the_request_model_overrides_the_setting_and_extra_body_reaches_the_body
     assert_eq!(
         body["stream"], true,
         "extra-body cannot replace the client's fields"
+    );
+}
+
+/// Three calls in one conversation, as the agent makes them: a plain answer, then reasoning
+/// (`thought`, the delta fields of the provider) and a tool call, then the answer after the
+/// tool's result. Returns the messages of the third request: user, assistant (no reasoning),
+/// user, assistant (reasoning and a tool call), tool.
+async fn third_request_messages(provider: &str, thought: Vec<Step>) -> Vec<Value> {
+    let mut tool_turn = thought;
+    tool_turn.extend(tool_call_chunks("call_1", "ls", &["{}"]));
+    let fake = FakeModel::start([text_chunks(&["Hi."]), tool_turn, text_chunks(&["Done."])]);
+    let lisp = host(&fake);
+    let src = format!(
+        r#"(setq llm.provider :{provider})
+           (local tools [{{:name :ls :description "List files."}}])
+           (local msgs [{{:role :user :content "hi"}}])
+           (table.insert msgs (. (llm.chat {{:messages msgs :tools tools}}) :message))
+           (table.insert msgs {{:role :user :content "look"}})
+           (local reply (llm.chat {{:messages msgs :tools tools}}))
+           (table.insert msgs reply.message)
+           (each [_ call (ipairs reply.tool-calls)]
+             (table.insert msgs {{:role :tool :tool_call_id call.id :content "a.txt"}}))
+           (llm.chat {{:messages msgs :tools tools}})
+           nil"#
+    );
+    eval(&lisp, &src).await.expect("the calls succeed");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{provider}");
+    requests[2].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone()
+}
+
+/// The reasoning fields of a message, as `(key, value)`.
+fn reasoning_fields(message: &Value) -> Vec<(String, Value)> {
+    ["reasoning_content", "reasoning", "reasoning_details"]
+        .into_iter()
+        .filter_map(|key| message.get(key).map(|v| (key.to_owned(), v.clone())))
+        .collect()
+}
+
+#[tokio::test]
+async fn each_provider_gets_the_reasoning_of_earlier_turns_its_own_way() {
+    let field = |value: Value| vec![("reasoning_content".to_owned(), value)];
+    let cases = [
+        ("deepseek", field(json!("")), field(json!("think"))),
+        ("moonshot", field(json!("")), field(json!("think"))),
+        ("dashscope", vec![], field(json!("think"))),
+        ("generic", vec![], vec![]),
+    ];
+    for (provider, plain, tool_turn) in cases {
+        let thought = reasoning_chunks("reasoning_content", &["thi", "nk"]);
+        let messages = third_request_messages(provider, thought).await;
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "user", "assistant", "tool"]);
+        assert_eq!(
+            reasoning_fields(&messages[1]),
+            plain,
+            "{provider}: plain answer"
+        );
+        assert_eq!(
+            reasoning_fields(&messages[3]),
+            tool_turn,
+            "{provider}: tool turn"
+        );
+        assert_eq!(messages[3]["tool_calls"][0]["id"], "call_1", "{provider}");
+    }
+}
+
+#[tokio::test]
+async fn openrouter_gets_its_reasoning_details_back_unmodified() {
+    let items = [
+        json!({"type": "reasoning.text", "text": "Let me ", "format": "anthropic-claude-v1", "index": 0}),
+        json!({"type": "reasoning.text", "text": "look.", "signature": "sig", "format": "anthropic-claude-v1", "index": 0}),
+        json!({"type": "reasoning.encrypted", "data": "opaque==", "id": "rs_1", "format": "openai-responses-v1", "index": 1}),
+    ];
+    let thought = vec![
+        Step::Chunk(delta_chunk(
+            json!({"reasoning": "Let me ", "reasoning_details": [items[0]]}),
+            None,
+        )),
+        Step::Chunk(delta_chunk(
+            json!({"reasoning": "look.", "reasoning_details": [items[1], items[2]]}),
+            None,
+        )),
+    ];
+    let messages = third_request_messages("openrouter", thought).await;
+    assert_eq!(
+        reasoning_fields(&messages[1]),
+        vec![],
+        "no reasoning, nothing sent"
+    );
+    assert_eq!(
+        reasoning_fields(&messages[3]),
+        vec![("reasoning_details".to_owned(), json!(items))],
+        "the items as they streamed, and neither the text nor reasoning_content"
     );
 }
 
@@ -508,22 +608,30 @@ async fn config_reads_every_setting_at_call_time() {
     assert_eq!(config.max_retries, DEFAULT_MAX_RETRIES);
     assert_eq!(config.retry_base_delay, Duration::from_millis(10));
     assert_eq!(config.retry_max_delay, DEFAULT_RETRY_MAX_DELAY);
-    assert!(!config.send_reasoning);
+    assert_eq!(config.provider, None, ":auto");
+    assert_eq!(config.send_reasoning, None, ":auto");
+    assert_eq!(
+        config.provider(),
+        Provider::Generic,
+        "a local URL is generic"
+    );
     assert!(config.extra_body.is_empty());
     assert!(config.on_chunk.is_none(), "no hook, no observer");
     assert_eq!(config.api_key, None);
 
     lisp.eval_sync(
-        r#"(setq llm.base-url "http://h/v1" llm.api-key "" llm.model "m" llm.send-reasoning? true
+        r#"(setq llm.base-url "https://api.deepseek.com/v1" llm.api-key "" llm.model "m"
+                 llm.send-reasoning :tool-turns
                  llm.extra-body {:top_p 0.5} llm.connect-timeout 2.5 llm.idle-timeout 7
                  llm.max-retries 0 llm.retry-base-delay 0 llm.retry-max-delay 1
                  llm.on-chunk (fn [] nil))"#,
     );
     let config = llm::config(&lisp).expect("a config");
-    assert_eq!(config.base_url, "http://h/v1");
+    assert_eq!(config.base_url, "https://api.deepseek.com/v1");
+    assert_eq!(config.provider(), Provider::DeepSeek, "from the host");
     assert_eq!(config.api_key, None, "an empty key is no key");
     assert_eq!(config.model.as_deref(), Some("m"));
-    assert!(config.send_reasoning);
+    assert_eq!(config.send_reasoning, Some(SendReasoning::ToolTurns));
     assert_eq!(config.extra_body.get("top_p"), Some(&json!(0.5)));
     assert_eq!(config.connect_timeout, Duration::from_millis(2500));
     assert_eq!(config.idle_timeout, Duration::from_secs(7));
@@ -531,6 +639,15 @@ async fn config_reads_every_setting_at_call_time() {
     assert_eq!(config.retry_base_delay, Duration::ZERO);
     assert_eq!(config.retry_max_delay, Duration::from_secs(1));
     assert!(config.on_chunk.is_some());
+
+    lisp.eval_sync("(setq llm.provider :openrouter llm.send-reasoning :auto)");
+    let config = llm::config(&lisp).expect("a config");
+    assert_eq!(
+        config.provider,
+        Some(Provider::OpenRouter),
+        "wins over the host"
+    );
+    assert_eq!(config.reasoning_policy().send, SendReasoning::ToolTurns);
 }
 
 #[tokio::test]
@@ -552,8 +669,16 @@ async fn unusable_values_are_refused_by_setq_or_at_the_next_call() {
             "llm.max-retries expects an integer",
         ),
         (
-            "(setq llm.send-reasoning? :yes)",
-            "llm.send-reasoning? expects a boolean",
+            "(setq llm.send-reasoning true)",
+            "llm.send-reasoning expects one of \"auto\", \"never\", \"tool-turns\", \"always\"",
+        ),
+        (
+            "(setq llm.provider :mistral)",
+            "llm.provider expects one of \"auto\", \"deepseek\"",
+        ),
+        (
+            "(setq llm.send-reasoning? true)",
+            "unknown setting llm.send-reasoning?",
         ),
         (
             "(setq llm.on-chunk 3)",
@@ -592,6 +717,7 @@ async fn unusable_values_are_refused_by_setq_or_at_the_next_call() {
             "llm.extra-body must be a table of request fields",
         ),
         ("(set llm.on-chunk 3)", "llm.on-chunk"),
+        ("(set llm.provider :mistral)", "llm.provider expects one of"),
         ("(set llm.model 3)", "llm.model expects a string or nil"),
     ];
     for (setting, expected) in cases {
@@ -646,12 +772,12 @@ fn the_other_settings_start_at_the_clients_defaults() {
     let out = oml_eval(
         &env,
         &[],
-        "[llm.send-reasoning? llm.extra-body llm.connect-timeout llm.idle-timeout \
+        "[llm.provider llm.send-reasoning llm.extra-body llm.connect-timeout llm.idle-timeout \
           llm.max-retries llm.retry-base-delay llm.retry-max-delay (= nil llm.on-chunk)]",
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let expected = format!(
-        "[false {{}} {} {} {} {} {} true]",
+        "[\"auto\" \"auto\" {{}} {} {} {} {} {} true]",
         DEFAULT_CONNECT_TIMEOUT.as_secs(),
         DEFAULT_IDLE_TIMEOUT.as_secs(),
         DEFAULT_MAX_RETRIES,

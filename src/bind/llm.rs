@@ -51,7 +51,7 @@ use crate::lisp::{Lisp, LispError, SettingDecl, to_lua};
 use crate::llm::{
     ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, ENV_API_KEY,
-    ENV_BASE_URL, ENV_MODEL, LlmConfig, StreamEvent,
+    ENV_BASE_URL, ENV_MODEL, LlmConfig, Provider, SendReasoning, StreamEvent,
 };
 
 /// `llm.fnl`, run with the `llm` table and the three host functions of [`call`]: defines
@@ -61,6 +61,16 @@ const CHAT_FILE: &str = "src/bind/llm.fnl";
 
 /// The setting that holds the raw-chunk hook.
 pub const ON_CHUNK: &str = "llm.on-chunk";
+
+/// The setting that names the provider whose reasoning rules apply (or `:auto`).
+pub const PROVIDER: &str = "llm.provider";
+
+/// The setting that says which earlier assistant messages send their reasoning back (or `:auto`).
+pub const SEND_REASONING: &str = "llm.send-reasoning";
+
+/// The value of [`PROVIDER`] and [`SEND_REASONING`] that leaves the choice to oml: the provider
+/// by the base URL's host, the policy by the provider.
+pub const AUTO: &str = "auto";
 
 /// The longest duration a timeout or delay setting accepts, in seconds (about 31 years): large
 /// enough to mean "never", small enough that adding it to the clock cannot overflow.
@@ -123,7 +133,8 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         base_url: lisp.setting("llm.base-url")?,
         api_key: non_empty(lisp.setting("llm.api-key")?),
         model: non_empty(lisp.setting("llm.model")?),
-        send_reasoning: lisp.setting("llm.send-reasoning?")?,
+        provider: choice(lisp, PROVIDER, Provider::from_name)?,
+        send_reasoning: choice(lisp, SEND_REASONING, SendReasoning::from_name)?,
         extra_body: extra_body(lisp)?,
         headers: headers(lisp)?,
         connect_timeout: seconds(lisp, "llm.connect-timeout", false)?,
@@ -148,6 +159,11 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
         secret,
         file: file!(),
         line,
+    };
+    // A one-of setting whose values are `:auto` and `names`, `:auto` by default.
+    let choice_decl = |name, doc, names: &[&str], line| SettingDecl {
+        ty: std::iter::once(AUTO).chain(names.iter().copied()).collect(),
+        ..decl(name, doc, "string", Json::String(AUTO.into()), false, line)
     };
     vec![
         decl(
@@ -174,12 +190,16 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             false,
             line!(),
         ),
-        decl(
-            "llm.send-reasoning?",
-            "Keep the streamed reasoning in the assistant message (as reasoning_content), so the model sees it on the next turn. Some providers reject it.",
-            "boolean",
-            Json::Bool(false),
-            false,
+        choice_decl(
+            PROVIDER,
+            "Whose rules the reasoning of earlier assistant messages follows on the way back: :auto (the default) picks by the host of llm.base-url (api.deepseek.com, api.moonshot.ai/.cn and api.kimi.com, dashscope*.aliyuncs.com, openrouter.ai, else :generic).",
+            &Provider::ALL.map(Provider::name),
+            line!(),
+        ),
+        choice_decl(
+            SEND_REASONING,
+            "Which earlier assistant messages send their reasoning back to the model: :never, :tool-turns (those with tool calls), :always, or :auto (the default: the provider's own rule, see llm.provider; nothing for :generic).",
+            &SendReasoning::ALL.map(SendReasoning::name),
             line!(),
         ),
         decl(
@@ -335,6 +355,22 @@ fn headers(lisp: &Lisp) -> Result<Vec<(String, String)>, LispError> {
             ))),
         })
         .collect()
+}
+
+/// A one-of setting as `None` for `:auto`, else what `parse` makes of it (the registry has
+/// checked the value; a `set` that bypassed it is an error naming the setting).
+fn choice<T>(
+    lisp: &Lisp,
+    name: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, LispError> {
+    let value: String = lisp.setting(name)?;
+    if value == AUTO {
+        return Ok(None);
+    }
+    parse(&value)
+        .map(Some)
+        .ok_or_else(|| LispError::Setting(format!("{name}: unknown value {value:?}")))
 }
 
 fn on_chunk(lisp: &Lisp) -> Result<Option<ChunkObserver>, LispError> {

@@ -82,7 +82,7 @@ impl LlmClient {
             .filter(|model| !model.is_empty())
             .ok_or(LlmError::NoModel)?;
         let url = chat_completions_url(&config.base_url);
-        let body = encode_body(model, request, &config.extra_body)
+        let body = encode_body(model, request, config)
             .map_err(|error| LlmError::Config(format!("cannot encode the request: {error}")))?;
         let http = self.http(config)?;
         let mut builder = http
@@ -331,7 +331,7 @@ impl Call<'_> {
                 break;
             }
         }
-        Ok(fold.finish(self.config.send_reasoning, &mut emit))
+        Ok(fold.finish(self.config.reasoning_policy().send, &mut emit))
     }
 
     /// A server that ignored `stream: true` sent the whole completion as JSON: fold its
@@ -371,7 +371,7 @@ impl Call<'_> {
         if let Err(error) = fold.push_value(&completion_as_chunk(completion), &mut emit) {
             return Err(Failure::Fatal(fold_failure(error, fold)));
         }
-        Ok(fold.finish(self.config.send_reasoning, &mut emit))
+        Ok(fold.finish(self.config.reasoning_policy().send, &mut emit))
     }
 
     /// Fold one payload, showing it to the on-chunk observer first when there is one.
@@ -536,6 +536,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::SendReasoning;
     use reqwest::header::HeaderValue;
     use serde_json::json;
 
@@ -618,7 +619,7 @@ mod tests {
             events.push(event)
         })
         .expect("folds");
-        let outcome = fold.finish(false, &mut |event| events.push(event));
+        let outcome = fold.finish(SendReasoning::Never, &mut |event| events.push(event));
         assert_eq!(outcome.text, "hi");
         assert_eq!(outcome.tool_calls.len(), 1);
         assert_eq!(outcome.finish_reason.as_deref(), Some("tool_calls"));

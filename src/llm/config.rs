@@ -7,13 +7,16 @@
 //!
 //! Compare with pi: `models.json` entries (`baseUrl`, API key, model id) plus the retry settings.
 //! Compare with oml.clj: the `oml.llm/base-url`, `api-key`, `model` and `send-reasoning?` defs;
-//! the timeouts, retries, extra body and on-chunk observer are new.
+//! the provider, the reasoning policy, the timeouts, retries, extra body and on-chunk observer
+//! are new.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use super::provider::{Provider, ReasoningPolicy, SendReasoning};
 
 /// Where requests go when neither the setting nor `OPENAI_BASE_URL` says otherwise.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -54,9 +57,13 @@ pub struct LlmConfig {
     pub api_key: Option<String>,
     /// The model id. Its absence fails the call, not the construction of the config.
     pub model: Option<String>,
-    /// Keep the streamed reasoning in the assistant message as `reasoning_content`, so it is
-    /// sent back to the model on the next turn.
-    pub send_reasoning: bool,
+    /// Whose rules the reasoning of earlier assistant messages follows on the way back; `None`
+    /// (`llm.provider` `:auto`) means the one [`Provider::from_base_url`] finds.
+    pub provider: Option<Provider>,
+    /// Which earlier assistant messages send their reasoning back; `None`
+    /// (`llm.send-reasoning` `:auto`) means the provider's default (see
+    /// [`PROVIDERS`](super::PROVIDERS)).
+    pub send_reasoning: Option<SendReasoning>,
     /// Extra top-level request fields (`temperature`, `max_tokens`, `reasoning`, provider
     /// routing, ...). They cannot replace the fields the client owns, see
     /// [`RESERVED_BODY_KEYS`](super::RESERVED_BODY_KEYS).
@@ -85,7 +92,8 @@ impl Default for LlmConfig {
             base_url: DEFAULT_BASE_URL.to_owned(),
             api_key: None,
             model: None,
-            send_reasoning: false,
+            provider: None,
+            send_reasoning: None,
             extra_body: Map::new(),
             headers: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -116,6 +124,18 @@ impl LlmConfig {
             ..Self::default()
         }
     }
+
+    /// The provider: the `provider` field when set, else the one the base URL's host names.
+    pub fn provider(&self) -> Provider {
+        self.provider
+            .unwrap_or_else(|| Provider::from_base_url(&self.base_url))
+    }
+
+    /// What this call does with reasoning: the provider's field, and the `send_reasoning` field
+    /// when set, else the provider's default policy.
+    pub fn reasoning_policy(&self) -> ReasoningPolicy {
+        ReasoningPolicy::of(self.provider(), self.send_reasoning)
+    }
 }
 
 impl fmt::Debug for LlmConfig {
@@ -124,6 +144,7 @@ impl fmt::Debug for LlmConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
             .field("model", &self.model)
+            .field("provider", &self.provider)
             .field("send_reasoning", &self.send_reasoning)
             .field("extra_body", &self.extra_body)
             .field(
@@ -153,6 +174,27 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-very-secret"), "{shown}");
         assert!(shown.contains("<hidden>"), "{shown}");
+    }
+
+    #[test]
+    fn the_policy_follows_the_base_url_unless_overridden() {
+        let at = |base_url: &str| LlmConfig {
+            base_url: base_url.into(),
+            ..LlmConfig::default()
+        };
+        assert_eq!(LlmConfig::default().provider(), Provider::Generic);
+        let deepseek = at("https://api.deepseek.com/v1");
+        assert_eq!(deepseek.provider(), Provider::DeepSeek);
+        assert_eq!(deepseek.reasoning_policy().send, SendReasoning::Always);
+        let forced = LlmConfig {
+            provider: Some(Provider::OpenRouter),
+            send_reasoning: Some(SendReasoning::Never),
+            ..deepseek
+        };
+        assert_eq!(
+            forced.reasoning_policy(),
+            ReasoningPolicy::of(Provider::OpenRouter, Some(SendReasoning::Never))
+        );
     }
 
     #[test]

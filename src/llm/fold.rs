@@ -14,7 +14,9 @@
 //!     `reasoning_details` (OpenRouter's structured form: the `text` of `reasoning.text` items
 //!     and the `summary` of `reasoning.summary` items; encrypted items have neither). One
 //!     source per chunk, because OpenRouter sends the same text as both `reasoning` and
-//!     `reasoning_details`;
+//!     `reasoning_details`. The `reasoning_details` items themselves are also kept raw, every
+//!     item of every chunk appended in order (encrypted ones too), so that they can go back to
+//!     OpenRouter unmodified;
 //!   - non-empty `content` is answer text (a non-string `content` is ignored);
 //!   - `tool_calls` fragments merge by `index`: a non-empty `id` sets the id, `function.name`
 //!     and `function.arguments` fragments are concatenated, so interleaved parallel calls work.
@@ -22,9 +24,15 @@
 //!     starts a new call (some compatibility layers send whole calls without an index);
 //! - the first choice's `finish_reason`, when present, is recorded.
 //!
-//! Chunks are deserialised into borrowing, lenient structs rather than a `serde_json::Value`:
-//! fields we do not read are skipped without being built, strings without escapes are not
-//! copied, and any non-string where a string is expected reads as absent. Only JSON that does not
+//! The final message keeps the reasoning (as `reasoning_content`, and the raw items as
+//! `reasoning_details`) when the call's [`SendReasoning`] policy would send it back for a
+//! message like this one (with or without tool calls), so the transcript holds what the next
+//! request needs and no more.
+//!
+//! Chunks are deserialised into borrowing, lenient structs rather than a `serde_json::Value`
+//! (only the `reasoning_details` items, which are kept, are built as values): fields we do not
+//! read are skipped without being built, strings without escapes are not copied, and any
+//! non-string where a string is expected reads as absent. Only JSON that does not
 //! parse, or structure of the wrong kind (`choices` that is not an array, ...), is malformed.
 //!
 //! It does no I/O, knows nothing of HTTP, SSE framing or channels, and never sees the request.
@@ -42,6 +50,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::error::{MAX_QUOTED_CHUNK_CHARS, cap_chars};
+use super::provider::SendReasoning;
 use super::{ChatOutcome, StreamEvent, ToolCall};
 
 /// Why a chunk could not be folded.
@@ -61,6 +70,8 @@ pub enum FoldError {
 pub struct Fold {
     text: String,
     reasoning: String,
+    /// Every `reasoning_details` item, raw, in arrival order.
+    reasoning_details: Vec<Value>,
     /// Kept sorted by index.
     calls: Vec<PartialCall>,
     finish_reason: Option<String>,
@@ -114,8 +125,8 @@ impl Fold {
     }
 
     /// End of a complete stream: emit one `ToolCall` per call in index order, then `Done`, and
-    /// build the outcome.
-    pub fn finish(self, send_reasoning: bool, emit: &mut impl FnMut(StreamEvent)) -> ChatOutcome {
+    /// build the outcome. The message keeps the reasoning when `send` would send it back.
+    pub fn finish(self, send: SendReasoning, emit: &mut impl FnMut(StreamEvent)) -> ChatOutcome {
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
@@ -136,7 +147,12 @@ impl Fold {
             finish_reason: self.finish_reason.clone(),
             usage: self.usage.clone(),
         });
-        let message = assistant_message(&self.text, &self.reasoning, send_reasoning, &tool_calls);
+        let kept = Reasoning {
+            text: &self.reasoning,
+            details: &self.reasoning_details,
+        };
+        let keep = send.sends(!tool_calls.is_empty());
+        let message = assistant_message(&self.text, keep.then_some(kept), &tool_calls);
         ChatOutcome {
             message,
             text: self.text,
@@ -153,7 +169,7 @@ impl Fold {
     /// only. Emits nothing.
     pub fn into_partial(self, cancelled: bool) -> ChatOutcome {
         ChatOutcome {
-            message: assistant_message(&self.text, "", false, &[]),
+            message: assistant_message(&self.text, None, &[]),
             text: self.text,
             reasoning: self.reasoning,
             tool_calls: Vec::new(),
@@ -180,16 +196,18 @@ impl Fold {
             return Ok(());
         };
         if let Some(delta) = choice.delta {
+            let details = delta.reasoning_details.unwrap_or_default();
             let thought = [delta.reasoning_content.0, delta.reasoning.0]
                 .into_iter()
                 .flatten()
                 .find(|text| !text.is_empty())
-                .or_else(|| delta.reasoning_details.and_then(details_text));
+                .or_else(|| details_text(&details));
             if let Some(thought) = thought {
                 self.reasoning.push_str(&thought);
                 self.has_output = true;
                 emit(StreamEvent::ThoughtDelta(thought.into_owned()));
             }
+            self.reasoning_details.extend(details);
             if let Some(text) = delta.content.0.filter(|text| !text.is_empty()) {
                 self.text.push_str(&text);
                 self.has_output = true;
@@ -257,11 +275,18 @@ impl Fold {
     }
 }
 
-/// The assistant message for a transcript (see [`ChatOutcome::message`]).
+/// The reasoning an assistant message keeps: the text, and OpenRouter's raw items.
+#[derive(Clone, Copy, Debug)]
+pub struct Reasoning<'a> {
+    pub text: &'a str,
+    pub details: &'a [Value],
+}
+
+/// The assistant message for a transcript (see [`ChatOutcome::message`]), with `reasoning` as
+/// `reasoning_content` and `reasoning_details` (each only when non-empty).
 pub fn assistant_message(
     text: &str,
-    reasoning: &str,
-    send_reasoning: bool,
+    reasoning: Option<Reasoning<'_>>,
     tool_calls: &[ToolCall],
 ) -> Value {
     let mut message = Map::new();
@@ -272,8 +297,13 @@ pub fn assistant_message(
         Value::String(text.to_owned())
     };
     message.insert("content".into(), content);
-    if send_reasoning && !reasoning.is_empty() {
-        message.insert("reasoning_content".into(), reasoning.into());
+    if let Some(Reasoning { text, details }) = reasoning {
+        if !text.is_empty() {
+            message.insert("reasoning_content".into(), text.into());
+        }
+        if !details.is_empty() {
+            message.insert("reasoning_details".into(), details.to_vec().into());
+        }
     }
     if !tool_calls.is_empty() {
         let calls = tool_calls
@@ -327,18 +357,10 @@ struct Delta<'a> {
     reasoning_content: Text<'a>,
     #[serde(default, borrow)]
     reasoning: Text<'a>,
-    #[serde(default, borrow)]
-    reasoning_details: Option<Vec<ReasoningDetail<'a>>>,
+    #[serde(default)]
+    reasoning_details: Option<Vec<Value>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<CallFragment<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct ReasoningDetail<'a> {
-    #[serde(default, borrow)]
-    text: Text<'a>,
-    #[serde(default, borrow)]
-    summary: Text<'a>,
 }
 
 #[derive(Deserialize)]
@@ -360,19 +382,20 @@ struct FunctionFragment<'a> {
 }
 
 /// The joined `text`/`summary` strings of one chunk's `reasoning_details`, if any is non-empty.
-fn details_text(details: Vec<ReasoningDetail<'_>>) -> Option<Cow<'_, str>> {
+fn details_text(details: &[Value]) -> Option<Cow<'_, str>> {
     let mut pieces = details
-        .into_iter()
-        .flat_map(|detail| [detail.text.0, detail.summary.0])
+        .iter()
+        .flat_map(|detail| [detail.get("text"), detail.get("summary")])
         .flatten()
+        .filter_map(Value::as_str)
         .filter(|piece| !piece.is_empty());
     let first = pieces.next()?;
     match pieces.next() {
-        None => Some(first),
+        None => Some(Cow::Borrowed(first)),
         Some(second) => {
-            let mut joined = first.into_owned();
-            joined.push_str(&second);
-            pieces.for_each(|piece| joined.push_str(&piece));
+            let mut joined = first.to_owned();
+            joined.push_str(second);
+            pieces.for_each(|piece| joined.push_str(piece));
             Some(Cow::Owned(joined))
         }
     }
@@ -476,7 +499,7 @@ mod tests {
     use serde_json::json;
 
     /// Folds `chunks` (as JSON text) and returns the events and the outcome.
-    fn fold(chunks: &[Value], send_reasoning: bool) -> (Vec<StreamEvent>, ChatOutcome) {
+    fn fold(chunks: &[Value], send: SendReasoning) -> (Vec<StreamEvent>, ChatOutcome) {
         let mut events = Vec::new();
         let mut emit = |event| events.push(event);
         let mut fold = Fold::new();
@@ -484,7 +507,7 @@ mod tests {
             fold.push_json(&chunk.to_string(), &mut emit)
                 .expect("folds");
         }
-        let outcome = fold.finish(send_reasoning, &mut emit);
+        let outcome = fold.finish(send, &mut emit);
         (events, outcome)
     }
 
@@ -511,7 +534,7 @@ mod tests {
                 json!({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": null}),
                 json!({"choices": [], "usage": usage}),
             ],
-            false,
+            SendReasoning::Never,
         );
         assert_eq!(
             events,
@@ -557,7 +580,7 @@ mod tests {
                 call(0, json!({"function": {"arguments": "th\": \"a.txt\"}"}})),
                 json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
             ],
-            false,
+            SendReasoning::Never,
         );
         let read = ToolCall {
             id: "call_a".into(),
@@ -603,7 +626,7 @@ mod tests {
                 ]}}]}),
                 json!({"choices": [{"delta": {"tool_calls": [{"index": 2, "function": {"name": "edit", "arguments": "{}"}}]}}]}),
             ],
-            false,
+            SendReasoning::Never,
         );
         let ids: Vec<_> = outcome
             .tool_calls
@@ -648,29 +671,31 @@ mod tests {
             ),
         ];
         for (name, chunk) in cases {
-            let (events, outcome) = fold(&[chunk, text_chunk("ok")], false);
+            let (events, outcome) = fold(&[chunk, text_chunk("ok")], SendReasoning::Never);
             assert_eq!(events[..2], [thought("think"), text("ok")], "{name}");
             assert_eq!(outcome.reasoning, "think", "{name}");
         }
     }
 
     #[test]
-    fn send_reasoning_decides_whether_the_message_keeps_it() {
+    fn the_policy_decides_whether_the_message_keeps_the_reasoning() {
         let chunks = [
             json!({"choices": [{"delta": {"reasoning_content": "hmm"}}]}),
             text_chunk("answer"),
         ];
-        let (_, off) = fold(&chunks, false);
+        let (_, off) = fold(&chunks, SendReasoning::Never);
         assert_eq!(
             off.message,
             json!({"role": "assistant", "content": "answer"})
         );
-        let (_, on) = fold(&chunks, true);
+        let (_, plain) = fold(&chunks, SendReasoning::ToolTurns);
+        assert_eq!(plain.message, off.message, "no tool calls, nothing kept");
+        let (_, on) = fold(&chunks, SendReasoning::Always);
         assert_eq!(
             on.message,
             json!({"role": "assistant", "content": "answer", "reasoning_content": "hmm"})
         );
-        let (_, none) = fold(&[text_chunk("answer")], true);
+        let (_, none) = fold(&[text_chunk("answer")], SendReasoning::Always);
         assert_eq!(
             none.message,
             json!({"role": "assistant", "content": "answer"})
@@ -678,8 +703,28 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_details_are_kept_raw_and_in_order_on_tool_turns() {
+        let items = [
+            json!({"type": "reasoning.text", "text": "a", "format": "f", "index": 0}),
+            json!({"type": "reasoning.text", "text": "b", "signature": null, "index": 0}),
+            json!({"type": "reasoning.encrypted", "data": "xyz", "id": "r1", "index": 1}),
+        ];
+        let chunks = [
+            json!({"choices": [{"delta": {"reasoning": "a", "reasoning_details": [items[0]]}}]}),
+            json!({"choices": [{"delta": {"reasoning_details": [items[1], items[2]]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "ls", "arguments": "{}"}}]}}]}),
+        ];
+        let (events, outcome) = fold(&chunks, SendReasoning::ToolTurns);
+        assert_eq!(events[..2], [thought("a"), thought("b")]);
+        assert_eq!(outcome.message["reasoning_content"], "ab");
+        assert_eq!(outcome.message["reasoning_details"], json!(items));
+        let (_, never) = fold(&chunks, SendReasoning::Never);
+        assert!(never.message.get("reasoning_details").is_none());
+    }
+
+    #[test]
     fn an_empty_reply_has_empty_string_content() {
-        let (_, outcome) = fold(&[], false);
+        let (_, outcome) = fold(&[], SendReasoning::Never);
         assert_eq!(outcome.message, json!({"role": "assistant", "content": ""}));
     }
 

@@ -10,7 +10,8 @@
 //! lost. Cancelling closes the connection and returns `Ok` with `cancelled: true`.
 //!
 //! The layering is: [`sse`] and [`fold`] are pure (bytes in, payloads out; chunks in, events
-//! out), [`request`] builds the URL and body, [`client`] owns the I/O (HTTP, timers, retries,
+//! out), [`provider`] is the table of what each provider wants back of earlier reasoning,
+//! [`request`] builds the URL and body, [`client`] owns the I/O (HTTP, timers, retries,
 //! cancellation). Only [`client`] knows about the network.
 //!
 //! It deliberately knows nothing of Lisp, the agent loop, ACP or transcripts: settings arrive as
@@ -28,6 +29,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod fold;
+pub mod provider;
 pub mod request;
 pub mod sse;
 
@@ -42,6 +44,10 @@ pub use config::{
     ENV_BASE_URL, ENV_MODEL, LlmConfig,
 };
 pub use error::{LlmError, MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS};
+pub use provider::{
+    PROVIDERS, Provider, ProviderRow, REASONING_KEYS, ReasoningField, ReasoningPolicy,
+    SendReasoning, WhenMissing,
+};
 pub use request::{RESERVED_BODY_KEYS, chat_completions_url};
 
 /// One model call's input. The settings live in [`LlmConfig`]; this is what changes per turn.
@@ -108,8 +114,9 @@ pub enum StreamEvent {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatOutcome {
     /// The assistant message to append to the transcript: `{role: "assistant", content}`, plus
-    /// `reasoning_content` (only with `send_reasoning` and non-empty reasoning) and `tool_calls`
-    /// (only when there are any). `content` is `null` exactly when the text is empty and there
+    /// `reasoning_content` and `reasoning_details` (only when the call's [`SendReasoning`] policy
+    /// would send this message's reasoning back, and only when non-empty) and `tool_calls` (only
+    /// when there are any). `content` is `null` exactly when the text is empty and there
     /// are tool calls. A cancelled or partial outcome has the text only.
     pub message: Value,
     /// The full text of the answer.

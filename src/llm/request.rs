@@ -8,6 +8,12 @@
 //! transcript, or bypass the tool table. There is no `tool_choice`, temperature or token limit
 //! unless `extra_body` adds one.
 //!
+//! Messages are sent as they are, except the reasoning of assistant messages: every field of
+//! [`REASONING_KEYS`] is left out, and the one field the call's [`ReasoningPolicy`] gives the
+//! message (the provider's name for it, `""` where the provider insists) goes last. So a
+//! transcript that kept reasoning for one provider is safe to send to another, and a field the
+//! provider does not know never reaches it.
+//!
 //! It knows nothing of headers, keys or the network.
 //!
 //! Compare with pi: the OpenAI-completions provider builds the same body, adjusted by per-model
@@ -18,7 +24,8 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
-use super::{ChatRequest, ToolSpec};
+use super::provider::{REASONING_KEYS, ReasoningPolicy};
+use super::{ChatRequest, LlmConfig, ToolSpec};
 
 /// Top-level body fields the client always sets itself and `extra_body` cannot replace.
 pub const RESERVED_BODY_KEYS: [&str; 5] =
@@ -29,12 +36,15 @@ pub fn chat_completions_url(base_url: &str) -> String {
     format!("{}/chat/completions", base_url.trim_end_matches('/'))
 }
 
-/// The JSON body for `model` and `request`, with `extra` merged in after the client's fields.
+/// The JSON body for `model` and `request`, with `config`'s extra body merged in after the
+/// client's fields, and the reasoning of assistant messages as its reasoning policy says.
 pub fn encode_body(
     model: &str,
     request: &ChatRequest,
-    extra: &Map<String, Value>,
+    config: &LlmConfig,
 ) -> Result<Vec<u8>, serde_json::Error> {
+    let extra = &config.extra_body;
+    let reasoning = &config.reasoning_policy();
     let ignored: Vec<&str> = extra
         .keys()
         .map(String::as_str)
@@ -48,7 +58,10 @@ pub fn encode_body(
     }
     let body = Body {
         model,
-        messages: &request.messages,
+        messages: Messages {
+            messages: &request.messages,
+            reasoning,
+        },
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
@@ -65,7 +78,7 @@ pub fn encode_body(
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: &'a [Value],
+    messages: Messages<'a>,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +119,49 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
     }
 }
 
+/// The messages, each assistant message's reasoning as the policy says.
+struct Messages<'a> {
+    messages: &'a [Value],
+    reasoning: &'a ReasoningPolicy,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.messages.iter().map(|message| match message {
+            Value::Object(fields)
+                if fields.get("role").and_then(Value::as_str) == Some("assistant") =>
+            {
+                Outgoing::Assistant(fields, self.reasoning)
+            }
+            other => Outgoing::AsIs(other),
+        }))
+    }
+}
+
+enum Outgoing<'a> {
+    AsIs(&'a Value),
+    Assistant(&'a Map<String, Value>, &'a ReasoningPolicy),
+}
+
+impl Serialize for Outgoing<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (fields, policy) = match self {
+            Outgoing::AsIs(value) => return value.serialize(serializer),
+            Outgoing::Assistant(fields, policy) => (fields, policy),
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in fields.iter() {
+            if !REASONING_KEYS.contains(&key.as_str()) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        if let Some((key, value)) = policy.outgoing(fields) {
+            map.serialize_entry(key, &value)?;
+        }
+        map.end()
+    }
+}
+
 /// The extra fields without the reserved ones.
 struct Extra<'a>(&'a Map<String, Value>);
 
@@ -124,11 +180,26 @@ impl Serialize for Extra<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::provider::{Provider, SendReasoning};
     use serde_json::json;
+
+    fn config(
+        extra: Map<String, Value>,
+        provider: Provider,
+        send: Option<SendReasoning>,
+    ) -> LlmConfig {
+        LlmConfig {
+            extra_body: extra,
+            provider: Some(provider),
+            send_reasoning: send,
+            ..LlmConfig::default()
+        }
+    }
 
     fn body(request: &ChatRequest, extra: Value) -> Value {
         let extra = extra.as_object().cloned().unwrap_or_default();
-        let bytes = encode_body("m", request, &extra).expect("encodes");
+        let bytes =
+            encode_body("m", request, &config(extra, Provider::Generic, None)).expect("encodes");
         serde_json::from_slice(&bytes).expect("valid JSON")
     }
 
@@ -145,7 +216,8 @@ mod tests {
             messages: vec![json!({"role": "user", "content": "hi"})],
             ..ChatRequest::default()
         };
-        let encoded = encode_body("m", &request, &Map::new()).expect("encodes");
+        let encoded = encode_body("m", &request, &config(Map::new(), Provider::Generic, None))
+            .expect("encodes");
         assert_eq!(
             String::from_utf8(encoded).expect("utf-8"),
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#
@@ -179,5 +251,32 @@ mod tests {
         assert_eq!(got["stream"], json!(true));
         assert_eq!(got["model"], json!("m"));
         assert!(got.get("tools").is_none());
+    }
+
+    #[test]
+    fn assistant_reasoning_goes_out_as_the_policy_says_and_nothing_else_changes() {
+        let messages = vec![
+            json!({"role": "user", "content": "hi", "reasoning_content": "not an assistant's"}),
+            json!({"role": "assistant", "content": "a", "reasoning_content": "r", "reasoning": "r",
+                   "reasoning_details": [{"type": "reasoning.text", "text": "r"}]}),
+        ];
+        let request = ChatRequest {
+            messages: messages.clone(),
+            ..ChatRequest::default()
+        };
+        let sent = |send: Option<SendReasoning>| {
+            let config = config(Map::new(), Provider::Generic, send);
+            let bytes = encode_body("m", &request, &config).expect("encodes");
+            let body: Value = serde_json::from_slice(&bytes).expect("JSON");
+            body["messages"].clone()
+        };
+        let never = sent(None);
+        assert_eq!(never[0], messages[0], "only assistant messages change");
+        assert_eq!(never[1], json!({"role": "assistant", "content": "a"}));
+        let always = sent(Some(SendReasoning::Always));
+        assert_eq!(
+            always[1],
+            json!({"role": "assistant", "content": "a", "reasoning_content": "r"})
+        );
     }
 }
