@@ -588,7 +588,20 @@ fn permission_requests_round_trip() {
     let ask = c.next();
     assert_eq!(ask["method"], "session/request_permission");
     assert_eq!(ask["params"]["sessionId"], sid.as_str());
-    assert_eq!(ask["params"]["toolCall"]["toolCallId"], "call_1");
+    // The question shows what it allows: the card's title and kind, its input and location,
+    // the card pending, and the proposed file as a diff, computed before anything is written.
+    let tool_call = &ask["params"]["toolCall"];
+    assert_eq!(tool_call["toolCallId"], "call_1");
+    assert_eq!(tool_call["title"], "Write a.txt");
+    assert_eq!(tool_call["kind"], "edit");
+    assert_eq!(tool_call["status"], "pending");
+    assert_eq!(tool_call["rawInput"]["path"], "a.txt");
+    let a_txt = env.project.join("a.txt").display().to_string();
+    assert_eq!(tool_call["locations"][0]["path"], a_txt.as_str());
+    assert_eq!(
+        tool_call["content"],
+        json!([{"type": "diff", "path": a_txt, "oldText": null, "newText": "x"}])
+    );
     let options = ask["params"]["options"].as_array().unwrap();
     let ids: Vec<&str> = options
         .iter()
@@ -602,6 +615,11 @@ fn permission_requests_round_trip() {
         assert_eq!(o["optionId"], o["kind"]);
         assert!(o["name"].is_string());
     }
+    let root = env.project.display().to_string();
+    assert_eq!(
+        options[1]["name"],
+        format!("Always allow write inside {root}")
+    );
     c.answer(
         &ask["id"],
         json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
@@ -628,9 +646,15 @@ fn permission_requests_round_trip() {
     );
     let (updates, _) = c.until_response(id);
     assert!(env.project.join("b.txt").exists());
+    let statuses: Vec<&Value> = updates
+        .iter()
+        .filter(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .map(|m| &m["params"]["update"]["status"])
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"]);
     let end = updates
         .iter()
-        .find(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .rfind(|m| update_kind(m).as_deref() == Some("tool_call_update"))
         .unwrap();
     let diff = &end["params"]["update"]["content"][1];
     assert_eq!(diff["type"], "diff");
@@ -1069,6 +1093,8 @@ fn omls_own_client_drives_oml_acp() {
         [
             "end-turn",
             "tool-call",
+            // in_progress once allowed, then completed.
+            "tool-call-update",
             "tool-call-update",
             "agent-message-chunk",
             "asked\tcall_w",

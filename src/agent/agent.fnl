@@ -1,5 +1,6 @@
-;; The agent loop as named steps and the built-in tools. The slash commands are in
-;; commands.fnl and compaction in compact.fnl, loaded after this file.
+;; The agent loop as named steps and the built-in tools. The permission policy is in
+;; permission.fnl, the slash commands in commands.fnl and compaction in compact.fnl, loaded after
+;; this file.
 ;;
 ;; Every step is a function in the `agent` table, and every call between steps goes through the
 ;; table (`(agent.call-model ...)`), so redefining or advising a step from an init file, /eval or
@@ -337,15 +338,13 @@ error result the model reads."
                     :locations (if loc-ok locations (json.array))})
     (let [result (if perr
                      {:content perr :error? true}
-                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind}) (fn [e] e))]
+                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
                       :diff result.diff})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
       (session.record! :tool {: id : name : title : kind :error? (= true result.error?)})
       result)))
-
-(local edit-kinds {:edit true :delete true :move true})
 
 (fn agent.current-permission-mode [?session-id]
   "The permission mode of the session (the current one, or ?SESSION-ID): what its front end set,
@@ -357,32 +356,6 @@ else `agent.permission-mode`. Every front end and command asks this function."
 (/model, the editor's model picker), else `llm.model` (whose default is $OPENAI_MODEL); nil when
 none is configured. Every front end and command asks this function."
   (or (session.get :model ?session-id) (oml.setting "llm.model")))
-
-(fn agent.ask-permission [request]
-  "Ask the frontend whether the tool call REQUEST {:id :name :args :kind} may run. Returns
-:allow-once, :allow-always, :reject-once, :reject-always, :cancelled or :cannot-ask. This
-default cannot ask anyone (print mode); a frontend that can ask redefines it."
-  :cannot-ask)
-
-(fn agent.check-permission [call]
-  "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
-mode, else the reason it may not. Tools of kind edit, delete and move count as edits; kind
-execute (bash) as commands; every other kind always runs."
-  (let [mode (agent.current-permission-mode)
-        needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)
-        key (.. "permission." call.name)]
-    (if (or (= nil needs) (= mode :yolo)) nil
-        (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
-        (and (= mode :accept-edits) (= needs :edit)) nil
-        (= (session.get key) :allow) nil
-        (= (session.get key) :reject) (.. "the user always rejects " call.name)
-        (case (agent.ask-permission call)
-          :allow-once nil
-          :allow-always (do (session.put! key :allow) nil)
-          :reject-always (do (session.put! key :reject) "the user rejected it")
-          :reject-once "the user rejected it"
-          :cancelled "the prompt was cancelled before the user answered"
-          _ (.. call.name " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)")))))
 
 (fn agent.execute-tool [call]
   "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a

@@ -35,6 +35,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         include_str!("agent.fnl"),
     ),
     (
+        "src/agent/permission.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_permission.luac")),
+        include_str!("permission.fnl"),
+    ),
+    (
         "src/agent/commands.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
         include_str!("commands.fnl"),

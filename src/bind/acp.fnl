@@ -153,15 +153,51 @@ while waiting). An error answer is an error."
 (local answers {:allow_once :allow-once :allow_always :allow-always
                 :reject_once :reject-once :reject_always :reject-always})
 
+(fn acp.permission-tool-call [call]
+  "The `toolCall` of the permission request for the tool CALL {:id :name :args :kind :title
+:locations}: the card's own title, kind, raw input and locations, status pending, and for write
+and edit the proposed change as `diff` content, computed before anything is written (or the
+reason it would fail, as text)."
+  (let [tc {:toolCallId call.id
+            :title (if (and (= :string (type call.title)) (call.title:find "%S")) call.title call.name)
+            :kind (if (. tool-kinds call.kind) call.kind :other)
+            :status :pending
+            :rawInput (or call.args (json.object))}]
+    (when (and (= :table (type call.locations)) (< 0 (length call.locations)))
+      (set tc.locations call.locations))
+    (when (or (= call.name :write) (= call.name :edit))
+      (let [(diff why) (oml.preview-change call.name (or call.args {}))]
+        (set tc.content
+             (if diff
+                 [{:type :diff :path diff.path :oldText (or (. diff :old-text) json.null)
+                   :newText (. diff :new-text)}]
+                 [{:type :content :content (text-block (.. "This " call.name " would fail: " (or why "")))}]))))
+    tc))
+
+(fn acp.permission-options-for [call]
+  "The options offered for the tool CALL: `acp.permission-options`, with the \"always\" ones
+naming the rule they add (`agent.permission-rule`)."
+  (let [rule (agent.describe-rule (agent.permission-rule call))]
+    (icollect [_ o (ipairs acp.permission-options)]
+      (case o.kind
+        :allow_always (doto (collect [k v (pairs o)] k v) (tset :name (.. "Always allow " rule)))
+        :reject_always (doto (collect [k v (pairs o)] k v) (tset :name (.. "Always reject " rule)))
+        _ o))))
+
 (fn agent.ask-permission [call]
   "In ACP mode: ask the client with `acp.request-permission` whether the tool CALL {:id :name
-:args :kind} may run (its tool card has already been sent). Returns :allow-once, :allow-always,
-:reject-once, :reject-always or :cancelled."
-  (let [outcome (acp.request-permission {:toolCallId call.id :title call.name
-                                         :rawInput (or call.args (json.object))})]
-    (if (= outcome.outcome :selected)
-        (or (. answers outcome.kind) :reject-once)
-        :cancelled)))
+:args :kind :title :locations} may run (its tool card has already been sent), showing
+`acp.permission-tool-call` and `acp.permission-options-for`. The card is pending while the
+question waits and in_progress once allowed. Returns :allow-once, :allow-always, :reject-once,
+:reject-always or :cancelled."
+  (let [outcome (acp.request-permission (acp.permission-tool-call call)
+                                        (acp.permission-options-for call))
+        answer (if (= outcome.outcome :selected)
+                   (or (. answers outcome.kind) :reject-once)
+                   :cancelled)]
+    (when (or (= answer :allow-once) (= answer :allow-always))
+      (acp.update! {:sessionUpdate :tool_call_update :toolCallId call.id :status :in_progress}))
+    answer))
 
 ;;; Extension methods and hooks
 

@@ -1,5 +1,6 @@
 //! The ACP agent's state shared with Lisp, and its host functions: `acp.request!` (a request to
-//! the client, awaited from a coroutine) and `acp.running-sessions`.
+//! the client, awaited from a coroutine), `acp.update!` (a `session/update` notification, in
+//! order with the session's events) and `acp.running-sessions`.
 //!
 //! The [`Hub`] lives in the Lua state's app data, so host functions reach the connection and the
 //! per-session forwarders without holding them in closures. Before any request from a session,
@@ -139,6 +140,15 @@ const ACP: &[HostFn] = &[
         make: |lua| create_async_function(lua, request),
     },
     HostFn {
+        name: "update!",
+        args: "update ?session-id",
+        doc: "Send UPDATE (a SessionUpdate table such as {:sessionUpdate :tool_call_update \
+              :toolCallId … :status :in_progress}) to the ACP client as a session/update \
+              notification of the session (?SESSION-ID, else the running coroutine's), after \
+              the events it has emitted so far. Returns true; nil when no client is connected.",
+        make: |lua| create_async_function(lua, update),
+    },
+    HostFn {
         name: "running-sessions",
         args: "",
         doc: "The ids of the ACP sessions whose prompt is running now, sorted.",
@@ -153,6 +163,35 @@ const ACP: &[HostFn] = &[
         },
     },
 ];
+
+/// `acp.update!`.
+fn update(
+    lua: Lua,
+    (update, explicit): (Value, Option<String>),
+) -> impl Future<Output = mlua::Result<Option<bool>>> {
+    let hub = hub(&lua);
+    let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+    let key = lua.current_thread().to_pointer() as usize;
+    let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
+    let update = from_lua(&lua, update);
+    async move {
+        let hub = hub?;
+        let update = update?;
+        let Some(id) = sid else {
+            return Err(rt("acp.update!: no session"));
+        };
+        let Some(conn) = hub.connection() else {
+            return Ok(None);
+        };
+        hub.barrier(&id).await;
+        let params = json!({"sessionId": id, "update": update});
+        Ok(conn
+            .notify("session/update", params)
+            .await
+            .ok()
+            .map(|_| true))
+    }
+}
 
 /// `acp.request!`.
 fn request(

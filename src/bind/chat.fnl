@@ -193,9 +193,9 @@ the model (or how to configure one) and the input rules."
                           (write-preview args))
                _ (.. (chat.style :question (.. "Allow " call.name "?")) "\n"
                      (chat.clean (fennel.view args))))]
-    (.. what "\n" (chat.style :bold "[y]") " yes once (Enter)  "
-        (chat.style :bold "[a]") " always for " call.name " in this session  "
-        (chat.style :bold "[n]") " no")))
+    (.. what "\n" (chat.style :bold "[y]") " yes (Enter)  "
+        (chat.style :bold "[a]") " always: " (chat.clean (agent.describe-rule (agent.permission-rule call)))
+        "  " (chat.style :bold "[n]") " no")))
 
 (fn agent.ask-permission [request]
   "Ask at the terminal whether the tool call REQUEST {:id :name :args :kind} may run: the

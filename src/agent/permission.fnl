@@ -1,0 +1,152 @@
+;; The permission policy: which tool calls may run under the session's permission mode, asking
+;; the front end (`agent.ask-permission`) where the mode says so, and the session's rules that an
+;; "always" answer adds. Loaded after agent.fnl; every function here is looked up by name at
+;; call time, so an init file can redefine or advise any of it (advising
+;; `agent.check-permission` replaces the whole policy).
+;;
+;; "Always" adds a rule, not a blanket allowance for the tool: for a command its leading words
+;; (`npm test`, `cargo build`), or the exact command when it has no plain second word or chains
+;; commands; for write and edit, the tool inside the workspace (the project root), or the one
+;; file when it is outside.
+
+(local agent _G.agent)
+(local session _G.session)
+(local project _G.project)
+(local commands _G.commands)
+
+(local edit-kinds {:edit true :delete true :move true})
+
+;; Characters that chain, substitute or redirect in a shell command: a command holding one of
+;; them never matches a prefix rule.
+(local shell-specials "[;&|`$<>()\n\\]")
+
+(fn agent.ask-permission [request]
+  "Ask the frontend whether the tool call REQUEST {:id :name :args :kind :title :locations} may
+run. Returns :allow-once, :allow-always, :reject-once, :reject-always, :cancelled or :cannot-ask.
+This default cannot ask anyone (print mode); a frontend that can ask redefines it."
+  :cannot-ask)
+
+(fn workspace []
+  (let [cwd (session.cwd)]
+    (or (project.root cwd) cwd)))
+
+(fn inside? [path root]
+  (or (= path root) (= (path:sub 1 (+ 1 (length root))) (.. root "/"))))
+
+(fn words [command]
+  (icollect [w (command:gmatch "%S+")] w))
+
+(fn plain-word? [w]
+  (and (= :string (type w)) (not (w:find "^%-")) (not (w:find "[^%w%._:@/%+=-]"))))
+
+(fn call-path [call]
+  (let [p (and (= :table (type call.args)) call.args.path)
+        (ok abs) (pcall session.resolve-path (or p ""))]
+    (when ok abs)))
+
+(fn agent.permission-rule [call]
+  "The rule an \"always\" answer to the tool CALL {:name :args} adds: for bash, the command's
+first two words when both are plain words and nothing chains or redirects
+({:tool :bash :prefix \"npm test\"}), else the exact command ({:tool :bash :exact ...}); for
+write and edit, the tool inside the workspace ({:tool :edit :inside root}) or the one file outside
+it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
+  (let [name call.name
+        args (or call.args {})]
+    (case name
+      :bash (let [command (or args.command "")
+                  ws (words command)]
+              (if (and (not (command:find shell-specials)) (plain-word? (. ws 1))
+                       (plain-word? (. ws 2)))
+                  {:tool :bash :prefix (.. (. ws 1) " " (. ws 2))}
+                  {:tool :bash :exact command}))
+      _ (let [path (and (. edit-kinds call.kind) (call-path call))
+              root (workspace)]
+          (if (and path (inside? path root)) {:tool name :inside root}
+              path {:tool name :path path}
+              {:tool name})))))
+
+(fn agent.rule-matches? [rule call]
+  "Whether the permission RULE (see `agent.permission-rule`) covers the tool CALL."
+  (let [args (or call.args {})]
+    (if (not= rule.tool call.name) false
+        rule.prefix (let [command (or args.command "")
+                          want (words rule.prefix)
+                          have (words command)]
+                      (and (not (command:find shell-specials))
+                           (accumulate [ok true i w (ipairs want)] (and ok (= w (. have i))))))
+        rule.exact (= rule.exact args.command)
+        rule.inside (let [path (call-path call)] (and path (inside? path rule.inside)))
+        rule.path (= rule.path (call-path call))
+        true)))
+
+(fn agent.describe-rule [rule]
+  "The permission RULE in words, as questions and /permissions show it."
+  (if rule.prefix (.. "`" rule.prefix " …` commands")
+      rule.exact (.. "the command `" rule.exact "`")
+      rule.inside (.. rule.tool " inside " rule.inside)
+      rule.path (.. rule.tool " of " rule.path)
+      (.. "every " rule.tool " call")))
+
+(fn agent.permission-rules [?session-id]
+  "The permission rules of the session (the current one, or ?SESSION-ID): a list of
+{:rule :verdict}, verdict :allow or :reject, oldest first."
+  (or (session.get :permission-rules ?session-id) []))
+
+(fn agent.add-permission-rule! [rule verdict]
+  "Add the permission RULE with VERDICT (:allow or :reject) to the current session's rules,
+replacing an equal rule. Returns the rules."
+  (let [same? (fn [r] (and (= r.tool rule.tool) (= r.prefix rule.prefix) (= r.exact rule.exact)
+                           (= r.inside rule.inside) (= r.path rule.path)))
+        rules (icollect [_ r (ipairs (agent.permission-rules))] (when (not (same? r.rule)) r))]
+    (table.insert rules {: rule : verdict})
+    (session.put! :permission-rules rules)
+    rules))
+
+(fn agent.rule-verdict [call]
+  "The verdict (:allow or :reject) of the newest session rule covering the tool CALL, or nil."
+  (let [rules (agent.permission-rules)]
+    (var verdict nil)
+    (for [i (length rules) 1 -1 &until verdict]
+      (let [r (. rules i)]
+        (when (agent.rule-matches? r.rule call) (set verdict r.verdict))))
+    verdict))
+
+(fn agent.check-permission [call]
+  "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
+mode and rules, else the reason it may not. Tools of kind edit, delete and move count as edits;
+kind execute (bash) as commands; every other kind always runs. An \"always\" answer adds
+`agent.permission-rule` of the call to the session's rules."
+  (let [mode (agent.current-permission-mode)
+        needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)]
+    (if (or (= nil needs) (= mode :yolo)) nil
+        (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
+        (and (= mode :accept-edits) (= needs :edit)) nil
+        (case (agent.rule-verdict call)
+          :allow nil
+          :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
+          _ (case (agent.ask-permission call)
+              :allow-once nil
+              :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
+              :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
+                                 "the user rejected it")
+              :reject-once "the user rejected it"
+              :cancelled "the prompt was cancelled before the user answered"
+              _ (.. call.name " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
+
+(fn commands.permissions [input]
+  {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one."
+   :hint "[clear | remove N]"}
+  (let [rules (agent.permission-rules)
+        n (tonumber (input:match "^remove%s+(%d+)$"))]
+    (if (= input :clear)
+        (do (session.put! :permission-rules []) "Permission rules cleared.")
+        n (if (. rules n)
+              (let [gone (table.remove rules n)]
+                (session.put! :permission-rules rules)
+                (.. "Removed: " gone.verdict " " (agent.describe-rule gone.rule)))
+              (.. "No rule " n))
+        (= 0 (length rules))
+        (.. "No permission rules yet (mode " (agent.current-permission-mode) ").")
+        (table.concat (icollect [i r (ipairs rules)]
+                        (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
+                      "\n"))))

@@ -1,0 +1,97 @@
+//! "Always" adds a rule, not a blanket allowance: for a command its leading words, for an edit
+//! the tool inside the workspace. Driven through print mode in `ask` mode, with the answers
+//! scripted by redefining `agent.ask-permission` in the init file, against a fake model over TCP.
+
+mod common;
+mod support;
+
+use common::{Env, Run};
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+/// Run the tool calls in one print-mode turn in `ask` mode, answering the questions in order
+/// with `answers`; the tool results, and the output of the slash command `last` run in the
+/// same session afterwards.
+fn run(env: &Env, answers: &str, calls: &[(&str, &str)], last: &str) -> (Vec<String>, String) {
+    env.init(&format!(
+        r#"(setq agent.print-mode-permission :ask)
+(local answers [{answers}])
+(set agent.ask-permission (fn [call] (table.remove answers 1)))"#
+    ));
+    let mut list: Vec<_> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| tool_call_chunks(&format!("call_{i}"), name, &[args]))
+        .collect();
+    list.push(text_chunks(&["done"]));
+    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let out = Run::from(
+        env.command(Some(&fake), &["-p", "go"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let results = (1..=calls.len())
+        .map(|i| {
+            let msgs = requests[i].body["messages"].as_array().unwrap();
+            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let shown = Run::from(
+        env.command(None, &["-p", "--continue", last])
+            .output()
+            .expect("oml"),
+    );
+    (results, shown.stdout)
+}
+
+#[test]
+fn always_for_a_command_allows_its_leading_words_and_nothing_chained() {
+    let env = Env::new();
+    env.file("victim", "still here\n");
+    let (results, rules) = run(
+        &env,
+        ":allow-always :reject-once :allow-once",
+        &[
+            ("bash", r#"{"command": "echo ok 1"}"#),
+            ("bash", r#"{"command": "echo ok 2"}"#),
+            ("bash", r#"{"command": "echo ok; rm -f victim"}"#),
+            ("bash", r#"{"command": "echo other"}"#),
+        ],
+        "/permissions",
+    );
+    assert_eq!(results[0].trim(), "ok 1");
+    // Covered by the rule `echo ok …`: not asked.
+    assert_eq!(results[1].trim(), "ok 2");
+    // Chained: the rule does not cover it, so it was asked, and rejected.
+    assert_eq!(results[2], "Blocked: the user rejected it");
+    assert!(env.project.join("victim").exists());
+    assert_eq!(results[3].trim(), "other");
+    assert_eq!(rules.trim(), "1. allow `echo ok …` commands");
+}
+
+#[test]
+fn always_for_an_edit_covers_the_workspace_and_not_outside() {
+    let env = Env::new();
+    let outside = env.root.join("outside.txt");
+    let outside_json = serde_json::to_string(&outside.display().to_string()).unwrap();
+    let (results, rules) = run(
+        &env,
+        ":allow-always :reject-once",
+        &[
+            ("write", r#"{"path": "a.txt", "content": "a"}"#),
+            ("write", r#"{"path": "sub/b.txt", "content": "b"}"#),
+            (
+                "write",
+                &format!(r#"{{"path": {outside_json}, "content": "x"}}"#),
+            ),
+        ],
+        "/permissions",
+    );
+    assert!(results[0].starts_with("Wrote"), "{results:?}");
+    assert!(results[1].starts_with("Wrote"), "{results:?}");
+    assert_eq!(results[2], "Blocked: the user rejected it");
+    assert!(!outside.exists());
+    let root = env.project.display().to_string();
+    assert_eq!(rules.trim(), format!("1. allow write inside {root}"));
+}
