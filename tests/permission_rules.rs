@@ -95,3 +95,55 @@ fn always_for_an_edit_covers_the_workspace_and_not_outside() {
     let root = env.project.display().to_string();
     assert_eq!(rules.trim(), format!("1. allow write inside {root}"));
 }
+
+#[test]
+fn accept_edits_runs_edits_inside_the_workspace_and_asks_outside() {
+    let env = Env::new();
+    env.init("(setq agent.print-mode-permission :accept-edits)");
+    let outside = env.root.join("elsewhere.txt");
+    let outside_json = serde_json::to_string(&outside.display().to_string()).unwrap();
+    let calls = [
+        tool_call_chunks(
+            "call_0",
+            "write",
+            &[r#"{"path": "in.txt", "content": "in"}"#],
+        ),
+        tool_call_chunks(
+            "call_1",
+            "write",
+            &[&format!(r#"{{"path": {outside_json}, "content": "out"}}"#)],
+        ),
+        text_chunks(&["done"]),
+    ];
+    let fake = FakeModel::start(calls.into_iter().map(Reply::Stream));
+    let out = Run::from(
+        env.command(Some(&fake), &["-p", "go"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("in.txt")).unwrap(),
+        "in"
+    );
+    assert!(!outside.exists());
+    let requests = fake.requests();
+    let last = |i: usize| {
+        requests[i].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .clone()
+    };
+    assert!(last(1).as_str().unwrap().starts_with("Wrote"));
+    assert_eq!(
+        last(2),
+        format!(
+            "Blocked: write outside the workspace {} needs permission in accept-edits mode and \
+             this frontend cannot ask; choose another mode (oml -p --mode, or \
+             agent.permission-mode)",
+            env.project.display()
+        )
+    );
+}

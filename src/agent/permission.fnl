@@ -79,6 +79,13 @@ it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
         rule.path (= rule.path (call-path call))
         true)))
 
+(fn agent.inside-workspace? [call]
+  "Whether the file the tool CALL changes (its `path` argument) is inside the workspace: the
+project root of the session's directory (nearest .git or .oml/), else that directory. A call
+without a path counts as inside."
+  (let [path (call-path call)]
+    (or (= nil path) (inside? path (workspace)))))
+
 (fn agent.describe-rule [rule]
   "The permission RULE in words, as questions and /permissions show it."
   (if rule.prefix (.. "`" rule.prefix " …` commands")
@@ -114,13 +121,14 @@ replacing an equal rule. Returns the rules."
 (fn agent.check-permission [call]
   "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
 mode and rules, else the reason it may not. Tools of kind edit, delete and move count as edits;
-kind execute (bash) as commands; every other kind always runs. An \"always\" answer adds
+kind execute (bash) as commands; every other kind always runs. accept-edits runs edits inside
+the workspace only (`agent.inside-workspace?`); others ask. An \"always\" answer adds
 `agent.permission-rule` of the call to the session's rules."
   (let [mode (agent.current-permission-mode)
         needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)]
     (if (or (= nil needs) (= mode :yolo)) nil
         (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
-        (and (= mode :accept-edits) (= needs :edit)) nil
+        (and (= mode :accept-edits) (= needs :edit) (agent.inside-workspace? call)) nil
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
@@ -131,7 +139,10 @@ kind execute (bash) as commands; every other kind always runs. An \"always\" ans
                                  "the user rejected it")
               :reject-once "the user rejected it"
               :cancelled "the prompt was cancelled before the user answered"
-              _ (.. call.name " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
+              _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
+                                  (.. " outside the workspace " (workspace))
+                                  "")
+                    " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
 
 (fn commands.permissions [input]
   {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one."
