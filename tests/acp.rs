@@ -1446,3 +1446,44 @@ fn commands_run_from_lisp_never_write_into_the_protocol() {
         assert!(stderr.contains(text), "{text} on stderr: {stderr}");
     }
 }
+
+#[test]
+fn a_running_command_streams_its_output_into_the_card() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_1",
+            "bash",
+            &[r#"{"command":"for i in 1 2 3 4; do echo line$i; sleep 0.3; done"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    let id = c.prompt(&sid, "count");
+    let (updates, _) = c.until_response(id);
+    let cards: Vec<&Value> = updates
+        .iter()
+        .filter(|m| update_kind(m).as_deref() == Some("tool_call_update"))
+        .map(|m| &m["params"]["update"])
+        .collect();
+    // Live tails first (no status: the card stays in progress), then the completed card.
+    let (last, live) = cards.split_last().expect("a completed card");
+    assert_eq!(last["status"], "completed");
+    assert!(
+        live.len() >= 2,
+        "the output came as it was written: {cards:?}"
+    );
+    assert!(live.iter().all(|u| u.get("status").is_none()));
+    let first = live[0]["content"][0]["content"]["text"].as_str().unwrap();
+    assert!(first.starts_with("```\nline1"), "{first:?}");
+    assert!(
+        !first.contains("line4"),
+        "the first tail came before the end: {first:?}"
+    );
+}

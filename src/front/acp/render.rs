@@ -3,7 +3,10 @@
 //! default), and the typed payloads it sends.
 //!
 //! The forwarder keeps a session's updates in order and answers barriers, so a turn's updates are
-//! queued before its response. It knows nothing of requests or of what a session is doing.
+//! queued before its response. A running command's output is gathered into a bounded tail and
+//! sent at most ten times a second. It knows nothing of requests or of what a session is doing.
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -13,8 +16,19 @@ use crate::agent::AgentEvent;
 use crate::jsonrpc::Connection;
 use crate::lisp::{Lisp, from_lua, to_lua};
 
+/// How often a running command's card gets its output tail at most.
+pub const TOOL_OUTPUT_UPDATE_EVERY: Duration = Duration::from_millis(100);
+
+/// Lines of a running command's output its card shows at most (the last ones).
+pub const TOOL_OUTPUT_TAIL_LINES: usize = 20;
+
+/// Bytes of a running command's output kept for its card at most.
+pub const TOOL_OUTPUT_TAIL_BYTES: usize = 8 * 1024;
+
 /// Turn the session's loop events into `session/update` notifications, in order; on a barrier
-/// request, queue every event already emitted, then acknowledge.
+/// request, queue every event already emitted, then acknowledge. The output of a running tool
+/// (`tool-output` events) is gathered into its tail and rendered at most every
+/// [`TOOL_OUTPUT_UPDATE_EVERY`], always before the next other event.
 pub(super) async fn forward(
     renderer: Renderer,
     conn: Connection,
@@ -22,23 +36,110 @@ pub(super) async fn forward(
     mut events: mpsc::UnboundedReceiver<AgentEvent>,
     mut barriers: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
 ) {
+    let mut tail = Tail::default();
     loop {
+        let due = tail.due();
         tokio::select! {
             biased;
             event = events.recv() => match event {
-                Some(event) => send_event(&renderer, &conn, &sid, &event).await,
+                Some(event) => tail.event(&renderer, &conn, &sid, event).await,
                 None => break,
             },
             ack = barriers.recv() => match ack {
                 Some(ack) => {
                     while let Ok(event) = events.try_recv() {
-                        send_event(&renderer, &conn, &sid, &event).await;
+                        tail.event(&renderer, &conn, &sid, event).await;
                     }
+                    tail.flush(&renderer, &conn, &sid).await;
                     let _ = ack.send(());
                 }
                 None => break,
             },
+            () = tokio::time::sleep_until(due.unwrap_or_else(far_future)), if due.is_some() => {
+                tail.flush(&renderer, &conn, &sid).await;
+            }
         }
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(3600)
+}
+
+/// The output tail of the running tool call, and when it was last sent.
+#[derive(Default)]
+struct Tail {
+    id: Option<String>,
+    text: String,
+    /// The tail changed since it was last sent.
+    pending: bool,
+    sent: Option<tokio::time::Instant>,
+}
+
+impl Tail {
+    /// When the pending tail should go out.
+    fn due(&self) -> Option<tokio::time::Instant> {
+        self.pending.then(|| {
+            self.sent
+                .map_or_else(tokio::time::Instant::now, |t| t + TOOL_OUTPUT_UPDATE_EVERY)
+        })
+    }
+
+    async fn event(
+        &mut self,
+        renderer: &Renderer,
+        conn: &Connection,
+        sid: &str,
+        event: AgentEvent,
+    ) {
+        if let AgentEvent::ToolOutput { id, text } = event {
+            if self.id.as_deref() != Some(id.as_str()) {
+                *self = Tail {
+                    id: Some(id),
+                    ..Tail::default()
+                };
+            }
+            self.push(&text);
+            return;
+        }
+        if matches!(event, AgentEvent::ToolEnd { .. }) {
+            // The end carries the whole result; a tail not yet sent would only flash.
+            *self = Tail::default();
+        } else {
+            self.flush(renderer, conn, sid).await;
+        }
+        send_event(renderer, conn, sid, &event).await;
+    }
+
+    fn push(&mut self, text: &str) {
+        self.text.push_str(text);
+        let lines: Vec<&str> = self.text.lines().collect();
+        let mut keep = lines[lines.len().saturating_sub(TOOL_OUTPUT_TAIL_LINES)..].join("\n");
+        if self.text.ends_with('\n') {
+            keep.push('\n');
+        }
+        if keep.len() > TOOL_OUTPUT_TAIL_BYTES {
+            let mut cut = keep.len() - TOOL_OUTPUT_TAIL_BYTES;
+            while !keep.is_char_boundary(cut) {
+                cut += 1;
+            }
+            keep.drain(..cut);
+        }
+        self.text = keep;
+        self.pending = true;
+    }
+
+    async fn flush(&mut self, renderer: &Renderer, conn: &Connection, sid: &str) {
+        if !self.pending {
+            return;
+        }
+        self.pending = false;
+        self.sent = Some(tokio::time::Instant::now());
+        let event = AgentEvent::ToolOutput {
+            id: self.id.clone().unwrap_or_default(),
+            text: self.text.clone(),
+        };
+        send_event(renderer, conn, sid, &event).await;
     }
 }
 
