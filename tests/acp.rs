@@ -27,6 +27,9 @@ struct Client {
     next_id: u64,
     /// Every message read, in order (for snapshots).
     log: Vec<Value>,
+    /// The `session_info_update` updates read, which `next` keeps out of the way of the tests
+    /// that follow a turn's other updates.
+    titles: Vec<Value>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -84,6 +87,7 @@ impl Client {
             lines: rx,
             next_id: 0,
             log: Vec::new(),
+            titles: Vec::new(),
             stderr,
         }
     }
@@ -116,6 +120,17 @@ impl Client {
     }
 
     fn next(&mut self) -> Value {
+        loop {
+            let m = self.next_message();
+            if m["params"]["update"]["sessionUpdate"] == "session_info_update" {
+                self.titles.push(m["params"].clone());
+            } else {
+                return m;
+            }
+        }
+    }
+
+    fn next_message(&mut self) -> Value {
         let line = self.lines.recv_timeout(WAIT).unwrap_or_else(|_| {
             panic!(
                 "no message from the agent in {WAIT:?}; stderr:\n{}",
@@ -1092,6 +1107,7 @@ fn omls_own_client_drives_oml_acp() {
         lines,
         [
             "end-turn",
+            "session-info-update",
             "tool-call",
             // in_progress once allowed, then completed.
             "tool-call-update",
@@ -1129,6 +1145,10 @@ fn partial_then_hang(text: &str) -> Reply {
 fn normalise(ms: &[Value], sid: &str, env: &Env) -> String {
     ms.iter()
         .map(|m| {
+            let mut m = m.clone();
+            if m["params"]["update"].get("updatedAt").is_some() {
+                m["params"]["update"]["updatedAt"] = json!("TIME");
+            }
             m.to_string()
                 .replace(sid, "SESSION")
                 .replace(&env.root.display().to_string(), "ROOT")
@@ -1486,4 +1506,42 @@ fn a_running_command_streams_its_output_into_the_card() {
         !first.contains("line4"),
         "the first tail came before the end: {first:?}"
     );
+}
+
+#[test]
+fn the_first_prompt_names_the_session_and_the_answer_counts_tokens() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(vec![
+            support::fake_model::Step::Chunk(support::fake_model::delta_chunk(
+                json!({"content": "hi"}),
+                Some("stop"),
+            )),
+            support::fake_model::usage_chunk(12, 3),
+        ]),
+        Reply::from(text_chunks(&["again"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "Explain   the build\nin detail");
+    let (_, r) = c.until_response(id);
+    assert_eq!(
+        r["result"]["usage"],
+        json!({"inputTokens": 12, "outputTokens": 3, "totalTokens": 15})
+    );
+    let id = c.prompt(&sid, "and the tests");
+    c.until_response(id);
+    assert_eq!(
+        c.titles.len(),
+        1,
+        "only the first prompt names it: {:?}",
+        c.titles
+    );
+    assert_eq!(c.titles[0]["sessionId"], sid.as_str());
+    assert_eq!(
+        c.titles[0]["update"]["title"],
+        "Explain the build in detail"
+    );
+    assert!(c.titles[0]["update"]["updatedAt"].is_string());
 }

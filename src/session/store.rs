@@ -389,7 +389,8 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
     })
 }
 
-fn make_title(text: &str) -> String {
+/// `text` on one line, cut to [`TITLE_CHARS`] characters: a session's title.
+pub fn make_title(text: &str) -> String {
     let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one.chars().count() > TITLE_CHARS {
         let cut: String = one.chars().take(TITLE_CHARS - 1).collect();

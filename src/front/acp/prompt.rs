@@ -32,7 +32,14 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
         other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
     })?;
     let text = prompt_text(&params.prompt.0);
-    if text.trim().is_empty() {
+    let without_images: Vec<Value> = params
+        .prompt
+        .0
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) != Some("image"))
+        .cloned()
+        .collect();
+    if prompt_text(&without_images).trim().is_empty() {
         return Err(RpcError::invalid_params(
             "the prompt has no text, resource link or embedded text resource",
         ));
@@ -42,6 +49,18 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
     let _ = ready.wait_for(|r| *r).await;
 
     let before = session_state(ctx, sid);
+    if before.user_messages == 0 && !text.starts_with('/') {
+        // The session's first prompt names it, as `session/list` and `oml sessions` do; sent
+        // first, so that the turn's last update stays its usage.
+        let title = crate::session::store::make_title(&text);
+        update(
+            ctx,
+            sid,
+            json!({"sessionUpdate": "session_info_update", "title": title,
+                   "updatedAt": crate::session::store::rfc3339(std::time::SystemTime::now())}),
+        )
+        .await;
+    }
     let result = ctx.agent.run(&turn, &text, &ctx.shutdown).await;
     ctx.hub.barrier(sid).await;
     let after = session_state(ctx, sid);
@@ -67,40 +86,61 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
             } else {
                 stop_reason(&outcome.stop_reason)
             };
+            let usage = usage_delta(&before.usage, &after.usage);
             Ok(json!({
                 "stopReason": stop,
-                "_meta": {"oml": {"usage": usage_delta(&before.usage, &after.usage)}},
+                "usage": acp_usage(&usage),
+                "_meta": {"oml": {"usage": usage}},
             }))
         }
         Err(_) if cancelled => Ok(json!({"stopReason": "cancelled"})),
-        Err(e) => Err(RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string())),
+        Err(e) => {
+            // Clients show `data.details` (Toad shows nothing else).
+            let category = if after.model_error { "model" } else { "lisp" };
+            let message = e.to_string();
+            Err(RpcError::new(jsonrpc::INTERNAL_ERROR, message.clone())
+                .with_data(json!({"details": message, "category": category})))
+        }
     }
 }
 
-/// The prompt's content blocks as the text the loop gets: text as it is, a resource link as
-/// `@uri`, an embedded text resource as its text (`@uri` without one); images and audio, which we
-/// do not advertise, are left out. Pieces are joined with newlines.
+/// The prompt's content blocks as the text the loop gets, pieces joined with newlines: text as
+/// it is; a resource link as `@uri`; an embedded text resource fenced and labelled with its
+/// path, `<file path="…">…</file>`; a binary resource or an image, which the loop cannot take,
+/// as a note naming it (never its bytes).
 pub fn prompt_text(blocks: &[Value]) -> String {
     let mut pieces = Vec::new();
+    let label = |v: &Value| {
+        let uri = v.get("uri").and_then(Value::as_str).unwrap_or("");
+        uri.strip_prefix("file://").unwrap_or(uri).to_owned()
+    };
     for block in blocks {
-        let uri = |v: &Value| {
-            v.get("uri")
-                .and_then(Value::as_str)
-                .map(|u| format!("@{u}"))
-        };
         match block.get("type").and_then(Value::as_str) {
             Some("text") => {
                 if let Some(t) = block.get("text").and_then(Value::as_str) {
                     pieces.push(t.to_owned());
                 }
             }
-            Some("resource_link") => pieces.extend(uri(block)),
+            Some("resource_link") => {
+                if let Some(u) = block.get("uri").and_then(Value::as_str) {
+                    pieces.push(format!("@{u}"));
+                }
+            }
             Some("resource") => {
                 let res = block.get("resource").unwrap_or(&Value::Null);
                 match res.get("text").and_then(Value::as_str) {
-                    Some(t) => pieces.push(t.to_owned()),
-                    None => pieces.extend(uri(res)),
+                    Some(t) => {
+                        let end = if t.ends_with('\n') { "" } else { "\n" };
+                        pieces.push(format!("<file path=\"{}\">\n{t}{end}</file>", label(res)));
+                    }
+                    None => pieces.push(format!(
+                        "(the binary resource {} was attached; it is not included)",
+                        label(res)
+                    )),
                 }
+            }
+            Some("image") => {
+                pieces.push("(an image was attached; oml does not pass images to the model)".into())
             }
             _ => {}
         }
@@ -124,6 +164,10 @@ pub(super) struct SessionState {
     model: Option<Value>,
     usage: Option<Value>,
     cancelled: bool,
+    /// User messages in the transcript.
+    user_messages: usize,
+    /// The last model call failed (`llm.chat` set `last-model-error`).
+    model_error: bool,
 }
 
 pub(super) fn session_state(ctx: &Ctx, sid: &str) -> SessionState {
@@ -134,13 +178,30 @@ pub(super) fn session_state(ctx: &Ctx, sid: &str) -> SessionState {
             model: s.data.get("model").cloned(),
             usage: s.data.get("usage").cloned(),
             cancelled: s.cancel.is_cancelled(),
+            user_messages: s
+                .transcript
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                .count(),
+            model_error: s.data.contains_key("last-model-error"),
         })
         .unwrap_or(SessionState {
             mode: None,
             model: None,
             usage: None,
             cancelled: false,
+            user_messages: 0,
+            model_error: false,
         })
+}
+
+/// The prompt response's `usage` (ACP's `inputTokens`, `outputTokens`, `totalTokens`, which
+/// agent-shell counts; unstable in the schema, ignored by clients that do not know it) from the
+/// turn's [`usage_delta`].
+pub(super) fn acp_usage(turn: &Value) -> Value {
+    let n = |k: &str| turn.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (input, output) = (n("prompt_tokens"), n("completion_tokens"));
+    json!({"inputTokens": input, "outputTokens": output, "totalTokens": input + output})
 }
 
 /// The turn's usage: the session totals after minus before.
@@ -176,7 +237,9 @@ mod tests {
         ];
         assert_eq!(
             prompt_text(&blocks),
-            "look at\n@file:///a.rs\nB\n@file:///c"
+            "look at\n@file:///a.rs\n<file path=\"/b\">\nB\n</file>\n\
+             (the binary resource /c was attached; it is not included)\n\
+             (an image was attached; oml does not pass images to the model)"
         );
     }
 
