@@ -31,35 +31,14 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
         }
         other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
     })?;
-    let text = prompt_text(&params.prompt.0);
-    let without_images: Vec<Value> = params
-        .prompt
-        .0
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) != Some("image"))
-        .cloned()
-        .collect();
-    if prompt_text(&without_images).trim().is_empty() {
-        return Err(RpcError::invalid_params(
-            "the prompt has no text, resource link or embedded text resource",
-        ));
-    }
+    let text = checked_text(&params.prompt.0)?;
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
 
     let before = session_state(ctx, sid);
     if before.user_messages == 0 && !text.starts_with('/') {
-        // The session's first prompt names it, as `session/list` and `oml sessions` do; sent
-        // first, so that the turn's last update stays its usage.
-        let title = crate::session::store::make_title(&text);
-        update(
-            ctx,
-            sid,
-            json!({"sessionUpdate": "session_info_update", "title": title,
-                   "updatedAt": crate::session::store::rfc3339(std::time::SystemTime::now())}),
-        )
-        .await;
+        announce_title(ctx, sid, &text).await;
     }
     let result = ctx.agent.run(&turn, &text, &ctx.shutdown).await;
     ctx.hub.barrier(sid).await;
@@ -102,6 +81,34 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
                 .with_data(json!({"details": message, "category": category})))
         }
     }
+}
+
+/// The loop's text of the prompt `blocks`; an error when nothing but images is in it.
+fn checked_text(blocks: &[Value]) -> Result<String, RpcError> {
+    let without_images: Vec<Value> = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) != Some("image"))
+        .cloned()
+        .collect();
+    if prompt_text(&without_images).trim().is_empty() {
+        return Err(RpcError::invalid_params(
+            "the prompt has no text, resource link or embedded text resource",
+        ));
+    }
+    Ok(prompt_text(blocks))
+}
+
+/// The session's first prompt names it, as `session/list` and `oml sessions` do; sent before
+/// the turn's updates, so that its last update stays its usage.
+async fn announce_title(ctx: &Ctx, sid: &str, text: &str) {
+    let title = crate::session::store::make_title(text);
+    let now = crate::session::store::rfc3339(std::time::SystemTime::now());
+    update(
+        ctx,
+        sid,
+        json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now}),
+    )
+    .await;
 }
 
 /// The prompt's content blocks as the text the loop gets, pieces joined with newlines: text as
