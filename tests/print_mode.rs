@@ -220,6 +220,40 @@ fn a_model_error_is_an_event_and_status_3() {
 }
 
 #[test]
+fn a_retried_request_is_a_notice_and_stderr_has_no_colour() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::error(503, "busy"),
+        Reply::from(text_chunks(&["fine now"])),
+    ]);
+    env.init("(setq llm.retry-base-delay 0.01)");
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "fine now\n");
+    assert!(
+        run.stderr.contains("[model request failed (") && run.stderr.contains("(retry 1)]"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains('\x1b'), "{run:?}");
+    let json = env.run(Some(&fake_again()), &["-p", "--json", "hi"]);
+    let notice: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "notice")
+        .collect();
+    assert_eq!(notice.len(), 1, "{json:?}");
+    assert!(notice[0]["text"].as_str().unwrap().contains("retrying in"));
+}
+
+fn fake_again() -> FakeModel {
+    FakeModel::start([
+        Reply::error(429, "slow down"),
+        Reply::from(text_chunks(&["ok"])),
+    ])
+}
+
+#[test]
 fn llm_headers_go_with_every_request() {
     let env = Env::new();
     env.init(r#"(setq llm.headers {:X-Title "oml-test" :HTTP-Referer "https://example.org/oml"})"#);

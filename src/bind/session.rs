@@ -63,8 +63,17 @@ fn delta_shortcut(s: Arc<Sessions>) -> crate::bind::llm::DeltaShortcut {
             deliver: Box::new(move |event| match event {
                 StreamEvent::TextDelta(text) => s.emit(&id, AgentEvent::TextDelta { text }),
                 StreamEvent::ThoughtDelta(text) => s.emit(&id, AgentEvent::ThoughtDelta { text }),
-                StreamEvent::ToolCall(_) | StreamEvent::Done { .. } | StreamEvent::Retry { .. } => {
-                }
+                StreamEvent::Retry {
+                    attempt,
+                    delay,
+                    reason,
+                } => s.emit(
+                    &id,
+                    AgentEvent::Notice {
+                        text: retry_notice(attempt, delay.as_secs_f64(), &reason),
+                    },
+                ),
+                StreamEvent::ToolCall(_) | StreamEvent::Done { .. } => {}
             }),
         })
     })
@@ -209,8 +218,8 @@ const SESSION: &[HostFn] = &[
         name: "delta-forwarder",
         args: "session-id",
         doc: "A callable that hands the text and thought deltas it is called with to \
-              session.emit! for SESSION-ID and ignores other events: the :on-event the agent \
-              gives llm.chat. While session.emit! is the default, llm.chat delivers those deltas \
+              session.emit! for SESSION-ID, turns a retry into a notice event, and ignores other \
+              events: the :on-event the agent gives llm.chat. While session.emit! is the default, llm.chat delivers those deltas \
               to the session directly.",
         make: |lua| lua.create_function(|_, id: String| Ok(DeltaForwarder { session: id })),
     },
@@ -461,6 +470,12 @@ struct DeltaForwarder {
     session: String,
 }
 
+/// The notice a retried model request gives: what failed, when it is sent again, which retry.
+fn retry_notice(attempt: u32, delay_secs: f64, reason: &str) -> String {
+    let reason = reason.lines().next().unwrap_or("");
+    format!("model request failed ({reason}); retrying in {delay_secs:.0} s (retry {attempt})")
+}
+
 impl mlua::UserData for DeltaForwarder {
     fn add_methods<M: mlua::UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method(mlua::MetaMethod::Call, |lua, this, event: Value| {
@@ -468,17 +483,33 @@ impl mlua::UserData for DeltaForwarder {
                 return Ok(());
             };
             let kind: Value = event.raw_get("type")?;
-            let is_delta = matches!(&kind, Value::String(k)
-                if matches!(k.as_bytes().as_ref(), b"text-delta" | b"thought-delta"));
-            if !is_delta {
-                return Ok(());
-            }
+            let (kind, text) = match &kind {
+                Value::String(k)
+                    if matches!(k.as_bytes().as_ref(), b"text-delta" | b"thought-delta") =>
+                {
+                    (kind.clone(), event.raw_get::<Value>("text")?)
+                }
+                Value::String(k) if k.as_bytes().as_ref() == b"retry" => {
+                    let text = retry_notice(
+                        event.raw_get::<Option<u32>>("attempt")?.unwrap_or(1),
+                        event.raw_get::<Option<f64>>("delay")?.unwrap_or(0.0),
+                        &event
+                            .raw_get::<Option<String>>("reason")?
+                            .unwrap_or_default(),
+                    );
+                    (
+                        Value::String(lua.create_string("notice")?),
+                        Value::String(lua.create_string(text)?),
+                    )
+                }
+                _ => return Ok(()),
+            };
             let emit = Lisp::from_lua(lua)
                 .and_then(|lisp| lisp.function("session.emit!").ok().flatten())
                 .ok_or_else(|| rt("session.emit! is not a function"))?;
             let forwarded = lua.create_table_with_capacity(0, 2)?;
             forwarded.raw_set("type", kind)?;
-            forwarded.raw_set("text", event.raw_get::<Value>("text")?)?;
+            forwarded.raw_set("text", text)?;
             emit.call::<()>((forwarded, this.session.as_str()))
         });
         methods.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {

@@ -135,7 +135,7 @@ impl LlmClient {
             }
             let delay = backoff_delay(config, retries, retry_after);
             retries += 1;
-            tracing::warn!(attempt = retries, ?delay, %error, "model request failed; retrying");
+            tracing::debug!(attempt = retries, ?delay, %error, "retrying (the Retry event tells the UI)");
             let _ = events.send(StreamEvent::Retry {
                 attempt: retries,
                 delay,

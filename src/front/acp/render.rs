@@ -265,6 +265,7 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
         AgentEvent::ToolStart { .. }
         | AgentEvent::ToolEnd { .. }
         | AgentEvent::ToolOutput { .. }
+        | AgentEvent::Notice { .. }
         | AgentEvent::Usage { .. } => {
             return None;
         }

@@ -155,6 +155,11 @@ impl<'a> Turn<'a> {
                 }
             }
             AgentEvent::ToolEnd { .. } => self.end_card(&event),
+            AgentEvent::Notice { text } => {
+                self.end_text();
+                let line = self.dim(&clean(&text));
+                self.screen.lines(&line);
+            }
             AgentEvent::Usage { usage } => {
                 let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
                 let used = match usage.get("total_tokens").and_then(Value::as_u64) {

@@ -106,7 +106,8 @@ pub(super) async fn render(
             AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } => last_text.clear(),
             AgentEvent::ThoughtDelta { .. }
             | AgentEvent::Usage { .. }
-            | AgentEvent::ToolOutput { .. } => {}
+            | AgentEvent::ToolOutput { .. }
+            | AgentEvent::Notice { .. } => {}
         }
         if json {
             json::event(&event);
@@ -127,6 +128,10 @@ pub(super) async fn render(
             } => {
                 let status = if is_error { "failed" } else { "ok" };
                 screen.line(&format!("  {status}: {}", first_line(&content)));
+            }
+            AgentEvent::Notice { text } => {
+                screen.clear_spinner();
+                crate::front::stdio::err!("[{text}]");
             }
             AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
         }
