@@ -673,6 +673,14 @@ fn permission_requests_round_trip() {
         .unwrap();
     let diff = &end["params"]["update"]["content"][1];
     assert_eq!(diff["type"], "diff");
+    // One copy of the change: the text keeps only its first line.
+    let text = end["params"]["update"]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.starts_with("Wrote ") && !text.contains('\n'),
+        "{text:?}"
+    );
     assert_eq!(diff["newText"], "x");
     let id = c.prompt(&sid, "write c");
     let (updates, _) = c.until_response(id);

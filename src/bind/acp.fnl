@@ -35,8 +35,8 @@
   "The `session/update` payload (the `update` object) for the loop EVENT of SESSION-ID, or nil to
 send nothing. Called by name for every event: text and thought deltas become
 agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
-rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and a
-diff for write and edit), the output of a running command a tool_call_update with its last
+rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
+diff with only the text's first line), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a notice (a
 retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
 call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`),
@@ -54,7 +54,12 @@ so the last update of a turn is its usage. Must not wait on anything."
                   (when (and (= :table (type event.locations)) (< 0 (length event.locations)))
                     (set u.locations event.locations))
                   u)
-    :tool-end (let [content [{:type :content :content (text-block event.content)}]]
+    :tool-end (let [;; With a diff, the text's own copy of the hunk would show twice: its first
+                    ;; line ("Edited path") stays.
+                    text (if (= :table (type event.diff))
+                             (or (and event.content (event.content:match "^[^\n]*")) "")
+                             event.content)
+                    content [{:type :content :content (text-block text)}]]
                 (when (= :table (type event.diff))
                   (table.insert content {:type :diff :path event.diff.path
                                          :oldText (or (. event.diff :old-text) json.null)
