@@ -1553,3 +1553,48 @@ fn the_first_prompt_names_the_session_and_the_answer_counts_tokens() {
     );
     assert!(c.titles[0]["update"]["updatedAt"].is_string());
 }
+
+#[test]
+fn the_plan_tool_sends_plan_updates() {
+    let env = Env::new();
+    let plan = r#"{"plan":[{"step":"read the code","status":"completed"},{"step":"fix the bug","status":"in_progress"},{"step":"run the tests","status":"pending"}]}"#;
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("call_1", "update_plan", &[plan])),
+        Reply::from(tool_call_chunks(
+            "call_2",
+            "update_plan",
+            &[r#"{"plan":[{"step":"x","status":"done"}]}"#],
+        )),
+        Reply::from(text_chunks(&["planned"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "plan it");
+    let (updates, _) = c.until_response(id);
+    let plans: Vec<&Value> = updates
+        .iter()
+        .filter(|m| update_kind(m).as_deref() == Some("plan"))
+        .collect();
+    assert_eq!(plans.len(), 1, "only the valid plan is sent");
+    assert_eq!(
+        plans[0]["params"]["update"]["entries"],
+        json!([
+            {"content": "read the code", "priority": "medium", "status": "completed"},
+            {"content": "fix the bug", "priority": "medium", "status": "in_progress"},
+            {"content": "run the tests", "priority": "medium", "status": "pending"}
+        ])
+    );
+    let results: Vec<String> = fake.requests()[1..]
+        .iter()
+        .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].to_string())
+        .collect();
+    assert!(
+        results[0].contains("Plan updated: 1 of 3 steps completed"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("status must be pending, in_progress or completed"),
+        "{results:?}"
+    );
+}

@@ -95,7 +95,7 @@ fn read_then_answer() {
     );
     assert_eq!(
         tool_names(first),
-        ["bash", "edit", "find", "grep", "ls", "read", "write"]
+        ["bash", "edit", "find", "grep", "ls", "read", "update_plan", "write"]
     );
     let second = &requests[1].body;
     assert_eq!(roles(second), ["system", "user", "assistant", "tool"]);
@@ -272,7 +272,7 @@ fn advice_on_execute_tool_is_a_permission_policy() {
     let run = env.run(Some(&fake), &["-p", "clean up"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr.contains("[oml] model call: 2 messages, 7 tools"),
+        run.stderr.contains("[oml] model call: 2 messages, 8 tools"),
         "{run:?}"
     );
     assert_eq!(
@@ -323,6 +323,7 @@ in a text file." :kind :read :title "Count {path}"
             "grep",
             "ls",
             "read",
+            "update_plan",
             "word-count",
             "write"
         ]

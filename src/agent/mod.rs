@@ -40,6 +40,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         include_str!("permission.fnl"),
     ),
     (
+        "src/agent/plan.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_plan.luac")),
+        include_str!("plan.fnl"),
+    ),
+    (
         "src/agent/commands.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
         include_str!("commands.fnl"),

@@ -37,8 +37,8 @@ send nothing. Called by name for every event: text and thought deltas become
 agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
 rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
 diff with only the text's first line), the output of a running command a tool_call_update with its last
-lines as a code block (at most ten a second; the forwarder gathers the tail), a notice (a
-retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
+lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
+update, a notice (a retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
 call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`),
 so the last update of a turn is its usage. Must not wait on anything."
   (case event.type
@@ -67,6 +67,7 @@ so the last update of a turn is its usage. Must not wait on anything."
                 {:sessionUpdate :tool_call_update :toolCallId event.id
                  :status (if (. event :error?) :failed :completed)
                  : content})
+    :plan {:sessionUpdate :plan :entries (or event.entries (json.array))}
     :notice {:sessionUpdate :agent_message_chunk
              :content (text-block (.. "\n*" (or event.text "") "*\n"))}
     :tool-output {:sessionUpdate :tool_call_update :toolCallId event.id

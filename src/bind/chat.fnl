@@ -92,6 +92,7 @@ the title, and for a finished bash its exit status."
           "+" (if (= "+++" (line:sub 1 3)) nil (chat.style :added (chat.clean line)))
           "-" (if (= "---" (line:sub 1 3)) nil (chat.style :removed (chat.clean line)))
           "@" (chat.style :hunk line)
+          "\\" nil
           _ (chat.clean line))))
     (when (> (length lines) max)
       (table.insert out (chat.style :dim (.. "… " (- (length lines) max) " more lines"))))
@@ -116,6 +117,20 @@ its output; nil for nothing."
       (let [text (or event.content "")]
         (when (and (text:find "%S") (< 0 chat.result-lines))
           (head-lines (text:gsub "%s+$" "") chat.result-lines)))))
+
+;;; The plan
+
+(fn chat.render-plan [entries]
+  "The model's plan ENTRIES (ACP PlanEntry objects {:content :status}) as a checklist: ☑ done
+(dimmed), ◐ in progress (bold), ☐ pending."
+  (table.concat
+    (icollect [_ e (ipairs entries)]
+      (let [step (chat.clean (or e.content ""))]
+        (case e.status
+          :completed (chat.style :dim (.. "  ☑ " step))
+          :in_progress (.. "  " (chat.style :running "◐") " " (chat.style :bold step))
+          _ (.. "  ☐ " step))))
+    "\n"))
 
 ;;; After a turn
 
@@ -159,25 +174,12 @@ the model (or how to configure one) and the input rules."
 
 ;;; The permission question
 
-(fn read-file [path]
-  (let [f (io.open path :rb)]
-    (when f
-      (let [text (f:read :a)]
-        (f:close)
-        text))))
-
-(fn edit-preview [args]
-  (let [edits (if (= :table (type args.edits)) args.edits
-                  [{:old_text args.old_text :new_text args.new_text}])]
-    (table.concat (icollect [_ e (ipairs edits)]
-                    (chat.diff-text (or e.old_text "") (or e.new_text "")))
-                  "\n")))
-
-(fn write-preview [args]
-  (let [(ok path) (pcall session.resolve-path (or args.path ""))
-        old (and ok (read-file path))]
-    (.. (if old "" (chat.style :dim "(a new file)\n"))
-        (chat.diff-text (or old "") (or args.content "")))))
+(fn change-preview [call]
+  (let [(diff why) (oml.preview-change call.name (or call.args {}))]
+    (if diff
+        (.. (if (. diff :old-text) "" (chat.style :dim "(a new file)\n"))
+            (chat.diff-text (or (. diff :old-text) "") (. diff :new-text)))
+        (chat.style :error (.. "It would fail: " (chat.clean (or why "")))))))
 
 (fn chat.permission-question [call]
   "The question asked before the tool CALL {:name :args :kind} runs: what exactly it would do
@@ -188,9 +190,9 @@ the model (or how to configure one) and the input rules."
                          (chat.style :dim (.. "in " (session.cwd))) "\n"
                          (chat.style :bold (chat.clean (or args.command ""))))
                :edit (.. (chat.style :question (.. "Edit " (chat.clean (or args.path "")) "?")) "\n"
-                         (edit-preview args))
+                         (change-preview call))
                :write (.. (chat.style :question (.. "Write " (chat.clean (or args.path "")) "?")) "\n"
-                          (write-preview args))
+                          (change-preview call))
                _ (.. (chat.style :question (.. "Allow " call.name "?")) "\n"
                      (chat.clean (fennel.view args))))]
     (.. what "\n" (chat.style :bold "[y]") " yes (Enter)  "

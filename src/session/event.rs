@@ -45,6 +45,9 @@ pub enum AgentEvent {
     ToolOutput { id: String, text: String },
     /// The token usage one model call reported.
     Usage { usage: Value },
+    /// The model's plan changed (`update_plan`): the whole list, as ACP PlanEntry objects
+    /// `{content, priority, status}`.
+    Plan { entries: Value },
     /// A one-line notice about the turn that is not the model's text, such as a model request
     /// being retried ("model request failed (HTTP 429), retrying in 4 s").
     Notice { text: String },

@@ -266,6 +266,7 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
         | AgentEvent::ToolEnd { .. }
         | AgentEvent::ToolOutput { .. }
         | AgentEvent::Notice { .. }
+        | AgentEvent::Plan { .. }
         | AgentEvent::Usage { .. } => {
             return None;
         }

@@ -155,6 +155,13 @@ impl<'a> Turn<'a> {
                 }
             }
             AgentEvent::ToolEnd { .. } => self.end_card(&event),
+            AgentEvent::Plan { entries } => {
+                self.end_text();
+                let plan = self.lisp_text("chat.render-plan", &[entries]);
+                if let Some(plan) = plan {
+                    self.screen.lines(&plan);
+                }
+            }
             AgentEvent::Notice { text } => {
                 self.end_text();
                 let line = self.dim(&clean(&text));

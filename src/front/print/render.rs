@@ -22,6 +22,22 @@ pub fn first_line(text: &str) -> String {
     }
 }
 
+/// The plan as print mode lists it: `plan:` and a line per step, `[x]` done, `[>]` in progress,
+/// `[ ]` pending.
+fn plan_lines(entries: &serde_json::Value) -> String {
+    let mut out = String::from("plan:");
+    for e in entries.as_array().into_iter().flatten() {
+        let mark = match e.get("status").and_then(|s| s.as_str()) {
+            Some("completed") => "[x]",
+            Some("in_progress") => "[>]",
+            _ => "[ ]",
+        };
+        let step = e.get("content").and_then(|s| s.as_str()).unwrap_or("");
+        out.push_str(&format!("\n  {mark} {step}"));
+    }
+    out
+}
+
 // --- private helpers
 
 struct Screen {
@@ -107,6 +123,7 @@ pub(super) async fn render(
             AgentEvent::ThoughtDelta { .. }
             | AgentEvent::Usage { .. }
             | AgentEvent::ToolOutput { .. }
+            | AgentEvent::Plan { .. }
             | AgentEvent::Notice { .. } => {}
         }
         if json {
@@ -129,6 +146,7 @@ pub(super) async fn render(
                 let status = if is_error { "failed" } else { "ok" };
                 screen.line(&format!("  {status}: {}", first_line(&content)));
             }
+            AgentEvent::Plan { entries } => screen.line(&plan_lines(&entries)),
             AgentEvent::Notice { text } => {
                 screen.clear_spinner();
                 crate::front::stdio::err!("[{text}]");
