@@ -95,7 +95,16 @@ fn read_then_answer() {
     );
     assert_eq!(
         tool_names(first),
-        ["bash", "edit", "find", "grep", "ls", "read", "update_plan", "write"]
+        [
+            "bash",
+            "edit",
+            "find",
+            "grep",
+            "ls",
+            "read",
+            "update_plan",
+            "write"
+        ]
     );
     let second = &requests[1].body;
     assert_eq!(roles(second), ["system", "user", "assistant", "tool"]);
@@ -501,6 +510,19 @@ fn commands_never_call_the_model() {
     let run = env.run(Some(&fake), &["-p", "/doc agent.max-turns"]);
     assert!(run.stdout.contains("Value: 30"), "{run:?}");
     assert!(run.stdout.contains("src/agent/agent.fnl:"), "{run:?}");
+    // Markdown a client can render: the signature as code, the source fenced.
+    let run = env.run(Some(&fake), &["-p", "/doc agent.plan"]);
+    assert!(
+        run.stdout.starts_with("`(agent.plan ?session-id)`\n\n"),
+        "{run:?}"
+    );
+    let run = env.run(Some(&fake), &["-p", "/source agent.plan"]);
+    assert!(run.stdout.starts_with("src/agent/plan.fnl:"), "{run:?}");
+    assert!(
+        run.stdout.contains("\n\n```fennel\n(fn agent.plan"),
+        "{run:?}"
+    );
+    assert!(run.stdout.trim_end().ends_with("```"), "{run:?}");
     let run = env.run(Some(&fake), &["-p", "/commands"]);
     for name in [
         "apropos", "commands", "doc", "eval", "model", "reload", "settings", "source", "tools",

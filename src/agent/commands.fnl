@@ -19,7 +19,11 @@
    :hint "name, e.g. agent.max-turns or run-tool-call"}
   (if (= input "") "Usage: /doc NAME"
       (let [text (oml.describe input)]
-        (if (text:match "^Nothing named ") (.. "No var named " input) text))))
+        (if (text:match "^Nothing named ") (.. "No var named " input)
+            ;; Markdown: the signature as code, the text as it is (clients render it).
+            (let [(head rest) (text:match "^([^\n]*)\n?(.*)$")
+                  body (pick-values 1 (-> rest (: :gsub "^  " "") (: :gsub "\n  " "\n")))]
+              (.. "`" head "`\n\n" body))))))
 
 (fn commands.apropos [input]
   {:fnl/docstring "List the documented functions and settings whose name matches a pattern."
@@ -32,7 +36,11 @@
 (fn commands.source [input]
   {:fnl/docstring "Show where a function or setting is defined, and its source."
    :hint "name"}
-  (or (oml.source-of input) (.. "No source for " input)))
+  (let [src (oml.source-of input)]
+    (if (not src) (.. "No source for " input)
+        ;; Markdown: where it is, then the source in a fenced block.
+        (let [(place code) (src:match "^([^\n]*)\n(.*)$")]
+          (if place (.. place "\n\n```fennel\n" code "\n```") src)))))
 
 (fn commands.eval [input]
   {:fnl/docstring "Evaluate Fennel forms in this session and show the value of the last one."
