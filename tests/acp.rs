@@ -797,6 +797,7 @@ fn hooks_ask_the_client_and_extension_methods_answer() {
   (let [r (acp.request! "_test/ping" {:x 1})]
     (session.say "pong " r.y)))
 (tset acp.methods "_oml/echo" (fn [params] {:echo params.x}))
+(setq llm.model "configured/one")
 "#,
     );
     let mut c = Client::start(&env, None);
@@ -846,6 +847,14 @@ fn hooks_ask_the_client_and_extension_methods_answer() {
         .unwrap()
         .clone();
     assert_eq!(model["currentValue"], "other/model");
+    // The configured model is still offered: there is a way back.
+    let values: Vec<&Value> = model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["value"])
+        .collect();
+    assert_eq!(values, [&json!("other/model"), &json!("configured/one")]);
     let bad = c.call(
         "session/set_mode",
         json!({"sessionId": sid, "modeId": "nope"}),

@@ -112,12 +112,15 @@ model is configured (what /model says too)."
 
 (fn acp.config-options [?session-id]
   "The session's ACP config options: the permission mode (category mode) and the model
-(category model, choices: the current model and `acp.models`)."
+(category model, choices: the current model, the configured `llm.model` and `acp.models`)."
   (let [mode (agent.current-permission-mode ?session-id)
         model (acp.current-model ?session-id)
         models [model]]
-    (each [_ m (ipairs (or _G.acp.models []))]
-      (when (and (= :string (type m)) (not= m model)) (table.insert models m)))
+    ;; The configured model stays offered after a switch, so there is a way back.
+    (each [_ m (ipairs [(oml.setting "llm.model") (table.unpack (or _G.acp.models []))])]
+      (when (and (= :string (type m)) (not (accumulate [seen false _ x (ipairs models)]
+                                               (or seen (= x m)))))
+        (table.insert models m)))
     [{:id :mode :name "Permission mode" :category :mode :type :select :currentValue mode
       :options (icollect [_ m (ipairs acp.modes)]
                  {:value m.id :name m.name :description m.description})}
