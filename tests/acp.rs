@@ -119,6 +119,12 @@ impl Client {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
 
+    fn answer_error(&mut self, id: &Value, code: i64, message: &str) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        );
+    }
+
     fn next(&mut self) -> Value {
         loop {
             let m = self.next_message();
@@ -1606,4 +1612,69 @@ fn the_plan_tool_sends_plan_updates() {
         results[1].contains("status must be pending, in_progress or completed"),
         "{results:?}"
     );
+}
+
+/// A client that offers `fs` gets the file tools' reads and writes: the model reads the
+/// editor's unsaved buffer, and writes and edits go to the editor, which updates its buffer.
+#[test]
+fn file_tools_go_through_the_client_when_it_offers_fs() {
+    let env = Env::new();
+    env.file("notes.txt", "on disk\n");
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "read", &[r#"{"path":"notes.txt"}"#])),
+        Reply::from(tool_call_chunks(
+            "c2",
+            "edit",
+            &[r#"{"path":"notes.txt","old_text":"unsaved","new_text":"edited"}"#],
+        )),
+        Reply::from(tool_call_chunks(
+            "c3",
+            "write",
+            &[r#"{"path":"new.txt","content":"fresh"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let caps = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": caps}),
+    );
+    let (sid, _) = c.new_session(&env.project);
+    c.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    let notes = env.project.join("notes.txt").display().to_string();
+    let id = c.prompt(&sid, "work on the notes");
+    // read: the buffer, not the disk.
+    let ask = c.until(|m| m["method"] == "fs/read_text_file");
+    assert_eq!(ask["params"]["path"], notes.as_str());
+    assert_eq!(ask["params"]["sessionId"], sid.as_str());
+    c.answer(&ask["id"], json!({"content": "unsaved buffer\n"}));
+    // edit: read the buffer again, then write the edited text back through the client.
+    let ask = c.until(|m| m["method"] == "fs/read_text_file");
+    c.answer(&ask["id"], json!({"content": "unsaved buffer\n"}));
+    let write = c.until(|m| m["method"] == "fs/write_text_file");
+    assert_eq!(write["params"]["path"], notes.as_str());
+    assert_eq!(write["params"]["content"], "edited buffer\n");
+    c.answer(&write["id"], json!(null));
+    // write: the old text is asked for (the diff), then the new one written by the client.
+    let ask = c.until(|m| m["method"] == "fs/read_text_file");
+    c.answer_error(&ask["id"], -32603, "no such file");
+    let write = c.until(|m| m["method"] == "fs/write_text_file");
+    assert_eq!(write["params"]["content"], "fresh");
+    c.answer(&write["id"], json!(null));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let results: Vec<String> = fake.requests()[1..]
+        .iter()
+        .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].to_string())
+        .collect();
+    assert!(results[0].contains("unsaved buffer"), "{results:?}");
+    assert!(results[1].contains("Edited "), "{results:?}");
+    assert!(results[2].contains("Wrote 5 bytes"), "{results:?}");
+    // oml wrote nothing itself: the editor owns the files.
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "on disk\n");
+    assert!(!env.project.join("new.txt").exists());
 }

@@ -215,6 +215,77 @@ question waits and in_progress once allowed. Returns :allow-once, :allow-always,
       (acp.update! {:sessionUpdate :tool_call_update :toolCallId call.id :status :in_progress}))
     answer))
 
+;;; The editor's files: read, write and edit through the client when it offers fs
+
+;; What the client offered in `initialize` (the front end sets it); nothing until then.
+(set acp.client-capabilities {})
+
+(fn acp.client-fs? [what]
+  "Whether the ACP client offered fs/read_text_file (WHAT :read) or fs/write_text_file (:write)
+in `initialize` (`acp.client-capabilities`)."
+  (let [caps acp.client-capabilities
+        fs (and (= :table (type caps)) caps.fs)]
+    (and (= :table (type fs)) (= true (. fs (if (= what :read) :readTextFile :writeTextFile))))))
+
+(fn acp.client-read [path]
+  "The text of the file PATH (absolute) as the editor has it (its unsaved buffer too), through
+fs/read_text_file. An error answer is an error."
+  (let [r (acp.request! "fs/read_text_file" {:sessionId (session.current) : path})]
+    (or (and (= :table (type r)) r.content) "")))
+
+(fn acp.client-write [path content]
+  "Write CONTENT to the file PATH (absolute) through fs/write_text_file, so the editor's buffer
+follows. An error answer is an error."
+  (acp.request! "fs/write_text_file" {:sessionId (session.current) : path : content})
+  nil)
+
+(fn resolved [args]
+  (let [(ok abs) (pcall session.resolve-path (or (and args args.path) ""))]
+    (when ok abs)))
+
+(fn client-error [what path e]
+  {:content (.. "Could not " what " " path " through the editor: " (oml.error-message e))
+   :error? true})
+
+(fn client-text [path]
+  "The file's text: the editor's when it offers reading, else the disk's; nil when missing."
+  (if (acp.client-fs? :read)
+      (let [(ok text) (pcall acp.client-read path)] (when ok text))
+      (let [f (io.open path :rb)]
+        (when f (let [t (f:read :a)] (f:close) t)))))
+
+(oml.advise* "tools.read" :client-fs
+  (fn [read args]
+    (let [path (resolved args)]
+      (if (not (and path (acp.client-fs? :read))) (read args)
+          (let [(ok text) (pcall acp.client-read path)]
+            (if ok
+                (oml.read-text text path (tonumber args.offset) (tonumber args.limit)
+                               _G.tools.read-max-chars _G.tools.read-default-limit)
+                (client-error "read" path text)))))))
+
+(oml.advise* "tools.write" :client-fs
+  (fn [write args]
+    (let [path (resolved args)]
+      (if (not (and path (acp.client-fs? :write) (= :string (type args.content)))) (write args)
+          (let [old (client-text path)
+                (ok e) (pcall acp.client-write path args.content)]
+            (if ok
+                {:content (.. "Wrote " (length args.content) " bytes to " path)
+                 :diff {: path :old-text old :new-text args.content}}
+                (client-error "write" path e)))))))
+
+(oml.advise* "tools.edit" :client-fs
+  (fn [edit args]
+    (let [path (resolved args)]
+      (if (not (and path (acp.client-fs? :write))) (edit args)
+          (let [text (client-text path)]
+            (if (not text) (edit args)
+                (let [r (oml.edit-text text path args)]
+                  (if (not r.new-text) r
+                      (let [(ok e) (pcall acp.client-write path (. r :new-text))]
+                        (if ok r (client-error "write" path e)))))))))))
+
 ;;; Extension methods and hooks
 
 (set acp.methods (or acp.methods {}))

@@ -172,7 +172,38 @@ struct Plan {
     diff: String,
 }
 
-fn plan(path: &Path, edits: &[Edit]) -> Result<Plan, ToolError> {
+/// [`edit`] of `text` given for the file at `path` (an editor's unsaved buffer), writing
+/// nothing: the new text (with the BOM `text` had) and the tool's result, message and diff, for
+/// the caller to write wherever the text lives.
+pub fn edit_text(
+    path: &Path,
+    text: &str,
+    edits: &[Edit],
+) -> Result<(String, ToolOutput), ToolError> {
+    check_edits(edits)?;
+    let plan = plan_text(path, text.to_owned(), edits)?;
+    let mut message = format!("Edited {}", path.display());
+    if !plan.diff.is_empty() {
+        message.push('\n');
+        message.push_str(&cap_head(
+            plan.diff.trim_end_matches('\n'),
+            EDIT_DIFF_MAX_CHARS,
+        ));
+    }
+    let written = if plan.bom {
+        format!("{BOM}{}", plan.new_text)
+    } else {
+        plan.new_text.clone()
+    };
+    let output = ToolOutput::ok(message).with_diff(FileDiff {
+        path: path.to_path_buf(),
+        old_text: Some(plan.old_text),
+        new_text: plan.new_text,
+    });
+    Ok((written, output))
+}
+
+fn check_edits(edits: &[Edit]) -> Result<(), ToolError> {
     if edits.is_empty() {
         return Err(ToolError::EditsRequired);
     }
@@ -180,11 +211,20 @@ fn plan(path: &Path, edits: &[Edit]) -> Result<Plan, ToolError> {
     if let Some(i) = edits.iter().position(|e| e.old_text.is_empty()) {
         return Err(ToolError::OldTextRequired { edit: label(i) });
     }
+    Ok(())
+}
+
+fn plan(path: &Path, edits: &[Edit]) -> Result<Plan, ToolError> {
+    check_edits(edits)?;
     if !fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
         return Err(ToolError::NotFound(path.to_path_buf()));
     }
     let bytes = fs::read(path).map_err(|e| ToolError::io("read", path, e))?;
-    let mut text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(path.to_path_buf()))?;
+    let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(path.to_path_buf()))?;
+    plan_text(path, text, edits)
+}
+
+fn plan_text(path: &Path, mut text: String, edits: &[Edit]) -> Result<Plan, ToolError> {
     let bom = text.starts_with(BOM);
     if bom {
         text.drain(..BOM.len_utf8());

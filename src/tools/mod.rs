@@ -34,12 +34,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use bash::{bash, bash_with_progress};
-pub use edit::{Edit, edit, parse_edit_args, preview_edit};
+pub use edit::{Edit, edit, edit_text, parse_edit_args, preview_edit};
 pub use find::find;
 pub use grep::{GrepArgs, grep};
 pub use ls::ls;
 pub use path::resolve_path;
-pub use read::{ReadLimits, read};
+pub use read::{ReadLimits, read, read_text};
 pub use write::{preview_write, write};
 
 /// Characters `read` returns at most; the **head** (beginning) of the numbered text is kept and

@@ -98,8 +98,39 @@ fn try_read(
             io::Error::other("not a regular file"),
         ));
     }
-    let mut file = File::open(path).map_err(|e| ToolError::io("read", path, e))?;
+    let file = File::open(path).map_err(|e| ToolError::io("read", path, e))?;
+    read_from(path, file, offset, limit, limits)
+}
 
+/// [`read`] of `text` given for the file at `path` (the unsaved buffer an editor holds): the
+/// same numbering, window, limits, binary check and messages, without touching the disk.
+pub fn read_text(
+    path: &Path,
+    text: &str,
+    offset: Option<i64>,
+    limit: Option<i64>,
+    limits: &ReadLimits,
+) -> ToolOutput {
+    match read_from(
+        path,
+        io::Cursor::new(text.as_bytes()),
+        offset,
+        limit,
+        limits,
+    ) {
+        Ok(text) => ToolOutput::ok(text),
+        Err(error) => error.into(),
+    }
+}
+
+/// The lines `offset ..` of what `file` holds, `path` naming it in messages.
+fn read_from(
+    path: &Path,
+    mut file: impl Read,
+    offset: Option<i64>,
+    limit: Option<i64>,
+    limits: &ReadLimits,
+) -> Result<String, ToolError> {
     let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);
     (&mut file)
         .take(BINARY_SNIFF_BYTES as u64)

@@ -1,9 +1,13 @@
-//! `oml.preview-change`: the change a `write` or `edit` call would make, computed the way the
-//! tool computes it but written nowhere, so that a permission question can show the diff it
-//! asks about (ACP's `diff` content, the chat's coloured diff).
+//! The file tools without the disk: `oml.preview-change`, the change a `write` or `edit` call
+//! would make, computed the way the tool computes it but written nowhere, so that a permission
+//! question can show the diff it asks about; and `oml.read-text` and `oml.edit-text`, `read`
+//! and `edit` of text given by the caller (an editor's unsaved buffer, read over ACP), with the
+//! tools' numbering, limits and messages.
 //!
 //! Paths resolve against the running coroutine's session directory, as the tools' do. It does
-//! not decide anything about permissions.
+//! not decide anything about permissions, and knows nothing of where the text came from.
+
+use std::path::Path;
 
 use mlua::{Lua, Table, Value};
 
@@ -17,15 +21,64 @@ pub(super) fn install(lua: &Lua) -> Result<(), LispError> {
     Ok(())
 }
 
-const PREVIEW: &[HostFn] = &[HostFn {
-    name: "preview-change",
-    args: "tool args",
-    doc: "The change the TOOL call (\"write\" or \"edit\") with ARGS would make, without making \
+const PREVIEW: &[HostFn] = &[
+    HostFn {
+        name: "read-text",
+        args: "text path ?offset ?limit max-chars default-limit",
+        doc: "The read tool on TEXT given for the file PATH (not read from disk): lines from \
+              ?OFFSET, at most ?LIMIT (DEFAULT-LIMIT when nil) and MAX-CHARS characters, \
+              numbered, with the same footer and errors as the read tool. Returns \
+              {:content :error?}.",
+        make: |lua| lua.create_function(read_text),
+    },
+    HostFn {
+        name: "edit-text",
+        args: "text path args",
+        doc: "The edit tool's ARGS ({:old_text :new_text} or {:edits [...]}) applied to TEXT, \
+              the content of the file PATH, writing nothing. Returns {:content :error? :diff \
+              :new-text}: :new-text is what to write (nil on an error, whose message is the \
+              edit tool's).",
+        make: |lua| lua.create_function(edit_text),
+    },
+    HostFn {
+        name: "preview-change",
+        args: "tool args",
+        doc: "The change the TOOL call (\"write\" or \"edit\") with ARGS would make, without making \
           it: {:path :old-text :new-text} (no :old-text for a new file). nil and the message \
           the tool would give when it would fail (no match, not text, ...), and nil for any \
           other tool.",
-    make: |lua| lua.create_function(preview),
-}];
+        make: |lua| lua.create_function(preview),
+    },
+];
+
+/// Arguments of `oml.read-text`.
+type ReadTextArgs = (String, String, Option<i64>, Option<i64>, usize, usize);
+
+fn read_text(
+    lua: &Lua,
+    (text, path, offset, limit, max_chars, default_limit): ReadTextArgs,
+) -> mlua::Result<Table> {
+    let limits = tools::ReadLimits {
+        max_chars,
+        default_limit,
+    };
+    let out = tools::read_text(Path::new(&path), &text, offset, limit, &limits);
+    super::tools::output_table(lua, out)
+}
+
+fn edit_text(lua: &Lua, (text, path, args): (String, String, Value)) -> mlua::Result<Table> {
+    let args = from_lua(lua, args)?;
+    let result = tools::parse_edit_args(&args)
+        .and_then(|edits| tools::edit_text(Path::new(&path), &text, &edits));
+    match result {
+        Ok((new_text, out)) => {
+            let t = super::tools::output_table(lua, out)?;
+            t.set("new-text", new_text)?;
+            Ok(t)
+        }
+        Err(e) => super::tools::output_table(lua, e.into()),
+    }
+}
 
 fn preview(
     lua: &Lua,

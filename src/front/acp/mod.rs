@@ -219,7 +219,10 @@ fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
 async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>) {
     let result = match method {
         Err(e) => Err(e),
-        Ok(Method::Initialize(p)) => initialize(&p),
+        Ok(Method::Initialize(p)) => {
+            remember_client(ctx, &p.client_capabilities);
+            initialize(&p)
+        }
         Ok(Method::SessionNew(p)) => return session_new(ctx, &id, p).await,
         Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, true).await,
         Ok(Method::SessionResume(p)) => return session_load(ctx, &id, p, false).await,
@@ -262,6 +265,20 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
             "version": env!("CARGO_PKG_VERSION"),
         },
     }))
+}
+
+/// Keep the client's capabilities as `acp.client-capabilities`, where the tools' ACP advice
+/// (`acp.client-fs?`) reads them.
+fn remember_client(ctx: &Ctx, capabilities: &Value) {
+    let lua = ctx.lisp.lua();
+    let kept = crate::lisp::to_lua(lua, capabilities).and_then(|v| {
+        let acp: mlua::Table = lua.globals().get("acp")?;
+        acp.raw_set("client-capabilities", v)?;
+        Ok(())
+    });
+    if let Err(e) = kept {
+        tracing::warn!("cannot keep the client's capabilities: {e}");
+    }
 }
 
 /// The line cap from [`MAX_LINE_ENV`], else the transport's default.

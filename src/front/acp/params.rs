@@ -104,6 +104,10 @@ pub(super) struct InitializeParams {
     /// `None` when absent (null is given, and wrong).
     #[serde(default, deserialize_with = "given")]
     pub protocol_version: Option<ProtocolVersion>,
+    /// What the client offers (`fs`, `terminal`, ...), as sent; kept for Lisp as
+    /// `acp.client-capabilities`.
+    #[serde(default)]
+    pub client_capabilities: Value,
 }
 
 /// `session/new`.
