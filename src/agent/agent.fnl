@@ -319,6 +319,24 @@ else this session's override (/model), else `llm.model`."
        :error? (= true r.error?) :diff r.diff}
       {:content (fennel.view r) :error? false}))
 
+;; What a replay may show of a thought or a diff the transcript does not keep, at most.
+(local record-max-chars 65536)
+
+(fn record-thought! [response]
+  "Record the response's reasoning for replays when the transcript does not keep it."
+  (let [r response.reasoning
+        m response.message]
+    (when (and (= :string (type r)) (r:find "%S") (<= (length r) record-max-chars)
+               (not (and (= :table (type m)) (or m.reasoning_content m.reasoning))))
+      (session.record! :thought {:text r}))))
+
+(fn replay-diff [diff]
+  "DIFF, when small enough to be kept for replays."
+  (when (and (= :table (type diff))
+             (<= (+ (length (or (. diff :old-text) "")) (length (or (. diff :new-text) "")))
+                 record-max-chars))
+    diff))
+
 (fn agent.run-tool-call [call]
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
 tool card (tool-start), call `agent.execute-tool`, report the end (tool-end). Returns
@@ -343,7 +361,8 @@ error result the model reads."
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
                       :diff result.diff})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
-      (session.record! :tool {: id : name : title : kind :error? (= true result.error?)})
+      (session.record! :tool {: id : name : title : kind :error? (= true result.error?)
+                              :diff (replay-diff result.diff)})
       result)))
 
 (fn agent.current-permission-mode [?session-id]
@@ -407,6 +426,7 @@ reason."
               message response.message
               calls (tool-calls-of message)
               out []]
+          (record-thought! response)
           (when (or (has-text? message) (< 0 (length calls)))
             (table.insert out message))
           (each [_ call (ipairs calls)]
@@ -439,6 +459,8 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
                  (.. out "Error in /" name ": " (oml.error-message v)))]
     (when (text:find "%S")
       (session.say text))
+    ;; Not a message of the transcript; kept for replays.
+    (session.record! :command {: name : input :output text})
     nil))
 
 (fn agent.prompt [text]

@@ -82,6 +82,10 @@ pub struct ToolRecord {
     /// Whether the call failed.
     #[serde(rename = "error?", default, deserialize_with = "lenient")]
     pub error: bool,
+    /// The change a write or edit made, `{path, old-text, new-text}`, when it was small enough to
+    /// keep.
+    #[serde(default)]
+    pub diff: Option<Value>,
 }
 
 /// The custom entry `kind` that records a tool call.

@@ -38,60 +38,126 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 }
 
 /// The `session/update` payloads that replay a stored session's history: user messages as
-/// user_message_chunk, kept reasoning as agent_thought_chunk, answers as agent_message_chunk,
-/// each tool call as a tool_call card and its result as a tool_call_update, completed or failed.
-/// The card's title and kind and the failure come from the `tool` entries the loop records
-/// ([`Entry::tool_record`]); without one, the card is titled by the tool's name and the result
-/// shows as completed. Other entries (values, custom entries, transcript replacements) are not
+/// user_message_chunk, reasoning as agent_thought_chunk (kept in the message, or recorded as a
+/// `thought` entry), answers as agent_message_chunk, each tool call as a tool_call card and its
+/// result as a tool_call_update, completed or failed, with the diff of a write or edit, and a
+/// slash command (a `command` entry) as the prompt and what it showed.
+///
+/// A card's title, kind, failure and diff come from the `tool` entries the loop records before
+/// the assistant message they belong to ([`Entry::tool_record`]), matched to that message's
+/// calls, so an id a provider uses again in a later turn gets its own record; without one, the
+/// card is titled by the tool's name and the result shows as completed. Other entries are not
 /// shown.
 pub fn replay_updates(entries: &[Entry]) -> Vec<Value> {
-    let records: Vec<ToolRecord> = entries.iter().filter_map(Entry::tool_record).collect();
-    // The last record of an id wins.
-    let tools: HashMap<&str, &ToolRecord> = records
-        .iter()
-        .filter_map(|r| Some((r.id.as_deref()?, r)))
-        .collect();
-    let mut out = Vec::new();
+    let mut replay = Replay::default();
     for e in entries {
-        let Entry::Message { message } = e else {
-            continue;
-        };
+        replay.entry(e);
+    }
+    replay
+        .out
+        .into_iter()
+        .map(|u| stable_order(u, "sessionUpdate"))
+        .collect()
+}
+
+/// The walk over a session's entries.
+#[derive(Default)]
+struct Replay {
+    out: Vec<Value>,
+    /// Tool records since the last assistant message: they belong to the next one.
+    pending: HashMap<String, ToolRecord>,
+    /// The records of the last assistant message's calls, for its tool results.
+    current: HashMap<String, ToolRecord>,
+    /// A recorded thought waiting for its assistant message.
+    thought: Option<String>,
+}
+
+impl Replay {
+    fn entry(&mut self, e: &Entry) {
+        if let Some(record) = e.tool_record() {
+            if let Some(id) = record.id.clone() {
+                self.pending.insert(id, record);
+            }
+            return;
+        }
+        match e {
+            Entry::Custom { kind, data } if kind == "thought" => {
+                self.thought = data.get("text").and_then(Value::as_str).map(str::to_owned);
+            }
+            Entry::Custom { kind, data } if kind == "command" => self.command(data),
+            Entry::Message { message } => self.message(message),
+            _ => {}
+        }
+    }
+
+    fn command(&mut self, data: &Value) {
+        let field = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("");
+        let input = field("input");
+        let prompt = format!(
+            "/{}{}{input}",
+            field("name"),
+            if input.is_empty() { "" } else { " " }
+        );
+        self.out
+            .push(json!({"sessionUpdate": "user_message_chunk", "content": text(&prompt)}));
+        if !field("output").is_empty() {
+            self.out.push(
+                json!({"sessionUpdate": "agent_message_chunk", "content": text(field("output"))}),
+            );
+        }
+    }
+
+    fn message(&mut self, message: &Value) {
         let m = StoredMessage::deserialize(message).unwrap_or_default();
         let content = message_text(&m.content);
         match m.role.as_deref() {
-            Some("user") => out.push(json!({
+            Some("user") => self.out.push(json!({
                 "sessionUpdate": "user_message_chunk", "content": text(&content)})),
-            Some("assistant") => assistant_updates(&m, &content, &tools, &mut out),
+            Some("assistant") => {
+                self.current = std::mem::take(&mut self.pending);
+                let thought = self.thought.take();
+                assistant_updates(&m, &content, thought, &self.current, &mut self.out);
+            }
             Some("tool") => {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
-                let failed = tools.get(id).is_some_and(|t| t.error);
-                out.push(json!({
+                let record = self.current.get(id);
+                let failed = record.is_some_and(|t| t.error);
+                let mut blocks = vec![json!({"type": "content", "content": text(&content)})];
+                if let Some(d) = record
+                    .and_then(|t| t.diff.as_ref())
+                    .filter(|d| d.is_object())
+                {
+                    blocks.push(json!({"type": "diff", "path": d.get("path"),
+                                       "oldText": d.get("old-text"), "newText": d.get("new-text")}));
+                }
+                self.out.push(json!({
                     "sessionUpdate": "tool_call_update", "toolCallId": id,
                     "status": if failed { "failed" } else { "completed" },
-                    "content": [{"type": "content", "content": text(&content)}],
+                    "content": blocks,
                 }));
             }
             _ => {}
         }
     }
-    out.into_iter()
-        .map(|u| stable_order(u, "sessionUpdate"))
-        .collect()
 }
 
-/// An assistant message's updates: its reasoning, its text, then a card per tool call.
+/// An assistant message's updates: its reasoning (kept in it, else the recorded `thought`),
+/// its text, then a card per tool call.
 fn assistant_updates(
     m: &StoredMessage,
     content: &str,
-    tools: &HashMap<&str, &ToolRecord>,
+    thought: Option<String>,
+    tools: &HashMap<String, ToolRecord>,
     out: &mut Vec<Value>,
 ) {
     let reasoning = [&m.reasoning_content, &m.reasoning]
         .into_iter()
         .flatten()
-        .find(|r| !r.is_empty());
+        .find(|r| !r.is_empty())
+        .cloned()
+        .or(thought);
     if let Some(r) = reasoning {
-        out.push(json!({"sessionUpdate": "agent_thought_chunk", "content": text(r)}));
+        out.push(json!({"sessionUpdate": "agent_thought_chunk", "content": text(&r)}));
     }
     if !content.is_empty() {
         out.push(json!({"sessionUpdate": "agent_message_chunk", "content": text(content)}));
@@ -181,27 +247,38 @@ pub(super) fn message_text(content: &Value) -> String {
 mod tests {
     use super::*;
 
+    fn message(message: Value) -> Entry {
+        Entry::Message { message }
+    }
+
+    fn custom(kind: &str, data: Value) -> Entry {
+        Entry::Custom {
+            kind: kind.into(),
+            data,
+        }
+    }
+
+    fn call(id: &str, name: &str) -> Value {
+        json!({"id": id, "type": "function",
+               "function": {"name": name, "arguments": "{\"path\":\"a\"}"}})
+    }
+
+    /// Entries in the order the loop writes them: a turn's tool records, then its assistant
+    /// message and tool results together.
     #[test]
     fn replays_take_titles_kinds_and_failures_from_tool_entries() {
-        let message = |message: Value| Entry::Message { message };
-        let tool = |data: Value| Entry::Custom {
-            kind: "tool".into(),
-            data,
-        };
-        let call = |id: &str, name: &str| {
-            json!({"id": id, "type": "function",
-                   "function": {"name": name, "arguments": "{\"path\":\"a\"}"}})
-        };
         let entries = vec![
             message(json!({"role": "user", "content": "go"})),
-            message(json!({"role": "assistant", "content": null,
-                           "tool_calls": [call("c1", "read"), call("c2", "edit"), call("c3", "mine")]})),
-            tool(
+            custom(
+                "tool",
                 json!({"id": "c1", "name": "read", "title": "Read a", "kind": "read", "error?": true}),
             ),
-            tool(
+            custom(
+                "tool",
                 json!({"id": "c3", "name": "mine", "title": "Mine a", "kind": "bogus", "error?": false}),
             ),
+            message(json!({"role": "assistant", "content": null,
+                           "tool_calls": [call("c1", "read"), call("c2", "edit"), call("c3", "mine")]})),
             message(json!({"role": "tool", "tool_call_id": "c1", "content": "no such file"})),
             message(json!({"role": "tool", "tool_call_id": "c2", "content": "edited"})),
             message(json!({"role": "tool", "tool_call_id": "c3", "content": "ok"})),
@@ -217,11 +294,80 @@ mod tests {
             cards,
             [("Read a", "read"), ("edit", "edit"), ("Mine a", "other")]
         );
-        let statuses: Vec<&str> = updates
+        assert_eq!(statuses(&updates), ["failed", "completed", "completed"]);
+    }
+
+    fn statuses(updates: &[Value]) -> Vec<&str> {
+        updates
             .iter()
             .filter(|u| u["sessionUpdate"] == "tool_call_update")
             .map(|u| u["status"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn an_id_used_again_in_a_later_turn_gets_its_own_record() {
+        let turn = |error: bool, title: &str| {
+            vec![
+                custom(
+                    "tool",
+                    json!({"id": "call_1", "name": "write", "title": title, "kind": "edit",
+                           "error?": error,
+                           "diff": {"path": "/p/a", "old-text": null, "new-text": "x"}}),
+                ),
+                message(json!({"role": "assistant", "content": null,
+                               "tool_calls": [call("call_1", "write")]})),
+                message(json!({"role": "tool", "tool_call_id": "call_1", "content": "r"})),
+            ]
+        };
+        let mut entries = turn(true, "Write first");
+        entries.extend(turn(false, "Write second"));
+        let updates = replay_updates(&entries);
+        assert_eq!(statuses(&updates), ["failed", "completed"]);
+        let titles: Vec<&str> = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call")
+            .map(|u| u["title"].as_str().unwrap())
             .collect();
-        assert_eq!(statuses, ["failed", "completed", "completed"]);
+        assert_eq!(titles, ["Write first", "Write second"]);
+        let last = updates.last().unwrap();
+        assert_eq!(
+            last["content"][1],
+            json!({"type": "diff", "path": "/p/a", "oldText": null, "newText": "x"})
+        );
+    }
+
+    #[test]
+    fn thoughts_and_slash_commands_are_replayed() {
+        let entries = vec![
+            custom(
+                "command",
+                json!({"name": "model", "input": "x", "output": "Model set"}),
+            ),
+            message(json!({"role": "user", "content": "why"})),
+            custom("thought", json!({"text": "let me think"})),
+            message(json!({"role": "assistant", "content": "because"})),
+        ];
+        let kinds: Vec<(String, String)> = replay_updates(&entries)
+            .iter()
+            .map(|u| {
+                (
+                    u["sessionUpdate"].as_str().unwrap().to_owned(),
+                    u["content"]["text"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let want = [
+            ("user_message_chunk", "/model x"),
+            ("agent_message_chunk", "Model set"),
+            ("user_message_chunk", "why"),
+            ("agent_thought_chunk", "let me think"),
+            ("agent_message_chunk", "because"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(kinds, want);
     }
 }
