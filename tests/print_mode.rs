@@ -254,6 +254,26 @@ fn fake_again() -> FakeModel {
 }
 
 #[test]
+fn an_html_page_instead_of_a_stream_fails_at_once_and_says_what_came() {
+    let env = Env::new();
+    let page = "<html><head><title>Sign in to the proxy</title></head></html>";
+    let fake = FakeModel::start([Reply::Page {
+        content_type: "text/html; charset=utf-8".into(),
+        body: page.into(),
+    }]);
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("answered with text/html; charset=utf-8, not an event stream")
+            && run.stderr.contains("Sign in to the proxy"),
+        "{run:?}"
+    );
+    // Not retried: one request.
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
 fn llm_headers_go_with_every_request() {
     let env = Env::new();
     env.init(r#"(setq llm.headers {:X-Title "oml-test" :HTTP-Referer "https://example.org/oml"})"#);

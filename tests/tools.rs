@@ -100,7 +100,12 @@ fn read_windows_follow_the_original_rules() {
             ok("     1\ta\n[lines 1-1 of 2; use offset=2 to continue]"),
         ),
         ("", None, None, ok("")),
-        ("\n\n\r\n", Some(4), Some(0), ok("")),
+        (
+            "\n\n\r\n",
+            Some(4),
+            Some(0),
+            err("limit must be at least 1 (got 0); leave it out to read up to the default"),
+        ),
         (
             "a\nb\n",
             Some(3),
@@ -111,7 +116,7 @@ fn read_windows_follow_the_original_rules() {
             "a\nb\n",
             Some(1),
             Some(0),
-            err("offset 1 is past the end of the file (2 lines)"),
+            err("limit must be at least 1 (got 0); leave it out to read up to the default"),
         ),
         (
             "a\n\n\n",

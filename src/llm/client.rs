@@ -210,6 +210,18 @@ enum WholeBody {
     },
 }
 
+/// Content types of a 200 answer that cannot be a model's stream (a proxy's login or error
+/// page): the call fails at once, naming the type, rather than being retried.
+const NOT_STREAMS: &[&str] = &[
+    "text/html",
+    "application/xhtml",
+    "text/xml",
+    "application/xml",
+];
+
+/// Characters of such a page quoted in the error.
+const NOT_A_STREAM_QUOTE_CHARS: usize = 300;
+
 impl Call<'_> {
     async fn attempt(&self, request: reqwest::Request) -> Result<ChatOutcome, Failure> {
         let idle = self.config.idle_timeout;
@@ -258,15 +270,34 @@ impl Call<'_> {
             });
         }
 
-        let is_json = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim_start().starts_with("application/json"));
-        if is_json {
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if NOT_STREAMS.iter().any(|t| content_type.starts_with(t)) {
+            return Err(Failure::Fatal(
+                self.not_a_stream(content_type, response).await,
+            ));
+        }
+        if content_type.starts_with("application/json") {
             self.whole_reply(response).await
         } else {
             self.stream(response).await
+        }
+    }
+
+    /// The error for a 200 answer that is a page, not a stream: its type and the start of it.
+    async fn not_a_stream(&self, content_type: String, response: reqwest::Response) -> LlmError {
+        let body = match self.read_whole(response, MAX_ERROR_BODY_BYTES).await {
+            WholeBody::Cancelled => String::new(),
+            WholeBody::Read { bytes, .. } => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        };
+        LlmError::NotAStream {
+            content_type,
+            body: crate::llm::error::cap_chars(&body, NOT_A_STREAM_QUOTE_CHARS),
         }
     }
 

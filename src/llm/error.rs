@@ -38,6 +38,11 @@ pub enum LlmError {
     #[error("Model request failed: HTTP {status}: {body}")]
     Http { status: u16, body: String },
 
+    /// The server answered 200 with something that is not an event stream or JSON (an HTML
+    /// login or error page from a proxy): `body` is its start, capped like an error body.
+    #[error("the model server answered with {content_type}, not an event stream: {body}")]
+    NotAStream { content_type: String, body: String },
+
     /// The request could not be sent or its response never started: connection refused, DNS,
     /// TLS, connect timeout, reset before the headers or before the first delta.
     #[error("could not reach the model at {url}: {reason}")]
@@ -84,7 +89,11 @@ impl LlmError {
             | Self::StreamBroken { partial, .. }
             | Self::MalformedChunk { partial, .. }
             | Self::Provider { partial, .. } => Some(partial),
-            Self::NoModel | Self::Config(_) | Self::Http { .. } | Self::Connect { .. } => None,
+            Self::NoModel
+            | Self::Config(_)
+            | Self::Http { .. }
+            | Self::NotAStream { .. }
+            | Self::Connect { .. } => None,
         }
     }
 

@@ -129,7 +129,10 @@ pub enum ToolError {
     /// `edit` refuses files that are not UTF-8 text.
     #[error("Cannot edit {}: it is not valid UTF-8 text", .0.display())]
     NotText(PathBuf),
-    /// A `read` window that starts after the last line (or has a limit of 0 or less).
+    /// `read` with a `limit` below 1.
+    #[error("limit must be at least 1 (got {0}); leave it out to read up to the default")]
+    LimitTooSmall(i64),
+    /// A `read` window that starts after the last line.
     #[error("offset {offset} is past the end of the file ({lines} lines)")]
     OffsetPastEnd { offset: i64, lines: u64 },
     /// An edit's `old_text` does not occur in the file.

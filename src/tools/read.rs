@@ -148,6 +148,9 @@ fn read_from(
     let reader = io::Cursor::new(head).chain(file);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, reader);
 
+    if let Some(limit) = limit.filter(|l| *l < 1) {
+        return Err(ToolError::LimitTooSmall(limit));
+    }
     let start = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or_else(|| i64::try_from(limits.default_limit).unwrap_or(i64::MAX));
     let window = Window::new(start, limit);

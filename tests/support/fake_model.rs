@@ -66,6 +66,8 @@ pub enum Reply {
     },
     /// `200 application/json` with this body, as a server that ignores `stream: true` sends.
     Json(Value),
+    /// `200` with this content type and body (a proxy's HTML page).
+    Page { content_type: String, body: String },
 }
 
 impl From<Vec<Step>> for Reply {
@@ -354,17 +356,27 @@ async fn connection(
             retry_after,
         }) => write_error(&mut stream, status, &body, retry_after.as_deref()).await,
         Some(Reply::Json(body)) => {
-            let body = body.to_string();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            stream.write_all(head.as_bytes()).await?;
-            stream.write_all(body.as_bytes()).await?;
-            stream.shutdown().await
+            write_page(&mut stream, "application/json", &body.to_string()).await
+        }
+        Some(Reply::Page { content_type, body }) => {
+            write_page(&mut stream, &content_type, &body).await
         }
         Some(Reply::Stream(steps)) => write_stream(&mut stream, steps, &shutdown).await,
     }
+}
+
+async fn write_page(
+    stream: &mut tokio::net::TcpStream,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
 }
 
 async fn write_stream(

@@ -439,6 +439,7 @@ fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
         LlmError::NoModel => "no-model",
         LlmError::Config(_) => "config",
         LlmError::Http { .. } => "http",
+        LlmError::NotAStream { .. } => "not-a-stream",
         LlmError::Connect { .. } => "connect",
         LlmError::IdleTimeout { .. } => "idle-timeout",
         LlmError::StreamBroken { .. } => "stream-broken",

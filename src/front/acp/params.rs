@@ -262,7 +262,20 @@ impl<'de> Deserialize<'de> for Cwd {
                 cwd.display()
             )));
         }
-        Ok(Cwd(cwd))
+        if cwd.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err(D::Error::custom("cwd contains a NUL byte"));
+        }
+        match std::fs::metadata(&cwd) {
+            Ok(meta) if meta.is_dir() => Ok(Cwd(cwd)),
+            Ok(_) => Err(D::Error::custom(format!(
+                "cwd is not a directory: {}",
+                cwd.display()
+            ))),
+            Err(_) => Err(D::Error::custom(format!(
+                "cwd does not exist: {}",
+                cwd.display()
+            ))),
+        }
     }
 }
 
@@ -416,6 +429,21 @@ mod tests {
                 "cursor must be a string",
             ),
             (
+                "session/new",
+                json!({"cwd": "/no/such/dir/here"}),
+                "cwd does not exist: /no/such/dir/here",
+            ),
+            (
+                "session/new",
+                json!({"cwd": "/etc/hostname"}),
+                "cwd is not a directory: /etc/hostname",
+            ),
+            (
+                "session/new",
+                json!({"cwd": "/tmp/a\u{0}b"}),
+                "cwd contains a NUL byte",
+            ),
+            (
                 "initialize",
                 json!({"protocolVersion": "1.0.0"}),
                 "protocolVersion must be an integer, got \"1.0.0\"",
@@ -435,13 +463,13 @@ mod tests {
     fn good_params_are_read_and_others_left_alone() {
         let Ok(Method::SessionNew(p)) = Method::parse(
             "session/new",
-            Some(json!({"cwd": "/p", "mcpServers": [{"name": "a"}, {}], "extra": 1})),
+            Some(json!({"cwd": "/", "mcpServers": [{"name": "a"}, {}], "extra": 1})),
         ) else {
             panic!("expected session/new");
         };
         assert_eq!(
             (p.cwd.0, p.mcp_servers.0),
-            ("/p".into(), vec!["a".into(), "?".into()])
+            ("/".into(), vec!["a".into(), "?".into()])
         );
         let Ok(Method::SessionList(p)) = Method::parse("session/list", None) else {
             panic!("expected session/list");
