@@ -10,7 +10,7 @@ use std::process::Stdio;
 
 use common::{Env, Run};
 use serde_json::Value;
-use support::fake_model::{FakeModel, Reply, text_chunks};
+use support::fake_model::{FakeModel, Reply, Step, text_chunks};
 
 /// `oml ARGS…` with `stdin` piped in (or /dev/null), against a fake model that answers "ok".
 fn oml(args: &[&str], stdin: Option<&[u8]>) -> (Run, Vec<Value>) {
@@ -271,6 +271,48 @@ fn an_html_page_instead_of_a_stream_fails_at_once_and_says_what_came() {
     );
     // Not retried: one request.
     assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
+fn keep_alives_without_content_end_the_call_at_the_content_timeout() {
+    let env = Env::new();
+    env.init("(setq llm.content-timeout 0.5)");
+    let mut steps = text_chunks(&["partial "]);
+    steps.pop(); // no finish: the stream goes on
+    for _ in 0..40 {
+        steps.push(Step::Raw(": keep-alive\n\n".into()));
+        steps.push(Step::Sleep(50));
+    }
+    let fake = FakeModel::start([Reply::Stream(steps)]);
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the model sent no content for 0.5s (llm.content-timeout)"),
+        "{run:?}"
+    );
+    assert!(run.stdout.starts_with("partial"), "{run:?}");
+    // What streamed before the failure stays in the conversation, as a cancel's does.
+    let next = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
+    let run = env.run(Some(&next), &["-p", "--continue", "go on"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let messages = next.requests()[0].body["messages"].clone();
+    let roles: Vec<(&str, &str)> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [("user", "hi"), ("assistant", "partial "), ("user", "go on")]
+    );
 }
 
 #[test]

@@ -277,10 +277,18 @@ else this session's override (/model), else `llm.model`."
     ;; The forwarder emits text and thought deltas through session.emit!; llm.chat delivers
     ;; them without the round trip through Lisp while session.emit! is unadvised.
     (let [on-event (when (and sid (not request.silent?)) (session.delta-forwarder sid))
-          response (chat {:messages request.messages
-                          :tools (or request.tools (json.array))
-                          :model (or request.model (agent.current-model))}
-                         {: on-event :session sid})]
+          (ok response) (pcall chat {:messages request.messages
+                                     :tools (or request.tools (json.array))
+                                     :model (or request.model (agent.current-model))}
+                               {: on-event :session sid})]
+      (when (not ok)
+        ;; Text streamed before the failure stays in the conversation, as a cancelled call's
+        ;; does (tool calls without results would not be a valid transcript, so only text).
+        (let [text (and (= :table (type response)) (= :table (type response.partial))
+                        response.partial.text)]
+          (when (and sid (not request.silent?) (= :string (type text)) (text:find "%S"))
+            (session.append-message! {:role :assistant :content text} sid)))
+        (error response 0))
       (add-usage! response.usage)
       (when (and sid (= :table (type response.usage)))
         (session.emit! {:type :usage :usage response.usage} sid))

@@ -49,9 +49,9 @@ use serde_json::{Map, Value as Json, json};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, SettingDecl, to_lua};
 use crate::llm::{
-    ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, ENV_API_KEY,
-    ENV_BASE_URL, ENV_MODEL, LlmConfig, Provider, SendReasoning, StreamEvent,
+    ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONTENT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY,
+    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, LlmConfig, Provider, SendReasoning, StreamEvent,
 };
 
 /// `llm.fnl`, run with the `llm` table and the three host functions of [`call`]: defines
@@ -139,6 +139,7 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         headers: headers(lisp)?,
         connect_timeout: seconds(lisp, "llm.connect-timeout", false)?,
         idle_timeout: seconds(lisp, "llm.idle-timeout", false)?,
+        content_timeout: seconds(lisp, "llm.content-timeout", false)?,
         max_retries: max_retries(lisp)?,
         retry_base_delay: seconds(lisp, "llm.retry-base-delay", true)?,
         retry_max_delay: seconds(lisp, "llm.retry-max-delay", true)?,
@@ -231,6 +232,14 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             "The longest silence, in seconds, once a request is sent: before the reply starts and between two pieces of it. Exceeding it fails the call without a retry.",
             "number",
             secs_json(DEFAULT_IDLE_TIMEOUT),
+            false,
+            line!(),
+        ),
+        decl(
+            "llm.content-timeout",
+            "The longest time, in seconds, a reply may stream without content (text, reasoning or a tool call): keep-alive comments and empty deltas do not count. Exceeding it fails the call, keeping what arrived.",
+            "number",
+            secs_json(DEFAULT_CONTENT_TIMEOUT),
             false,
             line!(),
         ),

@@ -308,6 +308,10 @@ impl Call<'_> {
         tokio::pin!(cancelled);
         let timer = tokio::time::sleep(idle);
         tokio::pin!(timer);
+        let quiet = self.config.content_timeout;
+        let no_content = tokio::time::sleep(quiet);
+        tokio::pin!(no_content);
+        let mut content = 0;
         let mut decoder = SseDecoder::new();
         let mut fold = Fold::new();
         let mut emit = |event: StreamEvent| {
@@ -321,6 +325,12 @@ impl Call<'_> {
                 () = &mut timer => {
                     return Err(Failure::Fatal(LlmError::IdleTimeout {
                         idle,
+                        partial: Box::new(fold.into_partial(false)),
+                    }));
+                }
+                () = &mut no_content => {
+                    return Err(Failure::Fatal(LlmError::NoContent {
+                        quiet,
                         partial: Box::new(fold.into_partial(false)),
                     }));
                 }
@@ -357,6 +367,10 @@ impl Call<'_> {
                 if let Err(error) = self.fold_payload(&mut fold, &payload, &mut emit) {
                     return Err(Failure::Fatal(fold_failure(error, fold)));
                 }
+            }
+            if fold.content_len() != content {
+                content = fold.content_len();
+                no_content.as_mut().reset(Instant::now() + quiet);
             }
             if decoder.is_done() {
                 break;

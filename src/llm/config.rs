@@ -29,6 +29,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Retries after the first attempt (so at most 5 requests) for failures before the first delta.
 pub const DEFAULT_MAX_RETRIES: u32 = 4;
+
+/// How long a stream may go on without any content (text, reasoning, a tool call's pieces)
+/// before the call fails: keep-alive comments and empty deltas reset the idle timeout but not
+/// this one.
+pub const DEFAULT_CONTENT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The first retry waits this long; each further retry doubles it.
 pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
 /// No retry waits longer than this, whatever the backoff or the server's `Retry-After` says.
@@ -75,6 +80,8 @@ pub struct LlmConfig {
     pub connect_timeout: Duration,
     /// See [`DEFAULT_IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
+    /// See [`DEFAULT_CONTENT_TIMEOUT`].
+    pub content_timeout: Duration,
     /// See [`DEFAULT_MAX_RETRIES`].
     pub max_retries: u32,
     /// See [`DEFAULT_RETRY_BASE_DELAY`].
@@ -98,6 +105,7 @@ impl Default for LlmConfig {
             headers: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            content_timeout: DEFAULT_CONTENT_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
@@ -153,6 +161,7 @@ impl fmt::Debug for LlmConfig {
             )
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("content_timeout", &self.content_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_base_delay", &self.retry_base_delay)
             .field("retry_max_delay", &self.retry_max_delay)

@@ -55,6 +55,13 @@ pub enum LlmError {
         partial: Box<ChatOutcome>,
     },
 
+    /// The stream went on for `quiet` without any content (only keep-alives or empty deltas).
+    #[error("the model sent no content for {}s (llm.content-timeout)", quiet.as_secs_f64())]
+    NoContent {
+        quiet: Duration,
+        partial: Box<ChatOutcome>,
+    },
+
     /// The stream broke after it had started: reset, truncated body, or an end without
     /// `[DONE]` or a `finish_reason`.
     #[error("the model stream broke off: {reason}")]
@@ -86,6 +93,7 @@ impl LlmError {
     pub fn partial(&self) -> Option<&ChatOutcome> {
         match self {
             Self::IdleTimeout { partial, .. }
+            | Self::NoContent { partial, .. }
             | Self::StreamBroken { partial, .. }
             | Self::MalformedChunk { partial, .. }
             | Self::Provider { partial, .. } => Some(partial),

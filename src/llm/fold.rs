@@ -85,6 +85,17 @@ impl Fold {
         Self::default()
     }
 
+    /// How much content has been folded (bytes of text, reasoning and tool calls, and reasoning
+    /// items): it grows with every delta that carries something.
+    pub fn content_len(&self) -> usize {
+        let calls: usize = self
+            .calls
+            .iter()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+            .sum();
+        self.text.len() + self.reasoning.len() + self.reasoning_details.len() + calls
+    }
+
     /// Fold the JSON text of one `data:` payload.
     pub fn push_json(
         &mut self,

@@ -442,6 +442,7 @@ fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
         LlmError::NotAStream { .. } => "not-a-stream",
         LlmError::Connect { .. } => "connect",
         LlmError::IdleTimeout { .. } => "idle-timeout",
+        LlmError::NoContent { .. } => "no-content",
         LlmError::StreamBroken { .. } => "stream-broken",
         LlmError::MalformedChunk { .. } => "malformed-chunk",
         LlmError::Provider { .. } => "provider",
