@@ -115,6 +115,27 @@ pub fn project_lisp(dir: &Path) -> PathBuf {
 }
 
 /// Create `dir` (and parents) with mode 0700 when it is missing.
+/// Why `dir` may not hold oml's sockets, or `Ok`: it must be a real directory (not a link),
+/// owned by this user, that neither group nor others can write or enter — what ssh-agent and
+/// tmux ask of theirs, so nobody else can put a socket in oml's place or reach oml's.
+pub fn check_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".into());
+    }
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!("it belongs to user {}, not to user {me}", meta.uid()));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!("its mode is {mode:o}: group or others can use it"));
+    }
+    Ok(())
+}
+
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if dir.is_dir() {

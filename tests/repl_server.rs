@@ -337,3 +337,38 @@ async fn read_to_end(c: &mut Client) -> String {
         .expect("read");
     String::from_utf8(rest).expect("utf-8")
 }
+
+/// A runtime folder that others can use is refused, as ssh-agent and tmux refuse theirs: the
+/// socket goes to `<state>/run` instead, and stderr says why.
+#[test]
+fn a_runtime_folder_others_can_use_is_refused() {
+    use std::io::BufRead as _;
+    let home = Home::new();
+    let shared = home.runtime.join("oml");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut child = home
+        .blocking_command(&["repl", "--listen"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let socket = std::path::PathBuf::from(line.trim_end());
+    assert!(
+        socket.starts_with(home.state.join("oml").join("run")),
+        "{socket:?}; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("not using") && stderr.contains("its mode is 777"),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(&shared).unwrap().next().is_none());
+}

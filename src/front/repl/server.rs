@@ -32,13 +32,33 @@ pub struct ReplServer {
     accept: tokio::task::JoinHandle<()>,
 }
 
+/// The folder for this process's socket: the runtime folder when it is private, else
+/// `<state>/run` (which must be private too).
+fn socket_dir(paths: &Paths) -> io::Result<PathBuf> {
+    paths::ensure_private_dir(&paths.runtime)?;
+    let Err(why) = paths::check_private_dir(&paths.runtime) else {
+        return Ok(paths.runtime.clone());
+    };
+    let fallback = paths.state.join("run");
+    crate::front::stdio::err!(
+        "oml: not using {} for the REPL socket: {why}; using {}",
+        paths.runtime.display(),
+        fallback.display()
+    );
+    paths::ensure_private_dir(&fallback)?;
+    paths::check_private_dir(&fallback).map_err(|why| {
+        io::Error::other(format!("{} cannot hold the REPL socket: {why}", fallback.display()))
+    })?;
+    Ok(fallback)
+}
+
 impl ReplServer {
-    /// Listen on `<runtime>/repl-<pid>.sock` and record the path in the state dir.
+    /// Listen on `<runtime>/repl-<pid>.sock` and record the path in the state dir. A runtime
+    /// folder another user owns, or that group or others can use, is refused
+    /// ([`paths::check_private_dir`]) for `<state>/run`, and stderr says so.
     pub async fn start(lisp: Lisp, paths: &Paths) -> io::Result<ReplServer> {
-        paths::ensure_private_dir(&paths.runtime)?;
-        let path = paths
-            .runtime
-            .join(format!("repl-{}.sock", std::process::id()));
+        let dir = socket_dir(paths)?;
+        let path = dir.join(format!("repl-{}.sock", std::process::id()));
         let server = Self::start_at(lisp, &path)?;
         paths::ensure_private_dir(&paths.state)?;
         std::fs::write(paths.repl_socket_record(), path.display().to_string())?;
