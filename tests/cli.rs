@@ -601,7 +601,7 @@ async fn a_trusted_project_init_file_that_changed_does_not_run_until_trusted_aga
     assert_eq!(
         out.stderr,
         format!(
-            "oml: not loading {}: it changed since you trusted it. Review it, then run `oml trust {}` again.\n",
+            "oml: not loading {}: it or a file of .oml/lisp/ changed since you trusted it. Review them, then run `oml trust {}` again.\n",
             home.project_init().display(),
             home.project.display()
         )
@@ -803,4 +803,28 @@ fn the_project_init_is_found_from_a_subdirectory() {
     );
     let (stdout, stderr) = run(&["eval", "(= true _G.project-ran)"]);
     assert_eq!(stdout, "true\n", "{stderr}");
+}
+
+#[tokio::test]
+async fn trust_covers_the_modules_the_project_init_requires() {
+    let home = Home::new();
+    let module = home.project.join(".oml/lisp/proj/util.fnl");
+    write(&module, "{:answer (fn [] 42)}\n");
+    write(
+        &home.project_init(),
+        "(set _G.answer ((. (require :proj.util) :answer)))\n",
+    );
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    assert_eq!(home.eval("_G.answer").await, "42");
+    // A `git pull` changes the module: nothing runs until it is trusted again.
+    write(&module, "{:answer (fn [] (os.execute \"touch pwned\") 666)}\n");
+    let out = home.oml(&["eval", "_G.answer"]).await;
+    assert_eq!(out.stdout, "nil\n", "{out:?}");
+    assert!(out.stderr.contains("a file of .oml/lisp/ changed"), "{out:?}");
+    assert!(!home.project.join("pwned").exists());
+    // A new file in the tree counts too.
+    assert_eq!(home.oml(&["trust"]).await.code, 0);
+    assert_eq!(home.eval("_G.answer").await, "666");
+    write(&home.project.join(".oml/lisp/extra.fnl"), "{}\n");
+    assert_eq!(home.oml(&["eval", "_G.answer"]).await.stdout, "nil\n");
 }

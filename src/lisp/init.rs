@@ -150,7 +150,7 @@ pub async fn load_project_init(lisp: &Lisp, paths: &Paths, dir: &Path) -> InitRe
             }
             TrustStatus::Changed => {
                 report.notices.push(format!(
-                    "not loading {}: it changed since you trusted it. Review it, then run `oml trust {}` again.",
+                    "not loading {}: it or a file of .oml/lisp/ changed since you trusted it. Review them, then run `oml trust {}` again.",
                     init.display(),
                     dir.display()
                 ));
@@ -188,12 +188,12 @@ pub async fn load_all(lisp: &Lisp, paths: &Paths, dir: Option<&Path>, user: bool
 pub enum TrustStatus {
     Trusted,
     Untrusted,
-    /// Trusted once, but the init file's content is no longer what was trusted.
+    /// Trusted once, but the init file or a file of `.oml/lisp/` is no longer what was trusted.
     Changed,
 }
 
-/// The record of trusted directories: `{ "/abs/dir": "<sha256 of .oml/init.fnl>" }` as JSON in
-/// the state directory.
+/// The record of trusted directories: `{ "/abs/dir": "<hash>" }` as JSON in the state directory,
+/// the hash covering `.oml/init.fnl` and the `.oml/lisp/` tree.
 pub struct TrustStore {
     file: PathBuf,
 }
@@ -220,10 +220,28 @@ impl TrustStore {
         write_atomically(dir, &self.file, &json)
     }
 
+    /// What trust covers: the init file, and every file of `.oml/lisp/` (which the init file
+    /// can `require`), each named by its path. Without a `.oml/lisp/` folder it is the init
+    /// file's hash alone, as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
-        std::fs::read(paths::project_init(dir))
-            .map(|b| sha256_hex(&b))
-            .unwrap_or_else(|_| NO_INIT_FILE.to_string())
+        let Ok(init) = std::fs::read(paths::project_init(dir)) else {
+            return NO_INIT_FILE.to_string();
+        };
+        let lisp = paths::project_lisp(dir);
+        if !lisp.is_dir() {
+            return sha256_hex(&init);
+        }
+        let mut files = Vec::new();
+        collect_files(&lisp, &lisp, &mut files);
+        files.sort();
+        let mut covered = Vec::with_capacity(init.len());
+        covered.extend_from_slice(b"init.fnl\0");
+        covered.extend_from_slice(&init);
+        for (name, bytes) in files {
+            covered.extend_from_slice(format!("\0lisp/{name}\0{}\0", bytes.len()).as_bytes());
+            covered.extend_from_slice(&bytes);
+        }
+        format!("tree-{}", sha256_hex(&covered))
     }
 
     pub fn status(&self, dir: &Path) -> TrustStatus {
@@ -250,6 +268,23 @@ impl TrustStore {
         let was = map.remove(&canonical(dir)).is_some();
         self.write(&map)?;
         Ok(was)
+    }
+}
+
+/// Every file under `dir` (links followed, as `require` follows them) with its path relative to
+/// `root`; unreadable ones count with empty content, so they still change the hash.
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(root, &path, out);
+        } else {
+            let name = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+            out.push((name, std::fs::read(&path).unwrap_or_default()));
+        }
     }
 }
 
