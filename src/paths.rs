@@ -127,7 +127,10 @@ pub fn check_private_dir(dir: &Path) -> Result<(), String> {
     // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me {
-        return Err(format!("it belongs to user {}, not to user {me}", meta.uid()));
+        return Err(format!(
+            "it belongs to user {}, not to user {me}",
+            meta.uid()
+        ));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {

@@ -1678,3 +1678,35 @@ fn file_tools_go_through_the_client_when_it_offers_fs() {
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "on disk\n");
     assert!(!env.project.join("new.txt").exists());
 }
+
+/// A copied session file names the original in its header: `session/load` finds sessions by
+/// file name, so `session/list` leaves the copy out rather than offer what cannot be loaded.
+#[test]
+fn session_list_offers_only_what_session_load_accepts() {
+    let env = Env::new();
+    let dir = env.root.join("state/oml/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let here = env.project.display().to_string();
+    let header =
+        json!({"type": "session", "id": "s-orig", "cwd": here, "created": 0, "version": "0"});
+    let text = format!("{header}\n");
+    std::fs::write(dir.join("s-orig.jsonl"), &text).unwrap();
+    std::fs::write(dir.join("s-copy.jsonl"), &text).unwrap();
+    let mut c = Client::start(&env, None);
+    c.initialize();
+    let r = c.call("session/list", json!({"cwd": here}));
+    let ids: Vec<&str> = r["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s-orig"]);
+    for id in ids {
+        let r = c.call(
+            "session/load",
+            json!({"sessionId": id, "cwd": here, "mcpServers": []}),
+        );
+        assert!(r.get("error").is_none(), "{r}");
+    }
+}

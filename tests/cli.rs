@@ -817,10 +817,16 @@ async fn trust_covers_the_modules_the_project_init_requires() {
     assert_eq!(home.oml(&["trust"]).await.code, 0);
     assert_eq!(home.eval("_G.answer").await, "42");
     // A `git pull` changes the module: nothing runs until it is trusted again.
-    write(&module, "{:answer (fn [] (os.execute \"touch pwned\") 666)}\n");
+    write(
+        &module,
+        "{:answer (fn [] (os.execute \"touch pwned\") 666)}\n",
+    );
     let out = home.oml(&["eval", "_G.answer"]).await;
     assert_eq!(out.stdout, "nil\n", "{out:?}");
-    assert!(out.stderr.contains("a file of .oml/lisp/ changed"), "{out:?}");
+    assert!(
+        out.stderr.contains("a file of .oml/lisp/ changed"),
+        "{out:?}"
+    );
     assert!(!home.project.join("pwned").exists());
     // A new file in the tree counts too.
     assert_eq!(home.oml(&["trust"]).await.code, 0);

@@ -282,7 +282,11 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
         if path.is_dir() {
             collect_files(root, &path, out);
         } else {
-            let name = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+            let name = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
             out.push((name, std::fs::read(&path).unwrap_or_default()));
         }
     }

@@ -258,6 +258,16 @@ impl Store {
             let Some(summary) = summarize(&path) else {
                 continue;
             };
+            // A renamed or copied file names another session than its header does; `load`
+            // finds sessions by file name, so listing it would offer what cannot be loaded.
+            if path.file_stem().and_then(|s| s.to_str()) != Some(summary.id.as_str()) {
+                tracing::debug!(
+                    "not listing {}: its header names {}",
+                    path.display(),
+                    summary.id
+                );
+                continue;
+            }
             if cwd.is_some_and(|c| c != summary.cwd) {
                 continue;
             }

@@ -47,7 +47,10 @@ fn socket_dir(paths: &Paths) -> io::Result<PathBuf> {
     );
     paths::ensure_private_dir(&fallback)?;
     paths::check_private_dir(&fallback).map_err(|why| {
-        io::Error::other(format!("{} cannot hold the REPL socket: {why}", fallback.display()))
+        io::Error::other(format!(
+            "{} cannot hold the REPL socket: {why}",
+            fallback.display()
+        ))
     })?;
     Ok(fallback)
 }
