@@ -1237,6 +1237,16 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
         "the kept reasoning survives the session file"
     );
 
+    // Another process cannot open it while this one has it open.
+    let mut other = Client::start(&env, Some(&fake));
+    other.initialize();
+    let (_, r) = load_session(&mut other, "session/resume", &sid, &env.project);
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is open in another oml process"), "{r}");
+    drop(other);
+    let r = c.call("session/close", json!({"sessionId": sid}));
+    assert_eq!(r["result"], json!({}), "{r}");
+
     // Resume: no replay; close frees the session; delete removes it for good.
     let mut c2 = Client::start(&env, Some(&fake));
     c2.initialize();

@@ -385,3 +385,52 @@ fn an_argument_that_is_not_utf8_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(2), "{stderr}");
 }
+
+/// Two processes cannot write one session: the second is told, and the first's turn is
+/// stored whole.
+#[test]
+fn a_session_open_in_another_process_is_refused() {
+    let env = Env::new();
+    let first = FakeModel::start([Reply::from(text_chunks(&["hello"]))]);
+    assert_eq!(env.run(Some(&first), &["-p", "start"]).code, 0);
+    let list = env.run(None, &["sessions", "--json"]);
+    let id = serde_json::from_str::<Value>(list.stdout.lines().next().unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut slow_steps = vec![Step::Sleep(3000)];
+    slow_steps.extend(text_chunks(&["slow answer"]));
+    let slow = FakeModel::start([Reply::Stream(slow_steps)]);
+    let holder = env
+        .command(Some(&slow), &["-p", "--session", &id, "take your time"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    slow.wait_for_requests(1, std::time::Duration::from_secs(20));
+    let second = FakeModel::start([Reply::from(text_chunks(&["never"]))]);
+    let run = env.run(Some(&second), &["-p", "--session", &id, "me too"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("session {id} is open in another oml process")),
+        "{run:?}"
+    );
+    assert!(second.requests().is_empty());
+    let out = holder.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // Once the first has finished, the session opens again, with both of its turns.
+    let after = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
+    assert_eq!(
+        env.run(Some(&after), &["-p", "--session", &id, "now"]).code,
+        0
+    );
+    let users: Vec<String> = after.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(users, ["start", "take your time", "now"]);
+}

@@ -8,6 +8,7 @@
 
 pub mod entry;
 pub mod event;
+pub mod lock;
 pub mod registry;
 pub mod store;
 

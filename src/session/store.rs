@@ -32,6 +32,8 @@ enum Command {
 #[derive(Clone)]
 pub struct SessionLog {
     tx: mpsc::Sender<Command>,
+    /// Held while the session is open here (dropped after the writer has been told to stop).
+    _lock: std::sync::Arc<super::lock::SessionLock>,
 }
 
 impl SessionLog {
@@ -201,11 +203,13 @@ impl Store {
         });
         writeln!(file, "{}", serde_json::to_string(&header)?)?;
         file.sync_all()?;
-        Ok(spawn_writer(file, id))
+        let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
+        Ok(spawn_writer(file, id, lock))
     }
 
     /// Open an existing session's file for appending (after a newline if its last line is torn).
     pub fn open(&self, id: &str) -> std::io::Result<SessionLog> {
+        let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -219,7 +223,7 @@ impl Store {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(spawn_writer(file, id))
+        Ok(spawn_writer(file, id, lock))
     }
 
     /// Read session `id`.
@@ -278,7 +282,7 @@ impl Store {
     }
 }
 
-fn spawn_writer(file: File, id: &str) -> SessionLog {
+fn spawn_writer(file: File, id: &str, lock: super::lock::SessionLock) -> SessionLog {
     let (tx, rx) = mpsc::channel::<Command>();
     let name = format!("session-log-{id}");
     let spawn = std::thread::Builder::new().name(name).spawn(move || {
@@ -313,7 +317,10 @@ fn spawn_writer(file: File, id: &str) -> SessionLog {
     if let Err(e) = spawn {
         tracing::warn!("session log: cannot start the writer: {e}");
     }
-    SessionLog { tx }
+    SessionLog {
+        tx,
+        _lock: std::sync::Arc::new(lock),
+    }
 }
 
 /// Read a session file: the header, then entries; unparsable lines are skipped with a warning.
