@@ -277,7 +277,7 @@ fn the_search_tools_are_built_in_tools() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains(r#""bash edit find grep ls read write""#),
+        stdout.contains(r#""bash edit find grep ls read update_plan write""#),
         "{stdout}"
     );
     assert!(stdout.contains(r#""pattern""#), "{stdout}");
