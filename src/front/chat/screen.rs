@@ -206,10 +206,12 @@ impl Screen {
         }
     }
 
+    /// Up to the first row of the tail (cursor up, then to the row's start: VT100's own
+    /// sequences, where `ESC [ n F` is not known to every terminal) and erase to the end.
     fn erase_tail(&mut self) {
         if self.tail_rows > 0 {
             self.buf
-                .extend_from_slice(format!("\x1b[{}F\x1b[J", self.tail_rows).as_bytes());
+                .extend_from_slice(format!("\x1b[{}A\r\x1b[J", self.tail_rows).as_bytes());
             self.tail_rows = 0;
         }
     }
