@@ -166,11 +166,17 @@ the model (or how to configure one) and the input rules."
         (f:close)
         text))))
 
+(fn whole-lines [text]
+  ;; An edit's texts are pieces of a file: ended as lines, so that their diff does not say
+  ;; "No newline at end of file".
+  (if (or (= text "") (= "\n" (text:sub -1))) text (.. text "\n")))
+
 (fn edit-preview [args]
   (let [edits (if (= :table (type args.edits)) args.edits
                   [{:old_text args.old_text :new_text args.new_text}])]
     (table.concat (icollect [_ e (ipairs edits)]
-                    (chat.diff-text (or e.old_text "") (or e.new_text "")))
+                    (chat.diff-text (whole-lines (or e.old_text ""))
+                                    (whole-lines (or e.new_text ""))))
                   "\n")))
 
 (fn write-preview [args]
