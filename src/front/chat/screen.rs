@@ -108,7 +108,8 @@ impl Screen {
     }
 
     /// End the running card: its final header (rewritten in place when it is still the last
-    /// thing drawn) and its body.
+    /// thing drawn) and its body, each line cut to the width like the header and the tail, so
+    /// that a card keeps one row per line on a narrow terminal.
     pub fn end_card(&mut self, header: &str, body: Option<&str>) {
         self.clear_spinner();
         if self.header_live {
@@ -121,7 +122,8 @@ impl Screen {
         let fitted = fit(header, self.width - 1);
         self.lines(&fitted);
         if let Some(body) = body.filter(|b| !b.is_empty()) {
-            self.lines(body);
+            let rows: Vec<String> = body.lines().map(|l| fit(l, self.width - 1)).collect();
+            self.lines(&rows.join("\n"));
         }
     }
 
