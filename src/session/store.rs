@@ -183,7 +183,10 @@ impl Store {
         valid_id(id) && self.path(id).is_file()
     }
 
-    /// Create the file of a new session (its header written and fsynced) and start its writer.
+    /// Create the file of a new session (its header written) and start its writer. The header
+    /// is fsynced with the first flush (or when the writer ends), not here: a session is created
+    /// on the way to a prompt (`oml` opening its chat), where an fsync costs milliseconds, and
+    /// a session that never got further has nothing worth keeping through a crash.
     pub fn create(&self, id: &str, cwd: &Path) -> std::io::Result<SessionLog> {
         if !valid_id(id) {
             return Err(std::io::Error::other(format!("bad session id {id:?}")));
@@ -200,8 +203,7 @@ impl Store {
             version: env!("CARGO_PKG_VERSION").to_owned(),
         });
         writeln!(file, "{}", serde_json::to_string(&header)?)?;
-        file.sync_all()?;
-        Ok(spawn_writer(file, id))
+        Ok(spawn_writer(file, id, true))
     }
 
     /// Open an existing session's file for appending (after a newline if its last line is torn).
@@ -219,7 +221,7 @@ impl Store {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(spawn_writer(file, id))
+        Ok(spawn_writer(file, id, false))
     }
 
     /// Read session `id`.
@@ -268,12 +270,13 @@ impl Store {
     }
 }
 
-fn spawn_writer(file: File, id: &str) -> SessionLog {
+/// Start the writer of `file`; `dirty` when it holds lines not fsynced yet.
+fn spawn_writer(file: File, id: &str, dirty: bool) -> SessionLog {
     let (tx, rx) = mpsc::channel::<Command>();
     let name = format!("session-log-{id}");
     let spawn = std::thread::Builder::new().name(name).spawn(move || {
         let mut file = std::io::BufWriter::new(file);
-        let mut dirty = false;
+        let mut dirty = dirty;
         while let Ok(cmd) = rx.recv() {
             match cmd {
                 Command::Append(line) => {
