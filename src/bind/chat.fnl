@@ -233,10 +233,12 @@ this session) or n (reject). Ctrl-C or Esc cancels the turn."
             "\n\n/resume ID goes on with one."))))
 
 (fn commands.resume [input]
-  {:fnl/docstring "Go on with a stored session (the chat only); without an id, the latest one of this directory."
+  {:fnl/docstring "Go on with a stored session (the chat only); without an id, the latest conversation of this directory."
    :hint "[session id]"}
   (let [id (if (= input "")
-               (let [latest (. (chat.stored-sessions) 1)] (and latest latest.id))
+               ;; The latest that holds a conversation (an empty session has no title).
+               (accumulate [found nil _ s (ipairs (chat.stored-sessions)) &until found]
+                 (and s.title s.id))
                input)]
     (if (not id) "No stored session to resume."
         (= id (session.current)) "This is that session."
