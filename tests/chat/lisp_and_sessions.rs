@@ -126,6 +126,66 @@ fn dash_c_goes_on_with_the_latest_session_of_the_directory() {
 }
 
 #[test]
+fn a_chat_opened_and_closed_without_a_word_does_not_hide_the_conversation_from_dash_c() {
+    let env = Env::new();
+    let fake = FakeModel::start([answer(&["Noted KIWI."]), answer(&["It was KIWI."])]);
+    let term = open(&env, Some(&fake), &[], &[]);
+    say(&term, "remember KIWI", "Noted KIWI.");
+    exit(&term);
+    // Opened, and closed at once.
+    let term = open(&env, Some(&fake), &[], &[]);
+    exit(&term);
+
+    let term = open(&env, Some(&fake), &["-c"], &[]);
+    resumed_id(&term.screen());
+    say(&term, "which fruit?", "It was KIWI.");
+    let second = messages(&fake.wait_for_requests(2, DEADLINE)[1].body);
+    assert!(second.contains("remember KIWI"), "{second}");
+    exit(&term);
+}
+
+#[test]
+fn slash_sessions_lists_them_and_slash_resume_goes_on_with_the_latest_conversation() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        answer(&["Noted FIG."]),
+        answer(&["It was FIG."]),
+        answer(&["A fresh start."]),
+    ]);
+    let term = open(&env, Some(&fake), &[], &[]);
+    say(&term, "remember FIG", "Noted FIG.");
+    exit(&term);
+    let first = env.run(None, &["sessions"]);
+
+    // A new chat (its own session, still empty) lists both, and resumes the one with words.
+    let term = open(&env, Some(&fake), &[], &[]);
+    let screen = say(&term, "/sessions", "/resume ID goes on with one.");
+    assert!(screen.contains("remember FIG"), "{screen}");
+    assert!(!screen.contains("error"), "{screen}");
+    let screen = say(&term, "/resume", "Resuming ");
+    let id = screen
+        .lines()
+        .find_map(|l| l.strip_prefix("Resuming "))
+        .expect("the id resumed")
+        .trim_end_matches('.')
+        .to_owned();
+    assert!(first.stdout.contains(&id), "{first:?}");
+    term.wait_for(&format!("session {id}"), DEADLINE);
+    say(&term, "which fruit?", "It was FIG.");
+    let second = messages(&fake.wait_for_requests(2, DEADLINE)[1].body);
+    assert!(second.contains("remember FIG"), "{second}");
+
+    // /new leaves it for a session of its own.
+    term.type_line("/new");
+    term.wait_for("Starting a new session.", DEADLINE);
+    wait_ready(&term);
+    say(&term, "hello", "A fresh start.");
+    let third = messages(&fake.wait_for_requests(3, DEADLINE)[2].body);
+    assert!(!third.contains("FIG"), "{third}");
+    exit(&term);
+}
+
+#[test]
 fn resume_lists_the_recent_sessions_and_asks_which() {
     let env = Env::new();
     let fake = FakeModel::start([answer(&["First."]), answer(&["Back again."])]);
