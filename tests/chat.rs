@@ -400,32 +400,43 @@ fn ctrl_c_while_the_answer_streams_stops_the_turn_and_keeps_the_text() {
 fn ctrl_c_while_a_command_runs_kills_it_and_the_chat_goes_on() {
     let env = Env::new();
     let pid_file = env.project.join("sleep.pid");
-    let command = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let background = env.project.join("background.pid");
+    // The shell becomes `sleep 30`, with another sleep in the background of its group.
+    let command = format!(
+        "sleep 31 & echo $! > {}; echo $$ > {}; exec sleep 30",
+        background.display(),
+        pid_file.display()
+    );
     let fake = FakeModel::start([bash_call("c1", &command), answer(&["After."])]);
     let term = open(&env, Some(&fake), &["--mode", "yolo"], &[]);
     term.type_line("sleep");
-    term.wait_for("● $ echo $$", DEADLINE);
+    term.wait_for("● $ sleep 31 &", DEADLINE);
     assert!(
         common::poll_until(DEADLINE, || std::fs::read_to_string(&pid_file)
             .is_ok_and(|s| s.ends_with('\n'))),
         "the command starts"
     );
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid_in = |file: &std::path::Path| -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (pid, background) = (pid_in(&pid_file), pid_in(&background));
     let pressed = Instant::now();
     term.ctrl_c();
     let screen = term.wait_for("stopped: cancelled", DEADLINE);
     wait_ready(&term);
     let took = pressed.elapsed();
     assert!(took < Duration::from_secs(10), "took {took:?}:\n{screen}");
-    assert!(screen.contains("✗ $ echo $$"), "{screen}");
-    assert!(
-        common::await_exit(pid, Duration::from_secs(5)),
-        "the command's process {pid} still runs"
-    );
+    assert!(screen.contains("✗ $ sleep 31 &"), "{screen}");
+    for pid in [pid, background] {
+        assert!(
+            common::await_exit(pid, Duration::from_secs(5)),
+            "the command's process {pid} still runs"
+        );
+    }
     assert_eq!(
         fake.requests().len(),
         1,
