@@ -102,16 +102,17 @@ the title, and for a finished bash its exit status."
   (let [out []
         all (icollect [l (string.gmatch (.. text "\n") "([^\n]*)\n")] l)]
     (each [i l (ipairs all) &until (> i n)]
-      (table.insert out (.. "  " (chat.clean l))))
+      (table.insert out (chat.style :dim (.. "  " (chat.clean l)))))
     (when (> (length all) n)
       (let [more (- (length all) n)]
-        (table.insert out (.. "  … " more (if (= more 1) " more line" " more lines")))))
-    (chat.style :dim (table.concat out "\n"))))
+        (table.insert out (chat.style :dim (.. "  … " more (if (= more 1) " more line" " more lines"))))))
+    (table.concat out "\n")))
 
 (fn chat.card-body [event]
   "What is shown under the card of the finished tool call EVENT (a tool-end with :content
 :error? :diff): the coloured diff of an edit or write, else the first `chat.result-lines` lines of
-its output; nil for nothing."
+its output; nil for nothing. Each line is cut to the terminal's width where it is drawn, so style
+each line on its own."
   (if (and (= :table (type event.diff)) (not (. event :error?)))
       (chat.diff-text (. event.diff :old-text) (. event.diff :new-text))
       (let [text (or event.content "")]
@@ -228,10 +229,12 @@ this session) or n (reject). Ctrl-C or Esc cancels the turn."
             "\n\n/resume ID goes on with one."))))
 
 (fn commands.resume [input]
-  {:fnl/docstring "Go on with a stored session (the chat only); without an id, the latest one of this directory."
+  {:fnl/docstring "Go on with a stored session (the chat only); without an id, the latest conversation of this directory."
    :hint "[session id]"}
   (let [id (if (= input "")
-               (let [latest (. (chat.stored-sessions) 1)] (and latest latest.id))
+               ;; The latest that holds a conversation (an empty session has no title).
+               (accumulate [found nil _ s (ipairs (chat.stored-sessions)) &until found]
+                 (and s.title s.id))
                input)]
     (if (not id) "No stored session to resume."
         (= id (session.current)) "This is that session."

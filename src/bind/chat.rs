@@ -160,7 +160,8 @@ const CHAT: &[HostFn] = &[
         name: "stored-sessions",
         args: "?all",
         doc: "The stored sessions of the chat's directory (every directory with ?ALL), latest \
-              first, as a list of {:id :title :updated :cwd}; empty when sessions are not stored.",
+              first, as a list of {:id :title :updated :cwd} (no :title: nothing was said in \
+              it); empty when sessions are not stored.",
         make: |lua| lua.create_function(stored_sessions),
     },
 ];
@@ -276,8 +277,13 @@ fn stored_sessions(lua: &Lua, all: Option<bool>) -> mlua::Result<Value> {
     let rows: Vec<serde_json::Value> = list
         .iter()
         .map(|s| {
-            serde_json::json!({"id": s.id, "title": s.title, "updated": s.updated_at,
-                               "cwd": s.cwd.display().to_string()})
+            let mut row = serde_json::json!({"id": s.id, "updated": s.updated_at,
+                                             "cwd": s.cwd.display().to_string()});
+            // Absent rather than null (json.null is truthy in Lisp): an empty session.
+            if let Some(title) = &s.title {
+                row["title"] = serde_json::json!(title);
+            }
+            row
         })
         .collect();
     crate::lisp::to_lua(lua, &serde_json::Value::Array(rows))

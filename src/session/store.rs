@@ -185,7 +185,10 @@ impl Store {
         valid_id(id) && self.path(id).is_file()
     }
 
-    /// Create the file of a new session (its header written and fsynced) and start its writer.
+    /// Create the file of a new session (its header written) and start its writer. The header
+    /// is fsynced with the first flush (or when the writer ends), not here: a session is created
+    /// on the way to a prompt (`oml` opening its chat), where an fsync costs milliseconds, and
+    /// a session that never got further has nothing worth keeping through a crash.
     pub fn create(&self, id: &str, cwd: &Path) -> std::io::Result<SessionLog> {
         if !valid_id(id) {
             return Err(std::io::Error::other(format!("bad session id {id:?}")));
@@ -202,9 +205,8 @@ impl Store {
             version: env!("CARGO_PKG_VERSION").to_owned(),
         });
         writeln!(file, "{}", serde_json::to_string(&header)?)?;
-        file.sync_all()?;
         let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
-        Ok(spawn_writer(file, id, lock))
+        Ok(spawn_writer(file, id, true, lock))
     }
 
     /// Open an existing session's file for appending (after a newline if its last line is torn).
@@ -223,7 +225,7 @@ impl Store {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(spawn_writer(file, id, lock))
+        Ok(spawn_writer(file, id, false, lock))
     }
 
     /// Read session `id`.
@@ -282,12 +284,13 @@ impl Store {
     }
 }
 
-fn spawn_writer(file: File, id: &str, lock: super::lock::SessionLock) -> SessionLog {
+/// Start the writer of `file`, holding `lock`; `dirty` when it holds lines not fsynced yet.
+fn spawn_writer(file: File, id: &str, dirty: bool, lock: super::lock::SessionLock) -> SessionLog {
     let (tx, rx) = mpsc::channel::<Command>();
     let name = format!("session-log-{id}");
     let spawn = std::thread::Builder::new().name(name).spawn(move || {
         let mut file = std::io::BufWriter::new(file);
-        let mut dirty = false;
+        let mut dirty = dirty;
         while let Ok(cmd) = rx.recv() {
             match cmd {
                 Command::Append(line) => {

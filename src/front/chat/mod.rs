@@ -328,13 +328,13 @@ impl Chat {
             .await
             .ok()
             .filter(|m| !m.is_null());
-        let info = json!({
+        let info = without_nulls(json!({
             "version": env!("CARGO_PKG_VERSION"),
             "model": model,
             "cwd": self.cwd().display().to_string(),
             "session": self.session,
             "resumed": resumed,
-        });
+        }));
         match self
             .agent
             .lisp()
@@ -362,13 +362,13 @@ impl Chat {
         }
         let lisp = self.agent.lisp();
         let window: Option<u64> = lisp.setting("llm.context-window").ok();
-        let info = json!({
+        let info = without_nulls(json!({
             "tokens": tally.tokens,
             "context": (tally.context > 0).then_some(tally.context),
             "window": window,
             "seconds": elapsed.as_secs_f64(),
             "stop-reason": stop_reason,
-        });
+        }));
         let line = lisp
             .function("chat.status-line")
             .ok()
@@ -430,6 +430,18 @@ impl Chat {
 
     fn lisp_error(&mut self, e: &LispError) {
         self.error(&e.to_string());
+    }
+}
+
+/// `info` without its null fields: a JSON null becomes `json.null` in Lisp, which is truthy, so
+/// a field that is not known must be absent (nil) for `(if info.model …)` to see that.
+fn without_nulls(info: serde_json::Value) -> serde_json::Value {
+    match info {
+        serde_json::Value::Object(mut fields) => {
+            fields.retain(|_, v| !v.is_null());
+            serde_json::Value::Object(fields)
+        }
+        other => other,
     }
 }
 

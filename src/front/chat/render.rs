@@ -276,22 +276,18 @@ impl<'a> Turn<'a> {
     /// first key; Ctrl-C or Esc cancels the turn).
     async fn ask(&mut self, ask: Ask) {
         self.end_text();
+        // Raw mode first: keys typed before the question shows are dropped, the ones after
+        // are read.
+        let raw = term::RawInput::start();
         self.screen.lines(&ask.question);
         self.screen.text("› ");
         self.screen.flush();
         let keys: Vec<char> = ask.keys.chars().collect();
-        let answer = loop {
-            let key = tokio::task::spawn_blocking(term::read_key)
+        let answer = match raw {
+            Some(raw) => tokio::task::spawn_blocking(move || one_of(&raw, &keys))
                 .await
-                .unwrap_or(Key::Gone);
-            match key {
-                Key::Enter => break keys.first().copied(),
-                Key::Char(c) if keys.contains(&c.to_ascii_lowercase()) => {
-                    break Some(c.to_ascii_lowercase());
-                }
-                Key::Char(_) => continue,
-                Key::Cancel | Key::Gone => break None,
-            }
+                .unwrap_or(None),
+            None => None,
         };
         let word = match answer {
             Some('y') => "yes".to_owned(),
@@ -348,6 +344,20 @@ impl<'a> Turn<'a> {
                 tracing::warn!("{name} failed: {e}");
                 None
             }
+        }
+    }
+}
+
+/// The key of `keys` pressed (Enter gives the first); `None` when the question is cancelled.
+fn one_of(raw: &term::RawInput, keys: &[char]) -> Option<char> {
+    loop {
+        match raw.read_key() {
+            Key::Enter => return keys.first().copied(),
+            Key::Char(c) if keys.contains(&c.to_ascii_lowercase()) => {
+                return Some(c.to_ascii_lowercase());
+            }
+            Key::Char(_) => continue,
+            Key::Cancel | Key::Gone => return None,
         }
     }
 }

@@ -108,7 +108,8 @@ impl Screen {
     }
 
     /// End the running card: its final header (rewritten in place when it is still the last
-    /// thing drawn) and its body.
+    /// thing drawn) and its body, each line cut to the width like the header and the tail, so
+    /// that a card keeps one row per line on a narrow terminal.
     pub fn end_card(&mut self, header: &str, body: Option<&str>) {
         self.clear_spinner();
         if self.header_live {
@@ -121,7 +122,8 @@ impl Screen {
         let fitted = fit(header, self.width - 1);
         self.lines(&fitted);
         if let Some(body) = body.filter(|b| !b.is_empty()) {
-            self.lines(body);
+            let rows: Vec<String> = body.lines().map(|l| fit(l, self.width - 1)).collect();
+            self.lines(&rows.join("\n"));
         }
     }
 
@@ -206,10 +208,12 @@ impl Screen {
         }
     }
 
+    /// Up to the first row of the tail (cursor up, then to the row's start: VT100's own
+    /// sequences, where `ESC [ n F` is not known to every terminal) and erase to the end.
     fn erase_tail(&mut self) {
         if self.tail_rows > 0 {
             self.buf
-                .extend_from_slice(format!("\x1b[{}F\x1b[J", self.tail_rows).as_bytes());
+                .extend_from_slice(format!("\x1b[{}A\r\x1b[J", self.tail_rows).as_bytes());
             self.tail_rows = 0;
         }
     }

@@ -5,6 +5,7 @@
 //! Sessions are the agent's ordinary stored sessions: a chat is one `oml acp` can load.
 
 use std::io::{BufRead as _, Write as _};
+use std::path::Path;
 
 use mlua::{Table, Value};
 
@@ -12,6 +13,7 @@ use super::ChatOptions;
 use super::term::Caps;
 use crate::agent::{Agent, AgentEvent};
 use crate::front::stdio::out;
+use crate::session::store::{SessionSummary, Store};
 
 /// How many recent sessions `--resume` offers.
 pub const RESUME_CHOICES: usize = 10;
@@ -22,7 +24,7 @@ pub enum Start {
     /// A new one.
     #[default]
     New,
-    /// The latest stored session of this directory (`-c`), else a new one.
+    /// The latest stored conversation of this directory (`-c`), else a new session.
     Continue,
     /// One picked from the recent sessions of this directory (`--resume`).
     Pick,
@@ -49,7 +51,7 @@ pub async fn open(
     let existing = match (&options.start, store) {
         (Start::New, _) => None,
         (_, None) => return Err("sessions are not stored (--no-session)".into()),
-        (Start::Continue, Some(store)) => store.list(Some(&cwd)).first().map(|s| s.id.clone()),
+        (Start::Continue, Some(store)) => conversations(store, &cwd).first().map(|s| s.id.clone()),
         (Start::Id(id), Some(store)) => {
             if !store.exists(id) {
                 return Err(format!("no stored session {id}"));
@@ -57,7 +59,7 @@ pub async fn open(
             Some(id.clone())
         }
         (Start::Pick, Some(store)) => {
-            let list = store.list(Some(&cwd));
+            let list = conversations(store, &cwd);
             if list.is_empty() {
                 return Err("no stored sessions in this directory to resume".into());
             }
@@ -85,6 +87,15 @@ pub async fn open(
     Ok(opened)
 }
 
+/// The stored sessions of `cwd` that hold a conversation (a user message), latest first. An
+/// empty one (a chat opened and closed, an editor's `session/new`) is not one to go on with,
+/// and must not hide the conversation before it from `-c`.
+fn conversations(store: &Store, cwd: &Path) -> Vec<SessionSummary> {
+    let mut list = store.list(Some(cwd));
+    list.retain(|s| s.title.is_some());
+    list
+}
+
 /// Give session `id` the model and permission mode of the command line, when given.
 pub fn configure(agent: &Agent, id: &str, options: &ChatOptions) {
     agent.sessions().with(id, |s| {
@@ -99,7 +110,7 @@ pub fn configure(agent: &Agent, id: &str, options: &ChatOptions) {
 }
 
 /// Ask on the terminal which of the recent sessions to resume.
-fn pick(list: &[crate::session::store::SessionSummary]) -> Result<String, String> {
+fn pick(list: &[SessionSummary]) -> Result<String, String> {
     out!("Recent sessions of this directory:");
     for (i, s) in list.iter().take(RESUME_CHOICES).enumerate() {
         out!(

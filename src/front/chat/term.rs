@@ -4,7 +4,7 @@
 //! permission question.
 //!
 //! It knows nothing of what is drawn. Line editing (rustyline) manages the terminal on its own
-//! while it reads a line; [`read_key`] is only called while no line is being read.
+//! while it reads a line; [`RawInput`] is only used while no line is being read.
 
 use std::io::IsTerminal as _;
 
@@ -56,7 +56,7 @@ pub fn width() -> usize {
     }
 }
 
-/// A key read by [`read_key`].
+/// A key read by [`RawInput::read_key`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
     Char(char),
@@ -67,39 +67,56 @@ pub enum Key {
     Gone,
 }
 
-/// Read one key from the terminal on stdin in raw mode (no echo, no signals, so Ctrl-C is a
-/// key here), after dropping whatever was typed ahead, then restore the terminal. Escape
-/// sequences (arrow keys) are skipped. Blocks: call it from a blocking thread.
-pub fn read_key() -> Key {
-    let fd = libc::STDIN_FILENO;
-    let Some(saved) = raw_mode(fd) else {
-        return Key::Gone;
-    };
-    let key = loop {
-        let mut buf = [0u8; 16];
-        // SAFETY: read(2) writes at most `buf.len()` bytes into the buffer we own.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            break Key::Gone;
-        }
-        let bytes = &buf[..n as usize];
-        match bytes {
-            [3] | [0x1b] => break Key::Cancel,
-            [b'\r'] | [b'\n'] => break Key::Enter,
-            [0x1b, ..] => continue,
-            _ => {
-                if let Some(c) = std::str::from_utf8(bytes)
-                    .ok()
-                    .and_then(|s| s.chars().next())
-                {
-                    break Key::Char(c);
+/// The terminal on stdin in raw mode (no echo, no signals, so Ctrl-C is a key here), what was
+/// typed before dropped; the terminal is restored when it is dropped.
+///
+/// Start it before the question is drawn: a key pressed once the question shows is then read,
+/// never flushed with the keys typed ahead.
+pub struct RawInput {
+    saved: libc::termios,
+}
+
+impl RawInput {
+    /// Raw mode on stdin, or `None` when stdin is not a terminal.
+    pub fn start() -> Option<RawInput> {
+        raw_mode(libc::STDIN_FILENO).map(|saved| RawInput { saved })
+    }
+
+    /// Read one key. Escape sequences (arrow keys) are skipped. Blocks: call it from a blocking
+    /// thread.
+    pub fn read_key(&self) -> Key {
+        loop {
+            let mut buf = [0u8; 16];
+            // SAFETY: read(2) writes at most `buf.len()` bytes into the buffer we own.
+            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                return Key::Gone;
+            }
+            match &buf[..n as usize] {
+                [3] | [0x1b] => return Key::Cancel,
+                [b'\r'] | [b'\n'] => return Key::Enter,
+                [0x1b, ..] => continue,
+                bytes => {
+                    if let Some(c) = std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|s| s.chars().next())
+                    {
+                        return Key::Char(c);
+                    }
                 }
             }
         }
-    };
-    // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
-    unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
-    key
+    }
+}
+
+impl Drop for RawInput {
+    fn drop(&mut self) {
+        // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
+    }
 }
 
 /// Put `fd` in raw mode after flushing pending input; the attributes to restore, or `None`
