@@ -1,0 +1,73 @@
+//! What the command sandbox adds to starting a command (run with `cargo bench --bench sandbox`):
+//! `bash -c true` spawned and waited for, in one run,
+//!
+//! - `plain`: as `bash` ran before the sandbox (own process group, stdin from `/dev/null`);
+//! - `unconfined`: `sandbox.mode :off` (`setsid`, PDEATHSIG, the watcher);
+//! - `workspace_write`: the default sandbox, the Landlock ruleset built for each command as the
+//!   tools do (`sandbox::prepare`), network off;
+//! - `prepare`: building that ruleset alone.
+//!
+//! Measured 2026-12-01 on the shared 2-core build machine (release, Linux 6.18, Landlock ABI 7):
+//! see the figures in docs/src/safety.md's history in the changelog note of this change.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // bench output
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use oml::sandbox::{self, Mode, Policy, Prepared};
+
+fn main() {
+    divan::main();
+}
+
+fn bash_true() -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", "true"]).stdin(Stdio::null());
+    cmd
+}
+
+fn run(mut cmd: Command) {
+    let status = cmd.status().expect("run bash");
+    assert!(status.success());
+}
+
+fn policy() -> Policy {
+    Policy {
+        mode: Mode::WorkspaceWrite,
+        writable: vec![
+            std::env::temp_dir(),
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        ],
+        network: false,
+    }
+}
+
+#[divan::bench(sample_count = 200)]
+fn plain() {
+    let mut cmd = bash_true();
+    cmd.process_group(0);
+    run(cmd);
+}
+
+#[divan::bench(sample_count = 200)]
+fn unconfined() {
+    let mut cmd = bash_true();
+    Prepared::unconfined().confine(&mut cmd).expect("confine");
+    run(cmd);
+}
+
+#[divan::bench(sample_count = 200)]
+fn workspace_write() {
+    let mut cmd = bash_true();
+    sandbox::prepare(&policy())
+        .confine(&mut cmd)
+        .expect("Landlock is available");
+    run(cmd);
+}
+
+#[divan::bench(sample_count = 200)]
+fn prepare() -> Prepared {
+    sandbox::prepare(&policy())
+}
