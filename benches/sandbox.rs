@@ -5,7 +5,8 @@
 //! - `unconfined`: `sandbox.mode :off` (`setsid`, PDEATHSIG, the watcher);
 //! - `workspace_write`: the default sandbox, the Landlock ruleset built for each command as the
 //!   tools do (`sandbox::prepare`), network off;
-//! - `prepare`: building that ruleset alone.
+//! - `prepare_again`, `prepare_new`: `sandbox::prepare` alone, for a policy it has just seen
+//!   (the ruleset is reused) and for a new one (the ruleset is built).
 //!
 //! Measured 2026-12-01 on the shared 2-core build machine (release, Linux 6.18, Landlock ABI 7):
 //! see the figures in docs/src/safety.md's history in the changelog note of this change.
@@ -67,7 +68,21 @@ fn workspace_write() {
     run(cmd);
 }
 
+/// `sandbox::prepare` for a policy seen just before (the ruleset is reused).
 #[divan::bench(sample_count = 200)]
-fn prepare() -> Prepared {
+fn prepare_again() -> Prepared {
     sandbox::prepare(&policy())
+}
+
+/// `sandbox::prepare` building the ruleset: two policies in turn, so that none is reused.
+#[divan::bench(sample_count = 200)]
+fn prepare_new(bencher: divan::Bencher) {
+    let mut network = false;
+    bencher.bench_local(|| {
+        network = !network;
+        sandbox::prepare(&Policy {
+            network,
+            ..policy()
+        })
+    });
 }

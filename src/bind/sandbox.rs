@@ -10,7 +10,7 @@
 //! This module does not decide whether a command may run; it only says, as an error text, that
 //! the sandbox cannot be set up here (the permission policy may turn that into a question).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mlua::{Lua, Table};
 use serde_json::{Value as Json, json};
@@ -179,13 +179,13 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     t.set("abi", sandbox::landlock::probe().ok())?;
     t.set("network?", policy.network)?;
     let writable: Vec<String> = match policy.mode {
-        Mode::WorkspaceWrite => policy.writable.iter().map(shown).collect(),
+        Mode::WorkspaceWrite => policy
+            .writable
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
         Mode::ReadOnly | Mode::Off => Vec::new(),
     };
     t.set("writable", writable)?;
     Ok(t)
-}
-
-fn shown(path: &PathBuf) -> String {
-    path.display().to_string()
 }

@@ -24,7 +24,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// How often the watcher checks whether the command's group is empty once its first process has
 /// exited (while background processes of the command still run).
@@ -41,10 +41,14 @@ const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 
 /// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) is
 /// applied when `confined`, and kept open until `cmd` is dropped.
-pub(super) fn install(cmd: &mut std::process::Command, ruleset: Option<OwnedFd>, confined: bool) {
+pub(super) fn install(
+    cmd: &mut std::process::Command,
+    ruleset: Option<Arc<OwnedFd>>,
+    confined: bool,
+) {
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
     let lifeline = lifeline();
-    let ruleset_fd = ruleset.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+    let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     let steps = move || {
         let _open = &ruleset;
         in_child(parent, ruleset_fd, confined, lifeline)
@@ -99,12 +103,13 @@ fn in_child(
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: landlock_restrict_self takes a descriptor and flags; `ruleset` is the open
-        // ruleset descriptor the parent made (kept open by the closure that holds it).
-        if ruleset >= 0
-            && unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) } < 0
-        {
-            return Err(io::Error::last_os_error());
+        if ruleset >= 0 {
+            // SAFETY: landlock_restrict_self takes a descriptor and flags; `ruleset` is the open
+            // ruleset descriptor the parent made (kept open by the closure that holds it).
+            let restricted = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) };
+            if restricted < 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
     }
     match lifeline {
@@ -151,6 +156,10 @@ fn watch(lifeline: RawFd, leader: libc::pid_t) -> ! {
         },
     ];
     loop {
+        // Without a pidfd (the leader may be gone already), look at the group before waiting.
+        if fds[1].fd < 0 && group_is_empty(leader) {
+            exit(0);
+        }
         let timeout = if fds[1].fd >= 0 {
             -1
         } else {
@@ -171,9 +180,6 @@ fn watch(lifeline: RawFd, leader: libc::pid_t) -> ! {
             // SAFETY: closing the pidfd this function opened.
             unsafe { libc::close(fds[1].fd) };
             fds[1].fd = -1;
-        }
-        if fds[1].fd < 0 && group_is_empty(leader) {
-            exit(0);
         }
     }
 }

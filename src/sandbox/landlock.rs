@@ -25,7 +25,7 @@
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -110,17 +110,33 @@ pub fn status_for(abi: i32, policy: &Policy) -> Status {
     }
 }
 
-/// Build the ruleset for `policy` (not [`Mode::Off`]): its status and descriptor, or why
-/// Landlock cannot be used.
-pub(super) fn build(policy: &Policy) -> Result<(Status, OwnedFd), String> {
+/// The last ruleset built, reused while the policy stays the same: a ruleset can restrict any
+/// number of processes. Only a ruleset whose every path could be opened is kept, so a listed
+/// folder made later is picked up.
+type Cached = (Policy, Status, Arc<OwnedFd>);
+
+/// Build the ruleset for `policy` (not [`Mode::Off`]), or take the one built last for the same
+/// policy: its status and descriptor, or why Landlock cannot be used.
+pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
+    static LAST: Mutex<Option<Cached>> = Mutex::new(None);
     let abi = probe()?;
-    let ruleset = rules(policy).map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
+    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((cached, status, fd)) = last.as_ref() {
+        if cached == policy {
+            return Ok((status.clone(), fd.clone()));
+        }
+    }
+    let mut complete = true;
+    let ruleset = rules(policy, &mut complete)
+        .map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
     let fd: Option<OwnedFd> = ruleset.into();
     let fd = fd.ok_or_else(|| "this kernel does not support the Landlock ruleset".to_owned())?;
-    Ok((status_for(abi, policy), fd))
+    let (status, fd) = (status_for(abi, policy), Arc::new(fd));
+    *last = complete.then(|| (policy.clone(), status.clone(), fd.clone()));
+    Ok((status, fd))
 }
 
-fn rules(policy: &Policy) -> Result<RulesetCreated, landlock::RulesetError> {
+fn rules(policy: &Policy, complete: &mut bool) -> Result<RulesetCreated, landlock::RulesetError> {
     let all = AccessFs::from_all(FS_ABI);
     let read = AccessFs::from_read(FS_ABI);
     let mut ruleset = Ruleset::default()
@@ -133,6 +149,7 @@ fn rules(policy: &Policy) -> Result<RulesetCreated, landlock::RulesetError> {
             .scope(Scope::AbstractUnixSocket)?;
     }
     let mut created = ruleset.create()?;
+    let mut allow = |ruleset, path: &Path, access| allow(ruleset, path, access, complete);
     created = allow(created, Path::new("/"), AccessFs::ReadDir.into())?;
     for entry in std::fs::read_dir("/").into_iter().flatten().flatten() {
         if entry.file_name() != "dev" {
@@ -156,16 +173,18 @@ fn rules(policy: &Policy) -> Result<RulesetCreated, landlock::RulesetError> {
 }
 
 /// Allow `access` beneath `path`; a path that cannot be opened (missing, not permitted) is
-/// skipped, since the command could not use it either.
+/// skipped, since the command could not use it either, and `complete` is cleared.
 fn allow(
     ruleset: RulesetCreated,
     path: &Path,
     access: BitFlags<AccessFs>,
+    complete: &mut bool,
 ) -> Result<RulesetCreated, landlock::RulesetError> {
     match PathFd::new(path) {
         Ok(fd) => ruleset.add_rule(PathBeneath::new(fd, access)),
         Err(e) => {
             tracing::debug!("sandbox: not allowing {}: {e}", path.display());
+            *complete = false;
             Ok(ruleset)
         }
     }

@@ -40,7 +40,7 @@ pub mod landlock;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 pub use env::{SECRET_PATTERNS, Secrets, secret_names};
 
@@ -134,13 +134,14 @@ pub enum SandboxError {
 pub struct Prepared {
     mode: Mode,
     status: Status,
-    ruleset: Option<OwnedFd>,
+    ruleset: Option<Arc<OwnedFd>>,
     remove_env: Vec<OsString>,
 }
 
 /// Build the sandbox `policy` asks for. Never fails: what cannot be had is in the [`Status`]
-/// (an unavailable sandbox is refused later, by [`Prepared::confine`]). Costs a few system calls
-/// and one `open` per top-level folder; the kernel's Landlock version is probed only once.
+/// (an unavailable sandbox is refused later, by [`Prepared::confine`]). The first time for a
+/// policy costs one `open` and one system call per rule (about 0.15 ms); the same policy again
+/// reuses that ruleset. The kernel's Landlock version is probed only once.
 pub fn prepare(policy: &Policy) -> Prepared {
     let (status, ruleset) = match policy.mode {
         Mode::Off => (Status::Off, None),
