@@ -121,10 +121,8 @@ pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
     static LAST: Mutex<Option<Cached>> = Mutex::new(None);
     let abi = probe()?;
     let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((cached, status, fd)) = last.as_ref() {
-        if cached == policy {
-            return Ok((status.clone(), fd.clone()));
-        }
+    if let Some((_, status, fd)) = last.as_ref().filter(|(cached, ..)| cached == policy) {
+        return Ok((status.clone(), fd.clone()));
     }
     let mut complete = true;
     let ruleset = rules(policy, &mut complete)
