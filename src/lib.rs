@@ -9,7 +9,8 @@
 //!    built-in tools as plain Rust), `catalog` (known ACP agents), `jsonrpc` (the newline-delimited
 //!    JSON-RPC transport), `acp_client` (oml driving external ACP agents), `session` (the
 //!    registry, the loop's events and the session store), `project` (the project root, its
-//!    instruction files and its git state);
+//!    instruction files and its git state), `sandbox` (confining the commands oml runs: Landlock,
+//!    a new session, PDEATHSIG, secrets kept out of their environment);
 //! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
 //!    REPL conversation;
 //! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
@@ -30,5 +31,6 @@ pub mod lisp;
 pub mod llm;
 pub mod paths;
 pub mod project;
+pub mod sandbox;
 pub mod session;
 pub mod tools;

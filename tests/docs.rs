@@ -24,7 +24,7 @@ use oml::paths::Paths;
 /// these, must exist.
 const NAMESPACES: &[&str] = &[
     "llm", "agent", "tools", "commands", "session", "acp", "client", "catalog", "init", "repl",
-    "json", "oml",
+    "json", "oml", "sandbox",
 ];
 
 /// Names the docs may mention before they exist (a feature documented in the same change that

@@ -126,6 +126,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "acp_client",
             "session",
             "project",
+            "sandbox",
         ],
     ),
     ("the Lisp host", &["lisp"]),
@@ -136,7 +137,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// Imports allowed within one layer: (user, used).
-const SIDEWAYS: &[(&str, &str)] = &[("acp_client", "jsonrpc")];
+const SIDEWAYS: &[(&str, &str)] = &[("acp_client", "jsonrpc"), ("tools", "sandbox")];
 
 /// The top-level module a source file belongs to (`src/llm/sse.rs` → `llm`).
 fn module_of(rel: &str) -> Option<&str> {

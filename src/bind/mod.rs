@@ -15,6 +15,7 @@
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`) |
 //! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
 //! | `chat` | [`chat::install`] (with `chat.fnl`), only in the terminal chat |
+//! | `sandbox` settings, `oml.sandbox-status` | [`sandbox::install`] |
 //! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
 //!
 //! [`install`] installs every namespace that does not depend on the agent, in order; the CLI
@@ -26,20 +27,22 @@ pub mod chat;
 pub mod client;
 pub mod llm;
 pub mod project;
+pub mod sandbox;
 pub mod search;
 pub mod session;
 
 use crate::lisp::{Lisp, LispError};
 use crate::paths::Paths;
 
-/// Install the `llm`, `catalog` and `client` namespaces and `oml.reload` (which loads the init
-/// files of `paths`), before the init files run so that they can `setq`, redefine and advise
-/// everything. Each step says which namespace failed.
+/// Install the `llm`, `catalog`, `client` and `sandbox` namespaces and `oml.reload` (which loads
+/// the init files of `paths`), before the init files run so that they can `setq`, redefine and
+/// advise everything. Each step says which namespace failed.
 pub fn install(lisp: &Lisp, paths: &Paths) -> Result<(), InstallError> {
     llm::install(lisp).map_err(|e| InstallError::new("llm", e))?;
     session::install_reload(lisp, paths.clone()).map_err(|e| InstallError::new("oml.reload", e))?;
     catalog::install(lisp).map_err(|e| InstallError::new("catalog", e.into()))?;
     client::install(lisp).map_err(|e| InstallError::new("client", e.into()))?;
+    sandbox::install(lisp).map_err(|e| InstallError::new("sandbox", e))?;
     Ok(())
 }
 

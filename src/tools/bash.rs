@@ -1,7 +1,10 @@
 //! The `bash` tool: run one command with `bash -c` and return its merged output and outcome.
 //!
-//! How it runs: in the given working directory, in **its own process group** (so the whole tree
-//! can be killed at once), with stdin from `/dev/null` (our stdin may be the ACP stream) and
+//! How it runs: in the given working directory, in the sandbox the caller prepared
+//! (`crate::sandbox`: a **new session**, so its own process group and no controlling terminal,
+//! the whole tree killed at once on timeout and when oml ends; Landlock unless the sandbox is
+//! off; secrets removed from the environment), with stdin from `/dev/null` (our stdin may be the
+//! ACP stream) and
 //! stdout and stderr both writing into **one pipe**, so the output interleaves exactly as the
 //! command wrote it and never reaches our own stdout (the protocol stream). The pipe is read
 //! while the command runs, so a chatty command never blocks, and only the tail that will be
@@ -22,8 +25,8 @@
 //! While it runs, each chunk read from the pipe can also go to an optional [`Progress`] callback
 //! (the chat's live output tail); what the callback does is not this module's concern.
 //!
-//! It deliberately does not know about permissions, sandboxes or PTYs; a process that calls
-//! `setsid` escapes the group kill.
+//! It deliberately does not know about permissions, sandbox policies or PTYs; a process that
+//! calls `setsid` escapes the group kill. A sandbox that cannot be set up is an error result.
 //!
 //! Compare with pi: `packages/coding-agent/src/core/tools/bash.ts` (tail of 2000 lines / 50 KB,
 //! process-tree kill on abort).
@@ -44,6 +47,7 @@ use tokio::time::Instant;
 use super::truncate::TailBuffer;
 use super::{ToolError, ToolOutput};
 use crate::cancel::CancelToken;
+use crate::sandbox::Prepared;
 
 /// After SIGTERM on timeout or cancel, how long the process group gets to exit before SIGKILL.
 pub const BASH_KILL_GRACE: Duration = Duration::from_millis(200);
@@ -62,6 +66,9 @@ pub type Progress<'a> = &'a (dyn Fn(&[u8]) + Send + Sync);
 ///
 /// Never panics; every failure (a blank command, a missing directory, a failed spawn, a non-zero
 /// exit, a timeout, a cancel) is an error [`ToolOutput`].
+///
+/// The command is not confined ([`Prepared::unconfined`]: a new session, killed when oml ends);
+/// [`bash_with_progress`] takes a sandbox.
 pub async fn bash(
     command: &str,
     cwd: &Path,
@@ -69,10 +76,12 @@ pub async fn bash(
     max_chars: usize,
     cancel: &CancelToken,
 ) -> ToolOutput {
-    bash_with_progress(command, cwd, timeout, max_chars, cancel, None).await
+    let sandbox = Prepared::unconfined();
+    bash_with_progress(command, cwd, timeout, max_chars, cancel, None, sandbox).await
 }
 
-/// [`bash`], also giving each chunk of output to `progress` while the command runs.
+/// [`bash`] in `sandbox`, also giving each chunk of output to `progress` while the command runs.
+/// A sandbox that is unavailable here is an error result; the command does not run.
 pub async fn bash_with_progress(
     command: &str,
     cwd: &Path,
@@ -80,6 +89,7 @@ pub async fn bash_with_progress(
     max_chars: usize,
     cancel: &CancelToken,
     progress: Option<Progress<'_>>,
+    sandbox: Prepared,
 ) -> ToolOutput {
     if command.trim().is_empty() {
         return ToolError::CommandRequired.into();
@@ -87,7 +97,11 @@ pub async fn bash_with_progress(
     if !cwd.is_dir() {
         return ToolError::NoWorkingDirectory(cwd.to_path_buf()).into();
     }
-    match run(command, cwd, timeout, max_chars, cancel, progress).await {
+    let mut cmd = Command::new("bash");
+    if let Err(e) = sandbox.confine(cmd.as_std_mut()) {
+        return ToolError::Sandbox(e).into();
+    }
+    match run(cmd, command, cwd, timeout, max_chars, cancel, progress).await {
         Ok((end, output)) => finish(end, output, timeout),
         Err(error) => ToolError::io("run bash in", cwd, error).into(),
     }
@@ -135,7 +149,9 @@ fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(-1)
 }
 
+/// Run `command` with `cmd` (`bash`, already confined: its `setsid` makes the process group).
 async fn run(
+    mut cmd: Command,
     command: &str,
     cwd: &Path,
     timeout: Duration,
@@ -145,14 +161,12 @@ async fn run(
 ) -> io::Result<(End, String)> {
     let (reader, writer) = io::pipe()?;
     let mut child = {
-        let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(command)
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(writer.try_clone()?)
             .stderr(writer)
-            .process_group(0)
             .kill_on_drop(true);
         cmd.spawn()?
         // `cmd`, holding our copies of the pipe's write end, is dropped here, so the pipe

@@ -166,6 +166,9 @@ pub enum ToolError {
     /// The working directory for `bash` does not exist.
     #[error("Working directory not found: {}", .0.display())]
     NoWorkingDirectory(PathBuf),
+    /// The command's sandbox cannot be set up here, so the command did not run.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
     /// Any other I/O failure, with what was being done and to which path.
     #[error("Cannot {action} {}: {source}", path.display())]
     Io {

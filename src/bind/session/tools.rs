@@ -4,7 +4,9 @@
 //! them, with the defaults of `crate::tools`.
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
-//! session). This module does not decide whether a tool may run; the agent asks first.
+//! session). `oml.tool-bash` and `oml.run-process` run their commands in the sandbox that
+//! `crate::bind::sandbox` makes from the `sandbox.*` settings. This module does not decide
+//! whether a tool may run; the agent asks first.
 
 use std::time::Duration;
 
@@ -100,7 +102,7 @@ fn output_reporter(lua: &Lua) -> Option<impl Fn(&[u8]) + Send + Sync + use<>> {
 }
 
 /// The running coroutine's directory: its session's, else the process's.
-fn cwd(lua: &Lua) -> std::path::PathBuf {
+pub(crate) fn cwd(lua: &Lua) -> std::path::PathBuf {
     match sessions(lua) {
         Ok(s) => current_cwd(lua, &s),
         Err(_) => super::process_cwd(),
@@ -189,9 +191,11 @@ const TOOLS: &[HostFn] = &[
     HostFn {
         name: "tool-bash",
         args: "command timeout max-chars",
-        doc: "The bash tool: run COMMAND with bash in the session's directory; its process \
+        doc: "The bash tool: run COMMAND with bash in the session's directory, in the sandbox \
+              of the sandbox.* settings and without secrets in its environment; its process \
               group is killed after TIMEOUT seconds or when the prompt is cancelled. Keeps the \
-              last MAX-CHARS characters of output. Returns {:content :error?}.",
+              last MAX-CHARS characters of output. Returns {:content :error?}; a sandbox that \
+              cannot be set up here is an error result saying why.",
         make: |lua| {
             create_async_function(
                 lua,
@@ -199,11 +203,16 @@ const TOOLS: &[HostFn] = &[
                     let cwd = cwd(&lua);
                     let cancel = session_cancel(&lua);
                     let report = output_reporter(&lua);
+                    let sandbox = crate::bind::sandbox::prepare(&lua, &cwd);
                     async move {
+                        let sandbox = match sandbox {
+                            Ok(sandbox) => sandbox,
+                            Err(why) => return output_table(&lua, ToolOutput::error(why)),
+                        };
                         let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
                         let progress = report.as_ref().map(|r| r as tools::bash::Progress<'_>);
                         let out = tools::bash_with_progress(
-                            &command, &cwd, timeout, max_chars, &cancel, progress,
+                            &command, &cwd, timeout, max_chars, &cancel, progress, sandbox,
                         )
                         .await;
                         output_table(&lua, out)
@@ -224,17 +233,25 @@ const TOOLS: &[HostFn] = &[
         name: "run-process",
         args: "argv",
         doc: "Run the program ARGV[1] with the arguments ARGV[2..] in the session's directory, \
-              without a shell, and wait for it. Returns {:exit :stdout :stderr}. A program that \
-              cannot start is an error; so is the prompt's cancellation (\"Cancelled\").",
+              without a shell, and wait for it; like bash, in the sandbox of the sandbox.* \
+              settings and without secrets in its environment. Returns {:exit :stdout :stderr}. \
+              A program that cannot start is an error; so are a sandbox that cannot be set up \
+              here and the prompt's cancellation (\"Cancelled\").",
         make: |lua| {
             create_async_function(lua, |lua, argv: Vec<String>| {
                 let cwd = cwd(&lua);
                 let cancel = session_cancel(&lua);
+                let sandbox = crate::bind::sandbox::prepare(&lua, &cwd);
                 async move {
                     let (program, args) = argv
                         .split_first()
                         .ok_or_else(|| rt("run-process: the argument list is empty"))?;
-                    let child = tokio::process::Command::new(program)
+                    let mut cmd = tokio::process::Command::new(program);
+                    sandbox
+                        .map_err(rt)?
+                        .confine(cmd.as_std_mut())
+                        .map_err(|e| rt(e.to_string()))?;
+                    let child = cmd
                         .args(args)
                         .current_dir(&cwd)
                         .stdin(std::process::Stdio::null())

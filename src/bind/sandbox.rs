@@ -1,0 +1,191 @@
+//! The `sandbox.*` settings and `oml.sandbox-status`: the Lisp face of `crate::sandbox`, and the
+//! one place that turns the settings into the sandbox a command runs in ([`prepare`]), for the
+//! `bash` tool and `oml.run-process`.
+//!
+//! The workspace a command may write in is the project root of its directory
+//! (`crate::project::find_root`: the nearest folder with `.git` or `.oml/`), else the directory
+//! itself; the system temp dir and `sandbox.writable` are added. Secrets are the variables
+//! `crate::sandbox::env` picks, plus every variable whose value is `llm.api-key`'s.
+//!
+//! This module does not decide whether a command may run; it only says, as an error text, that
+//! the sandbox cannot be set up here (the permission policy may turn that into a question).
+
+use std::path::Path;
+
+use mlua::{Lua, Table};
+use serde_json::{Value as Json, json};
+
+use super::session::tools::cwd;
+use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, define};
+use crate::sandbox::{self, Mode, Policy, Prepared, Secrets, Status};
+
+const FILE: &str = "src/bind/sandbox.rs";
+
+/// What the tool result says when the sandbox is unavailable, after the reason.
+pub const TURN_OFF_HINT: &str = "set sandbox.mode to :off to run unconfined";
+
+/// Declare the `sandbox.*` settings and define `oml.sandbox-status`.
+pub fn install(lisp: &Lisp) -> Result<(), LispError> {
+    for decl in settings() {
+        lisp.declare_setting(&decl)?;
+    }
+    define(lisp.lua(), "oml", SANDBOX)?;
+    Ok(())
+}
+
+fn settings() -> Vec<SettingDecl> {
+    let decl = |name, doc, ty: Json, default, line| SettingDecl {
+        name,
+        doc,
+        ty,
+        default,
+        secret: false,
+        file: FILE,
+        line,
+    };
+    let modes = json!([
+        Mode::WorkspaceWrite.name(),
+        Mode::ReadOnly.name(),
+        Mode::Off.name()
+    ]);
+    vec![
+        decl(
+            "sandbox.mode",
+            "How `bash` and `oml.run-process` commands are confined (Linux Landlock): :workspace-write (read everywhere, write only in the project, the temp dir and sandbox.writable), :read-only (write nowhere) or :off (not confined). Every mode runs commands in a session of their own, with no terminal, killed when oml ends.",
+            modes,
+            json!(Mode::WorkspaceWrite.name()),
+            line!(),
+        ),
+        decl(
+            "sandbox.network?",
+            "Whether confined commands may open TCP connections and listen on TCP ports. Denying needs Linux 6.7 (Landlock ABI 4); on older kernels oml.sandbox-status says the network is not restricted.",
+            "boolean".into(),
+            json!(false),
+            line!(),
+        ),
+        decl(
+            "sandbox.writable",
+            "More folders (or files) where :workspace-write commands may write, besides the project root and the temp dir, e.g. [\"~/.cache\"]; relative paths are relative to the session's directory.",
+            "table".into(),
+            json!([]),
+            line!(),
+        ),
+        decl(
+            "sandbox.keep-env",
+            "Environment variables passed to commands even though their names look secret (contain KEY, TOKEN, SECRET or PASSWORD), e.g. [\"SSH_KEY_PATH\"].",
+            "table".into(),
+            json!([]),
+            line!(),
+        ),
+        decl(
+            "sandbox.drop-env",
+            "More environment variables removed from commands' environment, besides those whose names look secret and the one holding llm.api-key, e.g. [\"DATABASE_URL\"].",
+            "table".into(),
+            json!([]),
+            line!(),
+        ),
+    ]
+}
+
+/// The policy for a command run in `dir`, from the settings as they are now.
+pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
+    let mode: String = lisp.setting("sandbox.mode")?;
+    let mode = Mode::from_name(&mode)
+        .ok_or_else(|| LispError::Setting(format!("sandbox.mode: unknown mode {mode}")))?;
+    let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
+    let mut writable = vec![root, std::env::temp_dir()];
+    for path in strings(lisp, "sandbox.writable")? {
+        let resolved = crate::tools::resolve_path(dir, &path)
+            .map_err(|e| LispError::Setting(format!("sandbox.writable: {e}")))?;
+        writable.push(resolved);
+    }
+    Ok(Policy {
+        mode,
+        writable,
+        network: lisp.setting("sandbox.network?")?,
+    })
+}
+
+/// The secrets to remove, from the settings as they are now.
+pub fn secrets(lisp: &Lisp) -> Result<Secrets, LispError> {
+    let key: Option<String> = lisp.setting("llm.api-key")?;
+    let mut also = vec![crate::llm::config::ENV_API_KEY.to_owned()];
+    if let Some(key) = key.filter(|k| !k.is_empty()) {
+        let same = std::env::vars_os().filter(|(_, v)| v.as_encoded_bytes() == key.as_bytes());
+        also.extend(same.map(|(name, _)| name.to_string_lossy().into_owned()));
+    }
+    Ok(Secrets {
+        also,
+        keep: strings(lisp, "sandbox.keep-env")?,
+        drop: strings(lisp, "sandbox.drop-env")?,
+    })
+}
+
+/// The sandbox for a command run in `dir` by the running Lisp, with the secrets scrubbed; `Err`
+/// is the text a tool result gives when the sandbox cannot be set up here (or a setting is
+/// wrong).
+pub(crate) fn prepare(lua: &Lua, dir: &Path) -> Result<Prepared, String> {
+    let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
+    let policy = policy(&lisp, dir).map_err(|e| e.to_string())?;
+    let secrets = secrets(&lisp).map_err(|e| e.to_string())?;
+    let prepared = sandbox::prepare(&policy);
+    if let Status::Unavailable(reason) = prepared.status() {
+        let refusal = sandbox::SandboxError::Unavailable(reason.clone());
+        return Err(format!("{refusal}; {TURN_OFF_HINT}"));
+    }
+    Ok(prepared.scrub_env(&secrets))
+}
+
+/// A list-of-strings setting (an empty table counts as an empty list).
+fn strings(lisp: &Lisp, name: &str) -> Result<Vec<String>, LispError> {
+    let wrong = || LispError::Setting(format!("{name} expects a list of strings"));
+    match lisp.setting::<Json>(name)? {
+        Json::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Json::String(s) => Ok(s),
+                _ => Err(wrong()),
+            })
+            .collect(),
+        Json::Object(map) if map.is_empty() => Ok(Vec::new()),
+        _ => Err(wrong()),
+    }
+}
+
+const SANDBOX: &[HostFn] = &[HostFn {
+    name: "sandbox-status",
+    args: "?dir",
+    doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
+          directory) on this kernel, from the sandbox.* settings as they are now: {:mode \
+          :enforced :reason :abi :network? :writable}. :enforced is :full, :partial (some of \
+          the policy is not enforced here; :reason says what), :unavailable (commands are \
+          refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
+          without Landlock); :writable lists where :workspace-write commands may write.",
+    make: |lua| lua.create_function(sandbox_status),
+}];
+
+/// `oml.sandbox-status`.
+fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
+    let rt = |e: LispError| mlua::Error::RuntimeError(e.to_string());
+    let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
+    let here = cwd(lua);
+    let dir = dir.map_or(here.clone(), |d| here.join(d));
+    let policy = policy(&lisp, &dir).map_err(rt)?;
+    let status = sandbox::status(&policy);
+    let t = lua.create_table()?;
+    t.set("mode", policy.mode.name())?;
+    t.set("enforced", status.name())?;
+    t.set("reason", status.reason())?;
+    t.set("abi", sandbox::landlock::probe().ok())?;
+    t.set("network?", policy.network)?;
+    let writable: Vec<String> = match policy.mode {
+        Mode::WorkspaceWrite => policy
+            .writable
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        Mode::ReadOnly | Mode::Off => Vec::new(),
+    };
+    t.set("writable", writable)?;
+    Ok(t)
+}

@@ -1,0 +1,232 @@
+//! What a sandboxed command's process does between fork and exec, and the watcher it leaves
+//! behind. Everything here after the fork is async-signal-safe: plain system calls on values
+//! prepared before the fork, no allocation, no locks.
+//!
+//! The steps (see the module doc of `sandbox`): `setsid`, `PR_SET_PDEATHSIG` with the check
+//! that oml still is the parent, and when confined `PR_SET_NO_NEW_PRIVS` and
+//! `landlock_restrict_self`; then the watcher is forked.
+//!
+//! **The watcher** is a process forked with a raw `clone(SIGCHLD)` (glibc's `fork` runs atfork
+//! handlers that may take locks held by threads that do not exist in this child). It closes
+//! every descriptor but the read end of oml's *lifeline* pipe, whose write end only oml holds,
+//! moves to a process group of its own (staying in the command's session, which keeps the
+//! session's id, and so the command's group id, from being reused while it lives) and waits:
+//! when the lifeline reports end-of-file, oml has ended, however it ended, and the watcher sends
+//! SIGKILL to the command's process group; once the command's first process has exited and its
+//! group is empty, the watcher exits. A process of the command that makes a session or group of
+//! its own (`setsid`, `setpgid`) escapes it.
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that spawned the command ends, not the process.
+//! Callers spawn from a thread that awaits the command, so that is not earlier than intended.
+//!
+//! This module knows nothing of policies or Landlock's rules; it gets a ruleset descriptor.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::sync::{Arc, OnceLock};
+
+/// How often the watcher checks whether the command's group is empty once its first process has
+/// exited (while background processes of the command still run).
+const WATCH_INTERVAL_MS: libc::c_int = 1000;
+
+/// The exit status of a command whose oml ended before it could start.
+const PARENT_GONE_EXIT: libc::c_int = 128 + libc::SIGKILL;
+
+/// Descriptors the watcher closes one by one when the kernel has no `close_range` (Linux 5.9).
+const CLOSE_FALLBACK_MAX_FD: libc::c_int = 65_536;
+
+/// The last signal number whose handler the watcher resets to the default.
+const LAST_STANDARD_SIGNAL: libc::c_int = 31;
+
+/// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) is
+/// applied when `confined`, and kept open until `cmd` is dropped.
+pub(super) fn install(
+    cmd: &mut std::process::Command,
+    ruleset: Option<Arc<OwnedFd>>,
+    confined: bool,
+) {
+    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
+    let lifeline = lifeline();
+    let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+    let steps = move || {
+        let _open = &ruleset;
+        in_child(parent, ruleset_fd, confined, lifeline)
+    };
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls
+    // (setsid, prctl, getppid, landlock_restrict_self, clone, _exit) on integers captured before
+    // the fork; it allocates nothing and takes no lock, so it is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(steps);
+    }
+}
+
+/// The read end of oml's lifeline pipe (a descriptor above 2, so the child's stdio set-up does
+/// not replace it); `None` if the pipe could not be made.
+fn lifeline() -> Option<RawFd> {
+    static LIFELINE: OnceLock<Option<(OwnedFd, OwnedFd)>> = OnceLock::new();
+    LIFELINE
+        .get_or_init(|| {
+            let (read, write) = io::pipe().ok()?;
+            // `try_clone` duplicates to the lowest descriptor from 3 up, close-on-exec.
+            let read = OwnedFd::from(read).try_clone().ok()?;
+            Some((read, OwnedFd::from(write)))
+        })
+        .as_ref()
+        .map(|(read, _)| read.as_raw_fd())
+}
+
+/// The child's steps; async-signal-safe.
+fn in_child(
+    parent: libc::pid_t,
+    ruleset: RawFd,
+    confined: bool,
+    lifeline: Option<RawFd>,
+) -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and touches no memory.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let kill = libc::SIGKILL as libc::c_ulong;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, kill, 0, 0, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid takes no arguments. If oml died before PDEATHSIG was set, the child was
+    // reparented and will never get the signal: end now, as the signal would have.
+    if unsafe { libc::getppid() } != parent {
+        // SAFETY: _exit ends the process without running any handler.
+        unsafe { libc::_exit(PARENT_GONE_EXIT) };
+    }
+    if confined {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if ruleset >= 0 {
+            // SAFETY: landlock_restrict_self takes a descriptor and flags; `ruleset` is the open
+            // ruleset descriptor the parent made (kept open by the closure that holds it).
+            let restricted = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) };
+            if restricted < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    match lifeline {
+        Some(fd) => spawn_watcher(fd),
+        None => Ok(()),
+    }
+}
+
+/// Fork the watcher of this process's group (this process leads it after `setsid`).
+fn spawn_watcher(lifeline: RawFd) -> io::Result<()> {
+    // SAFETY: getpid takes no arguments.
+    let leader = unsafe { libc::getpid() };
+    let flags = libc::SIGCHLD as libc::c_long;
+    // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork handlers;
+    // the child runs `watch`, which makes only system calls and never returns.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
+    match pid {
+        p if p < 0 => Err(io::Error::last_os_error()),
+        0 => watch(lifeline, leader),
+        _ => Ok(()),
+    }
+}
+
+/// The watcher's life: kill group `leader` when the lifeline closes, exit once it is empty.
+fn watch(lifeline: RawFd, leader: libc::pid_t) -> ! {
+    close_all_but(lifeline);
+    reset_signals();
+    // SAFETY: setpgid and pidfd_open take integers; a failed pidfd_open (before Linux 5.3)
+    // leaves -1, which poll ignores, and the group is then checked every interval.
+    let pidfd = unsafe {
+        libc::setpgid(0, 0);
+        libc::syscall(libc::SYS_pidfd_open, leader, 0) as libc::c_int
+    };
+    let mut fds = [
+        libc::pollfd {
+            fd: lifeline,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // Without a pidfd (the leader may be gone already), look at the group before waiting.
+        if fds[1].fd < 0 && group_is_empty(leader) {
+            exit(0);
+        }
+        let timeout = if fds[1].fd >= 0 {
+            -1
+        } else {
+            WATCH_INTERVAL_MS
+        };
+        // SAFETY: two valid pollfd structures on this stack.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            exit(1);
+        }
+        if fds[0].revents != 0 {
+            // SAFETY: kill with integers; the group is this command's (its id is held by the
+            // session this watcher stays in).
+            unsafe { libc::kill(-leader, libc::SIGKILL) };
+            exit(0);
+        }
+        if fds[1].fd >= 0 && fds[1].revents != 0 {
+            // SAFETY: closing the pidfd this function opened.
+            unsafe { libc::close(fds[1].fd) };
+            fds[1].fd = -1;
+        }
+    }
+}
+
+/// Whether no process is left in group `pgid`.
+fn group_is_empty(pgid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks whether the group exists.
+    let result = unsafe { libc::kill(-pgid, 0) };
+    result < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Close every descriptor but `keep` (the watcher must not hold the command's output pipe, nor
+/// anything of oml's).
+fn close_all_but(keep: RawFd) {
+    let (keep_u, max) = (keep as libc::c_uint, libc::c_uint::MAX);
+    // SAFETY: close_range with integer bounds; these descriptors are this process's copies.
+    let ranges = unsafe {
+        let below = if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0, keep_u - 1, 0)
+        } else {
+            0
+        };
+        (
+            below,
+            libc::syscall(libc::SYS_close_range, keep_u + 1, max, 0),
+        )
+    };
+    if ranges.0 < 0 || ranges.1 < 0 {
+        for fd in (0..CLOSE_FALLBACK_MAX_FD).filter(|&fd| fd != keep) {
+            // SAFETY: closing a descriptor of this process; a closed one gives EBADF.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Give every standard signal its default action: oml's handlers (tokio's, Ctrl-C's) were
+/// copied into the watcher and have nothing to do there.
+fn reset_signals() {
+    for signal in 1..=LAST_STANDARD_SIGNAL {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            // SAFETY: signal(2) with SIG_DFL installs no handler of ours.
+            unsafe { libc::signal(signal, libc::SIG_DFL) };
+        }
+    }
+}
+
+fn exit(code: libc::c_int) -> ! {
+    // SAFETY: _exit ends the process at once, running nothing of ours.
+    unsafe { libc::_exit(code) }
+}

@@ -1,0 +1,410 @@
+//! The command sandbox against the real binary and real processes: `oml eval` calling
+//! `oml.tool-bash` (the bash tool's host function) and `oml.sandbox-status`, and `oml -p` with
+//! the fake model asking for a bash call. What a confined command may write, the network,
+//! `/dev/tty`, secrets in the environment, and background processes that must not outlive oml.
+//!
+//! These tests need Landlock (Linux 5.13, enabled); where it is missing they fail under CI and
+//! skip elsewhere (`common::skip`). Which network test runs depends on the kernel's Landlock ABI:
+//! from ABI 4 (Linux 6.7) a connect must fail, before it the status must say it is not enforced.
+
+#![allow(clippy::print_stderr)] // the skip notice
+
+mod common;
+mod support;
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{DEADLINE, Env, Run, await_exit, poll_until};
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::pty::Term;
+
+/// How to get Landlock, for [`common::skip`].
+const INSTALL_LANDLOCK: &str = "a Linux kernel 5.13 or later with Landlock enabled \
+    (CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter)";
+
+/// The variable the tests pass the command in (so that no quoting reaches Fennel).
+const COMMAND_VAR: &str = "SANDBOX_TEST_COMMAND";
+
+/// Seconds the bash tool gives a command: only a hang reaches it, and then the result says so.
+const TOOL_TIMEOUT_SECS: u32 = 30;
+
+/// The size of the terminal oml runs on in the `/dev/tty` test.
+const TERM_ROWS: u16 = 24;
+const TERM_COLS: u16 = 100;
+
+/// The kernel's Landlock ABI version, asked of the kernel directly (not through oml).
+fn kernel_abi() -> Option<i64> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
+    // the ABI version or an error.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    (v > 0).then_some(v)
+}
+
+/// The ABI, or `None` after [`common::skip`] said why the test cannot run.
+fn landlock_or_skip() -> Option<i64> {
+    let abi = kernel_abi();
+    if abi.is_none() {
+        common::skip("Landlock", INSTALL_LANDLOCK);
+    }
+    abi
+}
+
+/// A throw-away home whose temp dir (`TMPDIR`) is its own folder, so that `outside` (under the
+/// same `/tmp` folder, but neither in the project nor in the temp dir) is outside every writable
+/// path.
+struct Sandbox {
+    env: Env,
+    tmp: PathBuf,
+    outside: PathBuf,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let env = Env::new();
+        let tmp = env.root.join("tmp");
+        let outside = env.root.join("outside");
+        for dir in [&tmp, &outside] {
+            std::fs::create_dir_all(dir).expect("create a folder");
+        }
+        Sandbox { env, tmp, outside }
+    }
+
+    /// `oml eval` running `command` with the bash tool, with `vars` in oml's environment.
+    fn command(&self, command: &str, vars: &[(&str, &str)]) -> Command {
+        let form = format!(
+            "(print (. (oml.tool-bash (os.getenv \"{COMMAND_VAR}\") {TOOL_TIMEOUT_SECS} 100000) \
+             :content))"
+        );
+        let mut cmd = self.env.command(None, &["eval", &form]);
+        cmd.env("TMPDIR", &self.tmp)
+            .env(COMMAND_VAR, command)
+            .envs(vars.iter().copied());
+        cmd
+    }
+
+    /// The bash tool's result text for `command`.
+    fn bash(&self, command: &str) -> String {
+        self.bash_with(command, &[])
+    }
+
+    fn bash_with(&self, command: &str, vars: &[(&str, &str)]) -> String {
+        let run = Run::from(self.command(command, vars).output().expect("run oml"));
+        assert_eq!(run.code, 0, "{run:?}");
+        run.stdout.trim_end().to_owned()
+    }
+
+    /// What `oml eval` prints of FORM's value.
+    fn eval(&self, form: &str) -> String {
+        let form = format!("(print {form})");
+        let mut cmd = self.env.command(None, &["eval", &form]);
+        let run = Run::from(cmd.env("TMPDIR", &self.tmp).output().expect("run oml"));
+        assert_eq!(run.code, 0, "{run:?}");
+        run.stdout.trim_end().to_owned()
+    }
+}
+
+#[test]
+fn writes_go_only_to_the_workspace_the_temp_dir_and_listed_paths() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let listed = s.env.root.join("listed");
+    std::fs::create_dir_all(&listed).unwrap();
+    s.env.init(&format!(
+        "(setq sandbox.writable [\"{}\"])",
+        listed.display()
+    ));
+    let outside = s.outside.join("escaped");
+    let out = s.bash(&format!(
+        "touch {}; echo outside=$?; touch in-project && touch \"$TMPDIR/in-tmp\" && touch {}/in-listed && echo inside=ok",
+        outside.display(),
+        listed.display()
+    ));
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(
+        out.contains("outside=1") && out.contains("inside=ok"),
+        "{out}"
+    );
+    assert!(
+        !outside.exists(),
+        "the write outside the workspace happened"
+    );
+    for made in [
+        s.env.project.join("in-project"),
+        s.tmp.join("in-tmp"),
+        listed.join("in-listed"),
+    ] {
+        assert!(made.exists(), "{} was not written: {out}", made.display());
+    }
+}
+
+#[test]
+fn read_only_writes_nowhere_and_off_writes_anywhere() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    s.env.init("(setq sandbox.mode :read-only)");
+    let out = s.bash("touch in-project; echo rc=$?; cat /etc/hostname > /dev/null && echo read=ok");
+    assert!(out.contains("rc=1") && out.contains("read=ok"), "{out}");
+    assert!(!s.env.project.join("in-project").exists());
+
+    s.env.init("(setq sandbox.mode :off)");
+    let outside = s.outside.join("allowed");
+    let out = s.bash(&format!("touch {} && echo ok", outside.display()));
+    assert_eq!(out, "ok");
+    assert!(outside.exists(), "mode :off let the command write outside");
+    assert!(
+        s.eval("(. (oml.sandbox-status) :enforced)").contains("off"),
+        "the status says off"
+    );
+}
+
+#[test]
+fn tcp_is_denied_with_the_network_off_or_the_status_says_it_is_not() {
+    let Some(abi) = landlock_or_skip() else {
+        return;
+    };
+    let s = Sandbox::new();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; echo rc=$?");
+    let status = s.eval("(let [s (oml.sandbox-status)] (.. s.enforced \"|\" (or s.reason \"\")))");
+    if abi >= 4 {
+        assert_eq!(status, "full|");
+        let out = s.bash(&connect);
+        assert!(!out.contains("connected"), "{out}");
+        assert!(
+            listener.accept().is_err(),
+            "the listener got a connection from the sandbox"
+        );
+    } else {
+        assert!(
+            status.starts_with("partial|") && status.contains("no TCP rules"),
+            "{status}"
+        );
+    }
+    s.env.init("(setq sandbox.network? true)");
+    let out = s.bash(&connect);
+    assert!(
+        out.contains("connected"),
+        "with sandbox.network? true: {out}"
+    );
+}
+
+#[test]
+fn reading_dev_tty_fails_at_once_in_every_mode() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    for mode in ["workspace-write", "off"] {
+        s.env.init(&format!("(setq sandbox.mode :{mode})"));
+        let result = s.env.project.join(format!("tty-{mode}"));
+        let command = format!("read x < /dev/tty; echo rc=$? > {}", result.display());
+        // oml runs on a terminal of its own, its controlling terminal: a command that could
+        // open /dev/tty would wait there for a line until the tool's timeout.
+        let term = Term::spawn(s.command(&command, &[]), TERM_ROWS, TERM_COLS);
+        assert_eq!(term.wait_exit(DEADLINE), Some(0), "{}", term.screen());
+        let text = std::fs::read_to_string(&result).expect("the command wrote its result");
+        assert_eq!(text.trim(), "rc=1", "{mode}: {}", term.screen());
+        assert!(!term.screen().contains("timed out"), "{}", term.screen());
+    }
+}
+
+#[test]
+fn secrets_are_not_in_the_environment_unless_kept() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let vars = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("MY_TOKEN", "token-1"),
+        ("KEPT_TOKEN", "token-2"),
+        ("PLAIN_VALUE", "visible"),
+        ("DROPPED", "gone"),
+        ("SAME_AS_KEY", "sk-test"),
+    ];
+    s.env
+        .init("(setq sandbox.keep-env [\"KEPT_TOKEN\"] sandbox.drop-env [\"DROPPED\"])");
+    let out = s.bash_with("env | sort", &vars);
+    assert!(out.contains("PLAIN_VALUE=visible"), "{out}");
+    assert!(out.contains("KEPT_TOKEN=token-2"), "{out}");
+    for hidden in ["sk-test", "token-1", "DROPPED", "SAME_AS_KEY"] {
+        assert!(!out.contains(hidden), "{hidden} is visible:\n{out}");
+    }
+}
+
+#[test]
+fn a_background_process_dies_when_oml_is_killed() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let pid_file = s.env.project.join("sleep.pid");
+    // The form runs the tool, then waits on stdin, so oml is alive until it is killed.
+    let form = format!(
+        "(oml.tool-bash \"sleep 300 & echo $! > {}\" {TOOL_TIMEOUT_SECS} 1000) (io.read)",
+        pid_file.display()
+    );
+    let mut oml = s
+        .env
+        .command(None, &["eval", &form])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn oml");
+    let sleep = wait_for_pid(&pid_file);
+    assert!(process_runs(sleep), "the background sleep did not start");
+    oml.kill().expect("kill -9 oml");
+    oml.wait().expect("reap oml");
+    assert!(
+        await_exit(sleep, DEADLINE),
+        "the background sleep {sleep} outlived oml's kill -9"
+    );
+}
+
+#[test]
+fn a_background_process_dies_when_oml_exits_after_a_print_mode_turn() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let pid_file = s.env.project.join("sleep.pid");
+    let command = format!("sleep 300 & echo $! > {}", pid_file.display());
+    let args = serde_json::json!({ "command": command }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let run = s.env.run(Some(&fake), &["-p", "start a server"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let sleep = wait_for_pid(&pid_file);
+    assert!(
+        await_exit(sleep, DEADLINE),
+        "the background sleep {sleep} outlived oml's normal exit"
+    );
+}
+
+#[test]
+fn the_model_reads_why_a_write_outside_was_refused() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let outside = s.outside.join("from-the-model");
+    let args = serde_json::json!({ "command": format!("echo x > {}", outside.display()) });
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args.to_string()])),
+        Reply::Stream(text_chunks(&["ok"])),
+    ]);
+    let mut cmd = s.env.command(Some(&fake), &["-p", "write it"]);
+    let run = Run::from(cmd.env("TMPDIR", &s.tmp).output().expect("run oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    let tool = requests[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .expect("the tool result went back to the model")
+        .clone();
+    let content = tool["content"].as_str().unwrap_or_default();
+    assert!(content.contains("Permission denied"), "{content}");
+    assert!(!outside.exists());
+}
+
+#[test]
+fn without_landlock_commands_are_refused_and_the_status_says_why() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let marker = s.env.project.join("ran");
+    let mut cmd = s.command(&format!("touch {}", marker.display()), &[]);
+    deny_landlock(&mut cmd);
+    let run = Run::from(cmd.output().expect("run oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("the sandbox cannot be set up here (this kernel has no Landlock")
+            && run
+                .stdout
+                .contains("; set sandbox.mode to :off to run unconfined"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("WARN"), "a warning is logged: {run:?}");
+    assert!(!marker.exists(), "the command ran unconfined");
+
+    let mut cmd = s
+        .env
+        .command(None, &["eval", "(. (oml.sandbox-status) :enforced)"]);
+    deny_landlock(&mut cmd);
+    let run = Run::from(cmd.output().expect("run oml"));
+    assert_eq!(run.stdout.trim(), "\"unavailable\"", "{run:?}");
+
+    s.env.init("(setq sandbox.mode :off)");
+    let mut cmd = s.command(&format!("touch {}", marker.display()), &[]);
+    deny_landlock(&mut cmd);
+    let run = Run::from(cmd.output().expect("run oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(marker.exists(), "mode :off runs the command: {run:?}");
+}
+
+// --- helpers
+
+/// Wait for the command to have written a pid into `file`; the pid.
+fn wait_for_pid(file: &Path) -> i32 {
+    let mut pid = None;
+    let found = poll_until(DEADLINE, || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        pid.is_some()
+    });
+    assert!(found, "no pid in {}", file.display());
+    pid.unwrap_or_default()
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn process_runs(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    state.is_some_and(|s| s != "Z")
+}
+
+/// Run `cmd` under a seccomp filter that makes `landlock_create_ruleset` fail with ENOSYS, as on
+/// a kernel without Landlock.
+fn deny_landlock(cmd: &mut Command) {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
+    const RET_ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let filter: &'static [libc::sock_filter] = Box::leak(Box::new([
+        op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        op(JEQ_K, 0, 1, libc::SYS_landlock_create_ruleset as u32),
+        op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        op(RET_K, 0, 0, RET_ALLOW),
+    ]));
+    // The filter's address and length cross into the hook as integers (it is leaked, so it
+    // stays valid); the program struct is built on the child's stack.
+    let (addr, len) = (filter.as_ptr() as usize, filter.len() as u16);
+    // SAFETY: the hook runs between fork and exec and only calls prctl with a filter that was
+    // built before the fork and is never freed.
+    unsafe {
+        cmd.pre_exec(move || {
+            let program = libc::sock_fprog {
+                len,
+                filter: addr as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, 2, &program as *const _, 0, 0) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
