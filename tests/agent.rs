@@ -415,7 +415,9 @@ fn permission_run(mode: Option<&str>, tool: &str, args: &str) -> (Env, Run, Vec<
     ]));
     let mut argv = vec!["-p", "do it"];
     if let Some(mode) = mode {
-        argv.extend(["--mode", mode]);
+        // The mode, and any further flags after it.
+        argv.push("--mode");
+        argv.extend(mode.split(' '));
     }
     let run = env.run(Some(&fake), &argv);
     let tools = tool_messages(&fake.requests()[1].body);
@@ -423,7 +425,7 @@ fn permission_run(mode: Option<&str>, tool: &str, args: &str) -> (Env, Run, Vec<
 }
 
 #[test]
-fn print_mode_defaults_to_yolo() {
+fn print_mode_defaults_to_accept_edits_with_sandboxed_commands() {
     let (env, run, tools) = permission_run(None, "write", r#"{"path": "w.txt", "content": "x"}"#);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
@@ -433,6 +435,19 @@ fn print_mode_defaults_to_yolo() {
             .starts_with("Wrote 1 bytes")
     );
     assert!(env.project.join("w.txt").exists());
+    // `oml -p "run the tests"` works: the command runs, confined to the project.
+    // Not in the project and not in the temp dir (`/tmp`, where the test's home is).
+    let outside = std::path::PathBuf::from(format!("/var/tmp/oml-test-{}.txt", std::process::id()));
+    let command = format!("echo ran; touch {}", outside.display());
+    let args = serde_json::json!({ "command": command }).to_string();
+    let (_, run, tools) = permission_run(None, "bash", &args);
+    assert_eq!(run.code, 0, "{run:?}");
+    let content = tools[0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("ran\n") && content.contains("Permission denied"),
+        "{content}"
+    );
+    assert!(!outside.exists());
 }
 
 #[test]
@@ -476,7 +491,7 @@ fn ask_refuses_when_print_mode_cannot_ask() {
 }
 
 #[test]
-fn accept_edits_runs_edits_but_asks_for_commands() {
+fn accept_edits_runs_edits_and_sandboxed_commands_and_asks_for_unconfined_ones() {
     let (env, _, tools) = permission_run(
         Some("accept-edits"),
         "write",
@@ -484,7 +499,15 @@ fn accept_edits_runs_edits_but_asks_for_commands() {
     );
     assert!(tools[0]["content"].as_str().unwrap().starts_with("Wrote"));
     assert!(env.project.join("w.txt").exists());
+    // Confined (the default sandbox), a command runs without a question.
     let (_, _, tools) = permission_run(Some("accept-edits"), "bash", r#"{"command": "echo hi"}"#);
+    assert_eq!(tools[0]["content"], "hi");
+    // Unconfined, it needs a question, which print mode cannot ask.
+    let (_, _, tools) = permission_run(
+        Some("accept-edits --sandbox off"),
+        "bash",
+        r#"{"command": "echo hi"}"#,
+    );
     assert!(tools[0]["content"].as_str().unwrap().contains("cannot ask"));
 }
 

@@ -37,8 +37,8 @@
 (local modes [:ask :accept-edits :yolo :read-only])
 (defsetting "agent.permission-mode" :ask modes
   "Default permission mode of new sessions: :ask (write, edit and bash ask the frontend), :accept-edits (edits run, bash asks), :yolo (everything runs) or :read-only (edits and bash are refused).")
-(defsetting "agent.print-mode-permission" :yolo modes
-  "Permission mode of `oml -p` when --mode is not given.")
+(defsetting "agent.print-mode-permission" :accept-edits modes
+  "Permission mode of `oml -p` when --mode is not given: :accept-edits, so edits inside the project and sandboxed commands run and everything else is refused (nobody can be asked).")
 
 ;; Compaction
 (defsetting "llm.context-window" 128000 :integer

@@ -86,6 +86,13 @@ without a path counts as inside."
   (let [path (call-path call)]
     (or (= nil path) (inside? path (workspace)))))
 
+(fn agent.sandboxed? []
+  "Whether commands run confined now: `sandbox.mode` is not :off and the kernel enforces it
+(`oml.sandbox-status`, :full or :partial)."
+  (let [(ok status) (pcall oml.sandbox-status)]
+    (and ok (= :table (type status)) (not= status.mode :off)
+         (or (= status.enforced :full) (= status.enforced :partial)))))
+
 (fn agent.describe-rule [rule]
   "The permission RULE in words, as questions and /permissions show it."
   (if rule.prefix (.. "`" rule.prefix " …` commands")
@@ -122,13 +129,15 @@ replacing an equal rule. Returns the rules."
   "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
 mode and rules, else the reason it may not. Tools of kind edit, delete and move count as edits;
 kind execute (bash) as commands; every other kind always runs. accept-edits runs edits inside
-the workspace only (`agent.inside-workspace?`); others ask. An \"always\" answer adds
+the workspace only (`agent.inside-workspace?`), and commands only while they run confined
+(`agent.sandboxed?`); others ask. An \"always\" answer adds
 `agent.permission-rule` of the call to the session's rules."
   (let [mode (agent.current-permission-mode)
         needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)]
     (if (or (= nil needs) (= mode :yolo)) nil
         (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
         (and (= mode :accept-edits) (= needs :edit) (agent.inside-workspace? call)) nil
+        (and (= mode :accept-edits) (= needs :execute) (agent.sandboxed?)) nil
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))

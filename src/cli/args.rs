@@ -30,6 +30,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_input: bool,
 
+    /// How commands are confined (default: the setting sandbox.mode, workspace-write); `off`
+    /// runs them unconfined.
+    #[arg(long, global = true, value_name = "MODE", value_parser = SANDBOX_MODES)]
+    pub sandbox: Option<String>,
+
     /// The chat: go on with the latest session of this directory.
     #[arg(short = 'c', long = "continue", conflicts_with_all = ["resume", "session"])]
     pub continue_: bool,
@@ -139,9 +144,14 @@ pub struct PrintArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// The permission mode (default: the setting agent.print-mode-permission).
+    /// The permission mode (default: the setting agent.print-mode-permission, accept-edits).
     #[arg(long, value_parser = ["ask", "accept-edits", "yolo", "read-only"])]
     pub mode: Option<String>,
+
+    /// How commands are confined (default: the setting sandbox.mode, workspace-write); `off`
+    /// runs them unconfined.
+    #[arg(long, value_name = "MODE", value_parser = SANDBOX_MODES)]
+    pub sandbox: Option<String>,
 
     /// The model id for this prompt's session (default: llm.model, $OPENAI_MODEL).
     #[arg(long, value_name = "ID")]
@@ -183,6 +193,9 @@ pub struct PrintArgs {
     #[arg(long)]
     pub no_input: bool,
 }
+
+/// The values of `--sandbox` (the setting `sandbox.mode`).
+const SANDBOX_MODES: [&str; 3] = ["workspace-write", "read-only", "off"];
 
 /// The short flags of [`PrintArgs`] that take no value, which may be clustered (`-pc`).
 const PRINT_SHORT_FLAGS: &[char] = &['p', 'c'];

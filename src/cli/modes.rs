@@ -40,6 +40,7 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
         // Agents driven from the chat's Lisp without a permission handler ask here.
         crate::bind::client::ask_on_terminal(true);
     }
+    set_sandbox(&lisp, cli.sandbox.as_deref())?;
     let agent = Agent::of(&lisp).context("the agent is not installed")?;
     let start = if cli.continue_ {
         crate::front::chat::Start::Continue
@@ -63,6 +64,7 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
 /// `oml repl`: the interactive Fennel REPL (with the agent offer on a terminal).
 pub(super) async fn repl(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    set_sandbox(&lisp, cli.sandbox.as_deref())?;
     let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
     if is_terminal() && !cli.no_init && !cli.no_input {
         offer_agents(&lisp, paths).await;
@@ -79,6 +81,7 @@ pub(super) async fn repl(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
 /// `oml eval EXPR`: print the value of one expression.
 pub(super) async fn eval(paths: &Paths, cli: &Cli, expr: &str) -> anyhow::Result<i32> {
     let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    set_sandbox(&lisp, cli.sandbox.as_deref())?;
     match lisp.eval_to_string(expr, "eval", &CancelToken::new()).await {
         Ok(text) => {
             out!("{text}");
@@ -96,6 +99,7 @@ pub(super) async fn run_file(
     args: &[String],
 ) -> anyhow::Result<i32> {
     let (lisp, _) = boot(paths, cli.no_init, Output::Stdout).await?;
+    set_sandbox(&lisp, cli.sandbox.as_deref())?;
     set_arg_table(&lisp, file, args)?;
     match lisp.load_file(file, &CancelToken::new()).await {
         Ok(()) => Ok(status::OK),
@@ -273,6 +277,7 @@ pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32
         }
     }
     let (lisp, _) = boot(paths, args.no_init, Output::Stderr).await?;
+    set_sandbox(&lisp, args.sandbox.as_deref())?;
     if let Some(n) = args.max_turns {
         lisp.set_setting("agent.max-turns", &serde_json::json!(n))?;
     }
@@ -393,7 +398,19 @@ pub(super) fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
 }
 
 /// `oml acp`: the ACP agent on stdio, with the live REPL beside it.
-pub(super) async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
+/// `--sandbox MODE`: the setting `sandbox.mode`, after the init files (the flag wins).
+fn set_sandbox(lisp: &Lisp, mode: Option<&str>) -> anyhow::Result<()> {
+    if let Some(mode) = mode {
+        lisp.set_setting("sandbox.mode", &serde_json::json!(mode))?;
+    }
+    Ok(())
+}
+
+pub(super) async fn acp(
+    paths: &Paths,
+    no_init: bool,
+    sandbox: Option<&str>,
+) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stderr)?;
     let hub = crate::front::acp::install(&lisp).context("cannot install the ACP agent")?;
     // Project init files run per session, in the session's directory.
@@ -405,6 +422,7 @@ pub(super) async fn acp(paths: &Paths, no_init: bool) -> anyhow::Result<i32> {
     for line in report.messages() {
         tracing::info!("{line}");
     }
+    set_sandbox(&lisp, sandbox)?;
     let agent = Agent::of(&lisp).context("the agent is not installed")?;
     let repl = if lisp.setting::<bool>("repl.server?").unwrap_or(true) {
         match ReplServer::start(lisp.clone(), paths).await {
