@@ -1720,3 +1720,56 @@ fn session_list_offers_only_what_session_load_accepts() {
         assert!(r.get("error").is_none(), "{r}");
     }
 }
+
+/// What a permission question carries for each kind of call, exactly: the card's title, kind,
+/// input, locations and, for an edit, the proposed diff; the "always" option names its rule.
+#[test]
+fn permission_requests_show_what_they_allow() {
+    let env = Env::new();
+    env.file("a.txt", "one\ntwo\n");
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "c1",
+            "bash",
+            &[r#"{"command":"npm test -- --watch"}"#],
+        )),
+        Reply::from(tool_call_chunks(
+            "c2",
+            "edit",
+            &[r#"{"path":"a.txt","old_text":"two","new_text":"deux"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    let mut asked = Vec::new();
+    for _ in 0..2 {
+        let ask = c.until(|m| m["method"] == "session/request_permission");
+        asked.push(normalise(&[sorted(&ask["params"])], &sid, &env));
+        c.answer(
+            &ask["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+        );
+    }
+    c.until_response(id);
+    insta::assert_snapshot!(asked.join("\n"));
+}
+
+/// `v` with the keys of every object sorted: Lisp tables have no order of their own.
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
