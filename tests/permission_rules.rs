@@ -147,3 +147,50 @@ fn accept_edits_runs_edits_inside_the_workspace_and_asks_outside() {
         )
     );
 }
+
+#[test]
+fn rules_saved_for_a_project_apply_to_new_sessions_while_it_is_trusted() {
+    let env = Env::new();
+    let (results, saved) = run(
+        &env,
+        ":allow-always",
+        &[("bash", r#"{"command": "echo ok 1"}"#)],
+        "/permissions save",
+    );
+    assert_eq!(results[0].trim(), "ok 1");
+    assert!(saved.contains("Saved 1 rules for"), "{saved}");
+    // A new session, nobody to ask: the saved rule does not apply until the project is trusted.
+    let call = [("bash", r#"{"command": "echo ok 2"}"#)];
+    let fresh = |env: &Env| {
+        let list: Vec<_> = call
+            .iter()
+            .map(|(n, a)| tool_call_chunks("c1", n, &[a]))
+            .chain([text_chunks(&["done"])])
+            .collect();
+        let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+        let out = Run::from(
+            env.command(Some(&fake), &["-p", "go"])
+                .output()
+                .expect("oml"),
+        );
+        assert_eq!(out.code, 0, "{out:?}");
+        let msgs = fake.requests()[1].body["messages"].clone();
+        msgs.as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    env.init("(setq agent.print-mode-permission :ask)");
+    assert!(fresh(&env).starts_with("Blocked"));
+    let trust = Run::from(env.command(None, &["trust"]).output().expect("oml trust"));
+    assert_eq!(trust.code, 0, "{trust:?}");
+    assert_eq!(fresh(&env).trim(), "ok 2");
+    // Forgotten, it asks again.
+    let forget = Run::from(
+        env.command(None, &["-p", "/permissions forget"])
+            .output()
+            .expect("oml"),
+    );
+    assert!(forget.stdout.contains("Forgot"), "{forget:?}");
+    assert!(fresh(&env).starts_with("Blocked"));
+}

@@ -117,8 +117,11 @@ replacing an equal rule. Returns the rules."
     rules))
 
 (fn agent.rule-verdict [call]
-  "The verdict (:allow or :reject) of the newest session rule covering the tool CALL, or nil."
-  (let [rules (agent.permission-rules)]
+  "The verdict (:allow or :reject) of the newest rule covering the tool CALL: the session's
+rules, then those saved for the project (`project.saved-rules`, only while it is trusted); nil
+when none covers it."
+  (let [rules (icollect [_ r (ipairs (project.saved-rules (workspace)))] r)]
+    (each [_ r (ipairs (agent.permission-rules))] (table.insert rules r))
     (var verdict nil)
     (for [i (length rules) 1 -1 &until verdict]
       (let [r (. rules i)]
@@ -154,19 +157,32 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
                     " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
 
 (fn commands.permissions [input]
-  {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one."
-   :hint "[clear | remove N]"}
+  {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
+   :hint "[clear | remove N | save | forget]"}
   (let [rules (agent.permission-rules)
-        n (tonumber (input:match "^remove%s+(%d+)$"))]
+        n (tonumber (input:match "^remove%s+(%d+)$"))
+        saved (project.saved-rules (workspace))]
     (if (= input :clear)
         (do (session.put! :permission-rules []) "Permission rules cleared.")
+        (= input :save)
+        (let [file (project.save-rules! (workspace) rules)]
+          (.. "Saved " (length rules) " rules for " (workspace) " in " file
+              "; they apply in new sessions while the project is trusted (oml trust)."))
+        (= input :forget)
+        (do (project.save-rules! (workspace) []) (.. "Forgot the rules saved for " (workspace) "."))
         n (if (. rules n)
               (let [gone (table.remove rules n)]
                 (session.put! :permission-rules rules)
                 (.. "Removed: " gone.verdict " " (agent.describe-rule gone.rule)))
               (.. "No rule " n))
-        (= 0 (length rules))
+        (and (= 0 (length rules)) (= 0 (length saved)))
         (.. "No permission rules yet (mode " (agent.current-permission-mode) ").")
-        (table.concat (icollect [i r (ipairs rules)]
-                        (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
-                      "\n"))))
+        (.. (table.concat (icollect [i r (ipairs rules)]
+                            (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
+                          "\n")
+            (if (< 0 (length saved))
+                (.. (if (< 0 (length rules)) "\n" "") "Saved for this project:\n"
+                    (table.concat (icollect [_ r (ipairs saved)]
+                                    (.. "- " r.verdict " " (agent.describe-rule r.rule)))
+                                  "\n"))
+                "")))))

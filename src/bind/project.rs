@@ -1,10 +1,13 @@
 //! The `project` namespace: the project a session works in, as the system prompt and `/context`
 //! see it. `project.root`, `project.instructions` (the `AGENTS.md` files, capped, read fresh but
 //! cached while unchanged), `project.git` (the git state, within a time limit) and
-//! `project.platform`, with the settings that shape them. The prompt itself is built in Lisp
+//! `project.platform`, with the settings that shape them; and the permission rules saved per
+//! trusted project (`saved`). The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
 //! This file knows nothing of how the project is inspected (`crate::project`).
+
+mod saved;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -71,6 +74,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         git: Mutex::default(),
     }));
     define(lisp.lua(), "project", PROJECT)?;
+    define(lisp.lua(), "project", saved::SAVED)?;
     Ok(())
 }
 
