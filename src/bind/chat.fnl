@@ -203,11 +203,13 @@ the model (or how to configure one) and the input rules."
 (fn agent.ask-permission [request]
   "Ask at the terminal whether the tool call REQUEST {:id :name :args :kind} may run: the
 question `chat.permission-question` makes, answered with y (allow once; Enter too), a (always, for
-this session) or n (reject). Ctrl-C or Esc cancels the turn."
+this session) or n (reject). Ctrl-C or Esc cancels the turn; with nobody at a terminal (piped
+stdin) it cannot ask, and the call is refused with the reason."
   (case (chat.ask-key! (chat.permission-question request) "yan")
     :y :allow-once
     :a :allow-always
     :n :reject-once
+    false :cannot-ask
     _ :cancelled))
 
 ;;; The chat's commands

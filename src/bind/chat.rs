@@ -112,9 +112,9 @@ const CHAT: &[HostFn] = &[
         name: "ask-key!",
         args: "question keys",
         doc: "Show QUESTION to the person at the terminal and wait for one of the KEYS (a \
-              string of characters; Enter answers the first). Returns the key as a string, or \
-              nil when the question was cancelled (Ctrl-C, Esc) or nobody can answer. Suspends \
-              only this coroutine.",
+              string of characters; Enter answers the first). Returns the key as a string, \
+              nil when the question was cancelled (Ctrl-C, Esc), or false when nobody can be \
+              asked (stdin is not a terminal). Suspends only this coroutine.",
         make: |lua| create_async_function(lua, ask_key),
     },
     HostFn {
@@ -208,14 +208,31 @@ fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
     }
 }
 
+/// What `chat.ask-key!` answers: the key, nothing (cancelled), or that nobody can be asked.
+enum Answer {
+    Key(String),
+    Cancelled,
+    Nobody,
+}
+
+impl mlua::IntoLua for Answer {
+    fn into_lua(self, lua: &Lua) -> mlua::Result<Value> {
+        match self {
+            Answer::Key(k) => k.into_lua(lua),
+            Answer::Cancelled => Ok(Value::Nil),
+            Answer::Nobody => Ok(Value::Boolean(false)),
+        }
+    }
+}
+
 fn ask_key(
     lua: Lua,
     (question, keys): (String, String),
-) -> impl Future<Output = mlua::Result<Option<String>>> {
+) -> impl Future<Output = mlua::Result<Answer>> {
     let asks = hub(&lua).map(|h| lock(&h.asks).clone());
     async move {
         let Some(asks) = asks? else {
-            return Ok(None);
+            return Ok(Answer::Nobody);
         };
         let (reply, answer) = oneshot::channel();
         if asks
@@ -226,9 +243,12 @@ fn ask_key(
             })
             .is_err()
         {
-            return Ok(None);
+            return Ok(Answer::Nobody);
         }
-        Ok(answer.await.ok().flatten().map(String::from))
+        Ok(match answer.await.ok().flatten() {
+            Some(key) => Answer::Key(key.into()),
+            None => Answer::Cancelled,
+        })
     }
 }
 

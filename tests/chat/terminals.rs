@@ -153,6 +153,23 @@ fn piped_lines_run_by_the_same_rules_without_decoration() {
     assert!(messages(&requests[0].body).contains("explain this repo"));
 }
 
+/// With nobody at a terminal a question cannot be asked: the call is refused with the reason
+/// (not reported as a cancel), and nothing drawn carries escape codes.
+#[test]
+fn a_piped_chat_cannot_ask_and_says_so() {
+    let env = Env::new();
+    let fake = FakeModel::start([bash_call("c1", "echo hi"), answer(&["Refused."])]);
+    let (code, out, err) = piped(&env, Some(&fake), "run it\n");
+    assert_eq!(code, 0, "{out}\n--- stderr\n{err}");
+    let result = tool_results(&fake.requests()[1].body)[0].clone();
+    assert_eq!(
+        result,
+        "Blocked: bash needs permission in ask mode and this frontend cannot ask; choose \
+         another mode (oml -p --mode, or agent.permission-mode)"
+    );
+    assert!(!out.contains('\x1b'), "{out:?}");
+}
+
 #[test]
 fn piped_input_that_fails_exits_1() {
     let env = Env::new();

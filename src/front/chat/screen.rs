@@ -220,9 +220,10 @@ impl Screen {
 }
 
 /// `line` cut to `width` visible characters (SGR sequences take no room and are kept), with
-/// `…` where it was cut and the styles reset.
+/// `…` where it was cut and, when it had styles, the styles reset.
 pub fn fit(line: &str, width: usize) -> String {
     let line = line.lines().next().unwrap_or("");
+    let styled = line.contains('\x1b');
     let mut visible = 0;
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
@@ -239,7 +240,9 @@ pub fn fit(line: &str, width: usize) -> String {
         }
         if visible + 1 == width && more_visible(&chars) {
             out.push('…');
-            out.push_str("\x1b[0m");
+            if styled {
+                out.push_str("\x1b[0m");
+            }
             return out;
         }
         out.push(c);
@@ -272,7 +275,7 @@ mod tests {
     #[test]
     fn fit_cuts_visible_characters_and_keeps_styles() {
         assert_eq!(fit("short", 10), "short");
-        assert_eq!(fit("0123456789abc", 10), "012345678…\x1b[0m");
+        assert_eq!(fit("0123456789abc", 10), "012345678…");
         assert_eq!(fit("\x1b[1mbold\x1b[0m", 4), "\x1b[1mbold\x1b[0m");
         assert_eq!(fit("\x1b[1mbolder\x1b[0m", 4), "\x1b[1mbol…\x1b[0m");
         assert_eq!(fit("two\nlines", 10), "two");
