@@ -1773,3 +1773,21 @@ fn sorted(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+#[test]
+fn session_new_says_when_the_session_cannot_be_stored() {
+    let env = Env::new();
+    let sessions = env.root.join("state/oml/sessions");
+    std::fs::create_dir_all(sessions.parent().unwrap()).unwrap();
+    std::fs::write(&sessions, "not a folder").unwrap();
+    let mut c = Client::start(&env, None);
+    c.initialize();
+    let r = c.call(
+        "session/new",
+        json!({"cwd": env.project.display().to_string(), "mcpServers": []}),
+    );
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(r["error"]["data"]["category"], "storage", "{r}");
+    let details = r["error"]["data"]["details"].as_str().unwrap();
+    assert!(details.contains("cannot store the session in"), "{details}");
+}

@@ -434,3 +434,26 @@ fn a_session_open_in_another_process_is_refused() {
         .collect();
     assert_eq!(users, ["start", "take your time", "now"]);
 }
+
+/// A session that cannot be stored is an error the user sees, not a conversation silently kept
+/// in memory only; `--no-session` still works.
+#[test]
+fn a_session_that_cannot_be_stored_says_so() {
+    let env = Env::new();
+    let sessions = env.root.join("state/oml/sessions");
+    std::fs::create_dir_all(sessions.parent().unwrap()).unwrap();
+    std::fs::write(&sessions, "a file where the folder should be").unwrap();
+    let fake = FakeModel::start([Reply::from(text_chunks(&["fine"]))]);
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "cannot store the session in {}",
+            sessions.display()
+        )),
+        "{run:?}"
+    );
+    assert!(fake.requests().is_empty());
+    let run = env.run(Some(&fake), &["-p", "--no-session", "hi"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "fine\n"), "{run:?}");
+}

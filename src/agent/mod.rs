@@ -139,7 +139,18 @@ impl Agent {
         &self.sessions
     }
 
-    /// Start a session in `cwd` whose events go to `sink`.
+    /// Start a session in `cwd` whose events go to `sink`; an error when it should be stored
+    /// and cannot be (the front end tells the user rather than lose the conversation).
+    pub fn try_new_session(
+        &self,
+        cwd: PathBuf,
+        sink: Option<EventSink>,
+    ) -> std::io::Result<String> {
+        self.sessions.try_create(cwd, sink)
+    }
+
+    /// Start a session in `cwd` whose events go to `sink`, in memory only when it cannot be
+    /// stored (logged).
     pub fn new_session(&self, cwd: PathBuf, sink: Option<EventSink>) -> String {
         self.sessions.create(cwd, sink)
     }

@@ -117,6 +117,33 @@ impl Sessions {
     /// With a store, the session's file is created too (a failure is logged, and the session
     /// lives in memory only).
     pub fn create(&self, cwd: PathBuf, sink: Option<EventSink>) -> String {
+        let (id, log) = self.new_log(&cwd);
+        let log = match log {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!("cannot persist session {id}: {e}");
+                None
+            }
+        };
+        self.insert_new(id, cwd, sink, log)
+    }
+
+    /// [`Sessions::create`], but a session that should be stored and cannot be is an error
+    /// (nothing is created): what front ends use, so that the user is told.
+    pub fn try_create(&self, cwd: PathBuf, sink: Option<EventSink>) -> std::io::Result<String> {
+        let (id, log) = self.new_log(&cwd);
+        let log = log.map_err(|e| {
+            let dir = self
+                .store()
+                .map(|s| s.dir().display().to_string())
+                .unwrap_or_default();
+            std::io::Error::new(e.kind(), format!("cannot store the session in {dir}: {e}"))
+        })?;
+        Ok(self.insert_new(id, cwd, sink, log))
+    }
+
+    /// A fresh id, and its file when sessions are stored.
+    fn new_log(&self, cwd: &std::path::Path) -> (String, std::io::Result<Option<SessionLog>>) {
         let store = self.store();
         let id = match &store {
             Some(_) => super::store::new_id(),
@@ -125,13 +152,17 @@ impl Sessions {
                 format!("sess_{}_{n}", std::process::id())
             }
         };
-        let log = store.and_then(|store| match store.create(&id, &cwd) {
-            Ok(log) => Some(log),
-            Err(e) => {
-                tracing::warn!("cannot persist session {id}: {e}");
-                None
-            }
-        });
+        let log = store.map(|store| store.create(&id, cwd)).transpose();
+        (id, log)
+    }
+
+    fn insert_new(
+        &self,
+        id: String,
+        cwd: PathBuf,
+        sink: Option<EventSink>,
+        log: Option<SessionLog>,
+    ) -> String {
         let session = Session {
             id: id.clone(),
             cwd,

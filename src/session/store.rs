@@ -172,6 +172,7 @@ impl Store {
         Store { dir: dir.into() }
     }
 
+    /// The folder the session files are in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -25,7 +25,15 @@ use crate::lisp::{LispError, init};
 pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessionParams) {
     let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let sid = ctx.agent.new_session(cwd.clone(), Some(events_tx));
+    let sid = match ctx.agent.try_new_session(cwd.clone(), Some(events_tx)) {
+        Ok(sid) => sid,
+        Err(e) => {
+            let error = RpcError::new(crate::jsonrpc::INTERNAL_ERROR, e.to_string())
+                .with_data(json!({"details": e.to_string(), "category": "storage"}));
+            let _ = ctx.conn.respond_error(id, error).await;
+            return;
+        }
+    };
     let mode: String = ctx
         .lisp
         .setting("agent.permission-mode")

@@ -294,7 +294,13 @@ impl Chat {
             let id = match request {
                 Request::NewSession => {
                     let cwd = self.cwd();
-                    self.agent.new_session(cwd, Some(self.tx.clone()))
+                    match self.agent.try_new_session(cwd, Some(self.tx.clone())) {
+                        Ok(id) => id,
+                        Err(e) => {
+                            self.error(&e.to_string());
+                            continue;
+                        }
+                    }
                 }
                 Request::Resume(id) => match self.agent.sessions().load(&id, Some(self.tx.clone()))
                 {

@@ -79,7 +79,9 @@ pub async fn open(
             Opened { id, resumed: true }
         }
         None => Opened {
-            id: agent.new_session(cwd, Some(sink)),
+            id: agent
+                .try_new_session(cwd, Some(sink))
+                .map_err(|e| e.to_string())?,
             resumed: false,
         },
     };

@@ -214,7 +214,9 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
             }
             Err(e) => return Err(format!("cannot load session {id}: {e}")),
         },
-        None => agent.new_session(cwd, Some(tx)),
+        None => agent
+            .try_new_session(cwd, Some(tx))
+            .map_err(|e| e.to_string())?,
     };
     let mode = options.mode.clone().unwrap_or_else(|| {
         agent
