@@ -36,16 +36,24 @@ pub async fn boot(
     output: Output,
 ) -> anyhow::Result<(Lisp, InitReport)> {
     let lisp = new_host(paths, output)?;
+    let report = load_inits(&lisp, paths, no_init).await;
+    Ok((lisp, report))
+}
+
+/// Load the init files (user, then the current directory's project file) unless `no_init`,
+/// reporting their errors on stderr: the second half of [`boot`], for modes that install more
+/// of the surface first (the chat).
+pub(super) async fn load_inits(lisp: &Lisp, paths: &Paths, no_init: bool) -> InitReport {
     let report = if no_init {
         InitReport::default()
     } else {
         let cwd = std::env::current_dir().ok();
-        init::load_all(&lisp, paths, cwd.as_deref(), true).await
+        init::load_all(lisp, paths, cwd.as_deref(), true).await
     };
     for line in report.messages() {
         err!("oml: {line}");
     }
-    Ok((lisp, report))
+    report
 }
 
 pub(super) fn report_lisp_error(e: &crate::lisp::LispError) -> i32 {

@@ -24,15 +24,7 @@ use crate::session::store::Store;
 pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stdout)?;
     let hub = crate::bind::chat::install(&lisp).context("cannot install the chat")?;
-    let report = if cli.no_init {
-        InitReport::default()
-    } else {
-        let cwd = std::env::current_dir().ok();
-        init::load_all(&lisp, paths, cwd.as_deref(), true).await
-    };
-    for line in report.messages() {
-        err!("oml: {line}");
-    }
+    super::boot::load_inits(&lisp, paths, cli.no_init).await;
     if is_terminal() && !cli.no_init && !cli.no_input {
         offer_agents(&lisp, paths).await;
     }

@@ -136,19 +136,7 @@ fn try_edit(path: &Path, edits: &[Edit]) -> Result<ToolOutput, ToolError> {
     let plan = plan(path, edits)?;
     let bom_bytes = if plan.bom { BOM_BYTES } else { b"" };
     atomic::write_atomic(path, &[bom_bytes, plan.new_text.as_bytes()])?;
-    let mut message = format!("Edited {}", path.display());
-    if !plan.diff.is_empty() {
-        message.push('\n');
-        message.push_str(&cap_head(
-            plan.diff.trim_end_matches('\n'),
-            EDIT_DIFF_MAX_CHARS,
-        ));
-    }
-    Ok(ToolOutput::ok(message).with_diff(FileDiff {
-        path: path.to_path_buf(),
-        old_text: Some(plan.old_text),
-        new_text: plan.new_text,
-    }))
+    Ok(plan.into_output(path))
 }
 
 /// The change `edits` would make to the file at `path`, computed as [`edit`] computes it but
@@ -182,25 +170,33 @@ pub fn edit_text(
 ) -> Result<(String, ToolOutput), ToolError> {
     check_edits(edits)?;
     let plan = plan_text(path, text.to_owned(), edits)?;
-    let mut message = format!("Edited {}", path.display());
-    if !plan.diff.is_empty() {
-        message.push('\n');
-        message.push_str(&cap_head(
-            plan.diff.trim_end_matches('\n'),
-            EDIT_DIFF_MAX_CHARS,
-        ));
-    }
     let written = if plan.bom {
         format!("{BOM}{}", plan.new_text)
     } else {
         plan.new_text.clone()
     };
-    let output = ToolOutput::ok(message).with_diff(FileDiff {
-        path: path.to_path_buf(),
-        old_text: Some(plan.old_text),
-        new_text: plan.new_text,
-    });
+    let output = plan.into_output(path);
     Ok((written, output))
+}
+
+impl Plan {
+    /// The tool's result for this edit of `path`: "Edited path", the diff (capped), and the
+    /// change.
+    fn into_output(self, path: &Path) -> ToolOutput {
+        let mut message = format!("Edited {}", path.display());
+        if !self.diff.is_empty() {
+            message.push('\n');
+            message.push_str(&cap_head(
+                self.diff.trim_end_matches('\n'),
+                EDIT_DIFF_MAX_CHARS,
+            ));
+        }
+        ToolOutput::ok(message).with_diff(FileDiff {
+            path: path.to_path_buf(),
+            old_text: Some(self.old_text),
+            new_text: self.new_text,
+        })
+    }
 }
 
 fn check_edits(edits: &[Edit]) -> Result<(), ToolError> {
