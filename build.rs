@@ -26,7 +26,8 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// loads them, in this order, after installing its host functions. `llm` and `client` complete
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
 /// (`src/bind/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
-/// (`src/bind/chat.fnl`), loaded only by the chat.
+/// (`src/bind/chat.fnl`), loaded only by the chat; `mcp` completes the `mcp` namespace and is loaded
+/// by the agent.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
     ("host", "src/lisp/prelude/host.fnl"),
@@ -41,6 +42,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("client", "src/bind/client.fnl"),
     ("acp", "src/bind/acp.fnl"),
     ("chat", "src/bind/chat.fnl"),
+    ("mcp", "src/bind/mcp.fnl"),
 ];
 
 fn main() {
@@ -51,6 +53,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bind/chat.fnl");
     println!("cargo:rerun-if-changed=src/bind/llm.fnl");
     println!("cargo:rerun-if-changed=src/bind/client.fnl");
+    println!("cargo:rerun-if-changed=src/bind/mcp.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
 

@@ -29,6 +29,7 @@ pub mod front;
 pub mod jsonrpc;
 pub mod lisp;
 pub mod llm;
+pub mod mcp;
 pub mod paths;
 pub mod project;
 pub mod sandbox;

@@ -105,8 +105,13 @@
 
 (fn agent.tools []
   "The tools: documented functions in the tables named by `agent.tool-tables`, as entries
-{:name :fn :table} sorted by name. Later tables win on a name clash."
-  (documented-fns agent.tool-tables))
+{:name :fn :table} sorted by name (later tables win on a name clash), then the session's MCP
+servers' tools (`mcp.tool-entries`), whose entries also carry :spec, :kind, :title and :mcp."
+  (let [entries (documented-fns agent.tool-tables)
+        mcp-entries (and _G.mcp _G.mcp.tool-entries (_G.mcp.tool-entries))]
+    (each [_ e (ipairs (or mcp-entries []))]
+      (table.insert entries e))
+    entries))
 
 (fn agent.commands []
   "The slash commands: documented functions in the tables named by `agent.command-tables`, as
@@ -171,7 +176,7 @@ required string, unless `:params {key [type description & flags]}` metadata says
   "What the model is told about the tool ENTRY: {:name :description :parameters}. Computed once
 per tool function (a redefinition or an advice makes a new one) and returned as a fresh table
 whose :parameters is shared: treat it as read-only."
-  (let [cached (. spec-cache entry.fn)
+  (let [cached (or entry.spec (. spec-cache entry.fn))
         spec (if (and cached (= cached.name entry.name))
                  cached
                  (let [fresh {:name entry.name
@@ -304,7 +309,7 @@ else this session's override (/model), else `llm.model`."
             v))))
 
 (fn tool-title [entry name args]
-  (let [title (and entry (meta entry.fn :title))]
+  (let [title (and entry (or (meta entry.fn :title) entry.title))]
     (if (= :string (type title))
         (let [t (pick-values 1 (title:gsub "{([%w_%-]+)}" (fn [k] (let [v (. args k)] (if (= nil v) "" (tostring v))))))]
           (if (t:find "%S") (trim t) name))
@@ -355,7 +360,8 @@ error result the model reads."
         name (or fun.name "")
         (args perr) (parse-arguments fun.arguments)
         entry (agent.find-tool name)
-        kind (or (and entry (meta entry.fn :kind)) :other)
+        kind (or (and entry (or entry.kind (meta entry.fn :kind))) :other)
+        mcp (and entry entry.mcp)
         shown (or args {})
         (title-ok title) (pcall tool-title entry name shown)
         title (if title-ok title name)
@@ -364,7 +370,7 @@ error result the model reads."
                     :locations (if loc-ok locations (json.array))})
     (let [result (if perr
                      {:content perr :error? true}
-                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title :locations (if loc-ok locations (json.array))}) (fn [e] e))]
+                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
                       :diff result.diff})

@@ -114,6 +114,8 @@ impl Agent {
                 .exec()?;
             lisp.register_source(file, source);
         }
+        // MCP servers' tools join `agent.tools`; `mcp.fnl` needs the agent's tables.
+        crate::bind::mcp::install(lisp)?;
         Ok(Agent {
             lisp: lisp.clone(),
             sessions,

@@ -131,12 +131,17 @@ when none covers it."
 (fn agent.check-permission [call]
   "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
 mode and rules, else the reason it may not. Tools of kind edit, delete and move count as edits;
-kind execute (bash) as commands; every other kind always runs. accept-edits runs edits inside
+kind execute (bash) as commands; an MCP server's tool (:mcp in CALL) that the server does not
+mark read-only as an MCP call, asked about in every mode but yolo (read-only refuses it); every
+other kind always runs. accept-edits runs edits inside
 the workspace only (`agent.inside-workspace?`), and commands only while they run confined
 (`agent.sandboxed?`); others ask. An \"always\" answer adds
 `agent.permission-rule` of the call to the session's rules."
   (let [mode (agent.current-permission-mode)
-        needs (if (. edit-kinds call.kind) :edit (= call.kind :execute) :execute nil)]
+        needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
+                  (. edit-kinds call.kind) :edit
+                  (= call.kind :execute) :execute
+                  nil)]
     (if (or (= nil needs) (= mode :yolo)) nil
         (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
         (and (= mode :accept-edits) (= needs :edit) (agent.inside-workspace? call)) nil

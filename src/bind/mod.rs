@@ -14,6 +14,7 @@
 //! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`) |
 //! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
+//! | `mcp` | [`mcp::install`] (with `mcp.fnl`), called by `Agent::install` |
 //! | `chat` | [`chat::install`] (with `chat.fnl`), only in the terminal chat |
 //! | `sandbox` settings, `oml.sandbox-status` | [`sandbox::install`] |
 //! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
@@ -26,6 +27,7 @@ pub mod catalog;
 pub mod chat;
 pub mod client;
 pub mod llm;
+pub mod mcp;
 pub mod project;
 pub mod sandbox;
 pub mod search;

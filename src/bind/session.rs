@@ -332,7 +332,7 @@ fn put(s: &mut crate::session::Session, key: String, value: Json) {
 // --- private helpers
 
 /// The registry the agent put in the state's app data.
-fn sessions(lua: &Lua) -> mlua::Result<Arc<Sessions>> {
+pub(crate) fn sessions(lua: &Lua) -> mlua::Result<Arc<Sessions>> {
     lua.app_data_ref::<Arc<Sessions>>()
         .map(|s| Arc::clone(&s))
         .ok_or_else(|| rt("the agent is not installed"))
@@ -347,7 +347,7 @@ fn thread_key(lua: &Lua) -> usize {
 }
 
 /// The explicit session id (which must exist), else the running coroutine's session.
-fn session_id(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua::Result<String> {
+pub(crate) fn session_id(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua::Result<String> {
     match explicit {
         Some(id) => {
             sessions

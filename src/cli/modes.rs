@@ -50,7 +50,9 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
         mode: cli.mode.clone(),
         history: Some(paths.chat_history_file()),
     };
-    Ok(crate::front::chat::run(&agent, hub, options).await)
+    let code = crate::front::chat::run(&agent, hub, options).await;
+    crate::bind::mcp::stop_all(agent.lisp()).await;
+    Ok(code)
 }
 
 /// `oml repl`: the interactive Fennel REPL (with the agent offer on a terminal).
@@ -299,7 +301,9 @@ pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32
             .sessions()
             .set_store(Some(Store::new(paths.sessions_dir())));
     }
-    Ok(crate::front::print::run(&agent, options).await)
+    let code = crate::front::print::run(&agent, options).await;
+    crate::bind::mcp::stop_all(agent.lisp()).await;
+    Ok(code)
 }
 
 /// Bytes of piped stdin print mode reads at most; the rest is left unread and the prompt says so.

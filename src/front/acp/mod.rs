@@ -193,6 +193,7 @@ async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
         .await;
         tasks.abort_all();
     }
+    crate::bind::mcp::stop_all(&ctx.lisp).await;
     let _ = tokio::time::timeout(SHUTDOWN_STRAGGLERS, ctx.conn.flush()).await;
 }
 
@@ -256,7 +257,7 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
             "loadSession": true,
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": false, "sse": false},
+            "mcpCapabilities": {"http": true, "sse": false},
         },
         "authMethods": [],
         "agentInfo": {

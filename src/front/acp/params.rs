@@ -279,25 +279,18 @@ impl<'de> Deserialize<'de> for Cwd {
     }
 }
 
-/// The names of the MCP servers the client asks for (`?` for one without a name); absent or
-/// null is none.
+/// The MCP servers the client asks for, each parsed (`crate::mcp::ServerSpec::from_acp`) or the
+/// reason it cannot be: one bad entry is reported to the session, it does not fail the request.
+/// Absent or null is none.
 #[derive(Debug, Default)]
-pub(super) struct McpServers(pub Vec<String>);
+pub(super) struct McpServers(pub Vec<Result<crate::mcp::ServerSpec, String>>);
 
 impl<'de> Deserialize<'de> for McpServers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match member(d)? {
             None => Ok(McpServers::default()),
             Some(Value::Array(servers)) => Ok(McpServers(
-                servers
-                    .iter()
-                    .map(|s| {
-                        s.get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("?")
-                            .to_owned()
-                    })
-                    .collect(),
+                servers.iter().map(crate::mcp::ServerSpec::from_acp).collect(),
             )),
             Some(_) => Err(D::Error::custom("mcpServers must be an array")),
         }
@@ -467,10 +460,16 @@ mod tests {
         ) else {
             panic!("expected session/new");
         };
-        assert_eq!(
-            (p.cwd.0, p.mcp_servers.0),
-            ("/".into(), vec!["a".into(), "?".into()])
-        );
+        assert_eq!(p.cwd.0, std::path::PathBuf::from("/"));
+        let servers: Vec<Result<String, String>> = p
+            .mcp_servers
+            .0
+            .into_iter()
+            .map(|s| s.map(|s| s.name))
+            .collect();
+        assert_eq!(servers.len(), 2);
+        assert!(servers[0].as_ref().unwrap_err().contains("MCP server a has no command"));
+        assert!(servers[1].as_ref().unwrap_err().contains("invalid MCP server"));
         let Ok(Method::SessionList(p)) = Method::parse("session/list", None) else {
             panic!("expected session/list");
         };

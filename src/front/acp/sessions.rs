@@ -23,7 +23,7 @@ use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
 
 pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessionParams) {
-    let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
+    let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let sid = match ctx.agent.try_new_session(cwd.clone(), Some(events_tx)) {
         Ok(sid) => sid,
@@ -45,7 +45,7 @@ pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessi
     let mut result = session_setup_result(ctx, &sid).await;
     result.insert("sessionId".into(), json!(sid));
     let _ = ctx.conn.respond(id, Value::Object(result)).await;
-    after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+    after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
 }
 
 /// Register session `sid` with the hub and start its forwarder; returns the sender that marks
@@ -94,7 +94,7 @@ pub(super) async fn after_setup(
     ctx: &Arc<Ctx>,
     sid: &str,
     cwd: &std::path::Path,
-    mcp_names: &[String],
+    mcp_servers: Vec<Result<crate::mcp::ServerSpec, String>>,
     ready_tx: tokio::sync::watch::Sender<bool>,
 ) {
     // Everything below is queued after the response: clients learn the session id from it and
@@ -107,16 +107,16 @@ pub(super) async fn after_setup(
     for w in warnings {
         say(ctx, sid, format!("Warning: {w}\n"));
     }
-    if !mcp_names.is_empty() {
-        say(
-            ctx,
-            sid,
-            format!(
-                "Note: oml does not connect MCP servers yet; not connected: {}\n",
-                mcp_names.join(", ")
-            ),
-        );
+    // After the project init, so that its `mcp.defserver`s count; the servers start in the
+    // background and the first model request waits for them.
+    let mut editor_servers = Vec::new();
+    for server in mcp_servers {
+        match server {
+            Ok(spec) => editor_servers.push(spec),
+            Err(e) => say(ctx, sid, format!("Warning: {e}\n")),
+        }
     }
+    crate::bind::mcp::start_session(&ctx.lisp, sid, cwd, editor_servers).await;
     if let Err(e) = session_start_hook(ctx, sid).await {
         say(
             ctx,
@@ -137,7 +137,7 @@ pub(super) async fn session_load(
 ) {
     let result = async {
         let sid = params.session_id.0;
-        let (cwd, mcp_names) = (params.cwd.0, params.mcp_servers.0);
+        let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
         let store = ctx
             .agent
             .sessions()
@@ -158,7 +158,7 @@ pub(super) async fn session_load(
                     update(ctx, &sid, u).await;
                 }
             }
-            return Ok((sid, cwd, mcp_names, None));
+            return Ok((sid, cwd, mcp_servers, None));
         }
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let loaded = ctx
@@ -185,18 +185,18 @@ pub(super) async fn session_load(
                     .await;
             }
         }
-        Ok((sid, cwd, mcp_names, Some(ready_tx)))
+        Ok((sid, cwd, mcp_servers, Some(ready_tx)))
     }
     .await;
     match result {
         Err(e) => {
             let _ = ctx.conn.respond_error(id, e).await;
         }
-        Ok((sid, cwd, mcp_names, ready_tx)) => {
+        Ok((sid, cwd, mcp_servers, ready_tx)) => {
             let result = session_setup_result(ctx, &sid).await;
             let _ = ctx.conn.respond(id, Value::Object(result)).await;
             if let Some(ready_tx) = ready_tx {
-                after_setup(ctx, &sid, &cwd, &mcp_names, ready_tx).await;
+                after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
             }
         }
     }
@@ -265,6 +265,7 @@ pub(super) async fn close(ctx: &Arc<Ctx>, sid: &str) {
         }
     }
     ctx.agent.sessions().flush(sid).await;
+    crate::bind::mcp::stop_session(&ctx.lisp, sid).await;
     ctx.hub.remove(sid);
     ctx.agent.sessions().remove(sid);
 }

@@ -94,6 +94,7 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
         }
     };
     chat.session = opened.id.clone();
+    chat.start_mcp().await;
     if caps.interactive {
         chat.welcome(opened.resumed).await;
     }
@@ -288,6 +289,12 @@ impl Chat {
         Flow::Go
     }
 
+    /// Start the declared MCP servers of the current session (in the background).
+    async fn start_mcp(&self) {
+        let cwd = self.cwd();
+        crate::bind::mcp::start_session(self.agent.lisp(), &self.session, &cwd, Vec::new()).await;
+    }
+
     /// Act on what `/new` and `/resume` asked for.
     async fn handle_requests(&mut self) {
         for request in self.hub.take_requests() {
@@ -317,7 +324,9 @@ impl Chat {
             }
             let old = std::mem::replace(&mut self.session, id);
             self.agent.sessions().flush(&old).await;
+            crate::bind::mcp::stop_session(self.agent.lisp(), &old).await;
             self.agent.sessions().remove(&old);
+            self.start_mcp().await;
             self.note(&format!("session {}", self.session));
         }
     }

@@ -1,0 +1,75 @@
+;; The Lisp side of MCP servers: declaring them (`mcp.defserver`), which servers a session
+;; starts with (`mcp.server-specs`), their tools as entries of `agent.tools`
+;; (`mcp.tool-entries`), and the /mcp command. The host functions (`mcp.servers`, `mcp.tools`,
+;; `mcp.call`, `mcp.restart`) are in src/bind/mcp.rs. Loaded after the agent.
+
+(local mcp _G.mcp)
+(local commands _G.commands)
+
+(set mcp.declared (or mcp.declared {}))
+
+(fn mcp.defserver [name spec]
+  "Declare the MCP server NAME for the sessions started from now on. SPEC is
+{:command \"prog\" :args [\"--flag\"] :env {:VAR \"value\"}} for a server oml starts (stdio),
+or {:url \"https://host/mcp\" :headers {:Authorization \"Bearer …\"}} for a streamable HTTP
+server. Its tools are offered to the model as mcp__NAME__TOOL. In `oml acp` the editor's
+servers are added, and win over a declared one of the same name. Returns NAME."
+  (assert (= :string (type name)) "mcp.defserver: the name must be a string")
+  (assert (= :table (type spec)) "mcp.defserver: the spec must be a table")
+  (tset mcp.declared name spec)
+  name)
+
+(fn mcp.undefserver [name]
+  "Forget the declared MCP server NAME: sessions started from now on do not get it."
+  (tset mcp.declared name nil)
+  nil)
+
+(fn mcp.server-specs [dir]
+  "The declared MCP servers a session in the directory DIR starts with, as a table of name →
+spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers by project."
+  (let [_ dir] mcp.declared))
+
+(fn description-of [t]
+  (if (and t.description (not= "" t.description))
+      t.description
+      (.. "The " t.tool " tool of the MCP server " t.server ".")))
+
+(fn mcp.tool-entries []
+  "The current session's MCP tools as entries of `agent.tools`: {:name :fn :spec :kind :title
+:mcp}, where :fn calls the tool through `mcp.call` and :mcp is {:server :tool :read-only?
+:destructive?}. Empty outside a session or without servers."
+  (let [(ok tools) (pcall mcp.tools)]
+    (if (not ok)
+        []
+        (icollect [_ t (ipairs tools)]
+          {:name t.name :table :mcp :kind t.kind :title (.. t.server ": " (or t.title t.tool))
+           :spec {:name t.name :description (description-of t) :parameters t.parameters}
+           :mcp {:server t.server :tool t.tool :read-only? t.read-only? :destructive? t.destructive?}
+           :fn (fn [args] (mcp.call t.server t.tool (or args {})))}))))
+
+(fn server-line [s]
+  (.. "- `" s.name "` " s.state " — " s.transport " `" s.target "`"
+      (if (= s.state :running)
+          (.. ", " s.tools (if (= 1 s.tools) " tool" " tools")
+              (if (and (= :string (type s.info)) (not= "" s.info)) (.. " (" s.info ")") ""))
+          "")
+      (if (= :string (type s.error)) (.. ": " s.error) "")))
+
+(fn commands.mcp [input]
+  {:fnl/docstring "Show this session's MCP servers with their state, tools and errors; `tools` lists their tools, `restart NAME` restarts one."
+   :hint "[tools | restart NAME]"}
+  (let [servers (mcp.servers)
+        name (input:match "^restart%s+(%S+)$")]
+    (if (= 0 (length servers))
+        "No MCP servers in this session. Declare one with `(mcp.defserver name {:command …})` in an init file, or add one in your editor."
+        name
+        (let [(ok err) (pcall mcp.restart name)]
+          (if ok (.. "Restarted `" name "`.") (.. "`" name "` did not restart: " (tostring err))))
+        (= input :tools)
+        (let [tools (mcp.tools)]
+          (if (= 0 (length tools))
+              "The MCP servers offer no tools."
+              (table.concat (icollect [_ t (ipairs tools)]
+                              (.. "- `" t.name "` (" t.kind ") " (description-of t)))
+                            "\n")))
+        (table.concat (icollect [_ s (ipairs servers)] (server-line s)) "\n"))))
