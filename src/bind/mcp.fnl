@@ -30,7 +30,7 @@ spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers b
   (let [_ dir] mcp.declared))
 
 (fn description-of [t]
-  (if (and t.description (not= "" t.description))
+  (if (and (= :string (type t.description)) (not= "" t.description))
       t.description
       (.. "The " t.tool " tool of the MCP server " t.server ".")))
 
@@ -42,7 +42,7 @@ spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers b
     (if (not ok)
         []
         (icollect [_ t (ipairs tools)]
-          {:name t.name :table :mcp :kind t.kind :title (.. t.server ": " (or t.title t.tool))
+          {:name t.name :table :mcp :kind t.kind :title (.. t.server ": " (if (= :string (type t.title)) t.title t.tool))
            :spec {:name t.name :description (description-of t) :parameters t.parameters}
            :mcp {:server t.server :tool t.tool :read-only? t.read-only? :destructive? t.destructive?}
            :fn (fn [args] (mcp.call t.server t.tool (or args {})))}))))

@@ -17,9 +17,11 @@ use std::time::Duration;
 use mlua::{Lua, Value};
 use serde_json::{Value as Json, json};
 
-use super::session::{sessions, session_id};
 use super::session::tools::session_cancel;
-use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua, to_lua};
+use super::session::{session_id, sessions};
+use crate::lisp::{
+    HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua, to_lua,
+};
 use crate::mcp::{McpTool, ServerSet, ServerSpec};
 use crate::session::{AgentEvent, Sessions};
 
@@ -42,13 +44,25 @@ pub struct McpHub {
 
 impl McpHub {
     fn get(&self, sid: &str) -> Option<Arc<ServerSet>> {
-        self.sets.lock().unwrap_or_else(PoisonError::into_inner).get(sid).cloned()
+        self.sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(sid)
+            .cloned()
     }
     fn take(&self, sid: &str) -> Option<Arc<ServerSet>> {
-        self.sets.lock().unwrap_or_else(PoisonError::into_inner).remove(sid)
+        self.sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(sid)
     }
     fn take_all(&self) -> Vec<Arc<ServerSet>> {
-        self.sets.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, s)| s).collect()
+        self.sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, s)| s)
+            .collect()
     }
 }
 
@@ -80,9 +94,27 @@ fn settings() -> Vec<SettingDecl> {
         line,
     };
     vec![
-        decl("mcp.start-timeout", "Seconds an MCP server has to start, answer `initialize` and list its tools; then it counts as failed (the session goes on without it).", "number", json!(START_TIMEOUT_SECS), line!()),
-        decl("mcp.call-timeout", "Seconds one MCP tool call may take; then it is abandoned (the server is told) and the model reads an error.", "number", json!(CALL_TIMEOUT_SECS), line!()),
-        decl("mcp.max-chars", "Characters of an MCP tool's result the model reads at most; the head is kept and a footer says how much was cut.", "integer", json!(MAX_CHARS), line!()),
+        decl(
+            "mcp.start-timeout",
+            "Seconds an MCP server has to start, answer `initialize` and list its tools; then it counts as failed (the session goes on without it).",
+            "number",
+            json!(START_TIMEOUT_SECS),
+            line!(),
+        ),
+        decl(
+            "mcp.call-timeout",
+            "Seconds one MCP tool call may take; then it is abandoned (the server is told) and the model reads an error.",
+            "number",
+            json!(CALL_TIMEOUT_SECS),
+            line!(),
+        ),
+        decl(
+            "mcp.max-chars",
+            "Characters of an MCP tool's result the model reads at most; the head is kept and a footer says how much was cut.",
+            "integer",
+            json!(MAX_CHARS),
+            line!(),
+        ),
     ]
 }
 
@@ -103,10 +135,19 @@ fn seconds(lisp: &Lisp, name: &str, default: u64) -> Duration {
 /// first model request waits for them. A server that cannot be described, or fails to start,
 /// is reported to the session as a notice.
 pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<ServerSpec>) {
-    let Ok(sessions) = sessions(lisp.lua()) else { return };
+    let Ok(sessions) = sessions(lisp.lua()) else {
+        return;
+    };
     let notify = notifier(&sessions, sid);
     let mut specs: Vec<ServerSpec> = Vec::new();
-    match lisp.call_json("mcp.server-specs", &[json!(cwd.display().to_string())], &Default::default()).await {
+    match lisp
+        .call_json(
+            "mcp.server-specs",
+            &[json!(cwd.display().to_string())],
+            &Default::default(),
+        )
+        .await
+    {
         Ok(Json::Object(declared)) => {
             for (name, spec) in declared {
                 match ServerSpec::from_config(&name, &spec) {
@@ -118,7 +159,9 @@ pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<Server
         }
         Ok(Json::Null) => {}
         Ok(Json::Array(a)) if a.is_empty() => {}
-        Ok(other) => notify(format!("mcp.server-specs returned {other}, not a table of servers")),
+        Ok(other) => notify(format!(
+            "mcp.server-specs returned {other}, not a table of servers"
+        )),
         Err(e) => notify(format!("mcp.server-specs failed: {e}")),
     }
     specs.sort_by(|a, b| a.name.cmp(&b.name));
@@ -228,29 +271,37 @@ const MCP: &[HostFn] = &[
         args: "server tool args ?opts",
         doc: "Call the tool TOOL (its name on the server) of the session's MCP server SERVER with the table ARGS. Returns {:content :error?}: the result as text, cut to mcp.max-chars. ?OPTS: {:raw true} returns the raw CallToolResult table instead; {:session id} picks the session. A server that fails, exits or times out (mcp.call-timeout) gives an error result, not an error.",
         make: |lua| {
-            create_async_function(lua, |lua, (server, tool, args, opts): (String, String, Value, Option<Value>)| async move {
-                let args = from_lua(&lua, args)?;
-                let opts: CallOpts = match opts {
-                    Some(v) => serde_json::from_value(from_lua(&lua, v)?).map_err(lua_err)?,
-                    None => CallOpts::default(),
-                };
-                let Some(set) = set_of(&lua, opts.session)? else {
-                    return to_lua(&lua, &json!({"content": format!("no MCP server is called {server}"), "error?": true}));
-                };
-                let lisp = Lisp::from_lua(&lua).ok_or_else(|| lua_err("no Lisp host"))?;
-                let timeout = seconds(&lisp, "mcp.call-timeout", CALL_TIMEOUT_SECS);
-                let max: usize = lisp.setting("mcp.max-chars").unwrap_or(MAX_CHARS);
-                let cancel = session_cancel(&lua);
-                let answer = match set.call(&server, &tool, args, &cancel, timeout).await {
-                    Ok(raw) if opts.raw => raw,
-                    Ok(raw) => {
-                        let r = crate::mcp::render(&raw);
-                        json!({"content": crate::tools::truncate::cap_head(&r.text, max), "error?": r.is_error})
-                    }
-                    Err(e) => json!({"content": format!("MCP server {server}: {e}"), "error?": true}),
-                };
-                to_lua(&lua, &answer)
-            })
+            create_async_function(
+                lua,
+                |lua, (server, tool, args, opts): (String, String, Value, Option<Value>)| async move {
+                    let args = from_lua(&lua, args)?;
+                    let opts: CallOpts = match opts {
+                        Some(v) => serde_json::from_value(from_lua(&lua, v)?).map_err(lua_err)?,
+                        None => CallOpts::default(),
+                    };
+                    let Some(set) = set_of(&lua, opts.session)? else {
+                        return to_lua(
+                            &lua,
+                            &json!({"content": format!("no MCP server is called {server}"), "error?": true}),
+                        );
+                    };
+                    let lisp = Lisp::from_lua(&lua).ok_or_else(|| lua_err("no Lisp host"))?;
+                    let timeout = seconds(&lisp, "mcp.call-timeout", CALL_TIMEOUT_SECS);
+                    let max: usize = lisp.setting("mcp.max-chars").unwrap_or(MAX_CHARS);
+                    let cancel = session_cancel(&lua);
+                    let answer = match set.call(&server, &tool, args, &cancel, timeout).await {
+                        Ok(raw) if opts.raw => raw,
+                        Ok(raw) => {
+                            let r = crate::mcp::render(&raw);
+                            json!({"content": crate::tools::truncate::cap_head(&r.text, max), "error?": r.is_error})
+                        }
+                        Err(e) => {
+                            json!({"content": format!("MCP server {server}: {e}"), "error?": true})
+                        }
+                    };
+                    to_lua(&lua, &answer)
+                },
+            )
         },
     },
     HostFn {
@@ -258,11 +309,15 @@ const MCP: &[HostFn] = &[
         args: "name ?session-id",
         doc: "Stop the session's MCP server NAME and start it again; returns true once it runs, else raises why it did not start.",
         make: |lua| {
-            create_async_function(lua, |lua, (name, sid): (String, Option<String>)| async move {
-                let set = set_of(&lua, sid)?.ok_or_else(|| lua_err(format!("no MCP server is called {name}")))?;
-                set.restart(&name).await.map_err(lua_err)?;
-                Ok(true)
-            })
+            create_async_function(
+                lua,
+                |lua, (name, sid): (String, Option<String>)| async move {
+                    let set = set_of(&lua, sid)?
+                        .ok_or_else(|| lua_err(format!("no MCP server is called {name}")))?;
+                    set.restart(&name).await.map_err(lua_err)?;
+                    Ok(true)
+                },
+            )
         },
     },
 ];

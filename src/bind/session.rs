@@ -347,7 +347,11 @@ fn thread_key(lua: &Lua) -> usize {
 }
 
 /// The explicit session id (which must exist), else the running coroutine's session.
-pub(crate) fn session_id(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua::Result<String> {
+pub(crate) fn session_id(
+    lua: &Lua,
+    sessions: &Sessions,
+    explicit: Option<String>,
+) -> mlua::Result<String> {
     match explicit {
         Some(id) => {
             sessions

@@ -31,7 +31,12 @@ pub fn render(result: &Value) -> Rendered {
         text = serde_json::to_string_pretty(structured).unwrap_or_default();
     }
     if text.is_empty() {
-        text = if is_error { "(the tool failed without a message)" } else { "(no output)" }.to_owned();
+        text = if is_error {
+            "(the tool failed without a message)"
+        } else {
+            "(no output)"
+        }
+        .to_owned();
     }
     Rendered { text, is_error }
 }
@@ -57,7 +62,11 @@ fn block(b: &Value) -> String {
         "resource" => resource(b.get("resource").unwrap_or(&Value::Null)),
         "resource_link" => {
             let name = str_of(b, "name");
-            format!("[resource link: {} <{}>]", if name.is_empty() { "(unnamed)" } else { name }, str_of(b, "uri"))
+            format!(
+                "[resource link: {} <{}>]",
+                if name.is_empty() { "(unnamed)" } else { name },
+                str_of(b, "uri")
+            )
         }
         other => format!("[a {other:?} content block, not shown]"),
     }
@@ -102,7 +111,10 @@ mod tests {
         assert_eq!(r.text, "{\n  \"n\": 1\n}");
         let e = render(&json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
         assert_eq!((e.text.as_str(), e.is_error), ("boom", true));
-        assert_eq!(render(&json!({"isError": true})).text, "(the tool failed without a message)");
+        assert_eq!(
+            render(&json!({"isError": true})).text,
+            "(the tool failed without a message)"
+        );
         assert_eq!(render(&json!({})).text, "(no output)");
     }
 }

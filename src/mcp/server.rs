@@ -176,11 +176,11 @@ impl Server {
             // A custom request, so that the answer arrives as JSON when rmcp's typed
             // `ListToolsResult` refuses it: one malformed tool must not hide the others.
             let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
-            let answer = self
-                .peer
-                .send_request(request)
-                .await
-                .map_err(|e| self.failure(&e.to_string()))?;
+            let answer = self.peer.send_request(request).await;
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) => return Err(self.failure(&e.to_string()).await),
+            };
             let page = match answer {
                 ServerResult::CustomResult(custom) => custom.0,
                 other => serde_json::to_value(other).unwrap_or_default(),
@@ -188,7 +188,10 @@ impl Server {
             if let Some(tools) = page.get("tools").and_then(Value::as_array) {
                 raw.extend(tools.iter().cloned());
             }
-            cursor = page.get("nextCursor").and_then(Value::as_str).map(str::to_owned);
+            cursor = page
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             if cursor.is_none() {
                 break;
             }
@@ -205,22 +208,35 @@ impl Server {
         if self.tools_changed.swap(false, Ordering::SeqCst) {
             match self.list().await {
                 Ok(n) => notices = n,
-                Err(e) => notices.push(format!("MCP server {}: cannot list its tools again: {e}", self.spec.name)),
+                Err(e) => notices.push(format!(
+                    "MCP server {}: cannot list its tools again: {e}",
+                    self.spec.name
+                )),
             }
         }
-        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let tools = self
+            .tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         (tools, notices)
     }
 
     /// How many tools the last listing offered.
     pub fn tool_count(&self) -> usize {
-        self.tools.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Whether the connection is still up.
     pub fn is_alive(&self) -> bool {
         !self.peer.is_transport_closed()
-            && self.process.as_ref().is_none_or(|p| p.exit_status().is_none())
+            && self
+                .process
+                .as_ref()
+                .is_none_or(|p| p.exit_status().is_none())
     }
 
     /// Call the tool `tool` (its name on the server) with `args` (a JSON object); the raw
@@ -238,31 +254,45 @@ impl Server {
             Value::Null => Map::new(),
             // An empty Lua table arrives as an empty list.
             Value::Array(a) if a.is_empty() => Map::new(),
-            other => return Err(McpError::Call(format!("the arguments must be an object, not {other}"))),
+            other => {
+                return Err(McpError::Call(format!(
+                    "the arguments must be an object, not {other}"
+                )));
+            }
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         tokio::select! {
             result = self.peer.call_tool(params) => match result {
                 Ok(result) => Ok(serde_json::to_value(result).unwrap_or_default()),
-                Err(e) => Err(self.failure(&e.to_string())),
+                Err(e) => Err(self.failure(&e.to_string()).await),
             },
             () = cancel.cancelled() => Err(McpError::Cancelled),
             () = tokio::time::sleep(timeout) => Err(McpError::CallTimeout(timeout)),
         }
     }
 
-    /// An error of the connection, with the exit status and stderr of a server that exited.
-    fn failure(&self, error: &str) -> McpError {
-        match self.process.as_ref().and_then(|p| p.exit_status().map(|s| (p, s))) {
-            Some((p, status)) => McpError::Exited(format!(
-                "the server exited ({}){}",
-                describe_status(&status),
-                stderr_quote(p)
-            )),
-            None if self.peer.is_transport_closed() => {
-                McpError::Exited(format!("the connection closed: {error}"))
+    /// An error of the connection, with the exit status and stderr of a server that exited
+    /// (waiting [`EXIT_WAIT`] for the status when the connection closed first).
+    async fn failure(&self, error: &str) -> McpError {
+        let closed = self.peer.is_transport_closed();
+        if let Some(p) = &self.process {
+            let status = if closed {
+                p.wait_exit(EXIT_WAIT).await
+            } else {
+                p.exit_status()
+            };
+            if let Some(status) = status {
+                return McpError::Exited(format!(
+                    "the server exited ({}){}",
+                    describe_status(&status),
+                    stderr_quote(p)
+                ));
             }
-            None => McpError::Call(error.to_owned()),
+        }
+        if closed {
+            McpError::Exited(format!("the connection closed: {error}"))
+        } else {
+            McpError::Call(error.to_owned())
         }
     }
 
@@ -283,7 +313,11 @@ impl Server {
 async fn failed_start(process: &AgentProcess, error: &str) -> McpError {
     let status = process.wait_exit(EXIT_WAIT).await;
     let message = match status {
-        Some(status) => format!("the server exited ({}){}", describe_status(&status), stderr_quote(process)),
+        Some(status) => format!(
+            "the server exited ({}){}",
+            describe_status(&status),
+            stderr_quote(process)
+        ),
         None => format!("{error}{}", stderr_quote(process)),
     };
     let process = process.clone();

@@ -70,7 +70,10 @@ impl ServerSet {
         let mut unique: Vec<ServerSpec> = Vec::new();
         for spec in specs {
             if unique.iter().any(|s| s.name == spec.name) {
-                notify(format!("MCP server {}: another server has this name; this one is not started", spec.name));
+                notify(format!(
+                    "MCP server {}: another server has this name; this one is not started",
+                    spec.name
+                ));
             } else {
                 unique.push(spec);
             }
@@ -100,7 +103,10 @@ impl ServerSet {
             let mut slots = self.slots();
             match slots.iter_mut().find(|s| s.spec.name == spec.name) {
                 Some(slot) => slot.state = State::Starting,
-                None => slots.push(Slot { spec: spec.clone(), state: State::Starting }),
+                None => slots.push(Slot {
+                    spec: spec.clone(),
+                    state: State::Starting,
+                }),
             }
         }
         self.starting.send_modify(|n| *n += 1);
@@ -150,7 +156,12 @@ impl ServerSet {
             .map(|slot| {
                 let (state, error, tools, info) = match &slot.state {
                     State::Starting => ("starting", None, 0, String::new()),
-                    State::Running(s) if !s.is_alive() => ("failed", Some("the server exited".to_owned()), 0, s.info.clone()),
+                    State::Running(s) if !s.is_alive() => (
+                        "failed",
+                        Some("the server exited".to_owned()),
+                        0,
+                        s.info.clone(),
+                    ),
                     State::Running(s) => ("running", None, s.tool_count(), s.info.clone()),
                     State::Failed(e) => ("failed", Some(e.clone()), 0, String::new()),
                     State::Stopped => ("stopped", None, 0, String::new()),
@@ -188,7 +199,10 @@ impl ServerSet {
             notices.into_iter().for_each(|n| (self.notify)(n));
             for tool in tools {
                 if all.iter().any(|t| t.name == tool.name) {
-                    (self.notify)(format!("MCP server {}: skipped tool {}: another server's tool is already called {}", tool.server, tool.tool, tool.name));
+                    (self.notify)(format!(
+                        "MCP server {}: skipped tool {}: another server's tool is already called {}",
+                        tool.server, tool.tool, tool.name
+                    ));
                 } else {
                     all.push(tool);
                 }
@@ -206,7 +220,10 @@ impl ServerSet {
             .ok_or_else(|| McpError::NoServer(name.to_owned()))?;
         match &slot.state {
             State::Running(server) => Ok(server.clone()),
-            State::Starting => Err(McpError::NotRunning(name.to_owned(), "still starting".into())),
+            State::Starting => Err(McpError::NotRunning(
+                name.to_owned(),
+                "still starting".into(),
+            )),
             State::Failed(e) => Err(McpError::NotRunning(name.to_owned(), e.clone())),
             State::Stopped => Err(McpError::NotRunning(name.to_owned(), "stopped".into())),
         }
@@ -234,7 +251,10 @@ impl ServerSet {
                 .iter_mut()
                 .find(|s| s.spec.name == name)
                 .ok_or_else(|| McpError::NoServer(name.to_owned()))?;
-            (slot.spec.clone(), std::mem::replace(&mut slot.state, State::Stopped))
+            (
+                slot.spec.clone(),
+                std::mem::replace(&mut slot.state, State::Stopped),
+            )
         };
         if let State::Running(server) = old {
             server.stop().await;

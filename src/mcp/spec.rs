@@ -48,12 +48,10 @@ impl Transport {
     /// The command line or URL, for `/mcp` and error messages.
     pub fn target(&self) -> String {
         match self {
-            Transport::Stdio { command, args, .. } => {
-                std::iter::once(command.as_str())
-                    .chain(args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
+            Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
             Transport::Http { url, .. } | Transport::Sse { url } => url.clone(),
         }
     }
@@ -135,7 +133,10 @@ impl ServerSpec {
                     .collect(),
                 // An empty Lua table arrives as an empty array.
                 Some(Value::Array(a)) if a.is_empty() => Ok(Vec::new()),
-                Some(other) => Err(format!("MCP server {name}: :{key} must be a table, got {}", short(other))),
+                Some(other) => Err(format!(
+                    "MCP server {name}: :{key} must be a table, got {}",
+                    short(other)
+                )),
             }
         };
         let transport = match (text("command"), text("url")) {
@@ -147,7 +148,10 @@ impl ServerSpec {
                         .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
                         .collect(),
                     Some(other) => {
-                        return Err(format!("MCP server {name}: :args must be a list, got {}", short(other)));
+                        return Err(format!(
+                            "MCP server {name}: :args must be a list, got {}",
+                            short(other)
+                        ));
                     }
                 };
                 Transport::Stdio {
@@ -162,7 +166,9 @@ impl ServerSpec {
                 headers: table("headers")?,
             },
             (Some(_), Some(_)) => {
-                return Err(format!("MCP server {name}: give :command or :url, not both"));
+                return Err(format!(
+                    "MCP server {name}: give :command or :url, not both"
+                ));
             }
             (None, None) => return Err(format!("MCP server {name}: give :command or :url")),
         };
@@ -171,7 +177,10 @@ impl ServerSpec {
 
     fn named(name: String, transport: Transport) -> Result<ServerSpec, String> {
         if name.trim().is_empty() {
-            return Err(format!("an MCP server ({}) has no name", transport.target()));
+            return Err(format!(
+                "an MCP server ({}) has no name",
+                transport.target()
+            ));
         }
         Ok(ServerSpec { name, transport })
     }
@@ -201,12 +210,27 @@ mod tests {
     #[test]
     fn acp_forms() {
         let cases: &[(Value, Result<&str, &str>)] = &[
-            (json!({"name": "fs", "command": "npx", "args": ["a"], "env": [{"name": "K", "value": "v"}]}), Ok("stdio npx a")),
-            (json!({"type": "http", "name": "h", "url": "http://x/mcp", "headers": []}), Ok("http http://x/mcp")),
-            (json!({"type": "sse", "name": "s", "url": "http://x/sse", "headers": []}), Ok("sse http://x/sse")),
+            (
+                json!({"name": "fs", "command": "npx", "args": ["a"], "env": [{"name": "K", "value": "v"}]}),
+                Ok("stdio npx a"),
+            ),
+            (
+                json!({"type": "http", "name": "h", "url": "http://x/mcp", "headers": []}),
+                Ok("http http://x/mcp"),
+            ),
+            (
+                json!({"type": "sse", "name": "s", "url": "http://x/sse", "headers": []}),
+                Ok("sse http://x/sse"),
+            ),
             (json!({"name": "x"}), Err("MCP server x has no command")),
-            (json!({"type": "http", "name": "h"}), Err("MCP server h has no url")),
-            (json!({"type": "ws", "name": "w", "url": "u"}), Err("unknown type")),
+            (
+                json!({"type": "http", "name": "h"}),
+                Err("MCP server h has no url"),
+            ),
+            (
+                json!({"type": "ws", "name": "w", "url": "u"}),
+                Err("unknown type"),
+            ),
             (json!({"command": "x"}), Err("invalid MCP server")),
             (json!({"name": " ", "command": "x"}), Err("has no name")),
         ];
@@ -223,16 +247,47 @@ mod tests {
 
     #[test]
     fn lisp_forms() {
-        let s = ServerSpec::from_config("g", &json!({"command": "srv", "args": ["--x", 3], "env": {"T": "1"}})).unwrap();
+        let s = ServerSpec::from_config(
+            "g",
+            &json!({"command": "srv", "args": ["--x", 3], "env": {"T": "1"}}),
+        )
+        .unwrap();
         assert_eq!(
             s.transport,
-            Transport::Stdio { command: "srv".into(), args: vec!["--x".into(), "3".into()], env: vec![("T".into(), "1".into())] }
+            Transport::Stdio {
+                command: "srv".into(),
+                args: vec!["--x".into(), "3".into()],
+                env: vec![("T".into(), "1".into())]
+            }
         );
-        let h = ServerSpec::from_config("h", &json!({"url": "http://h", "headers": {"A": "b"}})).unwrap();
-        assert_eq!(h.transport, Transport::Http { url: "http://h".into(), headers: vec![("A".into(), "b".into())] });
-        assert!(ServerSpec::from_config("b", &json!({"command": "c", "url": "u"})).unwrap_err().contains("not both"));
-        assert!(ServerSpec::from_config("b", &json!({})).unwrap_err().contains("give :command or :url"));
-        assert!(ServerSpec::from_config("b", &json!({"command": "c", "env": 3})).unwrap_err().contains(":env must be a table"));
-        assert!(ServerSpec::from_config("b", &json!(5)).unwrap_err().contains("expected a table"));
+        let h = ServerSpec::from_config("h", &json!({"url": "http://h", "headers": {"A": "b"}}))
+            .unwrap();
+        assert_eq!(
+            h.transport,
+            Transport::Http {
+                url: "http://h".into(),
+                headers: vec![("A".into(), "b".into())]
+            }
+        );
+        assert!(
+            ServerSpec::from_config("b", &json!({"command": "c", "url": "u"}))
+                .unwrap_err()
+                .contains("not both")
+        );
+        assert!(
+            ServerSpec::from_config("b", &json!({}))
+                .unwrap_err()
+                .contains("give :command or :url")
+        );
+        assert!(
+            ServerSpec::from_config("b", &json!({"command": "c", "env": 3}))
+                .unwrap_err()
+                .contains(":env must be a table")
+        );
+        assert!(
+            ServerSpec::from_config("b", &json!(5))
+                .unwrap_err()
+                .contains("expected a table")
+        );
     }
 }

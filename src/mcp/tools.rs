@@ -50,7 +50,13 @@ impl McpTool {
 pub fn tool_name(server: &str, tool: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     };
     let mut name = format!("mcp__{}__{}", clean(server), clean(tool));
@@ -63,22 +69,35 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 /// and whose `required` (when given) is a list of strings.
 pub fn schema_problem(schema: &Value) -> Option<String> {
     let Some(obj) = schema.as_object() else {
-        return Some(format!("its input schema is not an object but {}", json_kind(schema)));
+        return Some(format!(
+            "its input schema is not an object but {}",
+            json_kind(schema)
+        ));
     };
     match obj.get("type") {
         None => {}
         Some(Value::String(t)) if t == "object" => {}
-        Some(other) => return Some(format!("its input schema's type is {other}, not \"object\"")),
+        Some(other) => {
+            return Some(format!(
+                "its input schema's type is {other}, not \"object\""
+            ));
+        }
     }
     match obj.get("properties") {
         None => {}
         Some(Value::Object(props)) => {
-            if let Some((k, _)) = props.iter().find(|(_, v)| !v.is_object() && !v.is_boolean()) {
+            if let Some((k, _)) = props
+                .iter()
+                .find(|(_, v)| !v.is_object() && !v.is_boolean())
+            {
                 return Some(format!("its input schema's property {k:?} is not a schema"));
             }
         }
         Some(other) => {
-            return Some(format!("its input schema's properties are {}, not an object", json_kind(other)));
+            return Some(format!(
+                "its input schema's properties are {}, not an object",
+                json_kind(other)
+            ));
         }
     }
     match obj.get("required") {
@@ -106,21 +125,33 @@ pub fn parse_tools(server: &str, tools: &[Value]) -> (Vec<McpTool>, Vec<String>)
     let mut notices = Vec::new();
     for raw in tools {
         let Some(obj) = raw.as_object() else {
-            notices.push(format!("MCP server {server}: skipped a tool that is not an object"));
+            notices.push(format!(
+                "MCP server {server}: skipped a tool that is not an object"
+            ));
             continue;
         };
-        let Some(tool) = obj.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
-            notices.push(format!("MCP server {server}: skipped a tool without a name"));
+        let Some(tool) = obj
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        else {
+            notices.push(format!(
+                "MCP server {server}: skipped a tool without a name"
+            ));
             continue;
         };
         let schema = obj.get("inputSchema").cloned().unwrap_or(Value::Null);
         if let Some(problem) = schema_problem(&schema) {
-            notices.push(format!("MCP server {server}: skipped tool {tool}: {problem}"));
+            notices.push(format!(
+                "MCP server {server}: skipped tool {tool}: {problem}"
+            ));
             continue;
         }
         let name = tool_name(server, tool);
         if out.iter().any(|t| t.name == name) {
-            notices.push(format!("MCP server {server}: skipped tool {tool}: another tool is already called {name}"));
+            notices.push(format!(
+                "MCP server {server}: skipped tool {tool}: another tool is already called {name}"
+            ));
             continue;
         }
         out.push(describe(server, tool, name, obj, normalise(schema)));
@@ -128,14 +159,28 @@ pub fn parse_tools(server: &str, tools: &[Value]) -> (Vec<McpTool>, Vec<String>)
     (out, notices)
 }
 
-fn describe(server: &str, tool: &str, name: String, obj: &Map<String, Value>, schema: Value) -> McpTool {
+fn describe(
+    server: &str,
+    tool: &str,
+    name: String,
+    obj: &Map<String, Value>,
+    schema: Value,
+) -> McpTool {
     let annotations = obj.get("annotations").and_then(Value::as_object);
-    let hint = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_bool);
+    let hint = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+    };
     let read_only = hint("readOnlyHint").unwrap_or(false);
     let title = obj
         .get("title")
         .and_then(Value::as_str)
-        .or_else(|| annotations.and_then(|a| a.get("title")).and_then(Value::as_str))
+        .or_else(|| {
+            annotations
+                .and_then(|a| a.get("title"))
+                .and_then(Value::as_str)
+        })
         .map(str::to_owned);
     let description = obj
         .get("description")
@@ -160,8 +205,10 @@ fn normalise(schema: Value) -> Value {
     let Value::Object(mut obj) = schema else {
         return schema;
     };
-    obj.entry("type").or_insert_with(|| Value::String("object".into()));
-    obj.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    obj.entry("type")
+        .or_insert_with(|| Value::String("object".into()));
+    obj.entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
     Value::Object(obj)
 }
 
@@ -172,7 +219,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(tool_name("github", "create_issue"), "mcp__github__create_issue");
+        assert_eq!(
+            tool_name("github", "create_issue"),
+            "mcp__github__create_issue"
+        );
         assert_eq!(tool_name("my server", "a.b/c"), "mcp__my_server__a_b_c");
         assert_eq!(tool_name("s", &"x".repeat(100)).len(), TOOL_NAME_MAX_CHARS);
     }
@@ -180,13 +230,19 @@ mod tests {
     #[test]
     fn schemas() {
         let cases = [
-            (json!({"type": "object", "properties": {"a": {"type": "string"}}}), None),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+                None,
+            ),
             (json!({}), None),
             (json!({"type": "object", "required": ["a"]}), None),
             (json!("nope"), Some("not an object but a string")),
             (json!({"type": "array"}), Some("type is \"array\"")),
             (json!({"properties": 5}), Some("properties are a number")),
-            (json!({"properties": {"a": 1}}), Some("property \"a\" is not a schema")),
+            (
+                json!({"properties": {"a": 1}}),
+                Some("property \"a\" is not a schema"),
+            ),
             (json!({"required": [1]}), Some("required is not a list")),
         ];
         for (schema, want) in cases {
@@ -211,7 +267,14 @@ mod tests {
         ];
         let (ok, notices) = parse_tools("s", &tools);
         let kinds: Vec<(&str, &str)> = ok.iter().map(|t| (t.name.as_str(), t.kind())).collect();
-        assert_eq!(kinds, [("mcp__s__get", "read"), ("mcp__s__put", "other"), ("mcp__s__rm", "delete")]);
+        assert_eq!(
+            kinds,
+            [
+                ("mcp__s__get", "read"),
+                ("mcp__s__put", "other"),
+                ("mcp__s__rm", "delete")
+            ]
+        );
         assert_eq!(ok[0].schema, json!({"type": "object", "properties": {}}));
         assert_eq!(notices.len(), 3, "{notices:?}");
         assert!(notices[0].contains("skipped tool bad"));

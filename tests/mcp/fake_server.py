@@ -11,6 +11,7 @@ cancelled call was announced) and "stdin closed" at end of input.
 import json
 import os
 import sys
+import threading
 import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
@@ -23,9 +24,13 @@ def note(text):
             f.write(text + "\n")
 
 
+LOCK = threading.Lock()
+
+
 def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
 
 
 OBJ = {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -102,6 +107,10 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
     elif method == "tools/call":
         p = msg.get("params", {})
+        if p.get("name") == "slow":
+            # Answered from a thread, so that the cancel notification is still read.
+            threading.Thread(target=lambda rid=rid: send({"jsonrpc": "2.0", "id": rid, "result": call("slow", {})}), daemon=True).start()
+            continue
         result = call(p.get("name"), p.get("arguments") or {})
         if result is None:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "no such tool"}})

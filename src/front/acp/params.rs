@@ -290,7 +290,10 @@ impl<'de> Deserialize<'de> for McpServers {
         match member(d)? {
             None => Ok(McpServers::default()),
             Some(Value::Array(servers)) => Ok(McpServers(
-                servers.iter().map(crate::mcp::ServerSpec::from_acp).collect(),
+                servers
+                    .iter()
+                    .map(crate::mcp::ServerSpec::from_acp)
+                    .collect(),
             )),
             Some(_) => Err(D::Error::custom("mcpServers must be an array")),
         }
@@ -468,8 +471,18 @@ mod tests {
             .map(|s| s.map(|s| s.name))
             .collect();
         assert_eq!(servers.len(), 2);
-        assert!(servers[0].as_ref().unwrap_err().contains("MCP server a has no command"));
-        assert!(servers[1].as_ref().unwrap_err().contains("invalid MCP server"));
+        assert!(
+            servers[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("MCP server a has no command")
+        );
+        assert!(
+            servers[1]
+                .as_ref()
+                .unwrap_err()
+                .contains("invalid MCP server")
+        );
         let Ok(Method::SessionList(p)) = Method::parse("session/list", None) else {
             panic!("expected session/list");
         };

@@ -109,7 +109,10 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             return exit::ERROR;
         }
     };
-    let cwd = agent.sessions().with(&id, |s| s.cwd.clone()).unwrap_or_default();
+    let cwd = agent
+        .sessions()
+        .with(&id, |s| s.cwd.clone())
+        .unwrap_or_default();
     crate::bind::mcp::start_session(agent.lisp(), &id, &cwd, Vec::new()).await;
     if options.json {
         json_init(agent, &id).await;

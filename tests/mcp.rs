@@ -1,0 +1,640 @@
+//! MCP servers end to end: `oml acp` (and print mode) connect real servers — the reference
+//! servers from npm over stdio and streamable HTTP, and `tests/mcp/fake_server.py` for faults —
+//! and the model, the fake model server over TCP, calls their tools. Each test checks that no
+//! server process is left when oml is done.
+//!
+//! The npm servers come from `tests/mcp/package.json` (installed by `scripts/setup-mcp.sh`);
+//! without them, or without `python3`, a test skips outside CI and fails under it.
+
+mod common;
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::Env;
+use serde_json::{Value, json};
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fake_server() -> String {
+    repo()
+        .join("tests/mcp/fake_server.py")
+        .display()
+        .to_string()
+}
+
+/// The reference servers' entry points, or `None` (after `skip`) when they are not installed.
+fn npm_server(name: &str) -> Option<String> {
+    let bin = repo().join("tests/mcp/node_modules/.bin").join(name);
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if node && bin.exists() {
+        return Some(bin.display().to_string());
+    }
+    common::skip(
+        "the reference MCP servers (Node.js and tests/mcp/node_modules)",
+        "bash scripts/setup-mcp.sh",
+    );
+    None
+}
+
+fn python() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        common::skip("python3", "apt-get install python3");
+    }
+    ok
+}
+
+/// A minimal ACP client over the agent's pipes.
+struct Acp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Acp {
+    fn start(env: &Env, fake: &FakeModel) -> Acp {
+        let mut child = env
+            .command(Some(fake), &["acp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn oml acp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut acp = Acp {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next_id: 0,
+        };
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        acp
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(WAIT)
+            .expect("a message from oml acp");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carried {line:?}: {e}"))
+    }
+
+    /// The messages before the answer to `id`, and the answer.
+    fn until_answer(&mut self, id: u64) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.next();
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return (before, m);
+            }
+            before.push(m);
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.until_answer(id).1
+    }
+
+    /// session/new with `servers`; waits for the setup's slash commands.
+    fn new_session(&mut self, cwd: &Path, servers: Value) -> String {
+        self.new_session_with_setup(cwd, servers).0
+    }
+
+    /// session/new with `servers`; the session id and the setup's updates.
+    fn new_session_with_setup(&mut self, cwd: &Path, servers: Value) -> (String, Vec<Value>) {
+        let r = self.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+        let sid = r["result"]["sessionId"]
+            .as_str()
+            .expect("a session id")
+            .to_owned();
+        let mut setup = Vec::new();
+        loop {
+            let m = self.next();
+            let done = update(&m) == "available_commands_update";
+            setup.push(m);
+            if done {
+                return (sid, setup);
+            }
+        }
+    }
+
+    /// Prompt `text`; the updates until the answer, and the stop reason.
+    fn prompt(&mut self, sid: &str, text: &str) -> (Vec<Value>, String) {
+        let id = self.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        );
+        let (before, answer) = self.until_answer(id);
+        let reason = answer["result"]["stopReason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (before, reason)
+    }
+
+    /// Close stdin and wait for oml to exit.
+    fn finish(mut self) {
+        self.stdin.take();
+        let status = common::wait_within(&mut self.child, Duration::from_secs(20));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "oml acp did not exit cleanly: {status:?}"
+        );
+    }
+}
+
+fn update(m: &Value) -> String {
+    m["params"]["update"]["sessionUpdate"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The text of every message chunk in `ms`.
+fn chunks(ms: &[Value]) -> String {
+    ms.iter()
+        .filter(|m| update(m) == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+/// The `tool` messages of model request `n`'s body, by tool call id.
+fn tool_results(fake: &FakeModel, n: usize) -> Vec<(String, String)> {
+    let requests = fake.wait_for_requests(n + 1, WAIT);
+    requests[n].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn call(id: &str, name: &str, args: &str) -> Reply {
+    Reply::from(tool_call_chunks(id, name, &[args]))
+}
+
+/// Processes whose environment or command line holds `token`.
+fn processes_with(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let holds = |file: &str| {
+            std::fs::read(dir.join(file))
+                .is_ok_and(|b| b.windows(token.len()).any(|w| w == token.as_bytes()))
+        };
+        if holds("environ") || holds("cmdline") {
+            let cmd = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+/// Wait (bounded) until no process holds `token`.
+fn assert_none_left(token: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(token).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        processes_with(token),
+        Vec::<String>::new(),
+        "server processes were left behind"
+    );
+}
+
+/// A stdio server entry for `session/new`, marked with `token` in its environment.
+fn stdio(name: &str, command: &str, args: &[&str], token: &str) -> Value {
+    json!({"name": name, "command": command, "args": args, "env": [{"name": "OML_MCP_TEST", "value": token}]})
+}
+
+fn token(env: &Env) -> String {
+    format!("mcp-test-{}", env.project.display())
+}
+
+/// The reference `everything` server over streamable HTTP, on a free port; killed on drop.
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(bin: &str, token: &str) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .env("OML_MCP_TEST", token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the HTTP server");
+        let deadline = Instant::now() + WAIT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the HTTP server did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn reference_servers_over_stdio_and_http_serve_the_model() {
+    let (Some(everything), Some(filesystem)) = (
+        npm_server("mcp-server-everything"),
+        npm_server("mcp-server-filesystem"),
+    ) else {
+        return;
+    };
+    let env = Env::new();
+    env.file("hello.txt", "hi\n");
+    let token = token(&env);
+    let web = HttpServer::start(&everything, "http-server");
+    let fake = FakeModel::start([
+        call("c1", "mcp__everything__echo", r#"{"message":"hi there"}"#),
+        call("c2", "mcp__web__get-sum", r#"{"a":2,"b":3}"#),
+        call(
+            "c3",
+            "mcp__files__list_directory",
+            &json!({"path": env.project}).to_string(),
+        ),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut acp = Acp::start(&env, &fake);
+    let project = env.project.display().to_string();
+    let servers = json!([
+        stdio("everything", &everything, &["stdio"], &token),
+        stdio("files", &filesystem, &[&project], &token),
+        {"type": "http", "name": "web", "url": web.url, "headers": [{"name": "X-Test", "value": "1"}]},
+    ]);
+    let sid = acp.new_session(&env.project, servers);
+    let (updates, reason) = acp.prompt(&sid, "use the servers");
+    assert_eq!(reason, "end_turn");
+
+    let first = &fake.wait_for_requests(1, WAIT)[0].body;
+    let names = tool_names(first);
+    for want in [
+        "mcp__everything__echo",
+        "mcp__files__list_directory",
+        "mcp__web__get-sum",
+        "read",
+        "bash",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} not offered: {names:?}"
+        );
+    }
+    let echo = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__everything__echo")
+        .unwrap();
+    assert_eq!(
+        echo["function"]["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
+
+    let results = tool_results(&fake, 3);
+    assert!(results[0].1.contains("hi there"), "{results:?}");
+    assert!(results[1].1.contains('5'), "{results:?}");
+    assert!(results[2].1.contains("hello.txt"), "{results:?}");
+    // Read-only tools: cards of kind read, completed, no permission question.
+    let cards: Vec<&Value> = updates
+        .iter()
+        .filter(|m| update(m) == "tool_call")
+        .collect();
+    assert_eq!(cards.len(), 3);
+    assert!(
+        cards
+            .iter()
+            .all(|c| c["params"]["update"]["kind"] == "read"),
+        "{cards:?}"
+    );
+    assert_eq!(
+        cards[0]["params"]["update"]["title"],
+        "everything: Echo Tool"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|m| m["method"] != "session/request_permission")
+    );
+    let done = updates
+        .iter()
+        .filter(|m| {
+            update(m) == "tool_call_update" && m["params"]["update"]["status"] == "completed"
+        })
+        .count();
+    assert_eq!(done, 3);
+
+    acp.finish();
+    assert_none_left(&token);
+}
+
+#[test]
+fn faults_are_reported_and_the_session_goes_on() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    env.init("(setq mcp.start-timeout 2)\n(setq mcp.max-chars 1000)\n");
+    let token = token(&env);
+    let marker = env.project.join("fake2.log");
+    let fake = FakeModel::start([
+        call("c1", "mcp__fake__big", "{}"),
+        call("c2", "mcp__fake__fails", "{}"),
+        call("c3", "mcp__fake__crash", "{}"),
+        Reply::from(text_chunks(&["survived"])),
+    ]);
+    let mut acp = Acp::start(&env, &fake);
+    let script = fake_server();
+    let servers = json!([
+        stdio("fake", "python3", &[&script, "normal"], &token),
+        stdio("fake2", "python3", &[&script, "normal", &marker.display().to_string()], &token),
+        stdio("failing", "python3", &[&script, "fail"], &token),
+        stdio("hang", "python3", &[&script, "hang"], &token),
+        stdio("missing", "/nonexistent/mcp-server", &[], &token),
+        {"type": "sse", "name": "legacy", "url": "http://127.0.0.1:9/sse", "headers": []},
+        {"name": "nameless-command"},
+    ]);
+    let (sid, setup) = acp.new_session_with_setup(&env.project, servers);
+    let (updates, reason) = acp.prompt(&sid, "go");
+    assert_eq!(reason, "end_turn");
+    let shown = chunks(&setup) + &chunks(&updates);
+    for want in [
+        "MCP server nameless-command has no command",
+        "MCP server failing failed: it did not start: the server exited (exit status 3); its stderr ends: fake server: cannot start (on purpose)",
+        "MCP server hang failed: it did not answer initialize and tools/list within 2 s",
+        "MCP server missing failed: it did not start: cannot run `/nonexistent/mcp-server`",
+        "MCP server legacy failed: the legacy HTTP+SSE transport is not supported",
+        "MCP server fake: skipped tool bad_props: its input schema's properties are a string",
+        "MCP server fake: skipped tool bad_schema: its input schema is not an object",
+    ] {
+        assert!(shown.contains(want), "{want:?} not shown in:\n{shown}");
+    }
+    let names = tool_names(&fake.wait_for_requests(1, WAIT)[0].body);
+    assert!(
+        names.contains(&"mcp__fake__echo".to_owned())
+            && names.contains(&"mcp__fake2__echo".to_owned()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("bad_")), "{names:?}");
+
+    let results = tool_results(&fake, 3);
+    let (big, fails, crash) = (&results[0].1, &results[1].1, &results[2].1);
+    assert!(
+        big.len() < 1200 && big.contains("[output truncated"),
+        "{} chars: {}",
+        big.len(),
+        &big[..100]
+    );
+    assert_eq!(fails, "it went wrong");
+    assert!(crash.contains("MCP server fake: the server exited (exit status 7); its stderr ends: fake server: crashing on purpose"), "{crash}");
+
+    let (status, _) = acp.prompt(&sid, "/mcp");
+    let status = chunks(&status);
+    assert!(
+        status.contains("- `fake` failed")
+            && status.contains("- `fake2` running — stdio")
+            && status.contains("7 tools (fake 1.0)"),
+        "{status}"
+    );
+    let (restart, _) = acp.prompt(&sid, "/mcp restart fake");
+    assert!(
+        chunks(&restart).contains("Restarted `fake`."),
+        "{restart:?}"
+    );
+
+    acp.call("session/close", json!({"sessionId": sid}));
+    assert!(
+        std::fs::read_to_string(&marker)
+            .unwrap()
+            .contains("stdin closed"),
+        "fake2 was not stopped by closing its stdin"
+    );
+    assert_none_left(&token);
+    acp.finish();
+}
+
+#[test]
+fn destructive_tools_ask_and_read_only_ones_do_not() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    let fake = FakeModel::start([
+        call("c1", "mcp__fake__wipe", "{}"),
+        call("c2", "mcp__fake__echo", r#"{"text":"ok"}"#),
+        Reply::from(text_chunks(&["fine"])),
+    ]);
+    let mut acp = Acp::start(&env, &fake);
+    let sid = acp.new_session(
+        &env.project,
+        json!([stdio(
+            "fake",
+            "python3",
+            &[&fake_server(), "normal"],
+            &token
+        )]),
+    );
+    let id = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "wipe"}]}),
+    );
+    let ask = loop {
+        let m = acp.next();
+        if m["method"] == "session/request_permission" {
+            break m;
+        }
+    };
+    let tool_call = &ask["params"]["toolCall"];
+    assert_eq!(tool_call["kind"], "delete");
+    assert_eq!(tool_call["title"], "fake: wipe");
+    acp.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}}));
+    let (rest, _) = acp.until_answer(id);
+    assert!(
+        rest.iter()
+            .all(|m| m["method"] != "session/request_permission"),
+        "echo asked"
+    );
+    let results = tool_results(&fake, 2);
+    assert_eq!(results[0].1, "Blocked: the user rejected it");
+    assert_eq!(results[1].1, "echo: ok");
+    acp.finish();
+    assert_none_left(&token);
+}
+
+#[test]
+fn cancel_abandons_the_call_and_a_changed_list_is_read_again() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    let marker = env.project.join("fake.log");
+    let fake = FakeModel::start([
+        call("c1", "mcp__fake__grow", "{}"),
+        call("c2", "mcp__fake__echo", "{}"),
+        call("c3", "mcp__fake__slow", "{}"),
+        Reply::from(text_chunks(&["never"])),
+    ]);
+    let mut acp = Acp::start(&env, &fake);
+    let server = stdio(
+        "fake",
+        "python3",
+        &[&fake_server(), "normal", &marker.display().to_string()],
+        &token,
+    );
+    let sid = acp.new_session(&env.project, json!([server]));
+    let id = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    loop {
+        let m = acp.next();
+        if update(&m) == "tool_call" && m["params"]["update"]["toolCallId"] == "c3" {
+            break;
+        }
+    }
+    acp.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let (_, answer) = acp.until_answer(id);
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+    // rmcp handles a notification in a task of its own, so the change may miss the request
+    // right after the call that caused it; the one after sees it.
+    let requests = fake.wait_for_requests(3, WAIT);
+    assert!(!tool_names(&requests[0].body).contains(&"mcp__fake__extra".to_owned()));
+    assert!(
+        tool_names(&requests[2].body).contains(&"mcp__fake__extra".to_owned()),
+        "the list was not read again"
+    );
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&marker)
+        .unwrap_or_default()
+        .contains("notifications/cancelled")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the server was not told of the cancel"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    acp.finish();
+    assert_none_left(&token);
+}
+
+#[test]
+fn servers_declared_in_lisp_serve_print_mode() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let marker = env.project.join("fake.log");
+    env.init(&format!(
+        "(mcp.defserver :fake {{:command \"python3\" :args [{:?} \"normal\" {:?}] :env {{:OML_MCP_TEST {:?}}}}})\n",
+        fake_server(),
+        marker.display().to_string(),
+        token(&env)
+    ));
+    let fake = FakeModel::start([
+        call("c1", "mcp__fake__echo", r#"{"text":"from lisp"}"#),
+        Reply::from(text_chunks(&["echoed"])),
+    ]);
+    let out = env
+        .command(Some(&fake), &["-p", "echo it"])
+        .current_dir(&env.project)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("echoed"));
+    assert_eq!(tool_results(&fake, 1)[0].1, "echo: from lisp");
+    assert!(
+        std::fs::read_to_string(&marker)
+            .unwrap()
+            .contains("stdin closed")
+    );
+    assert_none_left(&token(&env));
+}
