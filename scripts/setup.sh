@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing oml needs, where it is missing; safe to run again.
 #   - the Fennel compiler (scripts/setup-fennel.sh);
+#   - the reference MCP servers from npm for the MCP tests, and Node.js when it is missing
+#     (scripts/setup-mcp.sh);
 #   - mdbook, pinned, for the docs site (cargo install, into ~/.cargo/bin);
 #   - Debian packages the tests need where a command is missing (apt-get, as root or with sudo):
 #     python3 and python3-venv for the interop tests against the official ACP Python SDK,
@@ -17,6 +19,7 @@ MDBOOK_VERSION=0.5.4
 say() { echo "setup: $*" >&2; }
 
 bash "$root/scripts/setup-fennel.sh" >/dev/null
+bash "$root/scripts/setup-mcp.sh"
 
 if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
   say "installing mdbook $MDBOOK_VERSION (cargo install; a few minutes once)"

@@ -823,7 +823,8 @@ fn hooks_ask_the_client_and_extension_methods_answer() {
     let adv = c.until(|m| update_kind(m).as_deref() == Some("available_commands_update"));
     let before: Vec<Value> = c.log[..c.log.len() - 1].to_vec();
     let said = texts(&before);
-    assert!(said.contains("not connected: fs"), "{said}");
+    // The MCP server's failure (/bin/true is no server) is a notice that may come at any time
+    // after the answer; tests/mcp.rs checks those.
     assert!(said.contains("pong 2"), "{said}");
     assert_eq!(adv["params"]["sessionId"], sid.as_str());
 

@@ -124,6 +124,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "catalog",
             "jsonrpc",
             "acp_client",
+            "mcp",
             "session",
             "project",
             "sandbox",
@@ -137,7 +138,11 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// Imports allowed within one layer: (user, used).
-const SIDEWAYS: &[(&str, &str)] = &[("acp_client", "jsonrpc"), ("tools", "sandbox")];
+const SIDEWAYS: &[(&str, &str)] = &[
+    ("acp_client", "jsonrpc"),
+    ("tools", "sandbox"),
+    ("mcp", "acp_client"),
+];
 
 /// The top-level module a source file belongs to (`src/llm/sse.rs` → `llm`).
 fn module_of(rel: &str) -> Option<&str> {

@@ -298,9 +298,22 @@ impl Client {
     /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
     /// wire and the updates that arrived for the new session before its answer.
     pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
+        self.new_session_with(cwd, json!([])).await
+    }
+
+    /// `session/new` with an absolute `cwd` and the MCP servers `mcp_servers` (a list of ACP
+    /// `McpServer` objects, sent as given), answered as [`Client::new_session`].
+    pub async fn new_session_with(
+        &self,
+        cwd: &Path,
+        mcp_servers: Value,
+    ) -> Result<(Value, Vec<Update>), ClientError> {
         let cwd = absolute(cwd)?;
         let answer = self
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": mcp_servers}),
+            )
             .await?;
         let Some(id) = answer.get("sessionId").and_then(Value::as_str) else {
             return Err(ClientError::new(

@@ -132,18 +132,31 @@ const RAW: &[HostFn] = &[
     },
     HostFn {
         name: "new-session",
-        args: "conn ?cwd",
+        args: "conn ?cwd ?opts",
         doc: "session/new in the absolute directory ?CWD (default: the current directory). \
-              Returns {:session-id :modes :config-options :models :updates :response}; :updates \
-              holds the updates sent before the answer. Failure raises an error table.",
+              ?OPTS: {:mcp-servers [...]} gives the agent MCP servers, as ACP McpServer tables \
+              ({:name :command :args [] :env [{:name :value}]}, or {:type \"http\" :name :url \
+              :headers []}). Returns {:session-id :modes :config-options :models :updates \
+              :response}; :updates holds the updates sent before the answer. Failure raises an \
+              error table.",
         make: |lua| {
             create_async_function(
                 lua,
-                |lua, (conn, cwd): (UserDataRef<Conn>, Option<String>)| {
+                |lua, (conn, cwd, opts): (UserDataRef<Conn>, Option<String>, Option<mlua::Value>)| {
                     let conn = conn.clone();
+                    let servers = match opts {
+                        Some(opts) => crate::lisp::from_lua(&lua, opts)
+                            .map(|o| o.get("mcp-servers").cloned().unwrap_or_else(|| serde_json::json!([]))),
+                        None => Ok(serde_json::json!([])),
+                    };
                     async move {
+                        // An empty Lua table is an empty list either way.
+                        let servers = match servers? {
+                            serde_json::Value::Object(m) if m.is_empty() => serde_json::json!([]),
+                            other => other,
+                        };
                         let opened = match turns::session_cwd(cwd) {
-                            Ok(cwd) => conn.client.new_session(&cwd).await,
+                            Ok(cwd) => conn.client.new_session_with(&cwd, servers).await,
                             Err(e) => Err(e),
                         };
                         turns::opened_session(&lua, &conn, opened, None).await
