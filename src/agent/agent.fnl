@@ -103,10 +103,17 @@
 
 ;;; Discovery
 
+(fn available? [entry]
+  (let [f (meta entry.fn :available?)]
+    (or (not= :function (type f))
+        (let [(ok yes) (pcall f)] (and ok yes)))))
+
 (fn agent.tools []
   "The tools: documented functions in the tables named by `agent.tool-tables`, as entries
-{:name :fn :table} sorted by name. Later tables win on a name clash."
-  (documented-fns agent.tool-tables))
+{:name :fn :table} sorted by name. Later tables win on a name clash. A tool whose `:available?`
+metadata is a function that returns false (now) is left out."
+  (icollect [_ e (ipairs (documented-fns agent.tool-tables))]
+    (when (available? e) e)))
 
 (fn agent.commands []
   "The slash commands: documented functions in the tables named by `agent.command-tables`, as
@@ -170,7 +177,8 @@ required string, unless `:params {key [type description & flags]}` metadata says
 (fn agent.tool-spec [entry]
   "What the model is told about the tool ENTRY: {:name :description :parameters}. Computed once
 per tool function (a redefinition or an advice makes a new one) and returned as a fresh table
-whose :parameters is shared: treat it as read-only."
+whose :parameters is shared: treat it as read-only. A tool whose `:describe` metadata is a
+function gets the string it returns (now) as its description."
   (let [cached (. spec-cache entry.fn)
         spec (if (and cached (= cached.name entry.name))
                  cached
@@ -179,7 +187,10 @@ whose :parameters is shared: treat it as read-only."
                               :parameters (agent.tool-schema entry.fn)}]
                    (tset spec-cache entry.fn fresh)
                    fresh))]
-    {:name spec.name :description spec.description :parameters spec.parameters}))
+    {:name spec.name :parameters spec.parameters
+     :description (let [describe (meta entry.fn :describe)
+                        (ok d) (if (= :function (type describe)) (pcall describe) (values false))]
+                    (if (and ok (= :string (type d))) d spec.description))}))
 
 ;;; The loop
 

@@ -24,6 +24,8 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua};
+
+mod delegate;
 pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
 
 /// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
@@ -43,6 +45,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         "src/agent/plan.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_plan.luac")),
         include_str!("plan.fnl"),
+    ),
+    (
+        "src/agent/delegate.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_delegate.luac")),
+        include_str!("delegate.fnl"),
     ),
     (
         "src/agent/commands.fnl",
@@ -114,6 +121,7 @@ impl Agent {
                 .exec()?;
             lisp.register_source(file, source);
         }
+        delegate::close_with_sessions(lisp, &sessions);
         Ok(Agent {
             lisp: lisp.clone(),
             sessions,
