@@ -141,6 +141,71 @@ fn error_categories_reach_lisp_as_tables() {
 }
 
 #[test]
+fn connect_logs_in_with_a_set_variable_and_authenticate_logs_in_on_request() {
+    let out = lines(
+        r#"
+(fn try [...] (let [(ok e) (pcall ...)] (print ok (if ok (type e) e.category) (if ok "" e.message))))
+;; The variable is set: connect authenticates with the env-var method by itself.
+(local conn (client.connect (. arg 1) [:auth-env] {:env {:FAKE_AGENT_KEY "sesame"}}))
+(print :auto (. (client.capabilities conn) :authenticated))
+(try client.new-session conn)
+(client.close conn)
+;; Not set (or not wanted): session/new says what to do, client.authenticate does it.
+(local conn (client.connect (. arg 1) [:auth-env] {:env {:FAKE_AGENT_KEY "sesame"} :authenticate? false}))
+(print :auto (. (client.capabilities conn) :authenticated))
+(try client.new-session conn)
+(try client.authenticate conn "nope")
+(try client.authenticate conn "key")
+(try client.new-session conn)
+(client.close conn)
+;; A variable with the wrong value: connect fails at once, saying why.
+(try client.connect (. arg 1) [:auth-env] {:env {:FAKE_AGENT_KEY "wrong"}})
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "auto\tkey",
+            "true\ttable\t",
+            "auto\tnil",
+            "false\tagent\tsession/new failed: authentication required; the agent offers: browser (Log in with a browser), key (Use FAKE_AGENT_KEY)",
+            "false\tagent\tauthenticate failed: no auth method Some(\"nope\") (-32602)",
+            "true\tnil\t",
+            "true\ttable\t",
+            "false\tagent\tauthenticate failed: FAKE_AGENT_KEY is not the key (-32000)",
+        ]
+    );
+}
+
+#[test]
+fn an_agent_is_named_by_definition_or_catalog_and_an_unknown_name_fails_at_once() {
+    let out = lines(
+        r#"
+(fn try [...] (let [(ok e) (pcall ...)] (print ok e.category e.message)))
+(try client.connect "no-such-agent" {:on-permission (fn [] :allow)})
+(try client.connect "no-such-program-here" [])
+(client.defagent :fake {:command (. arg 1) :args [:ok]})
+(local conn (client.connect :fake {:on-permission (fn [] :allow)}))
+(print :fake (. (client.capabilities conn) :agent-info :name))
+(client.close conn)
+;; "oml" is oml itself, from the catalog: `oml acp`.
+(local conn (client.connect "oml" {:on-permission (fn [] :allow)}))
+(print :oml (. (client.capabilities conn) :agent-info :name))
+(client.close conn)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "false\tconfig\tno agent named no-such-agent is defined (client.agents: none); to run a command, give its arguments as a list: (client.connect \"/path/to/agent\" [args] opts)",
+            "false\tconnection\tcannot start the agent `no-such-program-here`: there is no program `no-such-program-here` on PATH",
+            "fake\tfake-agent",
+            "oml\toml",
+        ]
+    );
+}
+
+#[test]
 fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
     let out = lines(
         r#"
@@ -148,7 +213,7 @@ fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
 (local conn (client.connect (. arg 1) [:prompt-ok] {:on-update (fn [u] (table.insert seen u.content.text))}))
 (local s (client.new-session conn))
 (local r (client.prompt conn s.session-id "hi"))
-(print r.stop-reason (length r.updates))
+(print r.stop-reason (length r.updates) r.text)
 (each [_ u (ipairs r.updates)]
   (print u.kind u.sessionUpdate u.seq u.content.type u.content.text u.late))
 (print :callback (table.concat seen "|"))
@@ -167,7 +232,7 @@ fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
     assert_eq!(
         out,
         [
-            "end-turn\t2",
+            "end-turn\t2\tHello, world!",
             "agent-message-chunk\tagent_message_chunk\t0\ttext\tHello, \tnil",
             "agent-message-chunk\tagent_message_chunk\t1\ttext\tworld!\tnil",
             "callback\tHello, |world!",

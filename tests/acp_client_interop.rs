@@ -1,8 +1,8 @@
 //! Interop of oml's ACP client with an agent this project did not write the protocol code of: a
 //! small agent built on the official Python SDK (`tests/interop/acp_python_agent.py`), driven
-//! from Lisp through `oml run`: initialize, session/new, a prompt with streamed updates and a
-//! permission request answered by the Lisp handler, a prompt cancelled from another coroutine,
-//! and a clean close.
+//! from Lisp through `oml run`: initialize, authentication (by itself, from a set variable, and
+//! on request), session/new, a prompt with streamed updates and a permission request answered by
+//! the Lisp handler, a prompt cancelled from another coroutine, and a clean close.
 
 mod common;
 mod support;
@@ -24,9 +24,18 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
     common::write(
         &script,
         r#"(var asked nil)
+;; Asked to log in on request: session/new is refused until client.authenticate.
+(local plain (client.connect (. arg 1) [(. arg 2)] {:env {:ECHO_TOKEN "t"} :authenticate? false}))
+(print "refused" (. [(pcall client.new-session plain)] 2 :code))
+(client.authenticate plain "echo-token")
+(print "after login" (not= nil (. (client.new-session plain) :session-id)))
+(print "plain closed" (client.close plain))
+;; With the variable set, connect logs in by itself.
 (local conn (client.connect (. arg 1) [(. arg 2)]
-                            {:on-permission (fn [req] (set asked req.tool-call.title) :allow)}))
-(print "version" (. (client.capabilities conn) :protocol-version))
+                            {:env {:ECHO_TOKEN "t"}
+                             :on-permission (fn [req] (set asked req.tool-call.title) :allow)}))
+(print "version" (. (client.capabilities conn) :protocol-version)
+       (. (client.capabilities conn) :authenticated))
 (local s (client.new-session conn (os.getenv "PWD")))
 (local r (client.prompt conn s.session-id "hello permission"))
 (print r.stop-reason)
@@ -54,7 +63,10 @@ async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
     assert_eq!(
         lines,
         [
-            "version\t1",
+            "refused\t-32000",
+            "after login\ttrue",
+            "plain closed\ttrue",
+            "version\t1\techo-token",
             "end-turn",
             "echo: hello permission chose yes",
             "asked\tWrite notes.txt",

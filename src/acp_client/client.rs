@@ -30,6 +30,8 @@ struct ClientInner {
     process: AgentProcess,
     router: Arc<router::Router>,
     initialize: Value,
+    /// The method `connect` authenticated with by itself, if any.
+    authenticated: Option<String>,
     request_timeout: Duration,
     out_of_turn: Mutex<Option<mpsc::UnboundedReceiver<OutOfTurn>>>,
     /// `None` until closed; then whether the first close was graceful.
@@ -48,9 +50,14 @@ impl Client {
     pub async fn connect(options: ConnectOptions) -> Result<Client, ClientError> {
         let spawn = &options.spawn;
         let (process, stdin, stdout) = AgentProcess::spawn(spawn).map_err(|e| {
+            let why = if e.kind() == std::io::ErrorKind::NotFound && !spawn.command.contains('/') {
+                format!("there is no program `{}` on PATH", spawn.command)
+            } else {
+                e.to_string()
+            };
             ClientError::new(
                 Category::Connection,
-                format!("cannot start the agent `{}`: {e}", spawn.command),
+                format!("cannot start the agent `{}`: {why}", spawn.command),
             )
         })?;
         let (router, out_of_turn) = router::Router::new(options.on_permission.clone());
@@ -76,11 +83,33 @@ impl Client {
                 process,
                 router,
                 initialize: Value::Null,
+                authenticated: None,
                 request_timeout: options.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 out_of_turn: Mutex::new(Some(out_of_turn)),
                 closed: tokio::sync::Mutex::new(None),
             }),
         };
+        let (answer, method) = match client.negotiate(&options).await {
+            Ok(negotiated) => negotiated,
+            Err(e) => {
+                client.close().await;
+                return Err(e);
+            }
+        };
+        // Only this function has the Arc so far (the router holds no client), so it can be filled.
+        let mut client = client;
+        let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
+        inner.initialize = answer;
+        inner.authenticated = method;
+        Ok(client)
+    }
+
+    /// `initialize`, the version check, and `authenticate` when an environment-variable method
+    /// applies: the answer, and the method authenticated with.
+    async fn negotiate(
+        &self,
+        options: &ConnectOptions,
+    ) -> Result<(Value, Option<String>), ClientError> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             // Explicitly nothing: the agent uses its own file and terminal tools.
@@ -88,17 +117,9 @@ impl Client {
             "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
         });
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
-        let answer = client.call("initialize", params, Some(startup)).await;
-        let answer = match answer {
-            Ok(answer) => answer,
-            Err(e) => {
-                client.close().await;
-                return Err(e);
-            }
-        };
+        let answer = self.call("initialize", params, Some(startup)).await?;
         let version = answer.get("protocolVersion").and_then(Value::as_u64);
         if version != Some(PROTOCOL_VERSION) {
-            client.close().await;
             let shown = answer
                 .get("protocolVersion")
                 .cloned()
@@ -112,12 +133,28 @@ impl Client {
             error.data = Some(json!({"protocolVersion": shown}));
             return Err(error);
         }
-        // Only this function has the Arc so far (the router holds no client), so it can be filled.
-        let mut client = client;
-        Arc::get_mut(&mut client.inner)
-            .expect("the client is not shared yet")
-            .initialize = answer;
-        Ok(client)
+        let methods = answer.get("authMethods").unwrap_or(&Value::Null);
+        let method = options
+            .auto_authenticate
+            .then(|| super::auth::env_method(methods, |name| variable_set(&options.spawn, name)))
+            .flatten();
+        if let Some(method) = &method {
+            self.authenticate(method).await?;
+        }
+        Ok((answer, method))
+    }
+
+    /// `authenticate` with the method `method_id` (one of the agent's `authMethods`).
+    pub async fn authenticate(&self, method_id: &str) -> Result<(), ClientError> {
+        self.request("authenticate", json!({"methodId": method_id}))
+            .await
+            .map(|_| ())
+    }
+
+    /// The method `connect` authenticated with by itself (an environment-variable method whose
+    /// variables were set), if it did.
+    pub fn authenticated_method(&self) -> Option<&str> {
+        self.inner.authenticated.as_deref()
     }
 
     /// `name (pid N)`, for `tostring`.
@@ -234,7 +271,7 @@ impl Client {
             format!("{method} failed: {} ({})", error.message, error.code),
         );
         e.code = Some(error.code.into());
-        if error.code != jsonrpc::AUTH_REQUIRED {
+        if error.code != jsonrpc::AUTH_REQUIRED || method == "authenticate" {
             e.data = error.data;
             return e;
         }
@@ -281,6 +318,9 @@ impl Client {
                 "; the agent exited with {}",
                 process::describe_status(&status)
             ));
+        }
+        if status.is_some() {
+            process.wait_stderr(process::STDERR_DRAIN_WAIT).await;
         }
         let tail = process.stderr_tail();
         let tail = tail.trim_end();
@@ -503,6 +543,14 @@ impl Client {
     /// Whether `close` has run.
     pub async fn is_closed(&self) -> bool {
         self.inner.closed.lock().await.is_some()
+    }
+}
+
+/// Whether the agent's environment has `name` set (not empty): its own `env`, else oml's.
+fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
+    match spawn.env.iter().rev().find(|(k, _)| k == name) {
+        Some((_, v)) => !v.is_empty(),
+        None => std::env::var_os(name).is_some_and(|v| !v.is_empty()),
     }
 }
 

@@ -16,6 +16,7 @@
 //! flags, permission options) are read leniently, and the crate's compile cost on the shared
 //! 2-core builder buys nothing here.
 
+pub mod auth;
 mod client;
 pub mod process;
 mod router;

@@ -27,6 +27,9 @@ pub const KILL_WAIT: Duration = Duration::from_secs(5);
 pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
 /// How long an error report waits for the exit status of an agent whose stdout has closed.
 pub const EXIT_REPORT_WAIT: Duration = Duration::from_secs(2);
+/// How long an error report then waits for the last of the agent's stderr to be read (a
+/// grandchild may hold the pipe open).
+pub const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(500);
 
 /// What to run.
 #[derive(Clone, Debug, Default)]
@@ -48,6 +51,8 @@ struct ProcessInner {
     pid: i32,
     exit: watch::Receiver<Option<ExitStatus>>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// Becomes true once stderr has been read to its end.
+    stderr_closed: watch::Receiver<bool>,
 }
 
 impl AgentProcess {
@@ -78,7 +83,9 @@ impl AgentProcess {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(1024)));
         let sink = Arc::clone(&tail);
         let name = spec.command.clone();
+        let (closed_tx, closed_rx) = watch::channel(false);
         tokio::spawn(async move {
+            let _closed = DropSignal(closed_tx);
             let mut buf = vec![0u8; 8192];
             loop {
                 match stderr.read(&mut buf).await {
@@ -108,6 +115,7 @@ impl AgentProcess {
                 pid,
                 exit: exit_rx,
                 stderr: tail,
+                stderr_closed: closed_rx,
             }),
         };
         Ok((process, stdin, stdout))
@@ -131,6 +139,12 @@ impl AgentProcess {
             Ok(Ok(status)) => *status,
             _ => self.exit_status(),
         }
+    }
+
+    /// Waits until stderr has been read to its end, at most `limit`.
+    pub async fn wait_stderr(&self, limit: Duration) {
+        let mut closed = self.inner.stderr_closed.clone();
+        let _ = tokio::time::timeout(limit, closed.wait_for(|c| *c)).await;
     }
 
     /// The last [`STDERR_TAIL_BYTES`] of stderr, decoded lossily.
@@ -183,6 +197,15 @@ impl AgentProcess {
             groups.remove(&self.inner.pid);
         }
         graceful
+    }
+}
+
+/// Sends `true` when dropped: the stderr drain has ended, however it ended.
+struct DropSignal(watch::Sender<bool>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
     }
 }
 

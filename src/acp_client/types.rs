@@ -137,4 +137,7 @@ pub struct ConnectOptions {
     /// For `initialize`; `None` means [`DEFAULT_STARTUP_TIMEOUT`].
     pub startup_timeout: Option<Duration>,
     pub on_permission: Option<PermissionHandler>,
+    /// After `initialize`, send `authenticate` for the first environment-variable method whose
+    /// variables are set in the agent's environment (see `auth::env_method`).
+    pub auto_authenticate: bool,
 }

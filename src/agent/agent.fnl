@@ -1,6 +1,6 @@
-;; The agent loop as named steps and the built-in tools. The permission policy is in
-;; permission.fnl, the slash commands in commands.fnl and compaction in compact.fnl, loaded after
-;; this file.
+;; The agent loop as named steps. The built-in tools are in tools.fnl, the permission policy
+;; in permission.fnl, the slash commands in commands.fnl and compaction in compact.fnl, loaded
+;; after this file.
 ;;
 ;; Every step is a function in the `agent` table, and every call between steps goes through the
 ;; table (`(agent.call-model ...)`), so redefining or advising a step from an init file, /eval or
@@ -103,13 +103,19 @@
 
 ;;; Discovery
 
+(fn available? [entry]
+  (let [f (meta entry.fn :available?)]
+    (or (not= :function (type f))
+        (let [(ok yes) (pcall f)] (and ok yes)))))
+
 (fn agent.tools []
   "The tools: documented functions in the tables named by `agent.tool-tables`, as entries
-{:name :fn :table} sorted by name (later tables win on a name clash), then the session's MCP
-servers' tools (`mcp.tool-entries`), whose entries also carry :spec, :kind, :title and :mcp."
-  (let [entries (documented-fns agent.tool-tables)
-        mcp-entries (and _G.mcp _G.mcp.tool-entries (_G.mcp.tool-entries))]
-    (each [_ e (ipairs (or mcp-entries []))]
+{:name :fn :table} sorted by name (later tables win on a name clash; a tool whose
+`:available?` metadata is a function that returns false now is left out), then the session's
+MCP servers' tools (`mcp.tool-entries`: entries with :spec, :kind, :title and :mcp too)."
+  (let [entries (icollect [_ e (ipairs (documented-fns agent.tool-tables))]
+                  (when (available? e) e))]
+    (each [_ e (ipairs (or (and _G.mcp _G.mcp.tool-entries (_G.mcp.tool-entries)) []))]
       (table.insert entries e))
     entries))
 
@@ -175,7 +181,9 @@ required string, unless `:params {key [type description & flags]}` metadata says
 (fn agent.tool-spec [entry]
   "What the model is told about the tool ENTRY: {:name :description :parameters}. Computed once
 per tool function (a redefinition or an advice makes a new one) and returned as a fresh table
-whose :parameters is shared: treat it as read-only."
+whose :parameters is shared: treat it as read-only. A tool whose `:describe` metadata is a
+function gets the string it returns (now) as its description; an entry's own :spec (MCP) is
+used as it is."
   (let [cached (or entry.spec (. spec-cache entry.fn))
         spec (if (and cached (= cached.name entry.name))
                  cached
@@ -184,7 +192,10 @@ whose :parameters is shared: treat it as read-only."
                               :parameters (agent.tool-schema entry.fn)}]
                    (tset spec-cache entry.fn fresh)
                    fresh))]
-    {:name spec.name :description spec.description :parameters spec.parameters}))
+    {:name spec.name :parameters spec.parameters
+     :description (let [describe (meta entry.fn :describe)
+                        (ok d) (if (= :function (type describe)) (pcall describe) (values false))]
+                    (if (and ok (= :string (type d))) d spec.description))}))
 
 ;;; The loop
 
@@ -529,65 +540,3 @@ cancelled. The transcript is not touched."
     (let [response (agent.call-model {:messages msgs :tools (json.array) :model opts.model :silent? true})]
       (when response.cancelled (error "Cancelled" 0))
       (or response.text ""))))
-
-;;; Tools
-
-(fn tools.read [{: path : offset : limit}]
-  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files."
-   :kind :read :title "Read {path}"
-   :params {:path [:string "File path, relative to the working directory or absolute"]
-            :offset [:integer "First line to read, 1-based" :optional]
-            :limit [:integer "Maximum number of lines to read" :optional]}}
-  (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
-                 _G.tools.read-max-chars _G.tools.read-default-limit))
-
-(fn tools.write [{: path : content}]
-  {:fnl/docstring "Write content to a file, creating parent directories and replacing the file if it exists."
-   :kind :edit :title "Write {path}"
-   :params {:path [:string "File path, relative to the working directory or absolute"]
-            :content [:string "The complete new content of the file"]}}
-  (oml.tool-write (or path "") content))
-
-(fn tools.edit [{: path : old_text : new_text : edits &as args}]
-  {:fnl/docstring "Replace exact text in a file. old_text must match the file exactly (including whitespace) and be unique. To make several changes in one call, give edits: a list of {old_text, new_text} instead."
-   :kind :edit :title "Edit {path}"
-   :params {:path [:string "File path, relative to the working directory or absolute"]
-            :old_text [:string "Exact text to replace; must be unique in the file" :optional]
-            :new_text [:string "Replacement text" :optional]
-            :edits [:array "Several replacements, each {old_text, new_text}, applied together" :optional]}}
-  (oml.tool-edit (or path "") args))
-
-(fn tools.bash [{: command : timeout}]
-  {:fnl/docstring "Run a shell command with bash in the working directory. stdout and stderr are merged; long output keeps its end."
-   :kind :execute :title "{command}"
-   :params {:command [:string "The command to run"]
-            :timeout [:number "Seconds before the command is killed" :optional]}}
-  (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
-                 _G.tools.bash-max-chars))
-
-(fn tools.grep [{: pattern : path : glob : ignore_case : literal : context : limit &as args}]
-  {:fnl/docstring "Search file contents for a regular expression (ripgrep syntax). Matching lines come back as path:line:text, sorted by path; .gitignore'd, hidden and binary files are skipped. Use it to find definitions and uses before reading files."
-   :kind :search :title "Grep {pattern}"
-   :params {:pattern [:string "Regular expression, e.g. fn\\s+main or TODO"]
-            :path [:string "File or directory to search (default: the working directory)" :optional]
-            :glob [:string "Only files matching this glob, e.g. *.rs or src/**/*.ts" :optional]
-            :ignore_case [:boolean "Match case-insensitively" :optional]
-            :literal [:boolean "Treat pattern as a plain string, not a regular expression" :optional]
-            :context [:integer "Lines of context before and after each match" :optional]
-            :limit [:integer "Result lines to return (default 100)" :optional]}}
-  (oml.tool-grep (session.cwd) args _G.tools.grep-ripgrep?))
-
-(fn tools.find [{: pattern : path : limit &as args}]
-  {:fnl/docstring "Find files by glob pattern, relative to a directory: * and ? within a name, ** across directories (**/*.rs finds Rust files at any depth). .gitignore'd and hidden files are skipped; paths come back sorted."
-   :kind :search :title "Find {pattern}"
-   :params {:pattern [:string "Glob, e.g. **/*.rs or src/*.toml"]
-            :path [:string "Directory to search (default: the working directory)" :optional]
-            :limit [:integer "Paths to return (default 1000)" :optional]}}
-  (oml.tool-find (session.cwd) args))
-
-(fn tools.ls [{: path : limit &as args}]
-  {:fnl/docstring "List a directory: its entries sorted by name, directories ending in / and symbolic links in @. Hidden entries are listed too."
-   :kind :read :title "List {path}"
-   :params {:path [:string "Directory (default: the working directory)" :optional]
-            :limit [:integer "Entries to return (default 500)" :optional]}}
-  (oml.tool-ls (session.cwd) args))

@@ -24,6 +24,8 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua};
+
+mod delegate;
 pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
 
 /// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
@@ -35,6 +37,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         include_str!("agent.fnl"),
     ),
     (
+        "src/agent/tools.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_tools.luac")),
+        include_str!("tools.fnl"),
+    ),
+    (
         "src/agent/permission.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_permission.luac")),
         include_str!("permission.fnl"),
@@ -43,6 +50,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         "src/agent/plan.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_plan.luac")),
         include_str!("plan.fnl"),
+    ),
+    (
+        "src/agent/delegate.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_delegate.luac")),
+        include_str!("delegate.fnl"),
     ),
     (
         "src/agent/commands.fnl",
@@ -116,6 +128,7 @@ impl Agent {
         }
         // MCP servers' tools join `agent.tools`; `mcp.fnl` needs the agent's tables.
         crate::bind::mcp::install(lisp)?;
+        delegate::close_with_sessions(lisp, &sessions);
         Ok(Agent {
             lisp: lisp.clone(),
             sessions,

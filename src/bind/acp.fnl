@@ -173,7 +173,7 @@ while waiting). An error answer is an error."
   "The `toolCall` of the permission request for the tool CALL {:id :name :args :kind :title
 :locations}: the card's own title, kind, raw input and locations, status pending, and for write
 and edit the proposed change as `diff` content, computed before anything is written (or the
-reason it would fail, as text)."
+reason it would fail, as text); a call with :content (a delegated agent's) carries that."
   (let [tc {:toolCallId call.id
             :title (if (and (= :string (type call.title)) (call.title:find "%S")) call.title call.name)
             :kind (if (. tool-kinds call.kind) call.kind :other)
@@ -181,6 +181,9 @@ reason it would fail, as text)."
             :rawInput (or call.args (json.object))}]
     (when (and (= :table (type call.locations)) (< 0 (length call.locations)))
       (set tc.locations call.locations))
+    ;; A delegated agent's request brings its own content (its proposed diffs).
+    (when (= :table (type call.content))
+      (set tc.content call.content))
     (when (or (= call.name :write) (= call.name :edit))
       (let [(diff why) (oml.preview-change call.name (or call.args {}))]
         (set tc.content

@@ -182,11 +182,27 @@ the model (or how to configure one) and the input rules."
             (chat.diff-text (or (. diff :old-text) "") (. diff :new-text)))
         (chat.style :error (.. "It would fail: " (chat.clean (or why "")))))))
 
+(fn delegated-preview [call]
+  (let [args (or call.args {})
+        command (if (= :string (type args.command)) args.command
+                    (= :table (type args.command)) (table.concat args.command " "))
+        out []]
+    (when command (table.insert out (chat.style :bold (chat.clean command))))
+    (each [_ c (ipairs (if (= :table (type call.content)) call.content []))]
+      (when (= c.type :diff)
+        (table.insert out (.. (chat.style :dim (chat.clean (or c.path ""))) "\n"
+                              (chat.diff-text (if (= :string (type c.oldText)) c.oldText "")
+                                              (or c.newText ""))))))
+    (if (< 0 (length out)) (table.concat out "\n") (chat.clean (fennel.view args)))))
+
 (fn chat.permission-question [call]
   "The question asked before the tool CALL {:name :args :kind} runs: what exactly it would do
-(the whole command and its directory, or the diff an edit or write would make) and the keys."
+(the whole command and its directory, or the diff an edit or write would make; for a delegated
+agent's request, its command and proposed diffs) and the keys."
   (let [args (or call.args {})
-        what (case call.name
+        what (case (if call.delegate :delegate call.name)
+               :delegate (.. (chat.style :question (.. (chat.clean call.title) "?")) "\n"
+                             (delegated-preview call))
                :bash (.. (chat.style :question "Run this command?") "  "
                          (chat.style :dim (.. "in " (session.cwd))) "\n"
                          (chat.style :bold (chat.clean (or args.command ""))))

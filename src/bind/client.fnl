@@ -84,25 +84,53 @@ error (the same value, so error tables keep their :category)."
              0))
     id))
 
+(fn catalog-agent [name]
+  "How to start the catalog agent NAME when it is on PATH; nil when the catalog has no NAME; a
+:config error when it has it but it is not installed."
+  (let [catalog _G.catalog
+        entry (and catalog (not (name:find "/")) (catalog.find name))]
+    (when entry
+      (or (catalog.command name)
+          (error (config-error (.. "the agent " name " (" entry.name ") is not installed: none of "
+                                   (table.concat entry.commands ", ") " is on PATH")
+                               {:agent name})
+                 0)))))
+
+(fn options-table? [t]
+  (and (= :table (type t)) (not= nil (next t)) (= nil (. t 1))))
+
 (let [connect-command client.connect]
   (fn client.connect [what args opts]
     "Start an ACP agent and negotiate; returns the connection. WHAT is the name of an agent
-defined with client.defagent (ARGS are then the options, whose :env adds to the agent's), nil
-for client.default-agent, or a command: then ARGS are its arguments (a sequence of strings) and
-OPTS the options: :env (extra variables), :cwd (the agent's directory), :on-permission (the
-permission handler), :on-update (the connection's update callback), :request-timeout and
-:startup-timeout (seconds). (tostring conn) names the agent and its pid, (conn:pid) gives the
-pid. Failure raises an error table {:category :message :code :data}; without a default agent,
-a :config error that says what to add."
+defined with client.defagent, or of a catalog agent found on PATH (`oml agents`; \"oml\" is oml
+itself): ARGS are then the options, whose :env adds to the agent's. nil is client.default-agent.
+Anything else is a command: then ARGS are its arguments (a sequence of strings) and OPTS the
+options: :env (extra variables), :cwd (the agent's directory), :on-permission (the permission
+handler), :on-update (the connection's update callback), :request-timeout and :startup-timeout
+(seconds), :authenticate? (default true: authenticate by itself with an environment-variable
+method whose variables are set). (tostring conn) names the agent and its pid, (conn:pid) gives
+the pid. Failure raises an error table {:category :message :code :data}: a name that is neither
+defined nor a program fails at once, and without a default agent a :config error says what to add."
     (let [what (if (= nil what) (default-agent) what)
-          cfg (. client.agents what)]
+          _ (when (not= :string (type what))
+              (error (config-error "client.connect: the first argument is an agent's name or a command, a string" {}) 0))
+          cfg (or (. client.agents what) (catalog-agent what))]
       (if (= nil cfg)
-          (connect-command what args opts)
+          (if (options-table? args)
+              (let [names (icollect [k (pairs client.agents)] k)]
+                (table.sort names)
+                (error (config-error (.. "no agent named " what " is defined (client.agents: "
+                                         (if (< 0 (length names)) (table.concat names ", ") "none")
+                                         "); to run a command, give its arguments as a list: "
+                                         "(client.connect \"/path/to/agent\" [args] opts)")
+                                     {:agent what})
+                       0))
+              (connect-command what args opts))
           ;; By name, the second argument is the options.
           (let [o {} env {}]
             (each [k v (pairs (or args {}))] (tset o k v))
-            (each [k v (pairs cfg.env)] (tset env k v))
+            (each [k v (pairs (or cfg.env {}))] (tset env k v))
             (each [k v (pairs (or (. (or args {}) :env) {}))] (tset env k v))
             (set o.env env)
-            (connect-command cfg.command cfg.args o))))))
+            (connect-command cfg.command (or cfg.args []) o))))))
 error-mt

@@ -101,7 +101,9 @@ const RAW: &[HostFn] = &[
         doc: "Start the ACP agent COMMAND with the arguments ?ARGS (a sequence of strings) and \
               negotiate. ?OPTS: :env (extra variables), :cwd (the agent's directory), \
               :on-permission (the permission handler), :on-update (the connection's update \
-              callback), :request-timeout, :startup-timeout (seconds). Returns a connection; \
+              callback), :request-timeout, :startup-timeout (seconds), :authenticate? (default \
+              true: authenticate by itself with an environment-variable method of the agent \
+              whose variables are set). Returns a connection; \
               (tostring conn) names the agent and its pid, (conn:pid) gives the pid. Failure \
               raises an error table {:category :message :code :data}.",
         make: |lua| {
@@ -117,12 +119,29 @@ const RAW: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "authenticate",
+        args: "conn method-id",
+        doc: "Send authenticate with METHOD-ID, one of the agent's :auth-methods \
+              (client.capabilities), before session/new. Returns nil; a refusal raises an error \
+              table.",
+        make: |lua| {
+            create_async_function(lua, |lua, (conn, method): (UserDataRef<Conn>, String)| {
+                let conn = conn.clone();
+                async move {
+                    let r = conn.client.authenticate(&method).await;
+                    outcome(&lua, r.map(|()| Value::Nil))
+                }
+            })
+        },
+    },
+    HostFn {
         name: "capabilities",
         args: "conn",
         doc: "What the agent of CONN negotiated: :protocol-version, the flags :load-session \
               :list-sessions :close-session :resume-session :delete-session \
               :additional-directories :system-prompt :image-content :audio-content \
-              :embedded-context :mcp-http :mcp-sse :logout, and as on the wire \
+              :embedded-context :mcp-http :mcp-sse :logout, :authenticated (the method \
+              client.connect authenticated with by itself, or nil), and as on the wire \
               :agent-capabilities, :auth-methods and :agent-info.",
         make: |lua| {
             lua.create_function(|lua, conn: UserDataRef<Conn>| {
@@ -236,7 +255,10 @@ const RAW: &[HostFn] = &[
         args: "conn session-id prompt ?opts",
         doc: "Send PROMPT (a string, or content blocks) to the session and wait for the end of \
               the turn, suspending only this coroutine. ?OPTS: :on-update, :timeout (seconds), \
-              :keep-updates? (default true). Returns {:stop-reason :updates :session-id :turn}.",
+              :keep-updates? (default true), :cancel-with-prompt? (cancel the turn when the oml \
+              prompt this coroutine runs for is cancelled; default false). Returns \
+              {:stop-reason :text :updates :session-id :turn}, :text being the agent's final \
+              message (its text since its last tool call).",
         make: |lua| {
             create_async_function(lua, |lua, (conn, sid, content, opts): PromptArgs| {
                 let conn = conn.clone();
@@ -480,6 +502,7 @@ async fn connect(
             args,
             ..Spawn::default()
         },
+        auto_authenticate: true,
         ..ConnectOptions::default()
     };
     let mut on_update = None;
@@ -495,6 +518,10 @@ async fn connect(
             .map(PathBuf::from);
         options.request_timeout = seconds(opts, "request-timeout")?;
         options.startup_timeout = seconds(opts, "startup-timeout")?;
+        options.auto_authenticate = !matches!(
+            opts.get::<Value>("authenticate?").map_err(lua_error)?,
+            Value::Boolean(false)
+        );
         if let Some(f) = opts
             .get::<Option<Function>>("on-permission")
             .map_err(lua_error)?

@@ -12,7 +12,7 @@
 //! | `catalog` | [`catalog::install`] |
 //! | `client` | [`client::install`] (with `client.fnl`) |
 //! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
-//! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`) |
+//! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`, `tools.fnl`) |
 //! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
 //! | `mcp` | [`mcp::install`] (with `mcp.fnl`), called by `Agent::install` |
 //! | `chat` | [`chat::install`] (with `chat.fnl`), only in the terminal chat |

@@ -2,7 +2,7 @@
 //! `oml.tool-ls`, each taking the session's directory and the model's arguments and returning a
 //! tool result `{:content :error?}`; and the setting `tools.grep-ripgrep?`. The tools themselves
 //! (`tools.grep`, `tools.find`, `tools.ls`, with their schemas and docstrings) are Fennel, in
-//! `src/agent/agent.fnl`, so they can be redefined like every other tool.
+//! `src/agent/tools.fnl`, so they can be redefined like every other tool.
 //!
 //! This file knows nothing of how the search is done (`crate::tools`).
 

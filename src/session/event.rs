@@ -41,8 +41,14 @@ pub enum AgentEvent {
         diff: Option<Value>,
     },
     /// A piece of the output of the tool call that is running (what `bash` writes as it
-    /// writes it), for a live view; the result in `ToolEnd` is what counts.
-    ToolOutput { id: String, text: String },
+    /// writes it), for a live view; the result in `ToolEnd` is what counts. With `replace`, the
+    /// text is the whole live view so far (what `delegate` shows of its sub-agent), not a piece.
+    ToolOutput {
+        id: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replace: bool,
+    },
     /// The token usage one model call reported.
     Usage { usage: Value },
     /// The model's plan changed (`update_plan`): the whole list, as ACP PlanEntry objects

@@ -100,9 +100,15 @@ impl Session {
     }
 }
 
+/// Called with the id of each session the registry forgets (closed, deleted, replaced, or its
+/// front end done with it), after it is gone.
+pub type RemoveHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// The registry of sessions and of the coroutines running on their behalf.
 #[derive(Default)]
 pub struct Sessions {
+    /// Told of every session removed (see [`Sessions::on_remove`]).
+    remove_hooks: Mutex<Vec<RemoveHook>>,
     sessions: Mutex<HashMap<String, Session>>,
     /// Coroutine (Lua thread pointer) → session id.
     threads: Mutex<HashMap<usize, String>>,
@@ -220,9 +226,22 @@ impl Sessions {
         }
     }
 
-    /// Forget a session; its sink is dropped, which ends the frontend's event stream.
+    /// Forget a session; its sink is dropped, which ends the frontend's event stream. The
+    /// [`Sessions::on_remove`] hooks are then called with its id.
     pub fn remove(&self, id: &str) -> bool {
-        lock(&self.sessions).remove(id).is_some()
+        let removed = lock(&self.sessions).remove(id).is_some();
+        if removed {
+            for hook in lock(&self.remove_hooks).iter() {
+                hook(id);
+            }
+        }
+        removed
+    }
+
+    /// Call `hook` with the id of every session removed from now on (what the session owned
+    /// outside this registry, such as delegated agents, is ended there).
+    pub fn on_remove(&self, hook: RemoveHook) {
+        lock(&self.remove_hooks).push(hook);
     }
 
     /// The ids of every session, sorted.

@@ -1,7 +1,12 @@
 //! `oml-fake-agent`: a scripted ACP agent over real pipes, for the client's tests and
 //! benchmarks. The first argument picks the behaviour (see `usage`); a second argument is a
 //! number where a mode needs one (`flood N`). `FAKE_AGENT_PID_FILE` makes it write its pid,
-//! `FAKE_AGENT_GRANDCHILD_FILE` the pid of the child it starts in `spawns-grandchild`.
+//! `FAKE_AGENT_GRANDCHILD_FILE` the pid of the child it starts in `spawns-grandchild`,
+//! `FAKE_AGENT_CANCEL_FILE` a line when `session/cancel` arrives in `wait-cancel`.
+//!
+//! The modes a delegated agent plays: `delegate` (text, a tool call, a permission request with a
+//! diff, a final answer naming the turn), `wait-cancel`, `exit-mid-turn`, `hang-in-turn`, and
+//! `auth-env` (an environment-variable login, required before `session/new`).
 //!
 //! Plain std and serde_json, one thread: it reads one line at a time and answers in order, so
 //! every update it writes precedes the answer that follows it on the pipe.
@@ -18,6 +23,8 @@ struct Agent {
     input: std::io::StdinLock<'static>,
     out: BufWriter<std::io::Stdout>,
     next_id: i64,
+    authenticated: bool,
+    turns: usize,
 }
 
 impl Agent {
@@ -147,6 +154,12 @@ impl Agent {
                         if self.mode == "session-error" {
                             result["authMethods"] = json!([{"id": "login", "name": "Log in with a browser"}]);
                         }
+                        if self.mode == "auth-env" {
+                            result["authMethods"] = json!([
+                                {"id": "browser", "name": "Log in with a browser"},
+                                {"id": "key", "name": "Use FAKE_AGENT_KEY", "type": "env_var",
+                                 "vars": [{"name": "FAKE_AGENT_KEY"}]}]);
+                        }
                         self.answer(&id, result);
                     }
                 },
@@ -155,7 +168,7 @@ impl Agent {
                         self.error(&id, -32602, "Invalid params: mcpServers is required", json!(null));
                         continue;
                     }
-                    if self.mode == "session-error" {
+                    if self.mode == "session-error" || (self.mode == "auth-env" && !self.authenticated) {
                         self.error(&id, -32000, "Authentication required", json!({"hint": "log in"}));
                         continue;
                     }
@@ -177,6 +190,14 @@ impl Agent {
                 "session/resume" | "session/set_mode" | "session/set_model" => self.answer(&id, json!({})),
                 "session/set_config_option" => self.answer(&id, json!({"configOptions": [{"id": params["configId"], "currentValue": params["value"]}]})),
                 "session/close" => self.answer(&id, json!({})),
+                "authenticate" => match params["methodId"].as_str() {
+                    Some("key") if std::env::var("FAKE_AGENT_KEY").is_ok_and(|k| k == "sesame") => {
+                        self.authenticated = true;
+                        self.answer(&id, json!({}));
+                    }
+                    Some("key") => self.error(&id, -32000, "FAKE_AGENT_KEY is not the key", json!(null)),
+                    other => self.error(&id, -32602, &format!("no auth method {other:?}"), json!(null)),
+                },
                 "session/prompt" => {
                     let sid = params["sessionId"].as_str().unwrap_or("").to_owned();
                     self.prompt(&id, &sid, &params);
@@ -269,6 +290,31 @@ impl Agent {
                 );
                 self.answer(id, json!({"stopReason": "cancelled"}));
             }
+            "delegate" => self.delegated_turn(id, sid, &text),
+            "wait-cancel" => {
+                self.chunk(sid, "working on it");
+                while let Some(m) = self.recv() {
+                    if m.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                        if let Ok(path) = std::env::var("FAKE_AGENT_CANCEL_FILE") {
+                            std::fs::write(path, "cancelled\n").unwrap();
+                        }
+                        break;
+                    }
+                }
+                self.chunk(sid, "stopped");
+                self.answer(id, json!({"stopReason": "cancelled"}));
+            }
+            "exit-mid-turn" => {
+                self.chunk(sid, "starting");
+                eprintln!("fake agent: lost my model, exiting");
+                std::process::exit(7);
+            }
+            "hang-in-turn" => {
+                self.chunk(sid, "thinking");
+                loop {
+                    std::thread::park();
+                }
+            }
             "late-updates" => {
                 self.chunk(sid, "in time");
                 self.answer(id, json!({"stopReason": "end_turn"}));
@@ -323,6 +369,63 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// What a delegated agent does: says something, runs a tool, asks to edit a file (with the
+    /// diff), and answers with the decision and which turn of which session this was.
+    fn delegated_turn(&mut self, id: &Value, sid: &str, text: &str) {
+        self.turns += 1;
+        self.chunk(sid, "Let me look. ");
+        self.update(
+            sid,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read notes.txt",
+            "kind": "read", "status": "in_progress"}),
+        );
+        self.update(
+            sid,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}),
+        );
+        let tool_call = json!({"toolCallId": "t2", "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+            "rawInput": {"file_path": "notes.txt"},
+            "content": [{"type": "diff", "path": "notes.txt", "oldText": "old\n", "newText": "new\n"}]});
+        self.update(
+            sid,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Edit notes.txt",
+            "kind": "edit", "status": "pending"}),
+        );
+        let options = json!([
+            {"optionId": "ok", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "ok-always", "name": "Always", "kind": "allow_always"},
+            {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+        ]);
+        let answer = self.ask(
+            None,
+            "session/request_permission",
+            json!({"sessionId": sid, "toolCall": tool_call, "options": options}),
+        );
+        let outcome = answer
+            .map(|a| a["result"]["outcome"].clone())
+            .unwrap_or(Value::Null);
+        let decision = match outcome["outcome"].as_str() {
+            Some("selected") => outcome["optionId"].as_str().unwrap_or("?").to_owned(),
+            Some(other) => other.to_owned(),
+            None => "no answer".to_owned(),
+        };
+        let status = if decision.starts_with("ok") {
+            "completed"
+        } else {
+            "failed"
+        };
+        self.update(
+            sid,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t2", "status": status}),
+        );
+        self.chunk(sid, &format!("Permission: {decision}. "));
+        let turn = self.turns;
+        self.chunk(sid, &format!("Turn {turn} in {sid}: {text}"));
+        self.answer(id, json!({"stopReason": "end_turn"}));
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "ok".to_owned());
@@ -336,6 +439,8 @@ fn main() {
         input: std::io::stdin().lock(),
         out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
         next_id: 0,
+        authenticated: false,
+        turns: 0,
     };
     agent.run();
 }

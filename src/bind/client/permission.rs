@@ -65,6 +65,7 @@ fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
     let kind = request.tool_call["kind"].as_str().unwrap_or("other");
     let mut out = &tty;
     let mut text = format!("\nThe agent asks permission for: {title} ({kind})\n");
+    text.push_str(&question_details(&request.tool_call));
     for (i, (_, name)) in options.iter().enumerate() {
         text.push_str(&format!("  {}) {name}\n", i + 1));
     }
@@ -89,6 +90,56 @@ fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
         }
         _ => PermissionDecision::Reject,
     }
+}
+
+/// Lines of a proposed diff the terminal question shows at most.
+pub const QUESTION_DIFF_MAX_LINES: usize = 40;
+
+/// What the terminal question shows under its title: the command (`rawInput.command`) and the
+/// proposed changes (`diff` content) as unified diffs, as an editor would show them.
+pub fn question_details(tool_call: &serde_json::Value) -> String {
+    let mut text = String::new();
+    let input = &tool_call["rawInput"];
+    let command = match &input["command"] {
+        serde_json::Value::String(c) => Some(c.clone()),
+        serde_json::Value::Array(words) => Some(
+            words
+                .iter()
+                .filter_map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    };
+    if let Some(command) = command.filter(|c| !c.trim().is_empty()) {
+        text.push_str(&format!("  $ {command}\n"));
+        if let Some(cwd) = input["cwd"].as_str() {
+            text.push_str(&format!("  in {cwd}\n"));
+        }
+    }
+    for content in tool_call["content"].as_array().into_iter().flatten() {
+        if content["type"] != "diff" {
+            continue;
+        }
+        let path = content["path"].as_str().unwrap_or("?");
+        let old = content["oldText"].as_str();
+        let new = content["newText"].as_str().unwrap_or("");
+        text.push_str(&format!(
+            "  {} {path}:\n",
+            if old.is_some() { "change" } else { "new file" }
+        ));
+        let diff = similar::TextDiff::from_lines(old.unwrap_or(""), new);
+        let unified = diff.unified_diff().context_radius(2).to_string();
+        let lines: Vec<&str> = unified.lines().collect();
+        for line in lines.iter().take(QUESTION_DIFF_MAX_LINES) {
+            text.push_str(&format!("    {line}\n"));
+        }
+        if lines.len() > QUESTION_DIFF_MAX_LINES {
+            let more = lines.len() - QUESTION_DIFF_MAX_LINES;
+            text.push_str(&format!("    … {more} more diff lines\n"));
+        }
+    }
+    text
 }
 
 pub(super) fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHandler> {
@@ -132,4 +183,26 @@ pub(super) fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<Permi
             })
         })
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_question_shows_the_command_and_the_proposed_diff() {
+        let call = json!({"title": "Edit a.txt", "rawInput": {"command": ["git", "commit"], "cwd": "/p"},
+            "content": [{"type": "diff", "path": "/p/a.txt", "oldText": "one\ntwo\n", "newText": "one\n2\n"},
+                        {"type": "diff", "path": "/p/b.txt", "oldText": null, "newText": "new\n"},
+                        {"type": "content", "content": {"type": "text", "text": "ignored"}}]});
+        let text = question_details(&call);
+        assert!(text.starts_with("  $ git commit\n  in /p\n"), "{text}");
+        assert!(text.contains("  change /p/a.txt:\n"), "{text}");
+        assert!(text.contains("    -two\n    +2\n"), "{text}");
+        assert!(text.contains("  new file /p/b.txt:\n"), "{text}");
+        assert!(text.contains("    +new\n"), "{text}");
+        assert!(!text.contains("ignored"));
+        assert_eq!(question_details(&json!({"title": "x"})), "");
+    }
 }

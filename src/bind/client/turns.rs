@@ -83,10 +83,13 @@ pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientEr
         "auth-methods": init.get("authMethods").cloned().unwrap_or(json!([])),
         "agent-info": init.get("agentInfo"),
     });
-    match to_lua(lua, &data).map_err(lua_error)? {
-        Value::Table(t) => Ok(t),
-        _ => unreachable!("an object converts to a table"),
+    let Value::Table(t) = to_lua(lua, &data).map_err(lua_error)? else {
+        unreachable!("an object converts to a table")
+    };
+    if let Some(method) = client.authenticated_method() {
+        t.set("authenticated", method).map_err(lua_error)?;
     }
+    Ok(t)
 }
 
 pub(super) fn session_cwd(cwd: Option<String>) -> Result<PathBuf, ClientError> {
@@ -215,6 +218,22 @@ struct PromptOptions {
     timeout: Option<std::time::Duration>,
     /// `:keep-updates?`: whether the turn's updates are kept in its `updates` list.
     keep: bool,
+    /// `:cancel-with-prompt?`: cancel the turn when the oml prompt this coroutine runs for is.
+    follow: bool,
+}
+
+fn flag(opts: &Table, key: &str, default: bool) -> Result<bool, ClientError> {
+    match opts.get::<Value>(key).map_err(lua_error)? {
+        Value::Nil => Ok(default),
+        Value::Boolean(b) => Ok(b),
+        other => Err(ClientError::new(
+            Category::Protocol,
+            format!(
+                "bad argument: :{key} must be a boolean, got {}",
+                other.type_name()
+            ),
+        )),
+    }
 }
 
 fn prompt_options(opts: Option<&Table>) -> Result<PromptOptions, ClientError> {
@@ -223,26 +242,107 @@ fn prompt_options(opts: Option<&Table>) -> Result<PromptOptions, ClientError> {
             callback: None,
             timeout: None,
             keep: true,
+            follow: false,
         });
-    };
-    let keep = match opts.get::<Value>("keep-updates?").map_err(lua_error)? {
-        Value::Nil => true,
-        Value::Boolean(b) => b,
-        other => {
-            return Err(ClientError::new(
-                Category::Protocol,
-                format!(
-                    "bad argument: :keep-updates? must be a boolean, got {}",
-                    other.type_name()
-                ),
-            ));
-        }
     };
     Ok(PromptOptions {
         callback: opts.get("on-update").map_err(lua_error)?,
         timeout: seconds(opts, "timeout")?,
-        keep,
+        keep: flag(opts, "keep-updates?", true)?,
+        follow: flag(opts, "cancel-with-prompt?", false)?,
     })
+}
+
+/// How long a turn cancelled because its oml prompt was waits for the agent to answer
+/// `cancelled` before it stops waiting (and reports `cancelled` itself); the agent's later
+/// updates are late ones.
+pub const CANCEL_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What `watch_turn` does with each update, and whether it follows the oml prompt's cancel.
+struct Watched<'a> {
+    updates: Option<&'a Table>,
+    callback: Option<&'a Function>,
+    follow: bool,
+}
+
+/// Hands the turn's updates to the list and the callback, in order, until its stop reason; with
+/// `follow`, cancels it when the oml prompt this coroutine runs for is cancelled, and stops
+/// waiting [`CANCEL_ANSWER_WAIT`] later. Returns the stop reason (or the turn's error) and the
+/// final text; a failing callback is an error at once.
+async fn watch_turn(
+    lua: &Lua,
+    conn: &Conn,
+    sid: &str,
+    turn: &mut crate::acp_client::Turn,
+    watched: Watched<'_>,
+) -> Result<
+    (
+        Result<crate::acp_client::StopReason, ClientError>,
+        FinalText,
+    ),
+    ClientError,
+> {
+    let parent = if watched.follow {
+        crate::bind::session::tools::session_cancel(lua)
+    } else {
+        CancelToken::new()
+    };
+    let mut text = FinalText::default();
+    let mut gave_up = None;
+    let stop = loop {
+        let event = tokio::select! {
+            event = turn.next() => event,
+            () = parent.cancelled(), if watched.follow && gave_up.is_none() => {
+                conn.client.cancel(sid).await?;
+                gave_up = Some(tokio::time::Instant::now() + CANCEL_ANSWER_WAIT);
+                continue;
+            }
+            () = tokio::time::sleep_until(gave_up.unwrap_or_else(tokio::time::Instant::now)), if gave_up.is_some() => {
+                break Ok(crate::acp_client::StopReason("cancelled".to_owned()));
+            }
+        };
+        let batch = match event {
+            TurnEvent::Updates(batch) => batch,
+            TurnEvent::Done(result) => break result,
+        };
+        for u in &batch {
+            text.update(u);
+            let t = update_table(lua, sid, u).map_err(lua_error)?;
+            if let Some(updates) = watched.updates {
+                updates.raw_push(t.clone()).map_err(lua_error)?;
+            }
+            if let Some(f) = watched.callback {
+                f.call_async::<()>(t).await.map_err(|e| {
+                    ClientError::new(
+                        Category::Protocol,
+                        format!("the on-update callback failed: {e}"),
+                    )
+                })?;
+            }
+        }
+    };
+    Ok((stop, text))
+}
+
+/// The text of the agent's last message in a turn: its message chunks since its last tool call.
+#[derive(Default)]
+struct FinalText(String);
+
+impl FinalText {
+    fn update(&mut self, u: &Update) {
+        match u.value.get("sessionUpdate").and_then(|k| k.as_str()) {
+            Some("tool_call") => self.0.clear(),
+            Some("agent_message_chunk") => {
+                let content = &u.value["content"];
+                if content["type"] == "text"
+                    && let Some(text) = content["text"].as_str()
+                {
+                    self.0.push_str(text);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 pub(super) async fn prompt(
@@ -257,6 +357,7 @@ pub(super) async fn prompt(
         mut callback,
         timeout,
         keep,
+        follow,
     } = prompt_options(opts.as_ref())?;
     let own_callback = callback.is_some();
     if callback.is_none()
@@ -269,27 +370,12 @@ pub(super) async fn prompt(
         .set_metatable(Some(lua.array_metatable()))
         .map_err(lua_error)?;
     let mut turn = conn.client.prompt(&sid, blocks, timeout)?;
-    let stop = loop {
-        match turn.next().await {
-            TurnEvent::Updates(batch) => {
-                for u in &batch {
-                    let t = update_table(lua, &sid, u).map_err(lua_error)?;
-                    if keep {
-                        updates.raw_push(t.clone()).map_err(lua_error)?;
-                    }
-                    if let Some(f) = &callback {
-                        f.call_async::<()>(t).await.map_err(|e| {
-                            ClientError::new(
-                                Category::Protocol,
-                                format!("the on-update callback failed: {e}"),
-                            )
-                        })?;
-                    }
-                }
-            }
-            TurnEvent::Done(result) => break result,
-        }
+    let watched = Watched {
+        updates: keep.then_some(&updates),
+        callback: callback.as_ref(),
+        follow,
     };
+    let (stop, text) = watch_turn(lua, conn, &sid, &mut turn, watched).await?;
     // Late updates of this turn find its list and its callback.
     let last = LastTurn {
         number: turn.number(),
@@ -314,6 +400,7 @@ pub(super) async fn prompt(
     let stop = stop?;
     let t = lua.create_table().map_err(lua_error)?;
     t.set("stop-reason", stop.0).map_err(lua_error)?;
+    t.set("text", text.0).map_err(lua_error)?;
     t.set("updates", updates).map_err(lua_error)?;
     t.set("session-id", sid).map_err(lua_error)?;
     t.set("turn", turn.number()).map_err(lua_error)?;

@@ -1,6 +1,6 @@
 //! The Rust side of the built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`,
-//! `oml.tool-bash`, which the documented Lisp tools in `agent.fnl` call), two primitives for user
-//! tools (`oml.list-dir`, `oml.run-process`), and the `tools.*` settings those Lisp tools pass
+//! `oml.tool-bash`, which the documented Lisp tools in `tools.fnl` call), three primitives for
+//! user tools (`oml.list-dir`, `oml.run-process`, `oml.tool-progress`, `oml.running-tool`), and the `tools.*` settings those Lisp tools pass
 //! them, with the defaults of `crate::tools`.
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
@@ -96,7 +96,11 @@ fn output_reporter(lua: &Lua) -> Option<impl Fn(&[u8]) + Send + Sync + use<>> {
         let text = String::from_utf8_lossy(tail).into_owned();
         s.emit(
             &id,
-            crate::session::AgentEvent::ToolOutput { id: call, text },
+            crate::session::AgentEvent::ToolOutput {
+                id: call,
+                text,
+                replace: false,
+            },
         );
     })
 }
@@ -222,6 +226,27 @@ const TOOLS: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "tool-progress",
+        args: "text",
+        doc: "Show TEXT as the whole live view of the running tool call's card, replacing what \
+              it showed (a tool-output event with :replace); the tool's result replaces it in \
+              turn. Does nothing outside a tool call. Returns nil.",
+        make: |lua| lua.create_function(tool_progress),
+    },
+    HostFn {
+        name: "running-tool",
+        args: "",
+        doc: "The id of the tool call running in this coroutine's session (between its card and \
+              its result), or nil.",
+        make: |lua| {
+            lua.create_function(|lua, ()| {
+                let s = sessions(lua)?;
+                Ok(s.of_thread(thread_key(lua))
+                    .and_then(|id| s.with(&id, |s| s.running_tool.clone()).flatten()))
+            })
+        },
+    },
+    HostFn {
         name: "list-dir",
         args: "?path",
         doc: "The entries of the directory ?PATH (relative to the session's directory; default \
@@ -274,6 +299,23 @@ const TOOLS: &[HostFn] = &[
         },
     },
 ];
+
+/// `oml.tool-progress`.
+fn tool_progress(lua: &Lua, text: String) -> mlua::Result<()> {
+    let s = sessions(lua)?;
+    let Some(id) = s.of_thread(thread_key(lua)) else {
+        return Ok(());
+    };
+    if let Some(call) = s.with(&id, |s| s.running_tool.clone()).flatten() {
+        let event = crate::session::AgentEvent::ToolOutput {
+            id: call,
+            text,
+            replace: true,
+        };
+        s.emit(&id, event);
+    }
+    Ok(())
+}
 
 /// `oml.list-dir`.
 fn list_dir(lua: &Lua, path: Option<String>) -> mlua::Result<(Value, Value)> {

@@ -73,6 +73,8 @@ struct Tail {
     text: String,
     /// The tail changed since it was last sent.
     pending: bool,
+    /// The text is a whole view (`replace` events), which the card shows until its end.
+    whole: bool,
     sent: Option<tokio::time::Instant>,
 }
 
@@ -92,10 +94,15 @@ impl Tail {
         sid: &str,
         event: AgentEvent,
     ) {
-        if let AgentEvent::ToolOutput { id, text } = event {
-            if self.id.as_deref() != Some(id.as_str()) {
+        if let AgentEvent::ToolOutput { id, text, replace } = event {
+            if replace || self.id.as_deref() != Some(id.as_str()) {
+                let sent = self
+                    .sent
+                    .filter(|_| self.id.as_deref() == Some(id.as_str()));
                 *self = Tail {
                     id: Some(id),
+                    sent,
+                    whole: replace,
                     ..Tail::default()
                 };
             }
@@ -103,7 +110,11 @@ impl Tail {
             return;
         }
         if matches!(event, AgentEvent::ToolEnd { .. }) {
-            // The end carries the whole result; a tail not yet sent would only flash.
+            // The end carries the whole result; a command's tail not yet sent would only flash,
+            // but a whole view (a delegated agent's tool calls) is the card's record.
+            if self.whole {
+                self.flush(renderer, conn, sid).await;
+            }
             *self = Tail::default();
         } else {
             self.flush(renderer, conn, sid).await;
@@ -138,6 +149,7 @@ impl Tail {
         let event = AgentEvent::ToolOutput {
             id: self.id.clone().unwrap_or_default(),
             text: self.text.clone(),
+            replace: true,
         };
         send_event(renderer, conn, sid, &event).await;
     }

@@ -149,8 +149,12 @@ impl<'a> Turn<'a> {
                     dirty: false,
                 });
             }
-            AgentEvent::ToolOutput { text, .. } => {
+            AgentEvent::ToolOutput { text, replace, .. } => {
                 if let Some(card) = &mut self.card {
+                    if replace {
+                        card.lines.clear();
+                        card.partial.clear();
+                    }
                     card.push(&text, self.tail_lines);
                 }
             }

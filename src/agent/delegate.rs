@@ -1,0 +1,36 @@
+//! When an oml session ends, its delegated sub-agents end with it: a hook on the session
+//! registry calls the Lisp function `agent.close-delegates` (looked up by name at that moment)
+//! with the session's id, in a task of its own, so the front end that removed the session does
+//! not wait for the agents' bounded shutdown. An agent still running when oml exits is killed
+//! with its process group by `acp_client::process::kill_remaining_groups`.
+//!
+//! The delegation itself is Lisp (`delegate.fnl`) over the `client` namespace; this module knows
+//! nothing of connections or of what a delegate is.
+
+use std::sync::Arc;
+
+use crate::cancel::CancelToken;
+use crate::lisp::Lisp;
+use crate::session::Sessions;
+
+/// Registers the hook that closes a removed session's sub-agents.
+pub(super) fn close_with_sessions(lisp: &Lisp, sessions: &Arc<Sessions>) {
+    let lisp = lisp.clone();
+    sessions.on_remove(Box::new(move |id: &str| {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let lisp = lisp.clone();
+        let id = id.to_owned();
+        handle.spawn(async move {
+            let f = match lisp.function("agent.close-delegates") {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => return tracing::warn!("agent.close-delegates: {e}"),
+            };
+            if let Err(e) = lisp.run::<()>(f, id, &CancelToken::new()).await {
+                tracing::warn!("closing the delegates of a session failed: {e}");
+            }
+        });
+    }));
+}
