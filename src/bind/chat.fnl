@@ -198,9 +198,10 @@ the model (or how to configure one) and the input rules."
 (fn chat.permission-question [call]
   "The question asked before the tool CALL {:name :args :kind} runs: what exactly it would do
 (the whole command and its directory, or the diff an edit or write would make; for a delegated
-agent's request, its command and proposed diffs) and the keys."
+agent's request, its command and proposed diffs; for an MCP tool, its server, whether the server
+marks it destructive, and the arguments) and the keys."
   (let [args (or call.args {})
-        what (case (if call.delegate :delegate call.name)
+        what (case (if call.delegate :delegate call.mcp :mcp call.name)
                :delegate (.. (chat.style :question (.. (chat.clean call.title) "?")) "\n"
                              (delegated-preview call))
                :bash (.. (chat.style :question "Run this command?") "  "
@@ -210,6 +211,12 @@ agent's request, its command and proposed diffs) and the keys."
                          (change-preview call))
                :write (.. (chat.style :question (.. "Write " (chat.clean (or args.path "")) "?")) "\n"
                           (change-preview call))
+               :mcp (.. (chat.style :question (.. "Call " (chat.clean call.mcp.tool) " of the MCP server "
+                                                   (chat.clean call.mcp.server) "?"))
+                        (if call.mcp.destructive?
+                            (chat.style :dim "  the server marks it destructive")
+                            "")
+                        "\n" (chat.clean (json.encode args)))
                _ (.. (chat.style :question (.. "Allow " call.name "?")) "\n"
                      (chat.clean (fennel.view args))))]
     (.. what "\n" (chat.style :bold "[y]") " yes (Enter)  "
