@@ -638,3 +638,37 @@ fn servers_declared_in_lisp_serve_print_mode() {
     );
     assert_none_left(&token(&env));
 }
+
+#[test]
+fn load_and_resume_connect_their_servers_too() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    let fake = FakeModel::start(Vec::<Reply>::new());
+    let mut acp = Acp::start(&env, &fake);
+    let sid = acp.new_session(&env.project, json!([]));
+    let (none, _) = acp.prompt(&sid, "/mcp");
+    assert!(
+        chunks(&none).contains("No MCP servers in this session"),
+        "{none:?}"
+    );
+    acp.call("session/close", json!({"sessionId": sid}));
+    for method in ["session/load", "session/resume"] {
+        let server = stdio("fake", "python3", &[&fake_server(), "normal"], &token);
+        let r = acp.call(
+            method,
+            json!({"sessionId": sid, "cwd": env.project, "mcpServers": [server]}),
+        );
+        assert!(r.get("result").is_some(), "{r}");
+        let (tools, _) = acp.prompt(&sid, "/mcp tools");
+        assert!(
+            chunks(&tools).contains("- `mcp__fake__echo` (read) Echo the text"),
+            "{method}: {tools:?}"
+        );
+        acp.call("session/close", json!({"sessionId": sid}));
+        assert_none_left(&token);
+    }
+    acp.finish();
+}
