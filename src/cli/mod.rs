@@ -77,9 +77,13 @@ pub fn main() -> i32 {
     code
 }
 
+/// What is logged when `OML_LOG` is unset: warnings, but none from the MCP SDK, whose failures
+/// oml reports to the session itself (a notice, `/mcp`, the tool result).
+const DEFAULT_LOG_FILTER: &str = "warn,rmcp=off";
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OML_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
