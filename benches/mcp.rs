@@ -56,12 +56,24 @@ fn bare_calls() -> Duration {
             stdout.read_line(line).unwrap();
         }
     };
-    ask(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}}}), true, &mut line);
-    ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), false, &mut line);
+    ask(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}}}),
+        true,
+        &mut line,
+    );
+    ask(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+        &mut line,
+    );
     let mut times = Vec::with_capacity(CALLS);
     for i in 1..=CALLS {
         let t = Instant::now();
-        ask(json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}), true, &mut line);
+        ask(
+            json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}),
+            true,
+            &mut line,
+        );
         times.push(t.elapsed());
         assert!(line.contains("echo: hi"), "{line}");
     }
@@ -75,16 +87,33 @@ fn sdk_calls(rt: &tokio::runtime::Runtime) -> Duration {
     rt.block_on(async {
         let spec = ServerSpec {
             name: "fake".into(),
-            transport: Transport::Stdio { command: "python3".into(), args: vec![script(), "normal".into()], env: vec![] },
+            transport: Transport::Stdio {
+                command: "python3".into(),
+                args: vec![script(), "normal".into()],
+                env: vec![],
+            },
         };
         let cancel = CancelToken::new();
-        let (server, _) = Server::start(&spec, &std::env::temp_dir(), Duration::from_secs(30), &cancel)
-            .await
-            .expect("the fake server starts");
+        let (server, _) = Server::start(
+            &spec,
+            &std::env::temp_dir(),
+            Duration::from_secs(30),
+            &cancel,
+        )
+        .await
+        .expect("the fake server starts");
         let mut times = Vec::with_capacity(CALLS);
         for _ in 0..CALLS {
             let t = Instant::now();
-            let r = server.call("echo", json!({"text": "hi"}), &cancel, Duration::from_secs(30)).await.unwrap();
+            let r = server
+                .call(
+                    "echo",
+                    json!({"text": "hi"}),
+                    &cancel,
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
             times.push(t.elapsed());
             assert_eq!(oml::mcp::render(&r).text, "echo: hi");
         }
@@ -137,17 +166,22 @@ fn session_times(servers: &Value) -> (Duration, Duration) {
                 return v;
             }
         };
-        send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}));
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        );
         wait(1);
         let t = Instant::now();
-        send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": root, "mcpServers": servers}}));
+        send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": root, "mcpServers": servers}}),
+        );
         let sid = wait(2)["result"]["sessionId"].as_str().unwrap().to_owned();
         answers.push(t.elapsed());
-        send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}}));
+        send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}}),
+        );
         fake.wait_for_requests(1, Duration::from_secs(60));
         ready.push(t.elapsed());
         wait(3);
-        drop(send);
         drop(stdin);
         let _ = child.wait();
     }
@@ -165,10 +199,21 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let bare = bare_calls();
     let sdk = sdk_calls(&rt);
-    println!("tools/call echo, median of {CALLS}: server's own {bare:?}, through mcp::Server {sdk:?}; added {:?} ({:.2}x)", sdk.saturating_sub(bare), sdk.as_secs_f64() / bare.as_secs_f64());
-    let server = |n: &str| json!({"name": n, "command": "python3", "args": [script(), "normal"], "env": []});
+    println!(
+        "tools/call echo, median of {CALLS}: server's own {bare:?}, through mcp::Server {sdk:?}; added {:?} ({:.2}x)",
+        sdk.saturating_sub(bare),
+        sdk.as_secs_f64() / bare.as_secs_f64()
+    );
+    let server =
+        |n: &str| json!({"name": n, "command": "python3", "args": [script(), "normal"], "env": []});
     let (answer0, ready0) = session_times(&json!([]));
     let (answer3, ready3) = session_times(&json!([server("a"), server("b"), server("c")]));
-    println!("session/new answer, median of {SESSIONS}: no servers {answer0:?}, three {answer3:?} ({:.2}x)", answer3.as_secs_f64() / answer0.as_secs_f64());
-    println!("session/new → first model request: no servers {ready0:?}, three {ready3:?} ({:.2}x; one server alone starts in python3's start-up time)", ready3.as_secs_f64() / ready0.as_secs_f64());
+    println!(
+        "session/new answer, median of {SESSIONS}: no servers {answer0:?}, three {answer3:?} ({:.2}x)",
+        answer3.as_secs_f64() / answer0.as_secs_f64()
+    );
+    println!(
+        "session/new → first model request: no servers {ready0:?}, three {ready3:?} ({:.2}x; one server alone starts in python3's start-up time)",
+        ready3.as_secs_f64() / ready0.as_secs_f64()
+    );
 }

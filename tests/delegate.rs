@@ -1,19 +1,17 @@
-//! The `delegate` tool end to end: the real `oml` (as `oml acp` driven by a scripted editor in
-//! this file, and in print mode) against the fake model, delegating to the scripted fake agent
+//! The `delegate` tool end to end: the real `oml` (as `oml acp` driven by the scripted editor of
+//! `support::editor`, and in print mode) against the fake model, delegating to the scripted fake agent
 //! (`oml-fake-agent`) over real pipes and to `oml acp` itself. Each test checks that no
 //! sub-agent process is left.
 
 mod common;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::Env;
 use serde_json::{Value, json};
+use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
@@ -98,115 +96,12 @@ fn tool_result(body: &Value) -> String {
         .to_owned()
 }
 
-/// A scripted editor: `oml acp` over pipes.
-struct Editor {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Editor {
-    fn start(env: &Env, fake: &FakeModel) -> Editor {
-        let mut child = env
-            .command(Some(fake), &["acp"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn oml acp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Editor {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next_id: 0,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{v}").expect("write to oml acp");
-        stdin.flush().expect("flush");
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    fn next(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(WAIT)
-            .expect("a message from oml acp");
-        serde_json::from_str(&line).expect("JSON on stdout")
-    }
-
-    /// Messages until the answer to `id`, and the answer.
-    fn until_response(&mut self, id: u64) -> (Vec<Value>, Value) {
-        let mut before = Vec::new();
-        loop {
-            let m = self.next();
-            if m.get("method").is_none() && m["id"] == json!(id) {
-                return (before, m);
-            }
-            before.push(m);
-        }
-    }
-
-    fn until(&mut self, mut pred: impl FnMut(&Value) -> bool) -> Value {
-        loop {
-            let m = self.next();
-            if pred(&m) {
-                return m;
-            }
-        }
-    }
-
-    fn session(&mut self, cwd: &Path) -> String {
-        let id = self.request(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        );
-        self.until_response(id);
-        let id = self.request(
-            "session/new",
-            json!({"cwd": cwd.display().to_string(), "mcpServers": []}),
-        );
-        let (_, r) = self.until_response(id);
-        r["result"]["sessionId"]
-            .as_str()
-            .expect("a session")
-            .to_owned()
-    }
-
-    fn prompt(&mut self, sid: &str, text: &str) -> u64 {
-        self.request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        )
-    }
-}
-
-impl Drop for Editor {
-    fn drop(&mut self) {
-        self.stdin.take();
-        if common::wait_within(&mut self.child, Duration::from_secs(5)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// `oml acp` in `env` against `fake`, with one new session (in `cwd`); the editor and the id.
+fn session(env: &Env, fake: &FakeModel, cwd: &Path) -> (Editor, String) {
+    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session(cwd, json!([]));
+    (ed, sid)
 }
 
 fn card_text(m: &Value) -> String {
@@ -227,8 +122,7 @@ fn a_delegated_turn_streams_into_the_card_asks_the_editor_and_keeps_its_session(
         delegate("call_2", "fake", "and again"),
         Reply::from(text_chunks(&["Twice."])),
     ]);
-    let mut ed = Editor::start(&env, &fake);
-    let sid = ed.session(&env.project);
+    let (mut ed, sid) = session(&env, &fake, &env.project);
     let id = ed.prompt(&sid, "get a review");
 
     // The card, the sub-agent's progress in it, then the question about its edit.
@@ -313,8 +207,7 @@ fn cancelling_the_prompt_cancels_the_delegated_turn() {
     );
     env.init(&fake_agent("slow", "wait-cancel", &pid_file, &extra));
     let fake = FakeModel::start([delegate("call_1", "slow", "take your time")]);
-    let mut ed = Editor::start(&env, &fake);
-    let sid = ed.session(&env.project);
+    let (mut ed, sid) = session(&env, &fake, &env.project);
     let id = ed.prompt(&sid, "delegate");
     ed.until(|m| card_text(m).contains("working on it"));
     ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));

@@ -940,7 +940,8 @@ async fn doc_of_a_rust_defined_function_prints_its_arglist_and_docstring() {
     let lisp = booted(dir.path()).await;
     let described = view(&lisp, "(describe client.new-session)").await;
     assert!(
-        described.starts_with("\"(client.new-session conn ?cwd ?opts)\n  session/new in the absolute"),
+        described
+            .starts_with("\"(client.new-session conn ?cwd ?opts)\n  session/new in the absolute"),
         "{described}"
     );
     let described = view(&lisp, "(describe json.decode)").await;

@@ -9,17 +9,14 @@
 mod common;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Env;
 use serde_json::{Value, json};
+use support::editor::{Editor, WAIT, chunks, update};
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
-
-const WAIT: Duration = Duration::from_secs(60);
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -60,153 +57,11 @@ fn python() -> bool {
     ok
 }
 
-/// A minimal ACP client over the agent's pipes.
-struct Acp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-impl Acp {
-    fn start(env: &Env, fake: &FakeModel) -> Acp {
-        let mut child = env
-            .command(Some(fake), &["acp"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn oml acp");
-        let mut err = child.stderr.take().expect("stderr");
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut text);
-            text
-        });
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut acp = Acp {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next_id: 0,
-            stderr,
-        };
-        acp.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        );
-        acp
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{v}").expect("write");
-        stdin.flush().expect("flush");
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    fn next(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(WAIT)
-            .expect("a message from oml acp");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carried {line:?}: {e}"))
-    }
-
-    /// The messages before the answer to `id`, and the answer.
-    fn until_answer(&mut self, id: u64) -> (Vec<Value>, Value) {
-        let mut before = Vec::new();
-        loop {
-            let m = self.next();
-            if m["id"] == json!(id) && m.get("method").is_none() {
-                return (before, m);
-            }
-            before.push(m);
-        }
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.request(method, params);
-        self.until_answer(id).1
-    }
-
-    /// session/new with `servers`; waits for the setup's slash commands.
-    fn new_session(&mut self, cwd: &Path, servers: Value) -> String {
-        self.new_session_with_setup(cwd, servers).0
-    }
-
-    /// session/new with `servers`; the session id and the setup's updates.
-    fn new_session_with_setup(&mut self, cwd: &Path, servers: Value) -> (String, Vec<Value>) {
-        let r = self.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
-        let sid = r["result"]["sessionId"]
-            .as_str()
-            .expect("a session id")
-            .to_owned();
-        let mut setup = Vec::new();
-        loop {
-            let m = self.next();
-            let done = update(&m) == "available_commands_update";
-            setup.push(m);
-            if done {
-                return (sid, setup);
-            }
-        }
-    }
-
-    /// Prompt `text`; the updates until the answer, and the stop reason.
-    fn prompt(&mut self, sid: &str, text: &str) -> (Vec<Value>, String) {
-        let id = self.request(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        );
-        let (before, answer) = self.until_answer(id);
-        let reason = answer["result"]["stopReason"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        (before, reason)
-    }
-
-    /// Close stdin and wait for oml to exit; what it wrote on stderr.
-    fn finish(mut self) -> String {
-        self.stdin.take();
-        let status = common::wait_within(&mut self.child, Duration::from_secs(20));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "oml acp did not exit cleanly: {status:?}"
-        );
-        self.stderr.join().unwrap_or_default()
-    }
-}
-
-fn update(m: &Value) -> String {
-    m["params"]["update"]["sessionUpdate"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The text of every message chunk in `ms`.
-fn chunks(ms: &[Value]) -> String {
-    ms.iter()
-        .filter(|m| update(m) == "agent_message_chunk")
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect()
+/// `oml acp` in `env` against `fake`, initialised.
+fn start(env: &Env, fake: &FakeModel) -> Editor {
+    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    ed.initialize();
+    ed
 }
 
 /// The `tool` messages of model request `n`'s body, by tool call id.
@@ -346,15 +201,15 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
         ),
         Reply::from(text_chunks(&["done"])),
     ]);
-    let mut acp = Acp::start(&env, &fake);
+    let mut acp = start(&env, &fake);
     let project = env.project.display().to_string();
     let servers = json!([
         stdio("everything", &everything, &["stdio"], &token),
         stdio("files", &filesystem, &[&project], &token),
         {"type": "http", "name": "web", "url": web.url, "headers": [{"name": "X-Test", "value": "1"}]},
     ]);
-    let sid = acp.new_session(&env.project, servers);
-    let (updates, reason) = acp.prompt(&sid, "use the servers");
+    let (sid, _) = acp.new_session(&env.project, servers);
+    let (updates, reason) = acp.turn(&sid, "use the servers");
     assert_eq!(reason, "end_turn");
 
     let first = &fake.wait_for_requests(1, WAIT)[0].body;
@@ -434,7 +289,7 @@ fn faults_are_reported_and_the_session_goes_on() {
         call("c3", "mcp__fake__crash", "{}"),
         Reply::from(text_chunks(&["survived"])),
     ]);
-    let mut acp = Acp::start(&env, &fake);
+    let mut acp = start(&env, &fake);
     let script = fake_server();
     let servers = json!([
         stdio("fake", "python3", &[&script, "normal"], &token),
@@ -445,8 +300,8 @@ fn faults_are_reported_and_the_session_goes_on() {
         {"type": "sse", "name": "legacy", "url": "http://127.0.0.1:9/sse", "headers": []},
         {"name": "nameless-command"},
     ]);
-    let (sid, setup) = acp.new_session_with_setup(&env.project, servers);
-    let (updates, reason) = acp.prompt(&sid, "go");
+    let (sid, setup) = acp.new_session(&env.project, servers);
+    let (updates, reason) = acp.turn(&sid, "go");
     assert_eq!(reason, "end_turn");
     let shown = chunks(&setup) + &chunks(&updates);
     for want in [
@@ -479,7 +334,7 @@ fn faults_are_reported_and_the_session_goes_on() {
     assert_eq!(fails, "it went wrong");
     assert!(crash.contains("MCP server fake: the server exited (exit status 7); its stderr ends: fake server: crashing on purpose"), "{crash}");
 
-    let (status, _) = acp.prompt(&sid, "/mcp");
+    let (status, _) = acp.turn(&sid, "/mcp");
     let status = chunks(&status);
     assert!(
         status.contains("- `fake` failed")
@@ -487,7 +342,7 @@ fn faults_are_reported_and_the_session_goes_on() {
             && status.contains("7 tools (fake 1.0)"),
         "{status}"
     );
-    let (restart, _) = acp.prompt(&sid, "/mcp restart fake");
+    let (restart, _) = acp.turn(&sid, "/mcp restart fake");
     assert!(
         chunks(&restart).contains("Restarted `fake`."),
         "{restart:?}"
@@ -517,8 +372,8 @@ fn destructive_tools_ask_and_read_only_ones_do_not() {
         call("c2", "mcp__fake__echo", r#"{"text":"ok"}"#),
         Reply::from(text_chunks(&["fine"])),
     ]);
-    let mut acp = Acp::start(&env, &fake);
-    let sid = acp.new_session(
+    let mut acp = start(&env, &fake);
+    let (sid, _) = acp.new_session(
         &env.project,
         json!([stdio(
             "fake",
@@ -527,21 +382,16 @@ fn destructive_tools_ask_and_read_only_ones_do_not() {
             &token
         )]),
     );
-    let id = acp.request(
-        "session/prompt",
-        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "wipe"}]}),
-    );
-    let ask = loop {
-        let m = acp.next();
-        if m["method"] == "session/request_permission" {
-            break m;
-        }
-    };
+    let id = acp.prompt(&sid, "wipe");
+    let ask = acp.until(|m| m["method"] == "session/request_permission");
     let tool_call = &ask["params"]["toolCall"];
     assert_eq!(tool_call["kind"], "delete");
     assert_eq!(tool_call["title"], "fake: wipe");
-    acp.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}}));
-    let (rest, _) = acp.until_answer(id);
+    acp.answer(
+        &ask,
+        json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    );
+    let (rest, _) = acp.until_response(id);
     assert!(
         rest.iter()
             .all(|m| m["method"] != "session/request_permission"),
@@ -568,26 +418,18 @@ fn cancel_abandons_the_call_and_a_changed_list_is_read_again() {
         call("c3", "mcp__fake__slow", "{}"),
         Reply::from(text_chunks(&["never"])),
     ]);
-    let mut acp = Acp::start(&env, &fake);
+    let mut acp = start(&env, &fake);
     let server = stdio(
         "fake",
         "python3",
         &[&fake_server(), "normal", &marker.display().to_string()],
         &token,
     );
-    let sid = acp.new_session(&env.project, json!([server]));
-    let id = acp.request(
-        "session/prompt",
-        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
-    );
-    loop {
-        let m = acp.next();
-        if update(&m) == "tool_call" && m["params"]["update"]["toolCallId"] == "c3" {
-            break;
-        }
-    }
-    acp.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
-    let (_, answer) = acp.until_answer(id);
+    let (sid, _) = acp.new_session(&env.project, json!([server]));
+    let id = acp.prompt(&sid, "go");
+    acp.until(|m| update(m) == "tool_call" && m["params"]["update"]["toolCallId"] == "c3");
+    acp.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, answer) = acp.until_response(id);
     assert_eq!(answer["result"]["stopReason"], "cancelled");
     // rmcp handles a notification in a task of its own, so the change may miss the request
     // right after the call that caused it; the one after sees it.
@@ -657,9 +499,9 @@ fn load_and_resume_connect_their_servers_too() {
     let env = Env::new();
     let token = token(&env);
     let fake = FakeModel::start(Vec::<Reply>::new());
-    let mut acp = Acp::start(&env, &fake);
-    let sid = acp.new_session(&env.project, json!([]));
-    let (none, _) = acp.prompt(&sid, "/mcp");
+    let mut acp = start(&env, &fake);
+    let (sid, _) = acp.new_session(&env.project, json!([]));
+    let (none, _) = acp.turn(&sid, "/mcp");
     assert!(
         chunks(&none).contains("No MCP servers in this session"),
         "{none:?}"
@@ -672,7 +514,7 @@ fn load_and_resume_connect_their_servers_too() {
             json!({"sessionId": sid, "cwd": env.project, "mcpServers": [server]}),
         );
         assert!(r.get("result").is_some(), "{r}");
-        let (tools, _) = acp.prompt(&sid, "/mcp tools");
+        let (tools, _) = acp.turn(&sid, "/mcp tools");
         assert!(
             chunks(&tools).contains("- `mcp__fake__echo` (read) Echo the text"),
             "{method}: {tools:?}"
