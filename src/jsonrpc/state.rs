@@ -108,7 +108,7 @@ impl Shared {
         };
         let number = match &id {
             RequestId::Number(n) => n.as_u64(),
-            RequestId::String(_) => None,
+            RequestId::Exact(_) | RequestId::String(_) => None,
         };
         let mut state = self.state();
         let pending = number.and_then(|n| state.pending.remove(&n));
