@@ -187,6 +187,18 @@ impl Client {
         params: Value,
         timeout: Option<Duration>,
     ) -> Result<Value, ClientError> {
+        self.call_observed(method, params, timeout, None).await
+    }
+
+    /// [`Client::call`] with a hook run as the answer's line is read (see
+    /// [`jsonrpc::Connection::request_observed`]).
+    async fn call_observed(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Option<Duration>,
+        on_answer: Option<jsonrpc::AnswerHook>,
+    ) -> Result<Value, ClientError> {
         let router = &self.inner.router;
         if let Some(e) = router.fatal_error() {
             return Err(e);
@@ -194,7 +206,7 @@ impl Client {
         let result = self
             .inner
             .rpc
-            .request_with(method, params, timeout, Some(&router.fatal))
+            .request_observed(method, params, timeout, Some(&router.fatal), on_answer)
             .await;
         match result {
             Ok(value) => Ok(value),
@@ -208,6 +220,14 @@ impl Client {
     }
 
     async fn map_error(&self, error: RequestError) -> ClientError {
+        // The reader stopped at the line that made the connection unusable: whatever ended the
+        // request after that (the stop, the cancel, the close) is that protocol error.
+        if !matches!(error, RequestError::Rpc { .. })
+            && let Some(e) = self.inner.router.fatal_error()
+        {
+            self.close().await;
+            return e;
+        }
         match error {
             RequestError::Rpc { method, error } => self.agent_error(&method, error),
             RequestError::Cancelled { method, .. } => match self.inner.router.fatal_error() {
@@ -429,7 +449,12 @@ impl Client {
         let turn = Arc::clone(&shared);
         let params = json!({"sessionId": session_id, "prompt": prompt});
         let task = tokio::spawn(async move {
-            let answer = client.call("session/prompt", params, timeout).await;
+            // Updates on lines after the answer's are late, however soon this task wakes.
+            let read = Arc::clone(&turn);
+            let hook: jsonrpc::AnswerHook = Box::new(move || read.answer_read());
+            let answer = client
+                .call_observed("session/prompt", params, timeout, Some(hook))
+                .await;
             let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
             let result = match answer {
                 Ok(answer) => match answer.get("stopReason").and_then(Value::as_str) {

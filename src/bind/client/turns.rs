@@ -24,13 +24,29 @@ pub(super) async fn deliver_out_of_turn(
     let lua = lisp.lua();
     let t = update_table(lua, &event.session_id, &event.update)?;
     let mut callback: Option<Function> = None;
+    // A late update of a prompt that has not returned yet waits until it has.
+    let running = {
+        let turns = state
+            .last_turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        turns
+            .get(&event.session_id)
+            .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
+            .map(|last| last.returned.clone())
+    };
+    if let Some(mut returned) = running {
+        // Ends with an error when the prompt's sender is dropped, that is when it returns.
+        while returned.changed().await.is_ok() {}
+    }
     {
         let turns = state
             .last_turns
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(last) = turns.get(&event.session_id)
-            && Some(last.number) == event.update.turn
+        if let Some(last) = turns
+            .get(&event.session_id)
+            .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
         {
             if let Some(key) = &last.updates {
                 let updates: Table = lua.registry_value(key)?;
@@ -268,7 +284,39 @@ pub(super) async fn prompt(
     updates
         .set_metatable(Some(lua.array_metatable()))
         .map_err(lua_error)?;
-    let mut turn = conn.client.prompt(&sid, blocks, timeout)?;
+    // Registered before the prompt is sent (the lock held across it), so that no late update
+    // of this turn can miss its list and its callback.
+    let (_returned, returned_rx) = tokio::sync::watch::channel(());
+    let mut turn = {
+        let mut turns = conn
+            .state
+            .last_turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let turn = conn.client.prompt(&sid, blocks, timeout)?;
+        let last = LastTurn {
+            number: turn.number(),
+            callback: match (&callback, own_callback) {
+                (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
+                _ => None,
+            },
+            updates: if keep {
+                Some(
+                    lua.create_registry_value(updates.clone())
+                        .map_err(lua_error)?,
+                )
+            } else {
+                None
+            },
+            returned: returned_rx,
+        };
+        let kept = turns.entry(sid.clone()).or_default();
+        if kept.len() >= super::TURNS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(last);
+        turn
+    };
     let stop = loop {
         match turn.next().await {
             TurnEvent::Updates(batch) => {
@@ -290,27 +338,6 @@ pub(super) async fn prompt(
             TurnEvent::Done(result) => break result,
         }
     };
-    // Late updates of this turn find its list and its callback.
-    let last = LastTurn {
-        number: turn.number(),
-        callback: match (&callback, own_callback) {
-            (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
-            _ => None,
-        },
-        updates: if keep {
-            Some(
-                lua.create_registry_value(updates.clone())
-                    .map_err(lua_error)?,
-            )
-        } else {
-            None
-        },
-    };
-    conn.state
-        .last_turns
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(sid.clone(), last);
     let stop = stop?;
     let t = lua.create_table().map_err(lua_error)?;
     t.set("stop-reason", stop.0).map_err(lua_error)?;
