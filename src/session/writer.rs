@@ -123,6 +123,7 @@ pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> Se
         unsynced: start.unsynced,
         pending: VecDeque::new(),
         error: None,
+        backlog: 0,
         recovered: 0,
     };
     let spawn = std::thread::Builder::new().name(name).spawn(move || {
@@ -169,7 +170,9 @@ struct Writer {
     pending: VecDeque<Vec<u8>>,
     /// The last error the disk gave, while lines are pending.
     error: Option<io::Error>,
-    /// Lines written after a refusal (while `error` was set) since the last flush answer.
+    /// How many of the pending lines, from the front, have waited through a refusal.
+    backlog: usize,
+    /// Lines of the backlog written since the last flush answer.
     recovered: usize,
 }
 
@@ -184,7 +187,8 @@ impl Writer {
         while let Some(line) = self.pending.pop_front() {
             match self.write_line(&line) {
                 Ok(()) => {
-                    if self.error.is_some() {
+                    if self.backlog > 0 {
+                        self.backlog -= 1;
                         self.recovered += 1;
                     }
                     self.unsynced.push(line);
@@ -218,6 +222,7 @@ impl Writer {
         if self.error.is_none() {
             tracing::warn!("session log: {error}; keeping the entries in memory");
         }
+        self.backlog = self.pending.len();
         if let Err(e) = self.file.set_len(self.written) {
             tracing::warn!("session log: cannot cut a partial line off: {e}");
             // The partial line stays, as a torn line the loader skips; the next line starts
@@ -264,6 +269,7 @@ impl Writer {
                 for line in self.unsynced.drain(..).rev() {
                     self.pending.push_front(line);
                 }
+                self.backlog = self.pending.len();
                 self.recovered = 0;
             }
             Err(e) => tracing::warn!("session log: cannot cut the file back: {e}"),
