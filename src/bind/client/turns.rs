@@ -224,6 +224,41 @@ fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientE
     }
 }
 
+/// Send the prompt and register its turn for late updates: its own callback `own`, its
+/// `updates` list unless the prompt keeps none. The lock is held across the send, so that no
+/// late update of this turn can miss them; the returned sender is dropped when the prompt
+/// returns, which lets its late updates through.
+fn start_turn(
+    lua: &Lua,
+    conn: &Conn,
+    sid: &str,
+    blocks: serde_json::Value,
+    timeout: Option<std::time::Duration>,
+    own: Option<&Function>,
+    updates: Option<&Table>,
+) -> Result<(crate::acp_client::Turn, tokio::sync::watch::Sender<()>), ClientError> {
+    let (returned, returned_rx) = tokio::sync::watch::channel(());
+    let mut turns = conn
+        .state
+        .last_turns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let turn = conn.client.prompt(sid, blocks, timeout)?;
+    let key = |v: mlua::Value| lua.create_registry_value(v).map_err(lua_error);
+    let last = LastTurn {
+        number: turn.number(),
+        callback: own.map(|f| key(Value::Function(f.clone()))).transpose()?,
+        updates: updates.map(|t| key(Value::Table(t.clone()))).transpose()?,
+        returned: returned_rx,
+    };
+    let kept = turns.entry(sid.to_owned()).or_default();
+    if kept.len() >= super::TURNS_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(last);
+    Ok((turn, returned))
+}
+
 /// The options of `client.prompt`.
 struct PromptOptions {
     /// The prompt's own `:on-update`.
@@ -284,39 +319,9 @@ pub(super) async fn prompt(
     updates
         .set_metatable(Some(lua.array_metatable()))
         .map_err(lua_error)?;
-    // Registered before the prompt is sent (the lock held across it), so that no late update
-    // of this turn can miss its list and its callback.
-    let (_returned, returned_rx) = tokio::sync::watch::channel(());
-    let mut turn = {
-        let mut turns = conn
-            .state
-            .last_turns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let turn = conn.client.prompt(&sid, blocks, timeout)?;
-        let last = LastTurn {
-            number: turn.number(),
-            callback: match (&callback, own_callback) {
-                (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
-                _ => None,
-            },
-            updates: if keep {
-                Some(
-                    lua.create_registry_value(updates.clone())
-                        .map_err(lua_error)?,
-                )
-            } else {
-                None
-            },
-            returned: returned_rx,
-        };
-        let kept = turns.entry(sid.clone()).or_default();
-        if kept.len() >= super::TURNS_KEPT {
-            kept.pop_front();
-        }
-        kept.push_back(last);
-        turn
-    };
+    let own = callback.as_ref().filter(|_| own_callback);
+    let kept = keep.then_some(&updates);
+    let (mut turn, _returned) = start_turn(lua, conn, &sid, blocks, timeout, own, kept)?;
     let stop = loop {
         match turn.next().await {
             TurnEvent::Updates(batch) => {
