@@ -956,6 +956,40 @@ fn bad_lines_get_errors_and_the_agent_carries_on() {
     assert_eq!(r["error"]["code"], -32602);
 }
 
+/// Request ids come back as they were sent, to the byte: numbers beyond 64 bits and numbers
+/// written as floats too (serde_json alone would answer 2^64+1 as `1.8446744073709552e+19`).
+#[test]
+fn request_ids_are_echoed_exactly() {
+    let env = Env::new();
+    let mut c = Client::start(&env, None);
+    for id in [
+        "18446744073709551617",
+        "-18446744073709551617",
+        "1e3",
+        "2.50",
+        "7",
+        "\"x\"",
+    ] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":1}}}}"#
+        );
+        c.raw(format!("{line}\n").as_bytes());
+        let answer = c.lines.recv_timeout(WAIT).expect("an answer");
+        assert!(
+            answer.contains(&format!(r#""id":{id},"#)),
+            "sent {id}, got {answer}"
+        );
+        // An error answer (unknown method) echoes it the same way.
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"_oml/none"}}"#);
+        c.raw(format!("{line}\n").as_bytes());
+        let answer = c.lines.recv_timeout(WAIT).expect("an answer");
+        assert!(
+            answer.contains(&format!(r#""id":{id},"#)),
+            "sent {id}, got {answer}"
+        );
+    }
+}
+
 #[test]
 fn two_prompts_at_once() {
     let env = Env::new();

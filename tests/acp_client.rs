@@ -422,21 +422,16 @@ async fn late_updates_are_delivered_as_late_updates_of_their_turn() {
         }
     };
     assert_eq!(stop.0, "end-turn");
-    // "late" may also land in the turn when it is routed before the answer is handed out; then
-    // no out-of-turn event follows.
-    if texts.len() == 2 {
-        assert_eq!(texts, [json!("in time"), json!("late")]);
-    } else {
-        assert_eq!(texts, [json!("in time")]);
-        let event = tokio::time::timeout(PATIENCE, late.recv())
-            .await
-            .expect("the late update arrives")
-            .expect("the out-of-turn channel is open");
-        assert_eq!(event.session_id, sid);
-        assert!(event.update.late);
-        assert_eq!(event.update.turn, Some(1));
-        assert_eq!(event.update.value["content"]["text"], "late");
-    }
+    // "late" comes on a line after the answer: it is never counted in the turn.
+    assert_eq!(texts, [json!("in time")]);
+    let event = tokio::time::timeout(PATIENCE, late.recv())
+        .await
+        .expect("the late update arrives")
+        .expect("the out-of-turn channel is open");
+    assert_eq!(event.session_id, sid);
+    assert!(event.update.late);
+    assert_eq!(event.update.turn, Some(1));
+    assert_eq!(event.update.value["content"]["text"], "late");
     assert!(client.close().await);
 }
 
@@ -516,4 +511,181 @@ fn a_program_that_ends_without_close_leaves_no_agent_behind() {
         common::await_exit(grandchild, PATIENCE),
         "grandchild {grandchild} survived oml's exit"
     );
+}
+
+// --- A byte-exact agent: the same bytes, the same outcome ------------------------------------
+
+/// How many times each byte stream is played; every run must give the same outcome.
+const RUNS: usize = 50;
+
+/// An agent that is a fixed byte stream: `sh` reads each request line and answers it with the
+/// next file's bytes, whatever the timing (ids 1, 2, 3: initialize, session/new, session/prompt).
+fn scripted(dir: &Path, turn: &str) -> ConnectOptions {
+    let answers = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+    ];
+    for (n, text) in answers.iter().enumerate() {
+        std::fs::write(dir.join(format!("{n}")), format!("{text}\n")).unwrap();
+    }
+    std::fs::write(dir.join("2"), turn).unwrap();
+    let script = "read -r l; cat 0; read -r l; cat 1; read -r l; cat 2; cat >/dev/null";
+    ConnectOptions {
+        spawn: Spawn {
+            command: "sh".to_owned(),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            env: vec![],
+            cwd: Some(dir.to_owned()),
+        },
+        ..ConnectOptions::default()
+    }
+}
+
+fn chunk(text: &str) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+    )
+}
+
+const ANSWER: &str = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"stopReason\":\"end_turn\"}}\n";
+
+/// One play of `turn`: the texts of the turn's updates, its result, and the texts of the late
+/// updates (waited for until `late` have come).
+async fn play(dir: &Path, turn: &str, late: usize) -> (Vec<String>, String, Vec<String>) {
+    let client = Client::connect(scripted(dir, turn)).await.unwrap();
+    let mut out_of_turn = client.take_out_of_turn().unwrap();
+    client.new_session(Path::new("/")).await.unwrap();
+    let mut prompt = client
+        .prompt("s1", json!([{"type": "text", "text": "x"}]), None)
+        .unwrap();
+    let mut texts = Vec::new();
+    let result = loop {
+        match prompt.next().await {
+            TurnEvent::Updates(batch) => texts.extend(
+                batch
+                    .iter()
+                    .map(|u| u.value["content"]["text"].as_str().unwrap().to_owned()),
+            ),
+            TurnEvent::Done(r) => break r.map(|s| s.0).unwrap_or_else(|e| e.to_string()),
+        }
+    };
+    let mut lates = Vec::new();
+    while lates.len() < late {
+        let event = tokio::time::timeout(PATIENCE, out_of_turn.recv())
+            .await
+            .expect("the late update arrives")
+            .expect("the channel is open");
+        assert!(
+            event.update.late && event.update.turn == Some(1),
+            "{event:?}"
+        );
+        lates.push(
+            event.update.value["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    client.close().await;
+    (texts, result, lates)
+}
+
+/// Ten junk lines mid-turn: the connection fails at the tenth, every time after the same two
+/// updates; what follows (updates, even the answer) is never read.
+#[tokio::test]
+async fn junk_mid_turn_fails_the_turn_at_the_same_line_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = "not json at all\n".repeat(10);
+    let turn = format!(
+        "{}{}{junk}{}{}{ANSWER}",
+        chunk("a"),
+        chunk("b"),
+        chunk("c"),
+        chunk("d")
+    );
+    let want = (
+        vec!["a".to_owned(), "b".to_owned()],
+        "ACP protocol error: the agent wrote 10 unusable lines in a row on stdout; giving up"
+            .to_owned(),
+        vec![],
+    );
+    for run in 0..RUNS {
+        assert_eq!(play(dir.path(), &turn, 0).await, want, "run {run}");
+    }
+    // Nine are noise the turn survives.
+    let junk = "not json at all\n".repeat(9);
+    let turn = format!("{}{junk}{}{ANSWER}", chunk("a"), chunk("b"));
+    for run in 0..RUNS {
+        let got = play(dir.path(), &turn, 0).await;
+        assert_eq!(
+            got,
+            (vec!["a".into(), "b".into()], "end-turn".into(), vec![]),
+            "run {run}"
+        );
+    }
+}
+
+/// Updates on the lines right after the answer are late updates of the turn, every time: never
+/// counted in it, never dropped.
+#[tokio::test]
+async fn updates_after_the_answer_are_late_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let turn = format!(
+        "{}{}{ANSWER}{}{}",
+        chunk("a"),
+        chunk("b"),
+        chunk("late 1"),
+        chunk("late 2")
+    );
+    let want = (
+        vec!["a".to_owned(), "b".to_owned()],
+        "end-turn".to_owned(),
+        vec!["late 1".to_owned(), "late 2".to_owned()],
+    );
+    for run in 0..RUNS {
+        assert_eq!(play(dir.path(), &turn, 2).await, want, "run {run}");
+    }
+}
+
+/// Through Lisp, 50 plays of one stream: `client.prompt` returns exactly the updates before the
+/// answer, and the late ones reach the turn's own callback and list afterwards, every time.
+#[test]
+fn through_lisp_late_updates_find_their_turn_every_time() {
+    let home = common::Home::new();
+    let turn = format!("{}{ANSWER}{}", chunk("in time"), chunk("late"));
+    let ConnectOptions { spawn, .. } = scripted(&home.project, &turn);
+    let program = format!(
+        r#"
+(local seen [])
+(for [run 1 {RUNS}]
+  (local conn (client.connect "sh" [:-c {script:?}] {{:cwd {cwd:?}}}))
+  (local s (client.new-session conn "/"))
+  (local late [])
+  (local r (client.prompt conn s.session-id "x" {{:on-update (fn [u] (when u.late (table.insert late u.content.text)))}}))
+  (local returned (length r.updates))
+  (while (< (length late) 1) (oml.sleep 0.01))
+  (table.insert seen (.. returned " " (. r.updates 1 :content :text) " " r.stop-reason " "
+                         (. late 1) " " (length r.updates)))
+  (client.close conn))
+(each [_ line (ipairs seen)] (print line))
+"#,
+        script = spawn.args[1],
+        cwd = home.project.display().to_string(),
+    );
+    let file = home.write_project_file("prog.fnl", &program);
+    let out = home
+        .blocking_command(&["--no-init", "run"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines, vec!["1 in time end-turn late 2"; RUNS]);
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use oml::cancel::CancelToken;
 use oml::jsonrpc::{
-    Connection, Incoming, MalformedKind, Options, RequestError, RequestId, RpcError, SendError,
+    Connection, Flow, Incoming, MalformedKind, Options, RequestError, RequestId, RpcError,
+    SendError,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -744,6 +745,7 @@ async fn a_synchronous_handler_has_seen_every_earlier_line_when_a_response_wakes
     let (connection, mut incoming, mut peer) = connect(Options {
         on_incoming: Some(Arc::new(move |message: Incoming| {
             record.lock().unwrap().push(summary(&message));
+            Flow::Continue
         })),
         ..options("agent")
     });

@@ -1,5 +1,6 @@
-//! `Client`: one connection to an external agent — connect and negotiate, sessions, prompts as
-//! `Turn`s, cancel, close — and how transport failures become `ClientError`s with a category.
+//! `Client`: one connection to an external agent — connect and negotiate, prompts as `Turn`s,
+//! cancel, close — and how transport failures become `ClientError`s with a category. The
+//! session methods are in `sessions.rs`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use super::process::{self, AgentProcess};
 use super::router::{self, OutOfTurn};
 use super::{
     Category, ClientError, ConnectOptions, DEFAULT_REQUEST_TIMEOUT, DEFAULT_STARTUP_TIMEOUT,
-    PROTOCOL_VERSION, StopReason, Turn, Update, kebab,
+    PROTOCOL_VERSION, StopReason, Turn, kebab,
 };
 use crate::jsonrpc::{self, Connection, Options, RequestError};
 
@@ -224,6 +225,18 @@ impl Client {
         params: Value,
         timeout: Option<Duration>,
     ) -> Result<Value, ClientError> {
+        self.call_observed(method, params, timeout, None).await
+    }
+
+    /// [`Client::call`] with a hook run as the answer's line is read (see
+    /// [`jsonrpc::Connection::request_observed`]).
+    async fn call_observed(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Option<Duration>,
+        on_answer: Option<jsonrpc::AnswerHook>,
+    ) -> Result<Value, ClientError> {
         let router = &self.inner.router;
         if let Some(e) = router.fatal_error() {
             return Err(e);
@@ -231,7 +244,7 @@ impl Client {
         let result = self
             .inner
             .rpc
-            .request_with(method, params, timeout, Some(&router.fatal))
+            .request_observed(method, params, timeout, Some(&router.fatal), on_answer)
             .await;
         match result {
             Ok(value) => Ok(value),
@@ -239,12 +252,20 @@ impl Client {
         }
     }
 
-    async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+    pub(super) async fn request(&self, method: &str, params: Value) -> Result<Value, ClientError> {
         self.call(method, params, Some(self.inner.request_timeout))
             .await
     }
 
     async fn map_error(&self, error: RequestError) -> ClientError {
+        // The reader stopped at the line that made the connection unusable: whatever ended the
+        // request after that (the stop, the cancel, the close) is that protocol error.
+        if !matches!(error, RequestError::Rpc { .. })
+            && let Some(e) = self.inner.router.fatal_error()
+        {
+            self.close().await;
+            return e;
+        }
         match error {
             RequestError::Rpc { method, error } => self.agent_error(&method, error),
             RequestError::Cancelled { method, .. } => match self.inner.router.fatal_error() {
@@ -335,135 +356,9 @@ impl Client {
         e
     }
 
-    /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
-    /// wire and the updates that arrived for the new session before its answer.
-    pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
-        self.new_session_with(cwd, json!([])).await
-    }
-
-    /// `session/new` with an absolute `cwd` and the MCP servers `mcp_servers` (a list of ACP
-    /// `McpServer` objects, sent as given), answered as [`Client::new_session`].
-    pub async fn new_session_with(
-        &self,
-        cwd: &Path,
-        mcp_servers: Value,
-    ) -> Result<(Value, Vec<Update>), ClientError> {
-        let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/new",
-                json!({"cwd": cwd, "mcpServers": mcp_servers}),
-            )
-            .await?;
-        let Some(id) = answer.get("sessionId").and_then(Value::as_str) else {
-            return Err(ClientError::new(
-                Category::Protocol,
-                "the agent's session/new answer has no sessionId",
-            ));
-        };
-        let held = self.inner.router.register(id);
-        Ok((answer, held))
-    }
-
-    /// `session/load` (when advertised): the replay arrives as updates before the answer.
-    pub async fn load_session(
-        &self,
-        session_id: &str,
-        cwd: &Path,
-    ) -> Result<(Value, Vec<Update>), ClientError> {
-        if !self.can_load_session() {
-            return Err(capability("session/load", "loadSession"));
-        }
-        let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/load",
-                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
-            )
-            .await?;
-        let held = self.inner.router.register(session_id);
-        Ok((null_to_object(answer), held))
-    }
-
-    /// `session/resume` (when advertised; no replay).
-    pub async fn resume_session(&self, session_id: &str, cwd: &Path) -> Result<Value, ClientError> {
-        if !self.has_session_capability("resume") {
-            return Err(capability("session/resume", "sessionCapabilities.resume"));
-        }
-        let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/resume",
-                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
-            )
-            .await?;
-        self.inner.router.register(session_id);
-        Ok(null_to_object(answer))
-    }
-
-    /// `session/list` (when advertised), one page.
-    pub async fn list_sessions(
-        &self,
-        cwd: Option<&Path>,
-        cursor: Option<&str>,
-    ) -> Result<Value, ClientError> {
-        if !self.has_session_capability("list") {
-            return Err(capability("session/list", "sessionCapabilities.list"));
-        }
-        let mut params = json!({});
-        if let Some(cwd) = cwd {
-            params["cwd"] = json!(absolute(cwd)?);
-        }
-        if let Some(cursor) = cursor {
-            params["cursor"] = json!(cursor);
-        }
-        self.request("session/list", params).await
-    }
-
-    /// `session/close` (only when advertised).
-    pub async fn close_session(&self, session_id: &str) -> Result<(), ClientError> {
-        if !self.has_session_capability("close") {
-            return Err(capability("session/close", "sessionCapabilities.close"));
-        }
-        self.request("session/close", json!({"sessionId": session_id}))
-            .await?;
-        self.inner.router.forget(session_id);
-        Ok(())
-    }
-
-    /// `session/set_mode`.
-    pub async fn set_mode(&self, session_id: &str, mode_id: &str) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_mode",
-            json!({"sessionId": session_id, "modeId": mode_id}),
-        )
-        .await
-        .map(null_to_object)
-    }
-
-    /// `session/set_config_option`; returns the answer (the full `configOptions`).
-    pub async fn set_config_option(
-        &self,
-        session_id: &str,
-        config_id: &str,
-        value: Value,
-    ) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_config_option",
-            json!({"sessionId": session_id, "configId": config_id, "value": value}),
-        )
-        .await
-        .map(null_to_object)
-    }
-
-    /// The legacy, unstable `session/set_model`.
-    pub async fn set_model(&self, session_id: &str, model_id: &str) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_model",
-            json!({"sessionId": session_id, "modelId": model_id}),
-        )
-        .await
-        .map(null_to_object)
+    /// The router of this connection's sessions (for the session methods).
+    pub(super) fn router(&self) -> &router::Router {
+        &self.inner.router
     }
 
     /// Sends `session/prompt` and returns the turn, whose [`Turn::next`] hands out its updates
@@ -482,7 +377,12 @@ impl Client {
         let turn = Arc::clone(&shared);
         let params = json!({"sessionId": session_id, "prompt": prompt});
         let task = tokio::spawn(async move {
-            let answer = client.call("session/prompt", params, timeout).await;
+            // Updates on lines after the answer's are late, however soon this task wakes.
+            let read = Arc::clone(&turn);
+            let hook: jsonrpc::AnswerHook = Box::new(move || read.answer_read());
+            let answer = client
+                .call_observed("session/prompt", params, timeout, Some(hook))
+                .await;
             let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
             let result = match answer {
                 Ok(answer) => match answer.get("stopReason").and_then(Value::as_str) {
@@ -561,18 +461,18 @@ fn truthy(v: Option<&Value>) -> bool {
     }
 }
 
-fn null_to_object(v: Value) -> Value {
+pub(super) fn null_to_object(v: Value) -> Value {
     if v.is_null() { json!({}) } else { v }
 }
 
-fn capability(method: &str, flag: &str) -> ClientError {
+pub(super) fn capability(method: &str, flag: &str) -> ClientError {
     ClientError::new(
         Category::Capability,
         format!("the agent does not advertise {method} ({flag})"),
     )
 }
 
-fn absolute(cwd: &Path) -> Result<PathBuf, ClientError> {
+pub(super) fn absolute(cwd: &Path) -> Result<PathBuf, ClientError> {
     if cwd.is_absolute() {
         Ok(cwd.to_path_buf())
     } else {

@@ -20,6 +20,7 @@ pub mod auth;
 mod client;
 pub mod process;
 mod router;
+mod sessions;
 mod turn;
 mod types;
 

@@ -3,13 +3,20 @@
 //! response wakes its waiter).
 //!
 //! - `session/update` is appended to its session's current turn (with a per-session sequence
-//!   number) and wakes the turn's consumer; for a session whose turn has finished it becomes a
-//!   late update of that turn; for a session id not (yet) registered, typically because the
+//!   number) and wakes the turn's consumer; for a session whose turn has been answered it becomes
+//!   a late update of that turn; for a session id not (yet) registered, typically because the
 //!   `session/new` or `session/load` answer is still on its way, it is held and attached when the
 //!   session is registered. Nothing is dropped and nothing sleeps.
 //! - Requests from the agent run as tasks: `session/request_permission` goes to the permission
 //!   handler; anything else is answered `-32601` and the connection stays up.
 //! - Too many consecutive bad lines make the connection fail with a protocol error.
+//!
+//! The rule, by line order and never by timing: an update belongs to a turn when its line comes
+//! before the line of the turn's `session/prompt` answer (the answer's hook closes the turn as
+//! the reader reads that line), and is late when it comes after. The line that makes
+//! [`MAX_CONSECUTIVE_MALFORMED`] bad lines in a row stops the reader there: every update before
+//! it is delivered, nothing after it is read (no update, no answer), and a turn not answered by
+//! then fails with the protocol error. So one byte stream always gives one outcome.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
@@ -23,7 +30,7 @@ use super::{
     PermissionRequest, StopReason, Update,
 };
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{Connection, Incoming, Request, RpcError};
+use crate::jsonrpc::{Connection, Flow, Incoming, Request, RpcError};
 
 /// An update that arrived outside a running turn: a late update of a finished turn, or one for
 /// a session with no turn yet.
@@ -74,6 +81,8 @@ pub(super) struct TurnShared {
 struct TurnBuf {
     updates: VecDeque<Update>,
     result: Option<Result<StopReason, ClientError>>,
+    /// The turn's answer has been read (or the turn ended without one): later updates are late.
+    answered: bool,
     finished: bool,
 }
 
@@ -87,8 +96,16 @@ pub enum TurnEvent {
 
 impl TurnShared {
     pub(super) fn set_result(&self, result: Result<StopReason, ClientError>) {
-        self.lock().result = Some(result);
+        let mut buf = self.lock();
+        buf.result = Some(result);
+        buf.answered = true;
+        drop(buf);
         self.notify.notify_one();
+    }
+
+    /// The reader has just read the line of this turn's answer: updates after it are late.
+    pub(super) fn answer_read(&self) {
+        self.lock().answered = true;
     }
 
     fn lock(&self) -> MutexGuard<'_, TurnBuf> {
@@ -156,8 +173,9 @@ impl Router {
             .clone()
     }
 
-    /// The handler given to the JSON-RPC reader.
-    pub(super) fn handle(self: &Arc<Self>, incoming: Incoming) {
+    /// The handler given to the JSON-RPC reader; it stops the reader at the line that makes the
+    /// connection unusable.
+    pub(super) fn handle(self: &Arc<Self>, incoming: Incoming) -> Flow {
         match incoming {
             Incoming::Notification(n) if n.method == "session/update" => {
                 self.route_update(n.params.unwrap_or(Value::Null));
@@ -172,23 +190,23 @@ impl Router {
             Incoming::Malformed { consecutive, .. } => {
                 // The reader has logged the line; only the count matters here.
                 if consecutive >= MAX_CONSECUTIVE_MALFORMED {
+                    let message = format!(
+                        "the agent wrote {consecutive} unusable lines in a row on stdout; giving up"
+                    );
                     let mut fatal = self
                         .fatal_error
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner);
                     if fatal.is_none() {
-                        *fatal = Some(ClientError::new(
-                            Category::Protocol,
-                            format!(
-                                "the agent wrote {consecutive} unusable lines in a row on stdout; giving up"
-                            ),
-                        ));
+                        *fatal = Some(ClientError::new(Category::Protocol, message.clone()));
                         drop(fatal);
                         self.fatal.cancel();
                     }
+                    return Flow::Stop(message);
                 }
             }
         }
+        Flow::Continue
     }
 
     fn route_update(&self, params: Value) {
@@ -218,7 +236,7 @@ impl Router {
         if let Some(turn) = &session.turn {
             update.turn = Some(turn.number);
             let mut buf = turn.lock();
-            if !buf.finished {
+            if !buf.finished && !buf.answered {
                 buf.updates.push_back(update);
                 drop(buf);
                 turn.notify.notify_one();

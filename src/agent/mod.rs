@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, from_lua};
+use crate::session::store::{Flushed, Unsaved};
 
 mod delegate;
 pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
@@ -88,6 +89,9 @@ pub struct PromptOutcome {
     pub stop_reason: String,
     /// The slash command that handled the prompt, if one did.
     pub command: Option<String>,
+    /// What of the session the disk refused, kept in memory (see [`crate::session::writer`]);
+    /// the user has been told with a notice.
+    pub unsaved: Option<Unsaved>,
 }
 
 /// The agent installed in a Lisp host: a cheap, cloneable handle.
@@ -233,8 +237,12 @@ impl Agent {
             })
             .await;
         self.sessions.bind_thread(key, None);
-        // The end of a turn: everything it recorded is on disk before the frontend answers.
-        self.sessions.flush(id).await;
+        // The end of a turn: everything it recorded is on disk before the frontend answers,
+        // or the user is told what is not.
+        let flushed = self.sessions.flush(id).await;
+        if let Some(text) = storage_notice(&flushed) {
+            self.sessions.emit(id, AgentEvent::Notice { text });
+        }
         let value = from_lua(self.lisp.lua(), result?).map_err(LispError::from)?;
         let stop_reason = match value.get("stop-reason") {
             Some(Value::String(s)) => s.clone(),
@@ -248,7 +256,27 @@ impl Agent {
         Ok(PromptOutcome {
             stop_reason,
             command,
+            unsaved: flushed.unsaved,
         })
+    }
+}
+
+/// What the user is told at the end of a turn about the session's file: that some of it is
+/// only in memory, or that what was is on disk again.
+fn storage_notice(flushed: &Flushed) -> Option<String> {
+    match &flushed.unsaved {
+        Some(u) => Some(format!(
+            "This session could not be saved: {}. {} entries ({} KB) are kept in memory and \
+             written when the disk takes them again; they are lost if oml ends first.",
+            u.error,
+            u.entries,
+            u.bytes.div_ceil(1024)
+        )),
+        None if flushed.recovered > 0 => Some(format!(
+            "The session is saved again ({} entries kept in memory are written).",
+            flushed.recovered
+        )),
+        None => None,
     }
 }
 

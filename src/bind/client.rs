@@ -43,16 +43,24 @@ pub struct Conn {
 
 struct ConnState {
     on_update: Option<RegistryKey>,
-    /// Per session: the last turn's number, its callback and its `updates` table, so a late
-    /// update reaches the same callback and is appended to the same list.
-    last_turns: Mutex<HashMap<String, LastTurn>>,
+    /// Per session: the last [`TURNS_KEPT`] turns' numbers, callbacks and `updates` tables,
+    /// newest last, so a late update reaches its turn's callback and is appended to its list.
+    last_turns: Mutex<HashMap<String, std::collections::VecDeque<LastTurn>>>,
 }
+
+/// How many turns per session late updates can still find: the running one and the one before
+/// (whose late updates may come while the next runs). Older late updates go to the connection's
+/// callback.
+const TURNS_KEPT: usize = 2;
 
 struct LastTurn {
     number: u64,
     callback: Option<RegistryKey>,
     /// The turn's `updates` list, unless the prompt asked not to keep updates.
     updates: Option<RegistryKey>,
+    /// Closed when `client.prompt` returns: a late update waits for it, so the list the prompt
+    /// returns holds exactly the turn's own updates, and late ones follow.
+    returned: tokio::sync::watch::Receiver<()>,
 }
 
 impl UserData for Conn {

@@ -28,8 +28,23 @@ use super::writer::{
 use crate::cancel::CancelToken;
 
 /// A synchronous handler for incoming messages, called by the reader task in line order (see
-/// [`Options::on_incoming`]).
-pub type IncomingHandler = Arc<dyn Fn(Incoming) + Send + Sync>;
+/// [`Options::on_incoming`]); what it returns says whether the reader goes on.
+pub type IncomingHandler = Arc<dyn Fn(Incoming) -> Flow + Send + Sync>;
+
+/// What the reader does after the handler has seen a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Read the next line.
+    Continue,
+    /// Read nothing more, at this very line: no later request, notification or answer is
+    /// handled, and every pending request fails with this reason (as an I/O error).
+    Stop(String),
+}
+
+/// Called by the reader task as the answer to one request is routed, in line order: after every
+/// line before the answer has been handled and before any line after it is read (see
+/// [`Connection::request_observed`]). It must be quick and must not block.
+pub type AnswerHook = Box<dyn FnOnce() + Send>;
 
 /// How a [`Connection`] reads and writes.
 #[derive(Clone)]
@@ -210,6 +225,22 @@ impl Connection {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<Value, RequestError> {
+        self.request_observed(method, params, timeout, cancel, None)
+            .await
+    }
+
+    /// [`Connection::request_with`], calling `on_answer` on the reader task the moment the
+    /// answer's line is read, in line order with everything the handler sees: what came before
+    /// the answer has been handled, nothing after it yet. (When the waiter wakes is up to the
+    /// scheduler; this is not.)
+    pub async fn request_observed(
+        &self,
+        method: &str,
+        params: impl Serialize,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+        on_answer: Option<AnswerHook>,
+    ) -> Result<Value, RequestError> {
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(RequestError::Cancelled {
                 method: method.to_owned(),
@@ -230,7 +261,7 @@ impl Connection {
         let (answer_tx, answer_rx) = oneshot::channel();
         let shared = &self.inner.shared;
         let mut guard = shared
-            .register(number, method, answer_tx)
+            .register(number, method, answer_tx, on_answer)
             .map_err(|gone| gone.request_error(&shared.peer, method))?;
         let item = WriteItem::Line {
             bytes: line,

@@ -8,21 +8,54 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::error::{INTERNAL_ERROR, RpcError};
 use super::limits::MALFORMED_EXCERPT_BYTES;
 
-/// A request id: a JSON number (kept exactly as received, so `0` and `7` are echoed as integers)
-/// or a string. Null ids are not accepted on requests.
+/// A request id: a JSON number or a string, echoed exactly as received. Null ids are not
+/// accepted on requests.
 ///
-/// Limitation: serde_json is built without `arbitrary_precision`, so an integer id beyond the
-/// range of `u64`/`i64` (such as 2^64+1) is read as an `f64` and echoed as
-/// `1.8446744073709552e+19`. Keeping it exactly needs that feature (or `raw_value`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// An integer within `i64`/`u64` is a [`RequestId::Number`]. Any other number (2^64+1, `1.5`,
+/// `1e3`), which serde_json would read as an `f64` and write back changed
+/// (`1.8446744073709552e+19`, `1000.0`), is a [`RequestId::Exact`]: the text the peer sent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum RequestId {
     Number(serde_json::Number),
+    Exact(ExactNumber),
     String(String),
+}
+
+/// A JSON number kept as the text it was sent as, written back verbatim.
+#[derive(Clone, Debug)]
+pub struct ExactNumber(Box<RawValue>);
+
+impl ExactNumber {
+    /// The number's text, as the peer wrote it.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for ExactNumber {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ExactNumber {}
+
+impl std::hash::Hash for ExactNumber {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Serialize for ExactNumber {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
 }
 
 impl From<u64> for RequestId {
@@ -48,6 +81,7 @@ impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Number(n) => write!(f, "{n}"),
+            Self::Exact(n) => f.write_str(n.as_str()),
             Self::String(s) => write!(f, "{}", Value::from(s.as_str())),
         }
     }
@@ -161,7 +195,7 @@ pub fn classify(line: &[u8]) -> Message {
         }
     };
     match serde_json::from_str::<Value>(text) {
-        Ok(value) => classify_value(value, line),
+        Ok(value) => classify_value(value, line).with_exact_id(text),
         Err(e) => malformed(
             MalformedKind::ParseError,
             None,
@@ -237,6 +271,34 @@ fn classify_value(value: Value, line: &[u8]) -> Message {
             }
         },
     }
+}
+
+impl Message {
+    /// This message with a numeric id that did not survive parsing as a `Value` (it became an
+    /// `f64`) replaced by the text of the id in `line`. Parses the line a second time, only
+    /// for such ids.
+    fn with_exact_id(mut self, line: &str) -> Message {
+        let id = match &mut self {
+            Message::Request(r) => Some(&mut r.id),
+            Message::Response(r) => r.id.as_mut(),
+            Message::Malformed(m) => m.id.as_mut(),
+            Message::Notification(_) => None,
+        };
+        if let Some(id) = id
+            && matches!(id, RequestId::Number(n) if n.is_f64())
+            && let Ok(IdText { id: Some(raw) }) = serde_json::from_str::<IdText>(line)
+        {
+            *id = RequestId::Exact(ExactNumber(raw.to_owned()));
+        }
+        self
+    }
+}
+
+/// The `id` member of a message, as its text.
+#[derive(Deserialize)]
+struct IdText<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
 }
 
 fn request_id(value: &Value) -> Option<RequestId> {
@@ -464,7 +526,17 @@ mod tests {
 
     #[test]
     fn numeric_ids_keep_their_exact_json_form() {
-        for id in ["0", "7", "18446744073709551615", "-3", "1.5"] {
+        let exact = [
+            "18446744073709551617",
+            "-18446744073709551617",
+            "1e3",
+            "1.50",
+            "123456789012345678901234567890",
+        ];
+        for id in ["0", "7", "18446744073709551615", "-3", "1.5"]
+            .into_iter()
+            .chain(exact)
+        {
             let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#);
             let Message::Request(request) = classify(line.as_bytes()) else {
                 panic!("expected a request: {line}");

@@ -28,7 +28,9 @@ mod reader;
 mod state;
 mod writer;
 
-pub use connection::{Connection, IncomingHandler, Options, RequestError, SendError};
+pub use connection::{
+    AnswerHook, Connection, Flow, IncomingHandler, Options, RequestError, SendError,
+};
 pub use error::*;
 pub use frame::FrameReader;
 pub use limits::*;

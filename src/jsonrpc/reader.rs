@@ -1,15 +1,15 @@
 //! The reader task of a connection: reads messages off the [`FrameReader`], routes responses to
 //! their waiters and hands everything else to the owner, in line order.
 //!
-//! It never runs owner code other than the synchronous handler the owner installed, and never
-//! writes.
+//! It never runs owner code other than the synchronous handler the owner installed (which may
+//! stop it at a line) and the answer hooks of requests, and never writes.
 
 use std::sync::Arc;
 
 use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
-use super::connection::IncomingHandler;
+use super::connection::{Flow, IncomingHandler};
 use super::frame::FrameReader;
 use super::message::{Incoming, Message};
 use super::state::{Gone, Shared};
@@ -69,7 +69,11 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
             // Called before the next line is read, so before any later response is routed.
-            Deliver::Handler(handler) => handler(delivered),
+            Deliver::Handler(handler) => {
+                if let Flow::Stop(reason) = handler(delivered) {
+                    break Gone::Io(reason);
+                }
+            }
         }
     };
     tracing::debug!("reader stopped: {gone:?}");

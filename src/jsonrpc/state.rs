@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::connection::{RequestError, SendError};
+use super::connection::{AnswerHook, RequestError, SendError};
 use super::error::RpcError;
 use super::limits::ABANDONED_IDS_KEPT;
 use super::message::{RequestId, Response};
@@ -34,6 +34,8 @@ pub(super) struct State {
 pub(super) struct Pending {
     pub(super) method: String,
     pub(super) answer: oneshot::Sender<Answer>,
+    /// Called as the answer is routed, before the waiter is woken.
+    pub(super) on_answer: Option<AnswerHook>,
 }
 
 pub(super) enum Answer {
@@ -81,6 +83,7 @@ impl Shared {
         number: u64,
         method: &str,
         answer: oneshot::Sender<Answer>,
+        on_answer: Option<AnswerHook>,
     ) -> Result<PendingGuard, Gone> {
         let mut state = self.state();
         if let Some(gone) = &state.gone {
@@ -89,6 +92,7 @@ impl Shared {
         let pending = Pending {
             method: method.to_owned(),
             answer,
+            on_answer,
         };
         state.pending.insert(number, pending);
         Ok(PendingGuard {
@@ -108,14 +112,17 @@ impl Shared {
         };
         let number = match &id {
             RequestId::Number(n) => n.as_u64(),
-            RequestId::String(_) => None,
+            RequestId::Exact(_) | RequestId::String(_) => None,
         };
         let mut state = self.state();
         let pending = number.and_then(|n| state.pending.remove(&n));
         let abandoned = number.is_some_and(|n| state.abandoned.contains(&n));
         drop(state);
         match pending {
-            Some(pending) => {
+            Some(mut pending) => {
+                if let Some(hook) = pending.on_answer.take() {
+                    hook();
+                }
                 let answer = match response.outcome {
                     Ok(value) => Answer::Result(value),
                     Err(error) => Answer::Error(error),

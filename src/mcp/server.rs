@@ -85,49 +85,7 @@ impl Server {
         let handler = Handler {
             tools_changed: changed.clone(),
         };
-        let (service, process) = match &spec.transport {
-            Transport::Sse { .. } => return Err(McpError::Unsupported),
-            Transport::Stdio { command, args, env } => {
-                let launch = Spawn {
-                    command: command.clone(),
-                    args: args.clone(),
-                    env: env.clone(),
-                    cwd: Some(cwd.to_path_buf()),
-                };
-                let (process, stdin, stdout) = AgentProcess::spawn(&launch).map_err(|e| {
-                    McpError::Start(format!("cannot run `{}`: {e}", spec.transport.target()))
-                })?;
-                let transport = AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(MAX_MESSAGE_BYTES);
-                let served = tokio::select! {
-                    served = tokio::time::timeout(timeout, handler.serve(transport)) => served,
-                    () = cancel.cancelled() => {
-                        tokio::spawn(async move { process.shutdown().await });
-                        return Err(McpError::Cancelled);
-                    }
-                };
-                match served {
-                    Ok(Ok(service)) => (service, Some(process)),
-                    Ok(Err(e)) => return Err(failed_start(&process, &e.to_string()).await),
-                    Err(_) => {
-                        tokio::spawn(async move { process.shutdown().await });
-                        return Err(McpError::StartTimeout(timeout));
-                    }
-                }
-            }
-            Transport::Http { url, headers } => {
-                let transport = http::transport(url, headers, MAX_MESSAGE_BYTES)?;
-                let served = tokio::select! {
-                    served = tokio::time::timeout(timeout, handler.serve(transport)) => served,
-                    () = cancel.cancelled() => return Err(McpError::Cancelled),
-                };
-                match served {
-                    Ok(Ok(service)) => (service, None),
-                    Ok(Err(e)) => return Err(McpError::Start(e.to_string())),
-                    Err(_) => return Err(McpError::StartTimeout(timeout)),
-                }
-            }
-        };
+        let (service, process) = connect(spec, cwd, timeout, cancel, handler).await?;
         let peer = service.peer().clone();
         let info = peer
             .peer_info()
@@ -306,6 +264,61 @@ impl Server {
             process.shutdown().await;
         }
     }
+}
+
+/// The running service of `spec` (and its process, for stdio), once `initialize` is answered
+/// within `timeout`; a cancel gives up (ending the process).
+async fn connect(
+    spec: &ServerSpec,
+    cwd: &Path,
+    timeout: Duration,
+    cancel: &CancelToken,
+    handler: Handler,
+) -> Result<(RunningService<RoleClient, Handler>, Option<AgentProcess>), McpError> {
+    let connected = match &spec.transport {
+        Transport::Sse { .. } => return Err(McpError::Unsupported),
+        Transport::Stdio { command, args, env } => {
+            let launch = Spawn {
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: Some(cwd.to_path_buf()),
+            };
+            let (process, stdin, stdout) = AgentProcess::spawn(&launch).map_err(|e| {
+                McpError::Start(format!("cannot run `{}`: {e}", spec.transport.target()))
+            })?;
+            let transport =
+                AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+            let served = tokio::select! {
+                served = tokio::time::timeout(timeout, handler.serve(transport)) => served,
+                () = cancel.cancelled() => {
+                    tokio::spawn(async move { process.shutdown().await });
+                    return Err(McpError::Cancelled);
+                }
+            };
+            match served {
+                Ok(Ok(service)) => (service, Some(process)),
+                Ok(Err(e)) => return Err(failed_start(&process, &e.to_string()).await),
+                Err(_) => {
+                    tokio::spawn(async move { process.shutdown().await });
+                    return Err(McpError::StartTimeout(timeout));
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let transport = http::transport(url, headers, MAX_MESSAGE_BYTES)?;
+            let served = tokio::select! {
+                served = tokio::time::timeout(timeout, handler.serve(transport)) => served,
+                () = cancel.cancelled() => return Err(McpError::Cancelled),
+            };
+            match served {
+                Ok(Ok(service)) => (service, None),
+                Ok(Err(e)) => return Err(McpError::Start(e.to_string())),
+                Err(_) => return Err(McpError::StartTimeout(timeout)),
+            }
+        }
+    };
+    Ok(connected)
 }
 
 /// The error of a stdio server that did not complete `initialize`: its exit status and stderr

@@ -1,6 +1,6 @@
 //! Sessions without Lisp: the in-memory registry of conversations (`registry`), the events a
-//! session's loop reports (`event`), the append-only store of session files (`store`) and the
-//! entries those files hold (`entry`).
+//! session's loop reports (`event`), the append-only store of session files (`store`), the
+//! writer thread of one file (`writer`) and the entries those files hold (`entry`).
 //!
 //! This layer knows nothing of Lisp, the model, ACP or the terminal: the agent loop drives a
 //! session through the `session` namespace (`crate::bind::session`), and the front ends read
@@ -11,6 +11,7 @@ pub mod event;
 pub mod lock;
 pub mod registry;
 pub mod store;
+pub mod writer;
 
 pub use entry::Entry;
 pub use event::AgentEvent;

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::AgentEvent;
 use super::entry::Entry;
-use super::store::{Loaded, SessionLog, Store};
+use super::store::{Flushed, Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
 
 /// Where a session's loop events go: the frontend (print mode, ACP) reads the other end.
@@ -218,11 +218,13 @@ impl Sessions {
         Ok(loaded)
     }
 
-    /// Wait until everything session `id` recorded is written and fsynced.
-    pub async fn flush(&self, id: &str) {
+    /// Wait until everything session `id` recorded is written and fsynced, or kept in memory
+    /// because the disk refused it (the answer says what).
+    pub async fn flush(&self, id: &str) -> Flushed {
         let log = self.with(id, |s| s.log.clone()).flatten();
-        if let Some(log) = log {
-            log.flush().await;
+        match log {
+            Some(log) => log.flush().await,
+            None => Flushed::default(),
         }
     }
 

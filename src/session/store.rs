@@ -6,72 +6,27 @@
 //! only place the line format is spelled out).
 //!
 //! Every entry carries `"at"` (seconds since the epoch). One writer thread per session owns the
-//! file: [`SessionLog::append`] queues a line (the thread writes it at once, so a killed process
-//! loses at most what was still queued), [`SessionLog::flush`] fsyncs and answers when done (the
-//! agent calls it at the end of every turn). A torn last line (the process died mid-write) is
-//! skipped with a warning on load, and the next writer starts on a fresh line.
+//! file ([`super::writer`]): [`SessionLog::append`] queues a line (the thread writes it at once,
+//! so a killed process loses at most what was still queued), [`SessionLog::flush`] fsyncs and
+//! answers when done (the agent calls it at the end of every turn), and what the disk refuses
+//! waits in memory. A torn last line (the process died mid-write) is skipped with a warning on
+//! load, and the next writer starts on a fresh line. Loading and opening a session write
+//! nothing.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use super::entry::{Entry, Header};
+use super::writer;
 
-/// What the writer thread is asked to do.
-enum Command {
-    Append(String),
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
+pub use super::writer::{Flushed, SessionLog, Unsaved};
 
-/// The handle of one session's writer thread; dropping it ends the thread after it has written
-/// (and fsynced) everything queued.
-#[derive(Clone)]
-pub struct SessionLog {
-    tx: mpsc::Sender<Command>,
-    /// Held while the session is open here (dropped after the writer has been told to stop).
-    _lock: std::sync::Arc<super::lock::SessionLock>,
-}
-
-impl SessionLog {
-    /// Queue one entry; `at` is added.
-    pub fn append(&self, entry: &Entry) {
-        match entry.to_line(now()) {
-            Ok(line) => {
-                let _ = self.tx.send(Command::Append(line));
-            }
-            Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
-        }
-    }
-
-    /// Queue a message entry.
-    pub fn message(&self, message: &Value) {
-        self.append(&Entry::Message {
-            message: message.clone(),
-        });
-    }
-
-    /// Wait until everything queued is written and fsynced.
-    pub async fn flush(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.tx.send(Command::Flush(tx)).is_ok() {
-            let _ = rx.await;
-        }
-    }
-
-    /// [`SessionLog::flush`] for callers outside an async runtime.
-    pub fn flush_blocking(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.tx.send(Command::Flush(tx)).is_ok() {
-            let _ = rx.blocking_recv();
-        }
-    }
-}
-
-fn now() -> f64 {
+/// Seconds since the epoch, as entries carry them in `at`.
+pub(super) fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| (d.as_millis() as f64) / 1000.0)
@@ -205,12 +160,20 @@ impl Store {
             created: now(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
         });
-        writeln!(file, "{}", serde_json::to_string(&header)?)?;
+        let mut line = serde_json::to_string(&header)?.into_bytes();
+        line.push(b'\n');
+        file.write_all(&line)?;
         let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
-        Ok(spawn_writer(file, id, true, lock))
+        let start = writer::Start {
+            len: line.len() as u64,
+            torn: false,
+            unsynced: vec![line],
+        };
+        Ok(writer::spawn(file, id, start, lock))
     }
 
-    /// Open an existing session's file for appending (after a newline if its last line is torn).
+    /// Open an existing session's file for appending (the first entry goes after a newline if
+    /// its last line is torn). Nothing is written, so a session opens on a full disk.
     pub fn open(&self, id: &str) -> std::io::Result<SessionLog> {
         let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
         let mut file = OpenOptions::new()
@@ -218,15 +181,19 @@ impl Store {
             .append(true)
             .open(self.path(id))?;
         let len = file.seek(SeekFrom::End(0))?;
+        let mut torn = false;
         if len > 0 {
             file.seek(SeekFrom::Start(len - 1))?;
             let mut last = [0u8; 1];
             file.read_exact(&mut last)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
-            }
+            torn = last[0] != b'\n';
         }
-        Ok(spawn_writer(file, id, false, lock))
+        let start = writer::Start {
+            len,
+            torn,
+            unsynced: Vec::new(),
+        };
+        Ok(writer::spawn(file, id, start, lock))
     }
 
     /// Read session `id`.
@@ -282,48 +249,6 @@ impl Store {
         }
         out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
         out
-    }
-}
-
-/// Start the writer of `file`, holding `lock`; `dirty` when it holds lines not fsynced yet.
-fn spawn_writer(file: File, id: &str, dirty: bool, lock: super::lock::SessionLock) -> SessionLog {
-    let (tx, rx) = mpsc::channel::<Command>();
-    let name = format!("session-log-{id}");
-    let spawn = std::thread::Builder::new().name(name).spawn(move || {
-        let mut file = std::io::BufWriter::new(file);
-        let mut dirty = dirty;
-        while let Ok(cmd) = rx.recv() {
-            match cmd {
-                Command::Append(line) => {
-                    // One write per line: the line reaches the OS before the next is taken.
-                    let mut buf = line.into_bytes();
-                    buf.push(b'\n');
-                    if let Err(e) = file.write_all(&buf).and_then(|_| file.flush()) {
-                        tracing::warn!("session log: {e}");
-                    }
-                    dirty = true;
-                }
-                Command::Flush(done) => {
-                    if dirty {
-                        if let Err(e) = file.flush().and_then(|_| file.get_ref().sync_data()) {
-                            tracing::warn!("session log: {e}");
-                        }
-                        dirty = false;
-                    }
-                    let _ = done.send(());
-                }
-            }
-        }
-        if dirty {
-            let _ = file.flush().and_then(|_| file.get_ref().sync_data());
-        }
-    });
-    if let Err(e) = spawn {
-        tracing::warn!("session log: cannot start the writer: {e}");
-    }
-    SessionLog {
-        tx,
-        _lock: std::sync::Arc::new(lock),
     }
 }
 

@@ -24,13 +24,29 @@ pub(super) async fn deliver_out_of_turn(
     let lua = lisp.lua();
     let t = update_table(lua, &event.session_id, &event.update)?;
     let mut callback: Option<Function> = None;
+    // A late update of a prompt that has not returned yet waits until it has.
+    let running = {
+        let turns = state
+            .last_turns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        turns
+            .get(&event.session_id)
+            .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
+            .map(|last| last.returned.clone())
+    };
+    if let Some(mut returned) = running {
+        // Ends with an error when the prompt's sender is dropped, that is when it returns.
+        while returned.changed().await.is_ok() {}
+    }
     {
         let turns = state
             .last_turns
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(last) = turns.get(&event.session_id)
-            && Some(last.number) == event.update.turn
+        if let Some(last) = turns
+            .get(&event.session_id)
+            .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
         {
             if let Some(key) = &last.updates {
                 let updates: Table = lua.registry_value(key)?;
@@ -211,6 +227,41 @@ fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientE
     }
 }
 
+/// Send the prompt and register its turn for late updates: its own callback `own`, its
+/// `updates` list unless the prompt keeps none. The lock is held across the send, so that no
+/// late update of this turn can miss them; the returned sender is dropped when the prompt
+/// returns, which lets its late updates through.
+fn start_turn(
+    lua: &Lua,
+    conn: &Conn,
+    sid: &str,
+    blocks: serde_json::Value,
+    timeout: Option<std::time::Duration>,
+    own: Option<&Function>,
+    updates: Option<&Table>,
+) -> Result<(crate::acp_client::Turn, tokio::sync::watch::Sender<()>), ClientError> {
+    let (returned, returned_rx) = tokio::sync::watch::channel(());
+    let mut turns = conn
+        .state
+        .last_turns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let turn = conn.client.prompt(sid, blocks, timeout)?;
+    let key = |v: mlua::Value| lua.create_registry_value(v).map_err(lua_error);
+    let last = LastTurn {
+        number: turn.number(),
+        callback: own.map(|f| key(Value::Function(f.clone()))).transpose()?,
+        updates: updates.map(|t| key(Value::Table(t.clone()))).transpose()?,
+        returned: returned_rx,
+    };
+    let kept = turns.entry(sid.to_owned()).or_default();
+    if kept.len() >= super::TURNS_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(last);
+    Ok((turn, returned))
+}
+
 /// The options of `client.prompt`.
 struct PromptOptions {
     /// The prompt's own `:on-update`.
@@ -369,34 +420,17 @@ pub(super) async fn prompt(
     updates
         .set_metatable(Some(lua.array_metatable()))
         .map_err(lua_error)?;
-    let mut turn = conn.client.prompt(&sid, blocks, timeout)?;
+    let own = callback.as_ref().filter(|_| own_callback);
+    let kept = keep.then_some(&updates);
+    // Registered before the send, so that late updates of this turn find its list and its
+    // callback; `_returned` is dropped when the prompt returns, which lets them through.
+    let (mut turn, _returned) = start_turn(lua, conn, &sid, blocks, timeout, own, kept)?;
     let watched = Watched {
-        updates: keep.then_some(&updates),
+        updates: kept,
         callback: callback.as_ref(),
         follow,
     };
     let (stop, text) = watch_turn(lua, conn, &sid, &mut turn, watched).await?;
-    // Late updates of this turn find its list and its callback.
-    let last = LastTurn {
-        number: turn.number(),
-        callback: match (&callback, own_callback) {
-            (Some(f), true) => Some(lua.create_registry_value(f.clone()).map_err(lua_error)?),
-            _ => None,
-        },
-        updates: if keep {
-            Some(
-                lua.create_registry_value(updates.clone())
-                    .map_err(lua_error)?,
-            )
-        } else {
-            None
-        },
-    };
-    conn.state
-        .last_turns
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(sid.clone(), last);
     let stop = stop?;
     let t = lua.create_table().map_err(lua_error)?;
     t.set("stop-reason", stop.0).map_err(lua_error)?;

@@ -66,10 +66,16 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
                 stop_reason(&outcome.stop_reason)
             };
             let usage = usage_delta(&before.usage, &after.usage);
+            let mut meta = json!({"usage": usage});
+            // The turn is not (all) on disk: the notice update said so, and this says so to
+            // the program.
+            if let Some(u) = &outcome.unsaved {
+                meta["unsaved"] = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+            }
             Ok(json!({
                 "stopReason": stop,
                 "usage": acp_usage(&usage),
-                "_meta": {"oml": {"usage": usage}},
+                "_meta": {"oml": meta},
             }))
         }
         Err(_) if cancelled => Ok(json!({"stopReason": "cancelled"})),

@@ -110,7 +110,10 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
     if let Some(repl) = chat.repl.take() {
         repl.close();
     }
-    agent.sessions().flush(&chat.session).await;
+    if let Some(unsaved) = agent.sessions().flush(&chat.session).await.unsaved {
+        chat.error(&format!("{unsaved}; they are lost as oml ends"));
+        chat.failed = true;
+    }
     i32::from(chat.failed && !caps.interactive)
 }
 
@@ -227,6 +230,8 @@ impl Chat {
                 if outcome.command.is_none() {
                     self.status_line(&tally, &outcome.stop_reason, started.elapsed());
                 }
+                // The turn's notice said what is not saved; a piped chat ends with status 1.
+                self.failed |= outcome.unsaved.is_some();
             }
             Err(e) => {
                 self.failed = true;

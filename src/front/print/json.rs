@@ -49,6 +49,8 @@ pub(super) struct Summary<'a> {
     pub duration_ms: u128,
     /// The exit status oml ends with.
     pub status: i32,
+    /// What of the session the disk refused, if anything.
+    pub unsaved: Option<&'a crate::session::store::Unsaved>,
 }
 
 /// The last line.
@@ -66,6 +68,7 @@ pub(super) fn result(s: &Summary<'_>) {
                   "completion-tokens": count("completion_tokens")},
         "model-calls": count("calls"), "duration-ms": s.duration_ms as u64,
         "status": s.status,
+        "unsaved": s.unsaved.map(|u| json!({"entries": u.entries, "bytes": u.bytes, "error": u.error})),
     }));
 }
 

@@ -42,6 +42,9 @@ pub mod exit {
     pub const MAX_TURNS: i32 = 4;
     /// The model stopped at its output limit.
     pub const MAX_TOKENS: i32 = 5;
+    /// The turn finished but the session could not be saved (a full disk, an I/O error); what
+    /// was not written is lost when oml ends.
+    pub const UNSAVED: i32 = 6;
     /// Interrupted with Ctrl-C (128 + SIGINT).
     pub const INTERRUPTED: i32 = 130;
 }
@@ -104,6 +107,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
                     usage: None,
                     duration_ms: started.elapsed().as_millis(),
                     status: exit::ERROR,
+                    unsaved: None,
                 });
             }
             return exit::ERROR;
@@ -275,6 +279,7 @@ fn report(
                 "cancelled" => exit::INTERRUPTED,
                 "max-turns" => exit::MAX_TURNS,
                 "max-tokens" => exit::MAX_TOKENS,
+                _ if outcome.unsaved.is_some() => exit::UNSAVED,
                 _ => exit::OK,
             };
             (
@@ -314,6 +319,7 @@ fn report(
             usage: ended.usage,
             duration_ms: ended.duration_ms,
             status,
+            unsaved: result.as_ref().ok().and_then(|o| o.unsaved.as_ref()),
         });
     }
     status

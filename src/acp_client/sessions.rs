@@ -1,0 +1,143 @@
+//! The session methods of [`Client`]: `session/new`, `load`, `resume`, `list`, `close`, and a
+//! session's mode, config options and model. Each sends one request and returns the answer as
+//! on the wire; a method the agent does not offer is refused before anything is sent.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::client::{Client, absolute, capability, null_to_object};
+use super::{Category, ClientError, Update};
+
+impl Client {
+    /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
+    /// wire and the updates that arrived for the new session before its answer.
+    pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
+        self.new_session_with(cwd, json!([])).await
+    }
+
+    /// `session/new` with an absolute `cwd` and the MCP servers `mcp_servers` (a list of ACP
+    /// `McpServer` objects, sent as given), answered as [`Client::new_session`].
+    pub async fn new_session_with(
+        &self,
+        cwd: &Path,
+        mcp_servers: Value,
+    ) -> Result<(Value, Vec<Update>), ClientError> {
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": mcp_servers}),
+            )
+            .await?;
+        let Some(id) = answer.get("sessionId").and_then(Value::as_str) else {
+            return Err(ClientError::new(
+                Category::Protocol,
+                "the agent's session/new answer has no sessionId",
+            ));
+        };
+        let held = self.router().register(id);
+        Ok((answer, held))
+    }
+
+    /// `session/load` (when advertised): the replay arrives as updates before the answer.
+    pub async fn load_session(
+        &self,
+        session_id: &str,
+        cwd: &Path,
+    ) -> Result<(Value, Vec<Update>), ClientError> {
+        if !self.can_load_session() {
+            return Err(capability("session/load", "loadSession"));
+        }
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request(
+                "session/load",
+                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
+            )
+            .await?;
+        let held = self.router().register(session_id);
+        Ok((null_to_object(answer), held))
+    }
+
+    /// `session/resume` (when advertised; no replay).
+    pub async fn resume_session(&self, session_id: &str, cwd: &Path) -> Result<Value, ClientError> {
+        if !self.has_session_capability("resume") {
+            return Err(capability("session/resume", "sessionCapabilities.resume"));
+        }
+        let cwd = absolute(cwd)?;
+        let answer = self
+            .request(
+                "session/resume",
+                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
+            )
+            .await?;
+        self.router().register(session_id);
+        Ok(null_to_object(answer))
+    }
+
+    /// `session/list` (when advertised), one page.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<&Path>,
+        cursor: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        if !self.has_session_capability("list") {
+            return Err(capability("session/list", "sessionCapabilities.list"));
+        }
+        let mut params = json!({});
+        if let Some(cwd) = cwd {
+            params["cwd"] = json!(absolute(cwd)?);
+        }
+        if let Some(cursor) = cursor {
+            params["cursor"] = json!(cursor);
+        }
+        self.request("session/list", params).await
+    }
+
+    /// `session/close` (only when advertised).
+    pub async fn close_session(&self, session_id: &str) -> Result<(), ClientError> {
+        if !self.has_session_capability("close") {
+            return Err(capability("session/close", "sessionCapabilities.close"));
+        }
+        self.request("session/close", json!({"sessionId": session_id}))
+            .await?;
+        self.router().forget(session_id);
+        Ok(())
+    }
+
+    /// `session/set_mode`.
+    pub async fn set_mode(&self, session_id: &str, mode_id: &str) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_mode",
+            json!({"sessionId": session_id, "modeId": mode_id}),
+        )
+        .await
+        .map(null_to_object)
+    }
+
+    /// `session/set_config_option`; returns the answer (the full `configOptions`).
+    pub async fn set_config_option(
+        &self,
+        session_id: &str,
+        config_id: &str,
+        value: Value,
+    ) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_config_option",
+            json!({"sessionId": session_id, "configId": config_id, "value": value}),
+        )
+        .await
+        .map(null_to_object)
+    }
+
+    /// The legacy, unstable `session/set_model`.
+    pub async fn set_model(&self, session_id: &str, model_id: &str) -> Result<Value, ClientError> {
+        self.request(
+            "session/set_model",
+            json!({"sessionId": session_id, "modelId": model_id}),
+        )
+        .await
+        .map(null_to_object)
+    }
+}

@@ -1,0 +1,279 @@
+//! The writer of one session file: a thread that owns the file, appends each line as it is
+//! queued, fsyncs on [`SessionLog::flush`], and keeps what the disk refused.
+//!
+//! A line the disk refuses (`ENOSPC`, `EIO`, a size limit) is not lost: the file is cut back to
+//! its last complete line, and the line waits in memory, with every later one behind it, in
+//! order. Each later append or flush tries them again first, so once space returns the file
+//! catches up and no line is missing or torn. The same holds for a failed fsync: the lines
+//! written since the last fsync that succeeded are written again, since the kernel may have
+//! dropped them. A flush answers what is still not saved ([`Unsaved`]), which the agent turns
+//! into a notice the user sees.
+//!
+//! It knows nothing of what the lines mean; [`super::store`] makes and reads them.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::sync::{Arc, mpsc};
+
+use serde_json::Value;
+
+use super::entry::Entry;
+use super::lock::SessionLock;
+
+/// What a session's file is missing: entries written to memory only, because the disk refused
+/// them (they are written when it takes them again).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{entries} session entries ({bytes} bytes) are not saved yet: {error}")]
+pub struct Unsaved {
+    /// How many entries wait in memory.
+    pub entries: usize,
+    /// Their size in bytes.
+    pub bytes: usize,
+    /// The last error the disk gave.
+    pub error: String,
+}
+
+/// What a flush found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// What is still only in memory, if anything.
+    pub unsaved: Option<Unsaved>,
+    /// How many entries kept in memory at an earlier flush reached the disk since.
+    pub recovered: usize,
+}
+
+/// What the writer thread is asked to do.
+enum Command {
+    Append(Vec<u8>),
+    Flush(tokio::sync::oneshot::Sender<Flushed>),
+}
+
+/// The handle of one session's writer thread; dropping the last clone ends the thread after it
+/// has written (and fsynced) everything it can.
+#[derive(Clone)]
+pub struct SessionLog {
+    tx: mpsc::Sender<Command>,
+    /// Held while the session is open here (dropped after the writer has been told to stop).
+    _lock: Arc<SessionLock>,
+}
+
+impl SessionLog {
+    /// Queue one entry; `at` is added.
+    pub fn append(&self, entry: &Entry) {
+        match entry.to_line(super::store::now()) {
+            Ok(line) => {
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                let _ = self.tx.send(Command::Append(bytes));
+            }
+            Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
+        }
+    }
+
+    /// Queue a message entry.
+    pub fn message(&self, message: &Value) {
+        self.append(&Entry::Message {
+            message: message.clone(),
+        });
+    }
+
+    /// Wait until everything queued is written and fsynced, or kept in memory because the disk
+    /// refused it (then the answer says so).
+    pub async fn flush(&self) -> Flushed {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Command::Flush(tx)).is_ok() {
+            return rx.await.unwrap_or_default();
+        }
+        Flushed::default()
+    }
+
+    /// [`SessionLog::flush`] for callers outside an async runtime.
+    pub fn flush_blocking(&self) -> Flushed {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Command::Flush(tx)).is_ok() {
+            return rx.blocking_recv().unwrap_or_default();
+        }
+        Flushed::default()
+    }
+}
+
+/// Where a new writer starts.
+pub(super) struct Start {
+    /// The file's length.
+    pub len: u64,
+    /// The file ends in an incomplete line (a process died writing it).
+    pub torn: bool,
+    /// Lines already in the file but not fsynced (a new file's header), at its start.
+    pub unsynced: Vec<Vec<u8>>,
+}
+
+/// Start the writer of `file`, holding `lock`. Starting writes nothing: a torn end gets its
+/// newline with the first line written, so a session opens on a full disk.
+pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> SessionLog {
+    let (tx, rx) = mpsc::channel::<Command>();
+    let name = format!("session-log-{id}");
+    let held: u64 = start.unsynced.iter().map(|l| l.len() as u64).sum();
+    let mut writer = Writer {
+        file,
+        written: start.len,
+        synced: start.len - held.min(start.len),
+        dirty: held > 0,
+        torn: start.torn,
+        unsynced: start.unsynced,
+        pending: VecDeque::new(),
+        error: None,
+        backlog: 0,
+        recovered: 0,
+    };
+    let spawn = std::thread::Builder::new().name(name).spawn(move || {
+        while let Ok(cmd) = rx.recv() {
+            match cmd {
+                Command::Append(line) => writer.append(line),
+                Command::Flush(done) => {
+                    let _ = done.send(writer.flush());
+                }
+            }
+        }
+        if let Some(lost) = writer.flush().unsaved {
+            tracing::warn!(
+                "session log: closed with {} entries ({} bytes) not saved ({}); they are lost",
+                lost.entries,
+                lost.bytes,
+                lost.error
+            );
+        }
+    });
+    if let Err(e) = spawn {
+        tracing::warn!("session log: cannot start the writer: {e}");
+    }
+    SessionLog {
+        tx,
+        _lock: Arc::new(lock),
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    file: File,
+    /// The file's length up to its last complete line: where a failed write is cut back to.
+    written: u64,
+    /// The length the last fsync that succeeded covered.
+    synced: u64,
+    /// Whether bytes were written since the last fsync.
+    dirty: bool,
+    /// The file ends in an incomplete line: the next line starts with a newline.
+    torn: bool,
+    /// The lines written since the last fsync that succeeded, written again if an fsync fails.
+    unsynced: Vec<Vec<u8>>,
+    /// The lines the disk refused, oldest first; no later line is written before them.
+    pending: VecDeque<Vec<u8>>,
+    /// The last error the disk gave, while lines are pending.
+    error: Option<io::Error>,
+    /// How many of the pending lines, from the front, have waited through a refusal.
+    backlog: usize,
+    /// Lines of the backlog written since the last flush answer.
+    recovered: usize,
+}
+
+impl Writer {
+    fn append(&mut self, line: Vec<u8>) {
+        self.pending.push_back(line);
+        self.drain();
+    }
+
+    /// Write the pending lines in order, stopping at the first the disk refuses.
+    fn drain(&mut self) {
+        while let Some(line) = self.pending.pop_front() {
+            match self.write_line(&line) {
+                Ok(()) => {
+                    if self.backlog > 0 {
+                        self.backlog -= 1;
+                        self.recovered += 1;
+                    }
+                    self.unsynced.push(line);
+                }
+                Err(e) => {
+                    self.pending.push_front(line);
+                    self.refused(e);
+                    return;
+                }
+            }
+        }
+        self.error = None;
+    }
+
+    /// One line in one write, after the newline a torn end needs.
+    fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if self.torn {
+            self.file.write_all(b"\n")?;
+            self.written += 1;
+            self.torn = false;
+        }
+        self.dirty = true;
+        self.file.write_all(line)?;
+        self.written += line.len() as u64;
+        Ok(())
+    }
+
+    /// The disk refused a write: cut off what part of the line reached the file, so the next
+    /// attempt starts on a line of its own (or mark the end torn when even that fails).
+    fn refused(&mut self, error: io::Error) {
+        if self.error.is_none() {
+            tracing::warn!("session log: {error}; keeping the entries in memory");
+        }
+        self.backlog = self.pending.len();
+        if let Err(e) = self.file.set_len(self.written) {
+            tracing::warn!("session log: cannot cut a partial line off: {e}");
+            // The partial line stays, as a torn line the loader skips; the next line starts
+            // after it, on a line of its own.
+            if let Ok(meta) = self.file.metadata() {
+                self.written = meta.len();
+            }
+            self.torn = true;
+        }
+        self.error = Some(error);
+    }
+
+    /// Write what is pending, fsync, and say what is still not saved.
+    fn flush(&mut self) -> Flushed {
+        self.drain();
+        if self.dirty && self.pending.is_empty() {
+            match self.file.sync_data() {
+                Ok(()) => {
+                    self.synced = self.written;
+                    self.dirty = false;
+                    self.unsynced.clear();
+                }
+                Err(e) => self.sync_failed(e),
+            }
+        }
+        let unsaved = self.error.as_ref().map(|e| Unsaved {
+            entries: self.pending.len(),
+            bytes: self.pending.iter().map(Vec::len).sum(),
+            error: e.to_string(),
+        });
+        Flushed {
+            unsaved,
+            recovered: std::mem::take(&mut self.recovered),
+        }
+    }
+
+    /// An fsync failed: what it covered may not be on disk, so the lines written since the last
+    /// good one go back to the front of the queue, and the file is cut back to that point.
+    fn sync_failed(&mut self, error: io::Error) {
+        tracing::warn!("session log: fsync failed: {error}; writing the turn again");
+        match self.file.set_len(self.synced) {
+            Ok(()) => {
+                self.written = self.synced;
+                for line in self.unsynced.drain(..).rev() {
+                    self.pending.push_front(line);
+                }
+                self.backlog = self.pending.len();
+                self.recovered = 0;
+            }
+            Err(e) => tracing::warn!("session log: cannot cut the file back: {e}"),
+        }
+        self.error = Some(error);
+    }
+}
