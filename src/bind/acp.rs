@@ -1,6 +1,7 @@
 //! The ACP agent's state shared with Lisp, and its host functions: `acp.request!` (a request to
 //! the client, awaited from a coroutine), `acp.update!` (a `session/update` notification, in
-//! order with the session's events) and `acp.running-sessions`.
+//! order with the session's events), `acp.running-sessions`, and `acp.terminal-bash` (the
+//! `terminal` module: a command in the client's terminal).
 //!
 //! The [`Hub`] lives in the Lua state's app data, so host functions reach the connection and the
 //! per-session forwarders without holding them in closures. Before any request from a session,
@@ -11,6 +12,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use std::future::Future;
+
+mod terminal;
+
+pub use terminal::{TERMINAL_CLEANUP_TIMEOUT, TERMINAL_OUTPUT_BYTE_LIMIT};
 
 use mlua::{Lua, Value};
 use serde_json::json;
@@ -117,6 +122,7 @@ fn install_host_functions(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
     let lua = lisp.lua();
     lua.set_app_data(hub);
     define(lua, "acp", ACP)?;
+    define(lua, "acp", terminal::TERMINAL_FNS)?;
     Ok(())
 }
 
