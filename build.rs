@@ -35,6 +35,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent", "src/agent/agent.fnl"),
     ("agent_permission", "src/agent/permission.fnl"),
     ("agent_plan", "src/agent/plan.fnl"),
+    ("agent_images", "src/agent/images.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),

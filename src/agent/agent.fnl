@@ -324,7 +324,7 @@ else this session's override (/model), else `llm.model`."
       (= nil r) {:content "" :error? false}
       (and (= :table (type r)) (not= nil r.content))
       {:content (if (= :string (type r.content)) r.content (fennel.view r.content))
-       :error? (= true r.error?) :diff r.diff}
+       :error? (= true r.error?) :diff r.diff :terminal-id (. r :terminal-id) :images r.images}
       {:content (fennel.view r) :error? false}))
 
 ;; What a replay may show of a thought or a diff the transcript does not keep, at most.
@@ -348,7 +348,7 @@ else this session's override (/model), else `llm.model`."
 (fn agent.run-tool-call [call]
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
 tool card (tool-start), call `agent.execute-tool`, report the end (tool-end). Returns
-{:content :error? :diff}. Never throws: a parse error, an unknown tool or a failing tool is an
+{:content :error? :diff :terminal-id}. Never throws: a parse error, an unknown tool or a failing tool is an
 error result the model reads."
   (let [id call.id
         fun (or (. call :function) {})
@@ -367,7 +367,7 @@ error result the model reads."
                      (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
-                      :diff result.diff})
+                      :diff result.diff :terminal-id (. result :terminal-id)})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
       (session.record! :tool {: id : name : title : kind :error? (= true result.error?)
                               :diff (replay-diff result.diff)})
@@ -437,11 +437,16 @@ reason."
           (record-thought! response)
           (when (or (has-text? message) (< 0 (length calls)))
             (table.insert out message))
+          (local results [])
           (each [_ call (ipairs calls)]
             (let [result (if (session.cancelled?)
                              {:content "Cancelled before it ran." :error? true}
                              (agent.run-tool-call call))]
+              (table.insert results result)
               (table.insert out (agent.tool-result-message call result))))
+          ;; A tool message carries text only: images a tool gave follow as a user message.
+          (let [images (agent.tool-images-message results)]
+            (when images (table.insert out images)))
           (when (< 0 (length out))
             (session.append-message! out))
           (set stop (agent.stop-reason {: turn : response})))))
@@ -471,14 +476,15 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
     (session.record! :command {: name : input :output text})
     nil))
 
-(fn agent.prompt [text]
+(fn agent.prompt [text ?parts]
   "One user prompt: run it as a slash command when it names one, else append it to the
-transcript and run the loop. Returns {:stop-reason :command}."
+transcript (with ?PARTS, the prompt's images as content parts, see `agent.user-content`) and run
+the loop. Returns {:stop-reason :command}."
   (let [parsed (agent.parse-prompt text)]
     (if parsed.command
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
-        (do (session.append-message! {:role :user :content text})
+        (do (session.append-message! {:role :user :content (agent.user-content text ?parts)})
             {:stop-reason (agent.run)}))))
 
 ;;; Primitives built on the loop
@@ -527,13 +533,15 @@ cancelled. The transcript is not touched."
 ;;; Tools
 
 (fn tools.read [{: path : offset : limit}]
-  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files."
+  {:fnl/docstring "Read a text file, or look at an image file (PNG, JPEG, GIF, WebP). Lines are numbered; use offset and limit to page through large files."
    :kind :read :title "Read {path}"
    :params {:path [:string "File path, relative to the working directory or absolute"]
             :offset [:integer "First line to read, 1-based" :optional]
             :limit [:integer "Maximum number of lines to read" :optional]}}
-  (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
-                 _G.tools.read-max-chars _G.tools.read-default-limit))
+  (if (oml.image-mime (or path ""))
+      (agent.read-image path)
+      (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
+                     _G.tools.read-max-chars _G.tools.read-default-limit)))
 
 (fn tools.write [{: path : content}]
   {:fnl/docstring "Write content to a file, creating parent directories and replacing the file if it exists."

@@ -42,6 +42,7 @@ use crate::session::store::Store;
 
 mod calls;
 mod config;
+mod content;
 mod params;
 mod prompt;
 mod render;
@@ -50,9 +51,10 @@ mod sessions;
 
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
+pub use content::{PromptContent, prompt_content, prompt_text};
 use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
-pub use prompt::{prompt_text, stop_reason};
+pub use prompt::stop_reason;
 pub use replay::replay_updates;
 pub use sessions::LIST_PAGE;
 use sessions::{session_close, session_delete, session_list, session_load, session_new};
@@ -255,7 +257,7 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
         "agentCapabilities": {
             "loadSession": true,
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": false, "sse": false},
         },
         "authMethods": [],
