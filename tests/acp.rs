@@ -2072,3 +2072,69 @@ fn read_of_an_image_gives_the_model_the_image() {
         "{last}"
     );
 }
+
+// --- the model picker and the cost of a session
+
+/// The picker offers the current model, `acp.models` and the endpoint's own list (GET
+/// …/models), asked once and then cached.
+#[test]
+fn the_model_picker_lists_the_endpoints_models() {
+    let env = Env::new();
+    env.init(r#"(setq acp.models ["mine/x"])"#);
+    let fake = FakeModel::start(Vec::<Reply>::new());
+    fake.serve_models(&["zeta/one", "fake/model", "alpha/two"]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let choices = |c: &mut Client| {
+        let r = c.call(
+            "session/new",
+            json!({"cwd": env.project.display().to_string(), "mcpServers": []}),
+        );
+        let model = r["result"]["configOptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == "model")
+            .cloned()
+            .unwrap();
+        assert_eq!(model["currentValue"], "fake/model");
+        model["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let expected = ["fake/model", "mine/x", "alpha/two", "zeta/one"];
+    assert_eq!(choices(&mut c), expected);
+    assert_eq!(choices(&mut c), expected);
+    assert_eq!(fake.model_list_requests(), 1, "the list is cached");
+}
+
+/// With `llm.prices`, the usage_update carries the session's cost so far.
+#[test]
+fn prices_give_the_usage_update_a_cost() {
+    let env = Env::new();
+    env.init(r#"(setq llm.prices {"fake/model" {:input 1 :output 2}} llm.price-currency "EUR")"#);
+    let turn = || {
+        let mut steps = text_chunks(&["hi"]);
+        steps.insert(steps.len() - 1, usage_chunk(1200, 34));
+        Reply::from(steps)
+    };
+    let fake = FakeModel::start([turn(), turn()]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let mut costs = Vec::new();
+    for _ in 0..2 {
+        let id = c.prompt(&sid, "hello");
+        let (updates, _) = c.until_response(id);
+        let usage = updates.last().unwrap()["params"]["update"].clone();
+        assert_eq!(usage["sessionUpdate"], "usage_update");
+        assert_eq!(usage["cost"]["currency"], "EUR");
+        costs.push(usage["cost"]["amount"].as_f64().unwrap());
+    }
+    let call = (1200.0 + 34.0 * 2.0) / 1e6;
+    assert!((costs[0] - call).abs() < 1e-12, "{costs:?}");
+    assert!((costs[1] - 2.0 * call).abs() < 1e-12, "{costs:?}");
+}

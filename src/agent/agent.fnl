@@ -255,15 +255,6 @@ every tool."
     {:messages msgs
      :tools (icollect [_ e (ipairs (agent.tools))] (agent.tool-spec e))}))
 
-(fn add-usage! [usage]
-  (when (session.current)
-    (let [t (or (session.get :usage) {:calls 0 :prompt_tokens 0 :completion_tokens 0})]
-      (set t.calls (+ t.calls 1))
-      (when (= :table (type usage))
-        (set t.prompt_tokens (+ t.prompt_tokens (or (tonumber usage.prompt_tokens) 0)))
-        (set t.completion_tokens (+ t.completion_tokens (or (tonumber usage.completion_tokens) 0))))
-      (session.put! :usage t))))
-
 (fn agent.call-model [request]
   "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
 and thought deltas to the session unless :silent?; returns llm.chat's response
@@ -289,7 +280,7 @@ else this session's override (/model), else `llm.model`."
           (when (and sid (not request.silent?) (= :string (type text)) (text:find "%S"))
             (session.append-message! {:role :assistant :content text} sid)))
         (error response 0))
-      (add-usage! response.usage)
+      (agent.add-usage! response.usage (or request.model (agent.current-model)))
       (when (and sid (= :table (type response.usage)))
         (session.emit! {:type :usage :usage response.usage} sid))
       response)))

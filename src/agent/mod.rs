@@ -50,6 +50,11 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         include_str!("images.fnl"),
     ),
     (
+        "src/agent/usage.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_usage.luac")),
+        include_str!("usage.fnl"),
+    ),
+    (
         "src/agent/commands.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
         include_str!("commands.fnl"),

@@ -21,6 +21,8 @@
 
 (defsetting "acp.models" [] :table
   "Model ids offered to the ACP client as the choices of the `model` config option, besides the session's current model.")
+(defsetting "acp.endpoint-models?" true :boolean
+  "Offer the endpoint's own models (GET <llm.base-url>/models, see `llm.models`) in the model picker, after `acp.models`.")
 (defsetting "acp.use-client-fs?" true :boolean
   "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
 (defsetting "acp.use-client-terminal?" true :boolean
@@ -44,8 +46,9 @@ diff with only the text's first line; for a command run in the client's terminal
 and a failure's last line), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
 update, a notice (a retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
-call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`),
-so the last update of a turn is its usage. Must not wait on anything."
+call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`;
+`cost`: the session's cost so far, when `llm.prices` prices its model), so the last update of a
+turn is its usage. Must not wait on anything."
   (case event.type
     :text-delta {:sessionUpdate :agent_message_chunk :content (text-block event.text)}
     :thought-delta {:sessionUpdate :agent_thought_chunk :content (text-block event.text)}
@@ -90,8 +93,11 @@ so the last update of a turn is its usage. Must not wait on anything."
                             (+ (or (tonumber u.prompt_tokens) 0)
                                (or (tonumber u.completion_tokens) 0))))]
              (when used
-               {:sessionUpdate :usage_update : used
-                :size (oml.setting "llm.context-window")}))
+               (let [total (session.get :usage session-id)
+                     cost (and (= :table (type total)) (tonumber total.cost))]
+                 {:sessionUpdate :usage_update : used
+                  :size (oml.setting "llm.context-window")
+                  :cost (when cost {:amount cost :currency (oml.setting "llm.price-currency")})})))
     _ nil))
 
 ;;; Slash commands, modes and config options as the client sees them
@@ -121,14 +127,25 @@ model is configured (what /model says too)."
   {:currentModeId (agent.current-permission-mode ?session-id)
    :availableModes acp.modes})
 
+(fn acp.endpoint-models []
+  "The endpoint's own model list for the picker: `llm.models` when `acp.endpoint-models?`, else
+empty (also when the endpoint gives none)."
+  (if (oml.setting "acp.endpoint-models?")
+      (let [(ok ids) (pcall _G.llm.models)] (if ok ids []))
+      []))
+
 (fn acp.config-options [?session-id]
   "The session's ACP config options: the permission mode (category mode) and the model
-(category model, choices: the current model, the configured `llm.model` and `acp.models`)."
+(category model, choices: the current model, the configured `llm.model`, `acp.models`, then
+the endpoint's list, `acp.endpoint-models`)."
   (let [mode (agent.current-permission-mode ?session-id)
         model (acp.current-model ?session-id)
-        models [model]]
+        models [model]
+        candidates [(oml.setting "llm.model")]]
+    (each [_ m (ipairs (or _G.acp.models []))] (table.insert candidates m))
+    (each [_ m (ipairs (acp.endpoint-models))] (table.insert candidates m))
     ;; The configured model stays offered after a switch, so there is a way back.
-    (each [_ m (ipairs [(oml.setting "llm.model") (table.unpack (or _G.acp.models []))])]
+    (each [_ m (ipairs candidates)]
       (when (and (= :string (type m)) (not (accumulate [seen false _ x (ipairs models)]
                                                (or seen (= x m)))))
         (table.insert models m)))
