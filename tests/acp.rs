@@ -1026,7 +1026,8 @@ fn sigterm_mid_turn_exits_cleanly() {
 // --- interoperability
 
 /// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
-/// and a permission request, and a cancel. It needs `python3 -m venv` and `pip install
+/// and a permission request, a cancel, and (as an editor offering fs and a terminal) a read, a
+/// write and a command that go through the client. It needs `python3 -m venv` and `pip install
 /// agent-client-protocol` (network, once per run); without them [`common::skip`] rules.
 #[test]
 fn the_official_python_sdk_drives_oml_acp() {
@@ -1043,6 +1044,20 @@ fn the_official_python_sdk_drives_oml_acp() {
         )),
         Reply::from(text_chunks(&["done"])),
         partial_then_hang("slow"),
+        // As an editor: read the buffer, write through the client, run a command in its
+        // terminal.
+        Reply::from(tool_call_chunks("c_r", "read", &[r#"{"path":"notes.txt"}"#])),
+        Reply::from(tool_call_chunks(
+            "c_w",
+            "write",
+            &[r#"{"path":"out.txt","content":"written by the editor"}"#],
+        )),
+        Reply::from(tool_call_chunks(
+            "c_b",
+            "bash",
+            &[r#"{"command":"echo from the terminal key=$OPENAI_API_KEY; exit 2"}"#],
+        )),
+        Reply::from(text_chunks(&["finished"])),
     ]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_client.py");
     // The Python client gets the environment the agent would get, and passes it on.
@@ -1070,6 +1085,17 @@ fn the_official_python_sdk_drives_oml_acp() {
     assert_eq!(
         std::fs::read_to_string(env.project.join("py.txt")).unwrap(),
         "from python"
+    );
+    // What the model read of the editor's fs and terminal.
+    let results: Vec<String> = fake.requests()[4..]
+        .iter()
+        .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].to_string())
+        .collect();
+    assert!(results[0].contains("unsaved buffer"), "{results:?}");
+    assert!(results[1].contains("Wrote 21 bytes"), "{results:?}");
+    assert_eq!(
+        results[2], "\"from the terminal key=\\n[exit code 2]\"",
+        "the command ran in the editor's terminal, without the key"
     );
 }
 
