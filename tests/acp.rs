@@ -1046,7 +1046,11 @@ fn the_official_python_sdk_drives_oml_acp() {
         partial_then_hang("slow"),
         // As an editor: read the buffer, write through the client, run a command in its
         // terminal.
-        Reply::from(tool_call_chunks("c_r", "read", &[r#"{"path":"notes.txt"}"#])),
+        Reply::from(tool_call_chunks(
+            "c_r",
+            "read",
+            &[r#"{"path":"notes.txt"}"#],
+        )),
         Reply::from(tool_call_chunks(
             "c_w",
             "write",
