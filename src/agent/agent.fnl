@@ -524,7 +524,7 @@ cancelled. The transcript is not touched."
 ;;; Tools
 
 (fn tools.read [{: path : offset : limit}]
-  {:fnl/docstring "Read a text file, or look at an image file (PNG, JPEG, GIF, WebP). Lines are numbered; use offset and limit to page through large files."
+  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files. An image file (PNG, JPEG, GIF, WebP) is shown to you as the image."
    :kind :read :title "Read {path}"
    :params {:path [:string "File path, relative to the working directory or absolute"]
             :offset [:integer "First line to read, 1-based" :optional]
