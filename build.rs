@@ -39,6 +39,8 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_permission", "src/agent/permission.fnl"),
     ("agent_plan", "src/agent/plan.fnl"),
     ("agent_delegate", "src/agent/delegate.fnl"),
+    ("agent_images", "src/agent/images.fnl"),
+    ("agent_usage", "src/agent/usage.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),

@@ -9,7 +9,12 @@
 //!   fake model serving the same stream to a bare HTTP client that only counts events, which
 //!   bounds what the whole-process figure can reach;
 //! - the overhead of a full turn (a tool call, then an answer: two model calls) over the fake
-//!   model's own time (each reply sleeps `MODEL_SLEEP_MS` before streaming).
+//!   model's own time (each reply sleeps `MODEL_SLEEP_MS` before streaming);
+//! - the live output of a command printing `LIVE_BYTES` (10 MB): how many `tool_call_update`s
+//!   its card gets a second while it runs (the throttle allows ten).
+//!
+//! `OML_BENCH_BIN=/path/to/oml` measures that binary instead of this build's (a baseline built
+//! from another commit, in the same run).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 
@@ -29,6 +34,7 @@ const RUNS: usize = 50;
 const DELTAS: usize = 50_000;
 const MODEL_SLEEP_MS: u64 = 50;
 const TURNS: usize = 20;
+const LIVE_BYTES: usize = 10_000_000;
 
 struct Agent {
     child: Child,
@@ -43,7 +49,9 @@ impl Agent {
         // profile it.
         let wrap = std::env::var("OML_BENCH_WRAP").unwrap_or_default();
         let mut words: Vec<String> = wrap.split_whitespace().map(str::to_owned).collect();
-        words.push(env!("CARGO_BIN_EXE_oml").to_owned());
+        words.push(
+            std::env::var("OML_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_oml").to_owned()),
+        );
         let mut cmd = Command::new(&words[0]);
         cmd.args(&words[1..])
             .arg("acp")
@@ -191,6 +199,55 @@ fn main() {
     if wanted("turn") {
         turn_overhead(&root, quick);
     }
+    if wanted("live") {
+        live_output(&root, quick);
+    }
+}
+
+/// Part 5: the live output of a command printing `LIVE_BYTES` in 100-byte lines: the card's
+/// updates a second between the first and the last while it runs.
+fn live_output(root: &std::path::Path, quick: bool) {
+    let bytes = if quick { 100_000 } else { LIVE_BYTES };
+    let command = format!("head -c {bytes} /dev/zero | tr '\\0' a | fold -w 99");
+    let args = json!({ "command": command }).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut a = Agent::spawn(root, Some(&fake));
+    let sid = a.new_session(root);
+    let id = a.request(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    a.until(id);
+    let id = a.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run"}]}),
+    );
+    let mut live = Vec::new();
+    loop {
+        let line = a
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer");
+        if line.contains(r#""sessionUpdate":"tool_call_update""#) && !line.contains(r#""status""#) {
+            live.push(Instant::now());
+        }
+        if line.contains(&format!(r#""id":{id},"#)) && !line.contains(r#""method""#) {
+            break;
+        }
+    }
+    let span = match (live.first(), live.last()) {
+        (Some(first), Some(last)) => last.duration_since(*first),
+        _ => Duration::ZERO,
+    };
+    println!(
+        "live output of a command printing {bytes} bytes: {} card updates over {:.0} ms = {:.1} updates/s",
+        live.len(),
+        span.as_secs_f64() * 1e3,
+        live.len().saturating_sub(1) as f64 / span.as_secs_f64().max(1e-9)
+    );
 }
 
 /// Part 1: spawn → `initialize` answer.
@@ -267,6 +324,7 @@ fn turn_overhead(root: &std::path::Path, quick: bool) {
     let sid = a.new_session(root);
     std::fs::write(root.join("n.txt"), "hello\n").expect("write");
     let mut overheads = Vec::new();
+    let cpu_before = cpu_time(a.child.id());
     for _ in 0..turns {
         let mut first = vec![Step::Sleep(MODEL_SLEEP_MS)];
         first.extend(tool_call_chunks("c1", "read", &[r#"{"path":"n.txt"}"#]));
@@ -281,12 +339,14 @@ fn turn_overhead(root: &std::path::Path, quick: bool) {
         assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
         overheads.push(took.saturating_sub(Duration::from_millis(2 * MODEL_SLEEP_MS)));
     }
+    let cpu = cpu_time(a.child.id()).saturating_sub(cpu_before);
     overheads.sort();
     println!(
-        "full turn (tool call + answer, 2 model calls) overhead over the model's {} ms: median {:.1} ms, p90 {:.1} ms ({turns} turns)",
+        "full turn (tool call + answer, 2 model calls) overhead over the model's {} ms: median {:.1} ms, p90 {:.1} ms ({turns} turns); oml's CPU time {:.1} ms a turn",
         2 * MODEL_SLEEP_MS,
         percentile(&overheads, 0.5).as_secs_f64() * 1e3,
-        percentile(&overheads, 0.9).as_secs_f64() * 1e3
+        percentile(&overheads, 0.9).as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3 / turns as f64
     );
 }
 

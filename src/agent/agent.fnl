@@ -271,15 +271,6 @@ every tool."
     {:messages msgs
      :tools (icollect [_ e (ipairs (agent.tools))] (agent.tool-spec e))}))
 
-(fn add-usage! [usage]
-  (when (session.current)
-    (let [t (or (session.get :usage) {:calls 0 :prompt_tokens 0 :completion_tokens 0})]
-      (set t.calls (+ t.calls 1))
-      (when (= :table (type usage))
-        (set t.prompt_tokens (+ t.prompt_tokens (or (tonumber usage.prompt_tokens) 0)))
-        (set t.completion_tokens (+ t.completion_tokens (or (tonumber usage.completion_tokens) 0))))
-      (session.put! :usage t))))
-
 (fn agent.call-model [request]
   "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
 and thought deltas to the session unless :silent?; returns llm.chat's response
@@ -305,7 +296,7 @@ else this session's override (/model), else `llm.model`."
           (when (and sid (not request.silent?) (= :string (type text)) (text:find "%S"))
             (session.append-message! {:role :assistant :content text} sid)))
         (error response 0))
-      (add-usage! response.usage)
+      (agent.add-usage! response.usage (or request.model (agent.current-model)))
       (when (and sid (= :table (type response.usage)))
         (session.emit! {:type :usage :usage response.usage} sid))
       response)))
@@ -340,7 +331,7 @@ else this session's override (/model), else `llm.model`."
       (= nil r) {:content "" :error? false}
       (and (= :table (type r)) (not= nil r.content))
       {:content (if (= :string (type r.content)) r.content (fennel.view r.content))
-       :error? (= true r.error?) :diff r.diff}
+       :error? (= true r.error?) :diff r.diff :terminal-id (. r :terminal-id) :images r.images}
       {:content (fennel.view r) :error? false}))
 
 ;; What a replay may show of a thought or a diff the transcript does not keep, at most.
@@ -364,7 +355,7 @@ else this session's override (/model), else `llm.model`."
 (fn agent.run-tool-call [call]
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
 tool card (tool-start), call `agent.execute-tool`, report the end (tool-end). Returns
-{:content :error? :diff}. Never throws: a parse error, an unknown tool or a failing tool is an
+{:content :error? :diff :terminal-id}. Never throws: a parse error, an unknown tool or a failing tool is an
 error result the model reads."
   (let [id call.id
         fun (or (. call :function) {})
@@ -384,7 +375,7 @@ error result the model reads."
                      (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
-                      :diff result.diff})
+                      :diff result.diff :terminal-id (. result :terminal-id)})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
       (session.record! :tool {: id : name : title : kind :error? (= true result.error?)
                               :diff (replay-diff result.diff)})
@@ -454,11 +445,16 @@ reason."
           (record-thought! response)
           (when (or (has-text? message) (< 0 (length calls)))
             (table.insert out message))
+          (local results [])
           (each [_ call (ipairs calls)]
             (let [result (if (session.cancelled?)
                              {:content "Cancelled before it ran." :error? true}
                              (agent.run-tool-call call))]
+              (table.insert results result)
               (table.insert out (agent.tool-result-message call result))))
+          ;; A tool message carries text only: images a tool gave follow as a user message.
+          (let [images (agent.tool-images-message results)]
+            (when images (table.insert out images)))
           (when (< 0 (length out))
             (session.append-message! out))
           (set stop (agent.stop-reason {: turn : response})))))
@@ -488,14 +484,15 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
     (session.record! :command {: name : input :output text})
     nil))
 
-(fn agent.prompt [text]
+(fn agent.prompt [text ?parts]
   "One user prompt: run it as a slash command when it names one, else append it to the
-transcript and run the loop. Returns {:stop-reason :command}."
+transcript (with ?PARTS, the prompt's images as content parts, see `agent.user-content`) and run
+the loop. Returns {:stop-reason :command}."
   (let [parsed (agent.parse-prompt text)]
     (if parsed.command
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
-        (do (session.append-message! {:role :user :content text})
+        (do (session.append-message! {:role :user :content (agent.user-content text ?parts)})
             {:stop-reason (agent.run)}))))
 
 ;;; Primitives built on the loop

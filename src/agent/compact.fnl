@@ -10,10 +10,32 @@
 
 ;;; Compaction
 
+;; What an image counts for in an estimate, in tokens: its base64 would count hundreds of
+;; thousands, while models bill a picture at about a thousand.
+(local image-tokens 1000)
+
+(fn message-tokens [m]
+  (if (= :table (type m.content))
+      (accumulate [n (math.ceil (/ (length (json.encode (doto (collect [k v (pairs m)] k v)
+                                                          (tset :content "")))) 4))
+                   _ part (ipairs m.content)]
+        (+ n (if (= part.type :image_url) image-tokens
+                 (math.ceil (/ (length (json.encode part)) 4)))))
+      (math.ceil (/ (length (json.encode m)) 4))))
+
 (fn agent.estimate-tokens [messages]
-  "A rough token count of MESSAGES: their JSON length over four."
+  "A rough token count of MESSAGES: their JSON length over four, an image part counting as a
+thousand tokens."
   (accumulate [n 0 _ m (ipairs messages)]
-    (+ n (math.ceil (/ (length (json.encode m)) 4)))))
+    (+ n (message-tokens m))))
+
+(fn message-text [content]
+  "The text of a message's CONTENT: a string, or its text parts joined ([image] for an image)."
+  (if (= :string (type content)) content
+      (= :table (type content))
+      (table.concat (icollect [_ p (ipairs content)]
+                      (if (= p.type :text) (tostring p.text) (= p.type :image_url) "[image]")) " ")
+      ""))
 
 (fn agent.compact-cut [messages keep-tokens]
   "The index of the first message compaction keeps verbatim: the latest user message such that
@@ -35,7 +57,7 @@ from its result."
   "The request that asks the model to summarise MESSAGES (the older part of the transcript)."
   (let [lines []]
     (each [_ m (ipairs messages)]
-      (let [text (if (= :string (type m.content)) m.content "")]
+      (let [text (message-text m.content)]
         (table.insert lines (.. "[" (tostring m.role) "] " text))
         (each [_ c (ipairs (or m.tool_calls []))]
           (table.insert lines (.. "[tool call] " (tostring c.function.name) " "

@@ -58,6 +58,16 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
         include_str!("delegate.fnl"),
     ),
     (
+        "src/agent/images.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_images.luac")),
+        include_str!("images.fnl"),
+    ),
+    (
+        "src/agent/usage.fnl",
+        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_usage.luac")),
+        include_str!("usage.fnl"),
+    ),
+    (
         "src/agent/commands.fnl",
         include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
         include_str!("commands.fnl"),
@@ -223,15 +233,33 @@ impl Agent {
         text: &str,
         interrupt: &CancelToken,
     ) -> Result<PromptOutcome, AgentError> {
+        self.run_with_parts(turn, text, &[], interrupt).await
+    }
+
+    /// [`Agent::run`] with `parts`, OpenAI content parts (`image_url` with a data URL) that go
+    /// into the user message beside the text, passed to `agent.prompt` as its second argument
+    /// (nothing when there are none).
+    pub async fn run_with_parts(
+        &self,
+        turn: &Turn,
+        text: &str,
+        parts: &[Value],
+        interrupt: &CancelToken,
+    ) -> Result<PromptOutcome, AgentError> {
         let id = turn.id.as_str();
         let f = self
             .lisp
             .function("agent.prompt")?
             .ok_or(AgentError::NoPromptFunction)?;
+        let parts = match parts {
+            [] => mlua::Value::Nil,
+            parts => crate::lisp::to_lua(self.lisp.lua(), &Value::Array(parts.to_vec()))
+                .map_err(LispError::from)?,
+        };
         let mut key = 0usize;
         let result: Result<mlua::Value, LispError> = self
             .lisp
-            .run_with(f, text, interrupt, |thread| {
+            .run_with(f, (text, parts), interrupt, |thread| {
                 key = thread.to_pointer() as usize;
                 self.sessions.bind_thread(key, Some(id.to_owned()));
             })

@@ -3,17 +3,20 @@
 ;; kind and title. Loaded after agent.fnl, which finds them through `agent.tool-tables`.
 
 (local oml _G.oml)
+(local agent _G.agent)
 (local tools _G.tools)
 (local session _G.session)
 
 (fn tools.read [{: path : offset : limit}]
-  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files."
+  {:fnl/docstring "Read a text file. Lines are numbered; use offset and limit to page through large files. An image file (PNG, JPEG, GIF, WebP) is shown to you as the image."
    :kind :read :title "Read {path}"
    :params {:path [:string "File path, relative to the working directory or absolute"]
             :offset [:integer "First line to read, 1-based" :optional]
             :limit [:integer "Maximum number of lines to read" :optional]}}
-  (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
-                 _G.tools.read-max-chars _G.tools.read-default-limit))
+  (if (oml.image-mime (or path ""))
+      (agent.read-image path)
+      (oml.tool-read (or path "") (tonumber offset) (tonumber limit)
+                     _G.tools.read-max-chars _G.tools.read-default-limit)))
 
 (fn tools.write [{: path : content}]
   {:fnl/docstring "Write content to a file, creating parent directories and replacing the file if it exists."

@@ -21,6 +21,12 @@
 
 (defsetting "acp.models" [] :table
   "Model ids offered to the ACP client as the choices of the `model` config option, besides the session's current model.")
+(defsetting "acp.endpoint-models?" true :boolean
+  "Offer the endpoint's own models (GET <llm.base-url>/models, see `llm.models`) in the model picker, after `acp.models`.")
+(defsetting "acp.use-client-fs?" true :boolean
+  "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
+(defsetting "acp.use-client-terminal?" true :boolean
+  "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
 (defsetting "repl.server?" true :boolean
   "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
 
@@ -36,11 +42,13 @@
 send nothing. Called by name for every event: text and thought deltas become
 agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
 rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
-diff with only the text's first line), the output of a running command a tool_call_update with its last
+diff with only the text's first line; for a command run in the client's terminal, the terminal
+and a failure's last line), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
 update, a notice (a retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
-call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`),
-so the last update of a turn is its usage. Must not wait on anything."
+call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`;
+`cost`: the session's cost so far, when `llm.prices` prices its model), so the last update of a
+turn is its usage. Must not wait on anything."
   (case event.type
     :text-delta {:sessionUpdate :agent_message_chunk :content (text-block event.text)}
     :thought-delta {:sessionUpdate :agent_thought_chunk :content (text-block event.text)}
@@ -54,12 +62,18 @@ so the last update of a turn is its usage. Must not wait on anything."
                   (when (and (= :table (type event.locations)) (< 0 (length event.locations)))
                     (set u.locations event.locations))
                   u)
-    :tool-end (let [;; With a diff, the text's own copy of the hunk would show twice: its first
-                    ;; line ("Edited path") stays.
+    :tool-end (let [terminal (. event :terminal-id)
+                    ;; With a diff, the text's own copy of the hunk would show twice: its first
+                    ;; line ("Edited path") stays. A terminal shows the output itself: only a
+                    ;; failure's last line ("[exit code 1]") is added.
                     text (if (= :table (type event.diff))
                              (or (and event.content (event.content:match "^[^\n]*")) "")
+                             terminal
+                             (if (. event :error?) (or (event.content:match "([^\n]*)$") "") "")
                              event.content)
-                    content [{:type :content :content (text-block text)}]]
+                    content (if terminal [{:type :terminal :terminalId terminal}] [])]
+                (when (or (not terminal) (text:find "%S"))
+                  (table.insert content {:type :content :content (text-block text)}))
                 (when (= :table (type event.diff))
                   (table.insert content {:type :diff :path event.diff.path
                                          :oldText (or (. event.diff :old-text) json.null)
@@ -79,8 +93,11 @@ so the last update of a turn is its usage. Must not wait on anything."
                             (+ (or (tonumber u.prompt_tokens) 0)
                                (or (tonumber u.completion_tokens) 0))))]
              (when used
-               {:sessionUpdate :usage_update : used
-                :size (oml.setting "llm.context-window")}))
+               (let [total (session.get :usage session-id)
+                     cost (and (= :table (type total)) (tonumber total.cost))]
+                 {:sessionUpdate :usage_update : used
+                  :size (oml.setting "llm.context-window")
+                  :cost (when cost {:amount cost :currency (oml.setting "llm.price-currency")})})))
     _ nil))
 
 ;;; Slash commands, modes and config options as the client sees them
@@ -110,14 +127,25 @@ model is configured (what /model says too)."
   {:currentModeId (agent.current-permission-mode ?session-id)
    :availableModes acp.modes})
 
+(fn acp.endpoint-models []
+  "The endpoint's own model list for the picker: `llm.models` when `acp.endpoint-models?`, else
+empty (also when the endpoint gives none)."
+  (if (oml.setting "acp.endpoint-models?")
+      (let [(ok ids) (pcall _G.llm.models)] (if ok ids []))
+      []))
+
 (fn acp.config-options [?session-id]
   "The session's ACP config options: the permission mode (category mode) and the model
-(category model, choices: the current model, the configured `llm.model` and `acp.models`)."
+(category model, choices: the current model, the configured `llm.model`, `acp.models`, then
+the endpoint's list, `acp.endpoint-models`)."
   (let [mode (agent.current-permission-mode ?session-id)
         model (acp.current-model ?session-id)
-        models [model]]
+        models [model]
+        candidates [(oml.setting "llm.model")]]
+    (each [_ m (ipairs (or _G.acp.models []))] (table.insert candidates m))
+    (each [_ m (ipairs (acp.endpoint-models))] (table.insert candidates m))
     ;; The configured model stays offered after a switch, so there is a way back.
-    (each [_ m (ipairs [(oml.setting "llm.model") (table.unpack (or _G.acp.models []))])]
+    (each [_ m (ipairs candidates)]
       (when (and (= :string (type m)) (not (accumulate [seen false _ x (ipairs models)]
                                                (or seen (= x m)))))
         (table.insert models m)))
@@ -225,10 +253,11 @@ question waits and in_progress once allowed. Returns :allow-once, :allow-always,
 
 (fn acp.client-fs? [what]
   "Whether the ACP client offered fs/read_text_file (WHAT :read) or fs/write_text_file (:write)
-in `initialize` (`acp.client-capabilities`)."
+in `initialize` (`acp.client-capabilities`) and `acp.use-client-fs?` allows using it."
   (let [caps acp.client-capabilities
         fs (and (= :table (type caps)) caps.fs)]
-    (and (= :table (type fs)) (= true (. fs (if (= what :read) :readTextFile :writeTextFile))))))
+    (and (oml.setting "acp.use-client-fs?")
+         (= :table (type fs)) (= true (. fs (if (= what :read) :readTextFile :writeTextFile))))))
 
 (fn acp.client-read [path]
   "The text of the file PATH (absolute) as the editor has it (its unsaved buffer too), through
@@ -260,7 +289,8 @@ follows. An error answer is an error."
 (oml.advise* "tools.read" :client-fs
   (fn [read args]
     (let [path (resolved args)]
-      (if (not (and path (acp.client-fs? :read))) (read args)
+      ;; An image is read from the disk: the editor serves text only.
+      (if (not (and path (acp.client-fs? :read) (not (oml.image-mime path)))) (read args)
           (let [(ok text) (pcall acp.client-read path)]
             (if ok
                 (oml.read-text text path (tonumber args.offset) (tonumber args.limit)
@@ -288,6 +318,22 @@ follows. An error answer is an error."
                   (if (not r.new-text) r
                       (let [(ok e) (pcall acp.client-write path (. r :new-text))]
                         (if ok r (client-error "write" path e)))))))))))
+
+;;; Commands in the editor's terminal
+
+(fn acp.client-terminal? []
+  "Whether the ACP client offered `terminal` in `initialize` (`acp.client-capabilities`) and
+`acp.use-client-terminal?` allows using it."
+  (let [caps acp.client-capabilities]
+    (and (oml.setting "acp.use-client-terminal?") (= :table (type caps)) (= true caps.terminal))))
+
+(oml.advise* "tools.bash" :client-terminal
+  (fn [bash args]
+    (if (acp.client-terminal?)
+        (acp.terminal-bash (or (and args args.command) "")
+                           (or (and args (tonumber args.timeout)) _G.tools.bash-timeout)
+                           _G.tools.bash-max-chars)
+        (bash args))))
 
 ;;; Extension methods and hooks
 

@@ -1,6 +1,7 @@
 //! The ACP agent's state shared with Lisp, and its host functions: `acp.request!` (a request to
 //! the client, awaited from a coroutine), `acp.update!` (a `session/update` notification, in
-//! order with the session's events) and `acp.running-sessions`.
+//! order with the session's events), `acp.running-sessions`, and `acp.terminal-bash` (the
+//! `terminal` module: a command in the client's terminal).
 //!
 //! The [`Hub`] lives in the Lua state's app data, so host functions reach the connection and the
 //! per-session forwarders without holding them in closures. Before any request from a session,
@@ -11,6 +12,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use std::future::Future;
+
+mod terminal;
+
+pub use terminal::{TERMINAL_CLEANUP_TIMEOUT, TERMINAL_OUTPUT_BYTE_LIMIT};
 
 use mlua::{Lua, Value};
 use serde_json::json;
@@ -38,9 +43,24 @@ pub struct Hub {
     /// The `acp.render-event` that acp.fnl defines, held so that it stays alive: the forwarders
     /// render in Rust what it would render while the name still holds exactly this function.
     default_render: Mutex<Option<mlua::Function>>,
+    /// The client shows config options: it offered `session.configOptions` or has set one.
+    /// Until then no `config_option_update` is sent (Toad answers one with an error).
+    config_options: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
+    /// Note that the client understands config options (see [`Hub::knows_config_options`]).
+    pub(crate) fn note_config_options(&self) {
+        self.config_options
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether `config_option_update` may be sent to this client.
+    pub(crate) fn knows_config_options(&self) -> bool {
+        self.config_options
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn set_default_render(&self, f: Option<mlua::Function>) {
         *lock(&self.default_render) = f;
     }
@@ -117,6 +137,7 @@ fn install_host_functions(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
     let lua = lisp.lua();
     lua.set_app_data(hub);
     define(lua, "acp", ACP)?;
+    define(lua, "acp", terminal::TERMINAL_FNS)?;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! The `llm` namespace: the model client's settings and `llm.chat`, the Lisp face of
-//! [`crate::llm`] (see docs/src/models.md).
+//! The `llm` namespace: the model client's settings, `llm.chat` and `llm.models` (the
+//! endpoint's model list, `models`), the Lisp face of [`crate::llm`] (see docs/src/models.md).
 //!
 //! [`install`] declares the `llm.*` settings, with their defaults taken from `crate::llm`'s
 //! constants and the `OPENAI_*` environment variables, and defines `llm.chat`. [`config`] reads
@@ -39,6 +39,9 @@
 //! plain defs, `on-chunk` as a var; the timeouts, retries, extra body and error data are new.
 
 mod call;
+mod models;
+
+pub use models::{MODELS_CACHE_TTL, MODELS_FAILED_TTL, MODELS_WAIT};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +110,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         .set_mode(mlua::chunk::ChunkMode::Binary)
         .call::<()>((llm, start, next, close))?;
     lisp.register_source(CHAT_FILE, include_str!("llm.fnl"));
+    crate::lisp::define(lua, "llm", models::MODELS_FNS)?;
     Ok(())
 }
 

@@ -136,6 +136,55 @@ pub(crate) fn prepare(lua: &Lua, dir: &Path) -> Result<Prepared, String> {
     Ok(prepared.scrub_env(&secrets))
 }
 
+/// The program and arguments that run `bash -c command` in `dir` under the sandbox of the
+/// settings as they are now, through the launcher `oml sandbox-exec` (for a process that oml
+/// does not start itself: an ACP client's terminal). `Err` as for [`prepare`]: the sandbox
+/// cannot be set up here, or a setting is wrong.
+pub(crate) fn launcher(
+    lua: &Lua,
+    dir: &Path,
+    command: &str,
+) -> Result<(String, Vec<String>), String> {
+    let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
+    let policy = policy(&lisp, dir).map_err(|e| e.to_string())?;
+    let secrets = secrets(&lisp).map_err(|e| e.to_string())?;
+    if let Status::Unavailable(reason) = sandbox::status(&policy) {
+        let refusal = sandbox::SandboxError::Unavailable(reason);
+        return Err(format!("{refusal}; {TURN_OFF_HINT}"));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find oml's own program: {e}"))?;
+    let mut args = vec![
+        "sandbox-exec".to_owned(),
+        "--mode".to_owned(),
+        policy.mode.name().to_owned(),
+    ];
+    if policy.mode == Mode::WorkspaceWrite {
+        for path in &policy.writable {
+            args.extend(["--writable".to_owned(), path.display().to_string()]);
+        }
+    }
+    if policy.network {
+        args.push("--network".to_owned());
+    }
+    let lists = [
+        ("--secret", &secrets.also),
+        ("--keep-env", &secrets.keep),
+        ("--drop-env", &secrets.drop),
+    ];
+    for (flag, names) in lists {
+        for name in names {
+            args.extend([flag.to_owned(), name.clone()]);
+        }
+    }
+    args.extend([
+        "--".to_owned(),
+        "bash".to_owned(),
+        "-c".to_owned(),
+        command.to_owned(),
+    ]);
+    Ok((exe.display().to_string(), args))
+}
+
 /// A list-of-strings setting (an empty table counts as an empty list).
 fn strings(lisp: &Lisp, name: &str) -> Result<Vec<String>, LispError> {
     let wrong = || LispError::Setting(format!("{name} expects a list of strings"));

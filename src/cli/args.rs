@@ -117,6 +117,37 @@ pub enum Command {
         #[arg(long, requires = "listen")]
         socket: Option<PathBuf>,
     },
+    /// Run a program in oml's command sandbox and exit with its status: how `oml acp` runs a
+    /// command in an editor's terminal (see docs/src/safety.md). Not for people.
+    #[command(hide = true, name = "sandbox-exec")]
+    SandboxExec(SandboxExecArgs),
+}
+
+/// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out,
+/// and the program to run in it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SandboxExecArgs {
+    /// The setting `sandbox.mode`.
+    #[arg(long = "mode", value_parser = SANDBOX_MODES)]
+    pub mode: String,
+    /// A folder (or file) the command may write beneath, under workspace-write.
+    #[arg(long = "writable", value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+    /// TCP connections and listening allowed (`sandbox.network?`).
+    #[arg(long = "network")]
+    pub network: bool,
+    /// An environment variable removed whatever its name looks like (the API key's).
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secret: Vec<String>,
+    /// `sandbox.keep-env`.
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<String>,
+    /// `sandbox.drop-env`.
+    #[arg(long = "drop-env", value_name = "NAME")]
+    pub drop_env: Vec<String>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
 }
 
 /// Print mode's grammar: `oml -p [FLAGS] [PROMPT…]` and `oml prompt [FLAGS] [PROMPT…]`, flags and
@@ -203,7 +234,16 @@ const PRINT_SHORT_FLAGS: &[char] = &['p', 'c'];
 /// The subcommands other than `prompt`: their own arguments are never read as print mode's
 /// (`oml run build.fnl -p` runs `build.fnl` with `-p` in its `arg` table).
 const SUBCOMMANDS: &[&str] = &[
-    "eval", "run", "trust", "untrust", "sessions", "acp", "agents", "repl", "help",
+    "eval",
+    "run",
+    "trust",
+    "untrust",
+    "sessions",
+    "acp",
+    "agents",
+    "repl",
+    "help",
+    "sandbox-exec",
 ];
 
 /// When `args` (without the program name) ask for print mode, the arguments for [`PrintArgs`]:

@@ -4,18 +4,20 @@
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
 //! `oml` (the terminal chat), `oml repl` (the interactive Fennel REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
 //! `oml untrust [DIR]`, `oml agents`, `oml sessions`, `oml acp`, `oml repl --connect [SOCKET]`,
-//! `oml repl --listen`, and print mode (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`).
+//! `oml repl --listen`, print mode (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`), and
+//! the hidden sandbox launcher `oml sandbox-exec` (`launch`).
 //!
 //! This layer wires things together; it holds no behaviour of its own beyond argument handling
 //! and the messages a terminal user sees.
 
 mod args;
 mod boot;
+mod launch;
 mod modes;
 
 use clap::Parser as _;
 
-pub use args::{Cli, Command, PrintArgs};
+pub use args::{Cli, Command, PrintArgs, SandboxExecArgs};
 pub use boot::boot;
 
 use crate::front::stdio::err;
@@ -51,6 +53,14 @@ pub fn main() -> i32 {
         }
     };
     init_logging();
+    // The sandbox launcher runs one program and nothing else: no runtime, no Lisp.
+    if let Mode::Other(Cli {
+        command: Some(Command::SandboxExec(args)),
+        ..
+    }) = &mode
+    {
+        return launch::sandbox_exec(args);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -136,5 +146,6 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             ..
         }) => modes::repl_listen(&paths, &cli, socket.clone()).await,
         Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
+        Some(Command::SandboxExec(args)) => Ok(launch::sandbox_exec(args)),
     }
 }

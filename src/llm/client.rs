@@ -85,25 +85,12 @@ impl LlmClient {
         let body = encode_body(model, request, config)
             .map_err(|error| LlmError::Config(format!("cannot encode the request: {error}")))?;
         let http = self.http(config)?;
-        let mut builder = http
+        let builder = http
             .post(&url)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
             .body(body);
-        if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
-            builder = builder.bearer_auth(key);
-        }
-        for (name, value) in &config.headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                LlmError::Config(format!("llm.headers: {name:?} is not a valid header name"))
-            })?;
-            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
-                LlmError::Config(format!(
-                    "llm.headers: the value of {name} is not a valid header value"
-                ))
-            })?;
-            builder = builder.header(name, value);
-        }
+        let builder = authorize(builder, config)?;
         let template = builder.build().map_err(|error| {
             LlmError::Config(format!(
                 "cannot build a request for {url}: {}",
@@ -150,7 +137,7 @@ impl LlmClient {
     }
 
     /// The pooled HTTP client for `config`'s connect timeout.
-    fn http(&self, config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
+    pub(super) fn http(&self, config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
         let mut cached = self.http.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((timeout, client)) = cached.as_ref()
             && *timeout == config.connect_timeout
@@ -167,6 +154,28 @@ impl LlmClient {
         *cached = Some((config.connect_timeout, client.clone()));
         Ok(client)
     }
+}
+
+/// `builder` with `config`'s API key (as a bearer token) and `llm.headers`.
+pub(super) fn authorize(
+    mut builder: reqwest::RequestBuilder,
+    config: &LlmConfig,
+) -> Result<reqwest::RequestBuilder, LlmError> {
+    if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
+        builder = builder.bearer_auth(key);
+    }
+    for (name, value) in &config.headers {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            LlmError::Config(format!("llm.headers: {name:?} is not a valid header name"))
+        })?;
+        let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+            LlmError::Config(format!(
+                "llm.headers: the value of {name} is not a valid header value"
+            ))
+        })?;
+        builder = builder.header(name, value);
+    }
+    Ok(builder)
 }
 
 /// How long to wait before retry number `retry` (0 for the first retry): the server's

@@ -29,6 +29,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod fold;
+pub mod models;
 pub mod provider;
 pub mod request;
 pub mod sse;

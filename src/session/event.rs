@@ -39,6 +39,14 @@ pub enum AgentEvent {
         /// `{path, old-text, new-text}` for `write` and `edit`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<Value>,
+        /// The ACP client's terminal the command ran in (`acp.terminal-bash`), which the card
+        /// keeps showing.
+        #[serde(
+            rename = "terminal-id",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        terminal_id: Option<String>,
     },
     /// A piece of the output of the tool call that is running (what `bash` writes as it
     /// writes it), for a live view; the result in `ToolEnd` is what counts. With `replace`, the

@@ -322,7 +322,12 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
         if let Some(Entry::Message { message }) = Entry::parse(&line)
             && message["role"] == "user"
         {
-            title = message["content"].as_str().map(make_title);
+            // A prompt with images is a list of parts: its text part names it.
+            let content = &message["content"];
+            let text = content
+                .as_str()
+                .or_else(|| content.as_array()?.iter().find_map(|p| p["text"].as_str()));
+            title = text.map(make_title);
             break;
         }
     }

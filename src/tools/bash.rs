@@ -123,10 +123,24 @@ enum End {
     Cancelled,
 }
 
-/// The original's result texts.
-fn finish(end: End, output: String, timeout: Duration) -> ToolOutput {
+/// How a command ended, wherever it ran (here, or in an ACP client's terminal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommandEnd {
+    /// It exited with this code (128 + the signal when a signal killed it).
+    Code(i32),
+    /// A signal, named as the client reported it, ended it without an exit code.
+    Signal(String),
+    /// It ran past its timeout and was killed.
+    TimedOut,
+    /// The prompt was cancelled and it was killed.
+    Cancelled,
+}
+
+/// The tool result for a command that ended as `end` after printing `output` (the original's
+/// result texts; see the module doc).
+pub fn outcome(end: CommandEnd, output: String, timeout: Duration) -> ToolOutput {
     let suffix = match end {
-        End::Exited(status) if status.success() => {
+        CommandEnd::Code(0) => {
             let text = if output.trim().is_empty() {
                 "(no output)".to_owned()
             } else {
@@ -134,11 +148,22 @@ fn finish(end: End, output: String, timeout: Duration) -> ToolOutput {
             };
             return ToolOutput::ok(text);
         }
-        End::Exited(status) => format!("[exit code {}]", exit_code(status)),
-        End::TimedOut => format!("[command timed out after {}s]", timeout.as_secs_f64()),
-        End::Cancelled => "[cancelled]".to_owned(),
+        CommandEnd::Code(code) => format!("[exit code {code}]"),
+        CommandEnd::Signal(signal) => format!("[killed by {signal}]"),
+        CommandEnd::TimedOut => format!("[command timed out after {}s]", timeout.as_secs_f64()),
+        CommandEnd::Cancelled => "[cancelled]".to_owned(),
     };
     ToolOutput::error(format!("{output}\n{suffix}").trim_start())
+}
+
+/// The original's result texts.
+fn finish(end: End, output: String, timeout: Duration) -> ToolOutput {
+    let end = match end {
+        End::Exited(status) => CommandEnd::Code(exit_code(status)),
+        End::TimedOut => CommandEnd::TimedOut,
+        End::Cancelled => CommandEnd::Cancelled,
+    };
+    outcome(end, output, timeout)
 }
 
 /// The exit code, or 128 + the signal for a command killed by one (what the JVM reported).

@@ -21,6 +21,7 @@ pub mod bash;
 pub mod edit;
 pub mod find;
 pub mod grep;
+pub mod image;
 pub mod ls;
 pub mod path;
 pub mod read;

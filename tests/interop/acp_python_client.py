@@ -3,7 +3,9 @@
 Usage: python acp_python_client.py OML_BINARY CWD
 The model environment (OPENAI_*) and XDG directories come from this process's environment.
 Runs initialize, session/new, a prompt whose tool call asks for permission (answered
-allow_once, chosen by kind), and a prompt cancelled after its first chunk. Prints one JSON line
+allow_once, chosen by kind), and a prompt cancelled after its first chunk. Then, as an editor that
+offers fs and a terminal, a prompt whose read, write and bash go through the client: the buffer it
+serves, the file it writes, the command it runs (for real, in a subprocess). Prints one JSON line
 with what it saw and exits 0 when every check held.
 """
 
@@ -13,7 +15,17 @@ import os
 import sys
 
 import acp
-from acp.schema import AllowedOutcome, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    CreateTerminalResponse,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
+)
 
 
 class Recorder:
@@ -39,6 +51,82 @@ class Recorder:
         raise AttributeError(name)
 
 
+class Editor(Recorder):
+    """A client with buffers and a terminal, as Zed or Toad."""
+
+    def __init__(self):
+        super().__init__()
+        self.buffers = {}
+        self.written = {}
+        self.terminals = {}
+        self.terminal_calls = []
+
+    async def read_text_file(self, session_id, path, line=None, limit=None, **kwargs):
+        return ReadTextFileResponse(content=self.buffers.get(path, ""))
+
+    async def write_text_file(self, session_id, path, content, **kwargs):
+        self.written[path] = content
+        return None
+
+    async def create_terminal(self, session_id, command, args=None, env=None, cwd=None,
+                              output_byte_limit=None, **kwargs):
+        self.terminal_calls.append(("create", env or []))
+        proc = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        tid = "term-%d" % (len(self.terminals) + 1)
+        self.terminals[tid] = (proc, asyncio.create_task(proc.stdout.read()))
+        return CreateTerminalResponse(terminal_id=tid)
+
+    async def wait_for_terminal_exit(self, session_id, terminal_id, **kwargs):
+        proc, _ = self.terminals[terminal_id]
+        self.terminal_calls.append(("wait", terminal_id))
+        return WaitForTerminalExitResponse(exit_code=await proc.wait())
+
+    async def terminal_output(self, session_id, terminal_id, **kwargs):
+        proc, output = self.terminals[terminal_id]
+        self.terminal_calls.append(("output", terminal_id))
+        text = (await output).decode() if proc.returncode is not None else ""
+        return TerminalOutputResponse(
+            output=text, truncated=False,
+            exit_status=TerminalExitStatus(exit_code=proc.returncode))
+
+    async def kill_terminal(self, session_id, terminal_id, **kwargs):
+        self.terminals[terminal_id][0].kill()
+        return None
+
+    async def release_terminal(self, session_id, terminal_id, **kwargs):
+        proc, _ = self.terminals.pop(terminal_id)
+        self.terminal_calls.append(("release", terminal_id))
+        if proc.returncode is None:
+            proc.kill()
+        return None
+
+
+async def as_editor(binary, cwd, env):
+    """read, write and bash through the client's fs and terminal."""
+    editor = Editor()
+    notes = os.path.join(cwd, "notes.txt")
+    editor.buffers[notes] = "unsaved buffer\n"
+    async with acp.spawn_agent_process(editor, binary, "acp", env=env, cwd=cwd) as (conn, proc):
+        caps = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True)
+        await conn.initialize(protocol_version=1, client_capabilities=caps)
+        session = await conn.new_session(cwd=cwd, mcp_servers=[])
+        sid = session.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="yolo")
+        result = await conn.prompt(session_id=sid, prompt=[acp.text_block("use the editor")])
+        assert result.stop_reason == "end_turn", result
+    out = os.path.join(cwd, "out.txt")
+    assert editor.written == {out: "written by the editor"}, editor.written
+    assert not os.path.exists(out), "oml did not write the disk itself"
+    kinds = [c[0] for c in editor.terminal_calls]
+    assert kinds == ["create", "wait", "output", "release"], editor.terminal_calls
+    assert editor.terminal_calls[0][1] == [], "no environment passed"
+    assert editor.terminals == {}, "every terminal released"
+    return kinds
+
+
 async def main(binary, cwd):
     client = Recorder()
     env = {k: v for k, v in os.environ.items()}
@@ -62,7 +150,8 @@ async def main(binary, cwd):
         await conn.cancel(session_id=sid)
         cancelled = await asyncio.wait_for(turn, 20)
         assert cancelled.stop_reason == "cancelled", cancelled
-    print(json.dumps({"ok": True, "updates": client.updates}))
+    terminal = await as_editor(binary, cwd, env)
+    print(json.dumps({"ok": True, "updates": client.updates, "terminal": terminal}))
 
 
 if __name__ == "__main__":

@@ -151,6 +151,9 @@ impl Shared {
 struct State {
     replies: VecDeque<Reply>,
     requests: Vec<RecordedRequest>,
+    /// What `GET …/models` lists (404 when `None`); such requests are counted, not recorded.
+    models: Option<Vec<String>>,
+    model_lists: usize,
 }
 
 impl FakeModel {
@@ -164,7 +167,7 @@ impl FakeModel {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 replies: replies.into_iter().map(Into::into).collect(),
-                requests: Vec::new(),
+                ..State::default()
             }),
             arrived: Condvar::new(),
         });
@@ -209,6 +212,17 @@ impl FakeModel {
         tokio::task::spawn_blocking(move || shared.wait_for(n, within))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+
+    /// Answer `GET …/models` with these ids (without it, 404). Those requests take no scripted
+    /// reply and are not in [`FakeModel::requests`].
+    pub fn serve_models(&self, ids: &[&str]) {
+        self.lock().models = Some(ids.iter().map(|s| (*s).to_owned()).collect());
+    }
+
+    /// How many `GET …/models` requests came.
+    pub fn model_list_requests(&self) -> usize {
+        self.lock().model_lists
     }
 
     /// Queue one more reply after the ones already scripted.
@@ -342,6 +356,21 @@ async fn connection(
     let Some(request) = read_request(&mut stream).await? else {
         return Ok(());
     };
+    if request.method == "GET" && request.path.ends_with("/models") {
+        let models = {
+            let mut state = shared.lock();
+            state.model_lists += 1;
+            state.models.clone()
+        };
+        return match models {
+            None => write_error(&mut stream, 404, r#"{"error":"no model list"}"#, None).await,
+            Some(ids) => {
+                let data: Vec<Value> = ids.iter().map(|id| json!({"id": id})).collect();
+                let body = json!({"object": "list", "data": data}).to_string();
+                write_page(&mut stream, "application/json", &body).await
+            }
+        };
+    }
     let reply = {
         let mut state = shared.lock();
         state.requests.push(request);

@@ -1,6 +1,7 @@
 //! The Rust side of the built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`,
-//! `oml.tool-bash`, which the documented Lisp tools in `tools.fnl` call), three primitives for
-//! user tools (`oml.list-dir`, `oml.run-process`, `oml.tool-progress`, `oml.running-tool`), and the `tools.*` settings those Lisp tools pass
+//! `oml.tool-bash`, `oml.image-mime` and `oml.read-image`, which the documented Lisp tools in
+//! `tools.fnl` call), primitives for user tools (`oml.list-dir`, `oml.run-process`,
+//! `oml.tool-progress`, `oml.running-tool`), and the `tools.*` settings those Lisp tools pass
 //! them, with the defaults of `crate::tools`.
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
@@ -243,6 +244,51 @@ const TOOLS: &[HostFn] = &[
                 let s = sessions(lua)?;
                 Ok(s.of_thread(thread_key(lua))
                     .and_then(|id| s.with(&id, |s| s.running_tool.clone()).flatten()))
+            })
+        },
+    },
+    HostFn {
+        name: "image-mime",
+        args: "path",
+        doc: "The image type of the file PATH (relative to the session's directory), from its \
+              first bytes: \"image/png\", \"image/jpeg\", \"image/gif\" or \"image/webp\"; nil for \
+              any other file, or one that cannot be read.",
+        make: |lua| {
+            lua.create_function(|lua, path: String| {
+                let path = tools::resolve_path(&cwd(lua), &path).ok();
+                Ok(path.and_then(|p| tools::image::file_image_mime(&p)))
+            })
+        },
+    },
+    HostFn {
+        name: "read-image",
+        args: "path",
+        doc: "The image file PATH for the model: {:mime :url :bytes}, :url a data: URL. nil and \
+              the reason when it is not a PNG, JPEG, GIF or WebP image, is larger than 20 MiB or \
+              cannot be read.",
+        make: |lua| {
+            create_async_function(lua, |lua, path: String| {
+                let path = tools::resolve_path(&cwd(&lua), &path);
+                async move {
+                    let read = match path {
+                        Err(e) => Err(e.to_string()),
+                        Ok(p) => tokio::task::spawn_blocking(move || {
+                            tools::image::read_image(&p).map_err(|e| e.to_string())
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string())),
+                    };
+                    match read {
+                        Ok(image) => {
+                            let t = lua.create_table()?;
+                            t.set("mime", image.mime)?;
+                            t.set("url", image.data_url())?;
+                            t.set("bytes", image.bytes)?;
+                            Ok((Value::Table(t), Value::Nil))
+                        }
+                        Err(why) => Ok((Value::Nil, Value::String(lua.create_string(why)?))),
+                    }
+                }
             })
         },
     },

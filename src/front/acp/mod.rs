@@ -42,6 +42,7 @@ use crate::session::store::Store;
 
 mod calls;
 mod config;
+mod content;
 mod params;
 mod prompt;
 mod render;
@@ -50,9 +51,10 @@ mod sessions;
 
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
+pub use content::{PromptContent, prompt_content, prompt_text};
 use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
-pub use prompt::{prompt_text, stop_reason};
+pub use prompt::stop_reason;
 pub use replay::replay_updates;
 pub use sessions::LIST_PAGE;
 use sessions::{session_close, session_delete, session_list, session_load, session_new};
@@ -256,7 +258,7 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
         "agentCapabilities": {
             "loadSession": true,
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
         },
         "authMethods": [],
@@ -269,8 +271,15 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
 }
 
 /// Keep the client's capabilities as `acp.client-capabilities`, where the tools' ACP advice
-/// (`acp.client-fs?`) reads them.
+/// (`acp.client-fs?`, `acp.client-terminal?`) reads them, and note whether it takes
+/// `config_option_update`.
 fn remember_client(ctx: &Ctx, capabilities: &Value) {
+    if capabilities
+        .pointer("/session/configOptions")
+        .is_some_and(Value::is_object)
+    {
+        ctx.hub.note_config_options();
+    }
     let lua = ctx.lisp.lua();
     let kept = crate::lisp::to_lua(lua, capabilities).and_then(|v| {
         let acp: mlua::Table = lua.globals().get("acp")?;

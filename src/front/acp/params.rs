@@ -300,7 +300,7 @@ impl<'de> Deserialize<'de> for McpServers {
     }
 }
 
-/// The prompt's content blocks, each read leniently by [`super::prompt_text`].
+/// The prompt's content blocks, each read leniently by [`super::prompt_content`].
 #[derive(Debug)]
 pub(super) struct PromptBlocks(pub Vec<Value>);
 

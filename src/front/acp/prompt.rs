@@ -1,8 +1,9 @@
 //! `session/prompt`: one prompt per session at a time, run through the agent, answered after
 //! every update of its turn, with the turn's stop reason and usage.
 //!
-//! It turns ACP content blocks into the loop's text and the loop's stop reasons into ACP's; it
-//! does not render updates (see [`super::render`]).
+//! It hands the prompt's content blocks to the loop as text and image parts
+//! ([`super::content`]) and turns the loop's stop reasons into ACP's; it does not render updates
+//! (see [`super::render`]).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::Ctx;
 use super::config::{advertise_commands, config_update};
+use super::content::{PromptContent, prompt_content};
 use super::params::PromptParams;
 use super::render::update;
 use crate::agent::AgentError;
@@ -31,7 +33,8 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
         }
         other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
     })?;
-    let text = checked_text(&params.prompt.0)?;
+    let images = ctx.lisp.setting::<bool>("llm.images?").unwrap_or(false);
+    let PromptContent { text, images } = checked_content(&params.prompt.0, images)?;
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
@@ -40,7 +43,10 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
     if before.user_messages == 0 && !text.starts_with('/') {
         announce_title(ctx, sid, &text).await;
     }
-    let result = ctx.agent.run(&turn, &text, &ctx.shutdown).await;
+    let result = ctx
+        .agent
+        .run_with_parts(&turn, &text, &images, &ctx.shutdown)
+        .await;
     ctx.hub.barrier(sid).await;
     let after = session_state(ctx, sid);
     let cancelled = after.cancelled || ctx.shutdown.is_cancelled();
@@ -89,19 +95,15 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
     }
 }
 
-/// The loop's text of the prompt `blocks`; an error when nothing but images is in it.
-fn checked_text(blocks: &[Value]) -> Result<String, RpcError> {
-    let without_images: Vec<Value> = blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) != Some("image"))
-        .cloned()
-        .collect();
-    if prompt_text(&without_images).trim().is_empty() {
+/// What the loop gets of the prompt `blocks` (see [`prompt_content`]); an error when it is empty.
+fn checked_content(blocks: &[Value], images: bool) -> Result<PromptContent, RpcError> {
+    let content = prompt_content(blocks, images);
+    if content.text.trim().is_empty() && content.images.is_empty() {
         return Err(RpcError::invalid_params(
-            "the prompt has no text, resource link or embedded text resource",
+            "the prompt has no text, image, resource link or embedded resource",
         ));
     }
-    Ok(prompt_text(blocks))
+    Ok(content)
 }
 
 /// The session's first prompt names it, as `session/list` and `oml sessions` do; sent before
@@ -115,50 +117,6 @@ async fn announce_title(ctx: &Ctx, sid: &str, text: &str) {
         json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now}),
     )
     .await;
-}
-
-/// The prompt's content blocks as the text the loop gets, pieces joined with newlines: text as
-/// it is; a resource link as `@uri`; an embedded text resource fenced and labelled with its
-/// path, `<file path="…">…</file>`; a binary resource or an image, which the loop cannot take,
-/// as a note naming it (never its bytes).
-pub fn prompt_text(blocks: &[Value]) -> String {
-    let mut pieces = Vec::new();
-    let label = |v: &Value| {
-        let uri = v.get("uri").and_then(Value::as_str).unwrap_or("");
-        uri.strip_prefix("file://").unwrap_or(uri).to_owned()
-    };
-    for block in blocks {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                if let Some(t) = block.get("text").and_then(Value::as_str) {
-                    pieces.push(t.to_owned());
-                }
-            }
-            Some("resource_link") => {
-                if let Some(u) = block.get("uri").and_then(Value::as_str) {
-                    pieces.push(format!("@{u}"));
-                }
-            }
-            Some("resource") => {
-                let res = block.get("resource").unwrap_or(&Value::Null);
-                match res.get("text").and_then(Value::as_str) {
-                    Some(t) => {
-                        let end = if t.ends_with('\n') { "" } else { "\n" };
-                        pieces.push(format!("<file path=\"{}\">\n{t}{end}</file>", label(res)));
-                    }
-                    None => pieces.push(format!(
-                        "(the binary resource {} was attached; it is not included)",
-                        label(res)
-                    )),
-                }
-            }
-            Some("image") => {
-                pieces.push("(an image was attached; oml does not pass images to the model)".into())
-            }
-            _ => {}
-        }
-    }
-    pieces.join("\n")
 }
 
 /// ACP's stop reason for the loop's.
@@ -238,23 +196,6 @@ pub(super) fn usage_delta(before: &Option<Value>, after: &Option<Value>) -> Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prompt_blocks_flatten_to_text() {
-        let blocks = vec![
-            json!({"type": "text", "text": "look at"}),
-            json!({"type": "resource_link", "uri": "file:///a.rs", "name": "a.rs"}),
-            json!({"type": "resource", "resource": {"uri": "file:///b", "text": "B"}}),
-            json!({"type": "resource", "resource": {"uri": "file:///c", "blob": "AA=="}}),
-            json!({"type": "image", "data": "AA==", "mimeType": "image/png"}),
-        ];
-        assert_eq!(
-            prompt_text(&blocks),
-            "look at\n@file:///a.rs\n<file path=\"/b\">\nB\n</file>\n\
-             (the binary resource /c was attached; it is not included)\n\
-             (an image was attached; oml does not pass images to the model)"
-        );
-    }
 
     #[test]
     fn loop_stop_reasons_map_to_acp() {

@@ -388,6 +388,7 @@ mod tests {
             content: "done".into(),
             is_error: false,
             diff: None,
+            terminal_id: None,
         };
         assert!(
             chunk_update(&tool_end).is_none(),

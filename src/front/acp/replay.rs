@@ -111,8 +111,14 @@ impl Replay {
         let m = StoredMessage::deserialize(message).unwrap_or_default();
         let content = message_text(&m.content);
         match m.role.as_deref() {
-            Some("user") => self.out.push(json!({
-                "sessionUpdate": "user_message_chunk", "content": text(&content)})),
+            Some("user") => {
+                self.out.push(json!({
+                    "sessionUpdate": "user_message_chunk", "content": text(&content)}));
+                for image in images(&m.content) {
+                    self.out.push(json!({
+                        "sessionUpdate": "user_message_chunk", "content": image}));
+                }
+            }
             Some("assistant") => {
                 self.current = std::mem::take(&mut self.pending);
                 let thought = self.thought.take();
@@ -228,6 +234,19 @@ struct StoredFunction {
     /// The arguments as the model sent them: a JSON object in a string.
     #[serde(default, deserialize_with = "lenient")]
     arguments: Option<String>,
+}
+
+/// The `image_url` parts of a message's content with data URLs, as ACP image blocks.
+fn images(content: &Value) -> Vec<Value> {
+    let Value::Array(parts) = content else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter_map(|p| p.pointer("/image_url/url").and_then(Value::as_str))
+        .filter_map(|url| url.strip_prefix("data:")?.split_once(";base64,"))
+        .map(|(mime, data)| json!({"type": "image", "mimeType": mime, "data": data}))
+        .collect()
 }
 
 /// A message's content as text: a string, or the text parts of a list of parts.

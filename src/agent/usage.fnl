@@ -1,0 +1,41 @@
+;; Token usage and what it costs: the session's running totals of model calls and tokens, and
+;; their cost when `llm.prices` names the model's price. `oml acp` sends the cost in its
+;; usage_update. Loaded after agent.fnl; agent.call-model calls `agent.add-usage!` by name.
+
+(local oml _G.oml)
+(local agent _G.agent)
+(local session _G.session)
+
+(local file "src/agent/usage.fnl")
+
+(fn defsetting [name default typ doc]
+  (oml.defsetting* name default {:type typ : doc : file
+                                 :line (. (debug.getinfo 2 :l) :currentline)}))
+
+(defsetting "llm.prices" {} :table
+  "Prices per million tokens by model id, e.g. {\"gpt-4o-mini\" {:input 0.15 :output 0.6}}: a session's usage then has a :cost, which `oml acp` sends in its usage_update. A model not listed costs nothing known (no cost is sent).")
+(defsetting "llm.price-currency" "USD" :string
+  "The currency of `llm.prices` (an ISO 4217 code), as the usage_update's cost names it.")
+
+(fn agent.call-cost [model usage]
+  "What one model call of MODEL with USAGE ({:prompt_tokens :completion_tokens}) cost by
+`llm.prices`, or nil when the model has no price."
+  (let [price (. (or (oml.setting "llm.prices") {}) (or model ""))]
+    (when (and (= :table (type price)) (= :table (type usage)))
+      (/ (+ (* (or (tonumber usage.prompt_tokens) 0) (or (tonumber price.input) 0))
+            (* (or (tonumber usage.completion_tokens) 0) (or (tonumber price.output) 0)))
+         1000000))))
+
+(fn agent.add-usage! [usage model]
+  "Add one model call of MODEL, with USAGE as the endpoint reported it, to the current session's
+totals {:calls :prompt_tokens :completion_tokens :cost} (`session.get :usage`); :cost only once
+a call had a price (`agent.call-cost`)."
+  (when (session.current)
+    (let [t (or (session.get :usage) {:calls 0 :prompt_tokens 0 :completion_tokens 0})
+          cost (agent.call-cost model usage)]
+      (set t.calls (+ t.calls 1))
+      (when (= :table (type usage))
+        (set t.prompt_tokens (+ t.prompt_tokens (or (tonumber usage.prompt_tokens) 0)))
+        (set t.completion_tokens (+ t.completion_tokens (or (tonumber usage.completion_tokens) 0))))
+      (when cost (set t.cost (+ (or t.cost 0) cost)))
+      (session.put! :usage t))))

@@ -1,0 +1,284 @@
+//! `acp.terminal-bash`: the `bash` tool run in the ACP client's terminal (`terminal/create`,
+//! `terminal/wait_for_exit`, `terminal/kill`, `terminal/output`, `terminal/release`), so the
+//! editor shows the command live in its tool card.
+//!
+//! The editor starts the process, so the command is wrapped in oml's sandbox launcher (`oml
+//! sandbox-exec`, `crate::cli`), which confines it exactly as a local command is confined and
+//! removes the secrets from the environment the editor gives it; nothing is passed in the
+//! request's `env`. The card gets the terminal (`{type: "terminal", terminalId}`) as soon as it
+//! exists. A timeout or the prompt's cancel kills the command (`terminal/kill`); then the output
+//! is read and the terminal released, each within [`TERMINAL_CLEANUP_TIMEOUT`], also when the
+//! tool is interrupted mid-way (the release is then sent from a task of its own).
+//!
+//! The result reads as a local command's does (`tools::bash::outcome`), from the tail of what
+//! the editor kept. This module does not decide whether the client's terminal is used (the
+//! `:client-terminal` advice in acp.fnl does) nor whether the command may run (the agent asks
+//! first).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mlua::{Lua, Table};
+use serde_json::{Value, json};
+
+use super::hub;
+use crate::bind::session::tools::{cwd, output_table, session_cancel};
+use crate::cancel::CancelToken;
+use crate::jsonrpc::{Connection, RequestError};
+use crate::lisp::{HostFn, create_async_function};
+use crate::session::Sessions;
+use crate::tools::bash::{CommandEnd, outcome};
+use crate::tools::{ToolError, ToolOutput, truncate::cap_tail};
+
+/// The `outputByteLimit` oml asks the editor for: bytes of output it keeps per terminal.
+/// The spec has the client drop the beginning past it (Zed keeps the beginning instead); oml
+/// then keeps the last `tools.bash-max-chars` characters of what it gets.
+pub const TERMINAL_OUTPUT_BYTE_LIMIT: usize = 1024 * 1024;
+
+/// How long each clean-up request (`terminal/kill`, the wait after it, `terminal/output`,
+/// `terminal/release`) may take before oml goes on without its answer.
+pub const TERMINAL_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `acp` host functions of this file.
+pub(super) const TERMINAL_FNS: &[HostFn] = &[HostFn {
+    name: "terminal-bash",
+    args: "command timeout max-chars",
+    doc: "The bash tool in the ACP client's terminal: run COMMAND with bash in the session's \
+          directory through terminal/create, wrapped in oml's sandbox launcher (the sandbox.* \
+          settings and secret rules apply as to a local command), showing the terminal in the \
+          running tool card; kill it after TIMEOUT seconds or when the prompt is cancelled, then \
+          read its output (the last MAX-CHARS characters are kept) and release it. Returns \
+          {:content :error? :terminal-id}; a refusal or an error from the client is an error \
+          result.",
+    make: |lua| create_async_function(lua, terminal_bash),
+}];
+
+/// `acp.terminal-bash`.
+fn terminal_bash(
+    lua: Lua,
+    (command, timeout, max_chars): (String, f64, usize),
+) -> impl Future<Output = mlua::Result<Table>> {
+    let hub = hub(&lua);
+    let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+    let key = lua.current_thread().to_pointer() as usize;
+    let sid = sessions.as_ref().and_then(|s| s.of_thread(key));
+    let cancel = session_cancel(&lua);
+    let dir = cwd(&lua);
+    let launcher = if command.trim().is_empty() {
+        Err(ToolError::CommandRequired.to_string())
+    } else {
+        crate::bind::sandbox::launcher(&lua, &dir, &command)
+    };
+    async move {
+        let hub = hub?;
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 1e9));
+        let (out, terminal) = match (hub.connection(), sessions, sid, launcher) {
+            (_, _, _, Err(why)) => (ToolOutput::error(why), None),
+            (None, ..) | (_, None, ..) | (_, _, None, _) => (
+                ToolOutput::error("No ACP client to run the command in"),
+                None,
+            ),
+            (Some(conn), Some(sessions), Some(sid), Ok((program, args))) => {
+                hub.barrier(&sid).await;
+                let run = Run {
+                    conn: &conn,
+                    sid: &sid,
+                    cancel: &cancel,
+                };
+                let request = json!({
+                    "sessionId": sid, "command": program, "args": args,
+                    "cwd": dir.display().to_string(), "env": [],
+                    "outputByteLimit": TERMINAL_OUTPUT_BYTE_LIMIT,
+                });
+                run.go(&sessions, request, timeout, max_chars).await
+            }
+        };
+        let t = output_table(&lua, out)?;
+        t.set("terminal-id", terminal)?;
+        Ok(t)
+    }
+}
+
+/// One command in one terminal of the client.
+struct Run<'a> {
+    conn: &'a Connection,
+    sid: &'a str,
+    cancel: &'a CancelToken,
+}
+
+/// Releases the terminal when dropped before [`Release::done`]: the tool was interrupted.
+struct Release {
+    conn: Connection,
+    params: Value,
+    armed: bool,
+}
+
+impl Release {
+    fn done(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (conn, params) = (self.conn.clone(), self.params.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = conn
+                    .request_with(
+                        "terminal/release",
+                        params,
+                        Some(TERMINAL_CLEANUP_TIMEOUT),
+                        None,
+                    )
+                    .await;
+            });
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Create the terminal, show it, wait, clean up; the result and the terminal's id.
+    async fn go(
+        &self,
+        sessions: &Sessions,
+        request: Value,
+        timeout: Duration,
+        max_chars: usize,
+    ) -> (ToolOutput, Option<String>) {
+        let created = self
+            .conn
+            .request_with("terminal/create", request, None, Some(self.cancel))
+            .await;
+        let id = match created {
+            Ok(v) => match v.get("terminalId").and_then(Value::as_str) {
+                Some(id) => id.to_owned(),
+                None => {
+                    return (
+                        ToolOutput::error("The editor made no terminal (no terminalId)"),
+                        None,
+                    );
+                }
+            },
+            Err(RequestError::Cancelled { .. }) => return (ToolOutput::error("[cancelled]"), None),
+            Err(e) => {
+                let why = format!("Could not run the command in the editor's terminal: {e}");
+                return (ToolOutput::error(why), None);
+            }
+        };
+        let params = json!({"sessionId": self.sid, "terminalId": id});
+        let release = Release {
+            conn: self.conn.clone(),
+            params: params.clone(),
+            armed: true,
+        };
+        if let Some(call) = sessions
+            .with(self.sid, |s| s.running_tool.clone())
+            .flatten()
+        {
+            let card = json!({"sessionUpdate": "tool_call_update", "toolCallId": call,
+                              "content": [{"type": "terminal", "terminalId": id}]});
+            let _ = self
+                .conn
+                .notify(
+                    "session/update",
+                    json!({"sessionId": self.sid, "update": card}),
+                )
+                .await;
+        }
+        let end = self.wait(&params, timeout).await;
+        let output = self.cleanup("terminal/output", &params).await;
+        let _ = self.cleanup("terminal/release", &params).await;
+        release.done();
+        (result(end, output, timeout, max_chars), Some(id))
+    }
+
+    /// Wait for the command to exit, or kill it at the timeout or the cancel; how it ended
+    /// (`None` when the client did not say).
+    async fn wait(&self, params: &Value, timeout: Duration) -> Option<CommandEnd> {
+        let wait = self
+            .conn
+            .request_with("terminal/wait_for_exit", params, None, None);
+        tokio::pin!(wait);
+        let stopped = tokio::select! {
+            exited = &mut wait => return exited.ok().map(|status| exit_end(&status)),
+            () = tokio::time::sleep(timeout) => CommandEnd::TimedOut,
+            () = self.cancel.cancelled() => CommandEnd::Cancelled,
+        };
+        let _ = self.cleanup("terminal/kill", params).await;
+        let _ = tokio::time::timeout(TERMINAL_CLEANUP_TIMEOUT, &mut wait).await;
+        Some(stopped)
+    }
+
+    async fn cleanup(&self, method: &str, params: &Value) -> Option<Value> {
+        self.conn
+            .request_with(method, params, Some(TERMINAL_CLEANUP_TIMEOUT), None)
+            .await
+            .ok()
+    }
+}
+
+/// How the command ended, from a `TerminalExitStatus` `{exitCode?, signal?}`.
+fn exit_end(status: &Value) -> CommandEnd {
+    let code = status.get("exitCode").and_then(Value::as_i64);
+    let signal = status.get("signal").and_then(Value::as_str);
+    match (code, signal) {
+        (Some(code), _) => CommandEnd::Code(i32::try_from(code).unwrap_or(-1)),
+        (None, Some(signal)) => CommandEnd::Signal(signal.to_owned()),
+        (None, None) => CommandEnd::Code(-1),
+    }
+}
+
+/// The tool result from how the command ended and the `terminal/output` answer.
+fn result(
+    end: Option<CommandEnd>,
+    output: Option<Value>,
+    timeout: Duration,
+    max_chars: usize,
+) -> ToolOutput {
+    let output = output.unwrap_or(Value::Null);
+    let text = output.get("output").and_then(Value::as_str).unwrap_or("");
+    let mut text = cap_tail(text.trim_end(), max_chars);
+    if output.get("truncated").and_then(Value::as_bool) == Some(true) {
+        text = format!("[earlier output was dropped by the editor]\n{text}");
+    }
+    let end = end.or_else(|| output.get("exitStatus").map(exit_end));
+    match end {
+        Some(end) => outcome(end, text, timeout),
+        None => ToolOutput::error(format!(
+            "{text}\n[the editor did not say how the command ended]"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_read_like_a_local_commands() {
+        let t = Duration::from_secs(2);
+        let out = |s: &str| Some(json!({"output": s, "truncated": false}));
+        let code = |n| Some(CommandEnd::Code(n));
+        assert_eq!(result(code(0), out("hi\n"), t, 100), ToolOutput::ok("hi"));
+        assert_eq!(
+            result(code(2), out("bad\n"), t, 100),
+            ToolOutput::error("bad\n[exit code 2]")
+        );
+        assert_eq!(
+            result(Some(CommandEnd::TimedOut), out(""), t, 100),
+            ToolOutput::error("[command timed out after 2s]")
+        );
+        let signalled = json!({"output": "x", "truncated": true,
+                               "exitStatus": {"exitCode": null, "signal": "SIGKILL"}});
+        assert_eq!(
+            result(None, Some(signalled), t, 100),
+            ToolOutput::error("[earlier output was dropped by the editor]\nx\n[killed by SIGKILL]")
+        );
+        assert!(result(None, None, t, 100).is_error);
+    }
+}
