@@ -199,6 +199,7 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
             "mcp__files__list_directory",
             &json!({"path": env.project}).to_string(),
         ),
+        call("c4", "mcp__everything__get-tiny-image", "{}"),
         Reply::from(text_chunks(&["done"])),
     ]);
     let mut acp = start(&env, &fake);
@@ -237,7 +238,7 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
         "string"
     );
 
-    let results = tool_results(&fake, 3);
+    let results = tool_results(&fake, 4);
     assert!(results[0].1.contains("hi there"), "{results:?}");
     assert!(results[1].1.contains('5'), "{results:?}");
     assert!(results[2].1.contains("hello.txt"), "{results:?}");
@@ -246,7 +247,7 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
         .iter()
         .filter(|m| update(m) == "tool_call")
         .collect();
-    assert_eq!(cards.len(), 3);
+    assert_eq!(cards.len(), 4);
     assert!(
         cards
             .iter()
@@ -268,7 +269,15 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
             update(m) == "tool_call_update" && m["params"]["update"]["status"] == "completed"
         })
         .count();
-    assert_eq!(done, 3);
+    assert_eq!(done, 4);
+    // The image the server returned follows the tool results as an image_url part.
+    let last = &fake.wait_for_requests(5, WAIT)[4].body["messages"];
+    let user = last.as_array().unwrap().last().unwrap();
+    assert_eq!(user["role"], "user");
+    let url = user["content"][1]["image_url"]["url"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(url.starts_with("data:image/png;base64,"), "{user}");
 
     acp.finish();
     assert_none_left(&token);

@@ -235,6 +235,24 @@ struct CallOpts {
     session: Option<String>,
 }
 
+/// A result as the loop's tool results are: {:content :error?}, the text cut to `max`, and,
+/// when the model takes images (`llm.images?`), :images as `image_url` parts that the loop
+/// passes on after the tool results.
+fn rendered(lisp: &Lisp, raw: &Json, max: usize) -> Json {
+    let r = crate::mcp::render(raw);
+    let mut out =
+        json!({"content": crate::tools::truncate::cap_head(&r.text, max), "error?": r.is_error});
+    let images: bool = lisp.setting("llm.images?").unwrap_or(false);
+    if images && !r.images.is_empty() {
+        out["images"] = r
+            .images
+            .iter()
+            .map(|url| json!({"type": "image_url", "image_url": {"url": url}}))
+            .collect();
+    }
+    out
+}
+
 const MCP: &[HostFn] = &[
     HostFn {
         name: "servers",
@@ -269,7 +287,7 @@ const MCP: &[HostFn] = &[
     HostFn {
         name: "call",
         args: "server tool args ?opts",
-        doc: "Call the tool TOOL (its name on the server) of the session's MCP server SERVER with the table ARGS. Returns {:content :error?}: the result as text, cut to mcp.max-chars. ?OPTS: {:raw true} returns the raw CallToolResult table instead; {:session id} picks the session. A server that fails, exits or times out (mcp.call-timeout) gives an error result, not an error.",
+        doc: "Call the tool TOOL (its name on the server) of the session's MCP server SERVER with the table ARGS. Returns {:content :error?}: the result as text, cut to mcp.max-chars, with :images (image_url parts) when it holds images and llm.images? is true. ?OPTS: {:raw true} returns the raw CallToolResult table instead; {:session id} picks the session. A server that fails, exits or times out (mcp.call-timeout) gives an error result, not an error.",
         make: |lua| {
             create_async_function(
                 lua,
@@ -291,10 +309,7 @@ const MCP: &[HostFn] = &[
                     let cancel = session_cancel(&lua);
                     let answer = match set.call(&server, &tool, args, &cancel, timeout).await {
                         Ok(raw) if opts.raw => raw,
-                        Ok(raw) => {
-                            let r = crate::mcp::render(&raw);
-                            json!({"content": crate::tools::truncate::cap_head(&r.text, max), "error?": r.is_error})
-                        }
+                        Ok(raw) => rendered(&lisp, &raw, max),
                         Err(e) => {
                             json!({"content": format!("MCP server {server}: {e}"), "error?": true})
                         }

@@ -3,17 +3,23 @@
 //!
 //! Text blocks are kept as they are; an embedded text resource is fenced with its URI; images,
 //! audio, binary resources and resource links become one-line notes (their bytes are never
-//! pasted as text); `structuredContent` is the text when there is no content block; `isError`
-//! marks the result as a failure. Pure: truncation is the caller's (it knows the setting).
+//! pasted as text), and images are handed out apart (as data URLs) for a model that takes
+//! them; `structuredContent` is the text when there is no content block; `isError` marks the
+//! result as a failure. Pure: truncation is the caller's (it knows the setting).
 
 use serde_json::Value;
 
-/// The text of a tool result and whether the tool reported an error.
+/// The text of a tool result, whether the tool reported an error, and its images.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rendered {
     pub text: String,
     pub is_error: bool,
+    /// `data:` URLs of the result's image blocks (at most [`IMAGE_MAX_BYTES`] each).
+    pub images: Vec<String>,
 }
+
+/// Bytes an image of a result may have to be handed to the model (as `read` does).
+pub const IMAGE_MAX_BYTES: usize = 20 << 20;
 
 /// Render a `CallToolResult`.
 pub fn render(result: &Value) -> Rendered {
@@ -38,7 +44,22 @@ pub fn render(result: &Value) -> Rendered {
         }
         .to_owned();
     }
-    Rendered { text, is_error }
+    let images = blocks.iter().filter_map(image_url).collect();
+    Rendered {
+        text,
+        is_error,
+        images,
+    }
+}
+
+/// The `data:` URL of an image block small enough to hand on.
+fn image_url(b: &Value) -> Option<String> {
+    let data = b.get("data").and_then(Value::as_str)?;
+    let mime = str_of(b, "mimeType");
+    (str_of(b, "type") == "image"
+        && mime.starts_with("image/")
+        && decoded_len(data.len()) <= IMAGE_MAX_BYTES)
+        .then(|| format!("data:{mime};base64,{data}"))
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -103,6 +124,7 @@ mod tests {
             "hello\n[image image/png, 3 bytes, not shown as text]\n<resource uri=\"file:///a\">\nbody\n</resource>\n[resource file:///b: application/zip 6 bytes, binary, not shown]\n[resource link: c <file:///c>]"
         );
         assert!(!r.is_error);
+        assert_eq!(r.images, ["data:image/png;base64,AAAA"]);
     }
 
     #[test]
