@@ -13,9 +13,45 @@ use mlua::{Lua, LuaSerdeExt, MultiValue, Value};
 
 use super::surface::{HostFn, define};
 
+/// String bytes in one value above which converting it to Lua first runs a full collection.
+///
+/// Lua's incremental collector runs in steps paced by allocation, so a few large strings made in
+/// quick succession (a 20 MB `write`'s arguments: the model's answer, the decoded arguments,
+/// the transcript copied for the next request) all stay resident before a cycle completes. A
+/// full collection before such a copy frees the copies that are already garbage; the walk that
+/// measures the value allocates nothing and costs a fraction of the conversion itself.
+pub const LARGE_VALUE_BYTES: usize = 4 << 20;
+
 /// JSON → a fresh Lua value.
 pub fn to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
+    if string_bytes(json, LARGE_VALUE_BYTES) > LARGE_VALUE_BYTES {
+        lua.gc_collect()?;
+    }
     lua.to_value(json)
+}
+
+/// The bytes of the strings (and keys) in `v`, counted up to a little past `limit`.
+fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
+    use serde_json::Value as J;
+    let mut stack = vec![v];
+    let mut total = 0usize;
+    while let Some(v) = stack.pop() {
+        match v {
+            J::String(s) => total += s.len(),
+            J::Array(a) => stack.extend(a.iter()),
+            J::Object(m) => {
+                for (k, v) in m {
+                    total += k.len();
+                    stack.push(v);
+                }
+            }
+            J::Null | J::Bool(_) | J::Number(_) => {}
+        }
+        if total > limit {
+            break;
+        }
+    }
+    total
 }
 
 /// A Lua value → JSON (a copy). Functions and userdata inside tables are left out.

@@ -70,8 +70,38 @@ pub fn encode_body(
             .then(|| request.tools.iter().map(WireTool::from).collect()),
         extra: Extra(extra),
     };
-    serde_json::to_vec(&body)
+    // Sized from the messages' text first: grown by doubling, the buffer of a large body (a big
+    // file in the conversation) would reach twice its size.
+    let mut bytes = Vec::with_capacity(size_hint(&request.messages));
+    serde_json::to_writer(&mut bytes, &body)?;
+    bytes.shrink_to_fit();
+    Ok(bytes)
 }
+
+/// Bytes the messages take as JSON, about: their strings and keys with an eighth more for
+/// escapes, and a little per value.
+fn size_hint(messages: &[Value]) -> usize {
+    let mut stack: Vec<&Value> = messages.iter().collect();
+    let mut total = BODY_SLACK_BYTES;
+    while let Some(v) = stack.pop() {
+        total += 8;
+        match v {
+            Value::String(s) => total += s.len() + s.len() / 8,
+            Value::Array(a) => stack.extend(a.iter()),
+            Value::Object(m) => {
+                for (k, v) in m {
+                    total += k.len() + 4;
+                    stack.push(v);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    total
+}
+
+/// What a body holds besides its messages, about (model, options, the tools' schemas).
+const BODY_SLACK_BYTES: usize = 16 * 1024;
 
 // --- private: wire shapes
 

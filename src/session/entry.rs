@@ -116,7 +116,10 @@ impl Entry {
 
     /// The line as written: the entry, then `"at"` (seconds since the epoch).
     pub fn to_line(&self, at: f64) -> serde_json::Result<String> {
-        serde_json::to_string(&Stamped { entry: self, at })
+        let mut line = serde_json::to_string(&Stamped { entry: self, at })?;
+        // The writer may hold the line until its fsync; not the doubled buffer it grew in.
+        line.shrink_to_fit();
+        Ok(line)
     }
 }
 

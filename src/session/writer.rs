@@ -64,6 +64,8 @@ impl SessionLog {
         match entry.to_line(super::store::now()) {
             Ok(line) => {
                 let mut bytes = line.into_bytes();
+                // Exactly one more byte: a doubling here would keep twice the line until fsync.
+                bytes.reserve_exact(1);
                 bytes.push(b'\n');
                 let _ = self.tx.send(Command::Append(bytes));
             }

@@ -3,7 +3,7 @@
 //! Parent directories are created. The replacement is atomic (temporary file, fsync, rename; see
 //! `atomic.rs`), keeps an existing file's permissions, and writes through symlinks. The result
 //! is the original's "Wrote N bytes to <abs>" (N in UTF-8 bytes) plus a [`FileDiff`] for the ACP
-//! tool card.
+//! tool card (none past [`WRITE_DIFF_NEW_MAX_BYTES`]).
 //!
 //! It deliberately does not know about permissions to ask for, confinement, or line endings: the
 //! content is written exactly as given.
@@ -19,6 +19,11 @@ use super::{FileDiff, ToolError, ToolOutput, atomic};
 /// An existing file larger than this gets no `old_text` in the diff payload: reading it would
 /// cost more than a client gains from rendering it.
 pub const WRITE_DIFF_OLD_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Content larger than this gets no diff in the result (the message says how much was written):
+/// a client renders such a diff no better than the message, and each copy of it costs as much
+/// memory as the content.
+pub const WRITE_DIFF_NEW_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Write `content` to `path` (already resolved), creating parent directories.
 ///
@@ -38,10 +43,15 @@ fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
         fs::create_dir_all(parent).map_err(|e| ToolError::io("create directory", parent, e))?;
     }
     let _lock = atomic::file_lock();
-    let old_text = old_text(path);
+    let with_diff = content.len() <= WRITE_DIFF_NEW_MAX_BYTES;
+    let old_text = if with_diff { old_text(path) } else { None };
     atomic::write_atomic(path, &[content.as_bytes()])?;
     let message = format!("Wrote {} bytes to {}", content.len(), path.display());
-    Ok(ToolOutput::ok(message).with_diff(FileDiff {
+    let output = ToolOutput::ok(message);
+    if !with_diff {
+        return Ok(output);
+    }
+    Ok(output.with_diff(FileDiff {
         path: path.to_path_buf(),
         old_text,
         new_text: content.to_owned(),

@@ -428,8 +428,50 @@ fn outcome_json(outcome: &ChatOutcome) -> Json {
     Json::Object(table)
 }
 
+/// [`outcome_json`] as a Lua table, without copying the message twice: `tool-calls` is made
+/// apart and its `arguments` are the very Lua strings of `message.tool_calls` (the arguments of
+/// a large `write` are as large as the file).
 fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
-    to_lua(lua, &outcome_json(outcome))
+    let mut rest = Map::new();
+    rest.insert("text".into(), outcome.text.clone().into());
+    rest.insert("reasoning".into(), outcome.reasoning.clone().into());
+    rest.insert("cancelled".into(), outcome.cancelled.into());
+    insert_some(
+        &mut rest,
+        "finish-reason",
+        outcome.finish_reason.clone().map(Json::String),
+    );
+    insert_some(&mut rest, "usage", outcome.usage.clone());
+    let Value::Table(table) = to_lua(lua, &Json::Object(rest))? else {
+        return Err(mlua::Error::runtime("an outcome is a table"));
+    };
+    let message = to_lua(lua, &outcome.message)?;
+    let wire_calls: Option<Table> = match &message {
+        Value::Table(m) => m.get("tool_calls").ok(),
+        _ => None,
+    };
+    let calls = lua.create_table()?;
+    calls.set_metatable(Some(mlua::LuaSerdeExt::array_metatable(lua)))?;
+    for (i, call) in outcome.tool_calls.iter().enumerate() {
+        let same = wire_calls
+            .as_ref()
+            .and_then(|w| w.get::<Table>(i + 1).ok())
+            .filter(|w| w.get::<String>("id").ok().as_deref() == Some(call.id.as_str()))
+            .and_then(|w| w.get::<Table>("function").ok())
+            .and_then(|f| f.get::<mlua::LuaString>("arguments").ok());
+        let arguments = match same {
+            Some(s) => s,
+            None => lua.create_string(&call.arguments)?,
+        };
+        let t = lua.create_table()?;
+        t.set("id", call.id.as_str())?;
+        t.set("name", call.name.as_str())?;
+        t.set("arguments", arguments)?;
+        calls.raw_push(t)?;
+    }
+    table.set("message", message)?;
+    table.set("tool-calls", calls)?;
+    Ok(Value::Table(table))
 }
 
 /// `{:kind :message :status :body :partial}`; the wrapper gives it a `__tostring` (the message)
