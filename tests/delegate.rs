@@ -333,3 +333,58 @@ fn oml_delegates_to_oml_acp_itself() {
     );
     nothing_left(&env);
 }
+
+/// The recipes of `examples/lisp/delegates.fnl`, installed as the user's `lisp/` directory:
+/// `/plan-review` hands the plan to one agent and its review to another, `/ask-all` asks two
+/// agents at once and the model compares their answers.
+#[test]
+fn the_delegate_recipes_plan_review_and_ask_all() {
+    let env = Env::new();
+    let dir = env.root.join("config/oml/lisp");
+    std::fs::create_dir_all(&dir).unwrap();
+    let recipe = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lisp/delegates.fnl");
+    std::fs::copy(recipe, dir.join("delegates.fnl")).unwrap();
+    let (a, b) = (env.root.join("a.pid"), env.root.join("b.pid"));
+    env.init(&format!(
+        "{}{}(require :delegates)\n(setq my.planner :alpha)\n(setq my.reviewer :beta)\n",
+        fake_agent("alpha", "ok", &a, ""),
+        fake_agent("beta", "ok", &b, "")
+    ));
+    let fake = FakeModel::start([Reply::from(text_chunks(&["They agree."]))]);
+
+    let run = print(&env, &fake, "/plan-review add a test");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("## Plan (alpha)\nyou said: add a testHello, world!"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("## Review (beta)\nyou said: Review this plan for: add a test"),
+        "{run:?}"
+    );
+    nothing_left(&env);
+
+    let run = print(&env, &fake, "/ask-all what is 2+2");
+    assert_eq!(run.code, 0, "{run:?}");
+    for name in ["alpha", "beta"] {
+        assert!(
+            run.stdout
+                .contains(&format!("## {name}\nyou said: what is 2+2Hello, world!")),
+            "{run:?}"
+        );
+    }
+    assert!(run.stdout.contains("They agree."), "{run:?}");
+    let asked = &fake.requests()[0].body["messages"];
+    let compared = asked.as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        compared.starts_with("Compare these answers to \"what is 2+2\"")
+            && compared.contains("## beta"),
+        "{compared}"
+    );
+    nothing_left(&env);
+}
