@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds oml (release) and starts it: with no arguments, its interactive Fennel REPL.
+# Builds oml (release) and starts it: with no arguments, its chat with the agent (`oml repl` is
+# the plain Fennel REPL).
 # Arguments are passed to oml, e.g. `scripts/start.sh eval '(+ 1 2)'`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
