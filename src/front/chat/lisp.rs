@@ -49,8 +49,10 @@ impl Repl {
                     key.store(k, Ordering::SeqCst);
                     s.bind_thread(k, Some(id));
                 };
-                if let Err(e) = drive_with(&lisp, reads_tx, out_tx, flag, setup).await {
-                    tracing::warn!("the chat's Lisp conversation ended: {e}");
+                match drive_with(&lisp, reads_tx, out_tx, flag, setup).await {
+                    // `close` ends it so: the chat is leaving.
+                    Ok(()) | Err(crate::lisp::LispError::Interrupted) => {}
+                    Err(e) => tracing::warn!("the chat's Lisp conversation ended: {e}"),
                 }
             })
         });
