@@ -1711,15 +1711,7 @@ fn file_tools_go_through_the_client_when_it_offers_fs() {
     ]);
     let mut c = Client::start(&env, Some(&fake));
     let caps = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
-    c.call(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": caps}),
-    );
-    let (sid, _) = c.new_session(&env.project);
-    c.call(
-        "session/set_mode",
-        json!({"sessionId": sid, "modeId": "yolo"}),
-    );
+    let sid = yolo_session(&mut c, &env, caps);
     let notes = env.project.join("notes.txt").display().to_string();
     let id = c.prompt(&sid, "work on the notes");
     // read: the buffer, not the disk.

@@ -11,15 +11,12 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
 
 use common::Env;
 use serde_json::{Value, json};
+use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks};
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// How to get a user namespace where the tests cannot make one.
 const INSTALL_USERNS: &str = "install util-linux (unshare) and allow unprivileged user \
@@ -124,78 +121,23 @@ fn command(env: &Env, disk: &TinyFs, fake: &FakeModel, args: &[&str]) -> Command
     cmd
 }
 
-/// A scripted ACP client of `oml acp`.
-struct Acp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
+/// `oml acp` from `cmd`, initialised: the scripted editor of `support::editor`.
+fn start(cmd: Command) -> Editor {
+    let mut ed = Editor::start(cmd);
+    ed.initialize();
+    ed
 }
 
-impl Acp {
-    fn start(mut cmd: Command) -> Acp {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn oml acp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut acp = Acp {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next_id: 0,
-        };
-        acp.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        );
-        acp
-    }
+/// Send a request; the messages before its answer, and the answer.
+fn call(ed: &mut Editor, method: &str, params: Value) -> (Vec<Value>, Value) {
+    let id = ed.request(method, params);
+    ed.until_response(id)
+}
 
-    /// Send a request; returns the messages before its answer, and the answer.
-    fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-            .to_string()
-            .into_bytes();
-        line.push(b'\n');
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(&line).expect("write to oml");
-        let mut before = Vec::new();
-        loop {
-            let line = self.lines.recv_timeout(WAIT).expect("an answer from oml");
-            let m: Value = serde_json::from_str(&line).expect("a JSON line");
-            if m["id"] == json!(id) && m.get("method").is_none() {
-                return (before, m);
-            }
-            before.push(m);
-        }
-    }
-
-    fn prompt(&mut self, sid: &str, text: &str) -> (Vec<Value>, Value) {
-        self.call(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        )
-    }
-
-    /// Close stdin and wait for the exit.
-    fn finish(mut self) {
-        self.stdin.take();
-        let status = common::wait_within(&mut self.child, WAIT);
-        assert!(status.is_some_and(|s| s.success()), "oml acp: {status:?}");
-    }
+/// A text prompt; the messages before its answer, and the answer.
+fn prompt(ed: &mut Editor, sid: &str, text: &str) -> (Vec<Value>, Value) {
+    let id = ed.prompt(sid, text);
+    ed.until_response(id)
 }
 
 /// The text of the agent_message_chunk updates among `messages`.
@@ -248,16 +190,20 @@ fn a_full_disk_is_reported_and_what_was_kept_is_written_when_space_returns() {
         Reply::from(text_chunks(&["second answer"])),
         Reply::from(text_chunks(&["third answer ", &long])),
     ]);
-    let mut acp = Acp::start(command(&env, &disk, &fake, &["acp"]));
+    let mut acp = start(command(&env, &disk, &fake, &["acp"]));
     let cwd = env.project.display().to_string();
-    let (_, r) = acp.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let (_, r) = call(
+        &mut acp,
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": []}),
+    );
     let sid = r["result"]["sessionId"]
         .as_str()
         .expect("a session")
         .to_owned();
 
     disk.fill();
-    let (updates, answer) = acp.prompt(&sid, "first question");
+    let (updates, answer) = prompt(&mut acp, &sid, "first question");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let unsaved = &answer["result"]["_meta"]["oml"]["unsaved"];
     assert!(
@@ -273,7 +219,7 @@ fn a_full_disk_is_reported_and_what_was_kept_is_written_when_space_returns() {
     );
 
     disk.free();
-    let (updates, answer) = acp.prompt(&sid, "second question");
+    let (updates, answer) = prompt(&mut acp, &sid, "second question");
     assert_eq!(
         answer["result"]["_meta"]["oml"].get("unsaved"),
         None,
@@ -298,14 +244,15 @@ fn a_full_disk_is_reported_and_what_was_kept_is_written_when_space_returns() {
 
     // An intact file loads with no byte free; the turn after says it is not saved.
     disk.fill();
-    let mut acp = Acp::start(command(&env, &disk, &fake, &["acp"]));
-    let (replay, loaded) = acp.call(
+    let mut acp = start(command(&env, &disk, &fake, &["acp"]));
+    let (replay, loaded) = call(
+        &mut acp,
         "session/load",
         json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
     );
     assert!(loaded.get("error").is_none(), "{loaded}");
     assert!(agent_text(&replay).contains("second answer"));
-    let (_, answer) = acp.prompt(&sid, "third question");
+    let (_, answer) = prompt(&mut acp, &sid, "third question");
     assert!(
         answer["result"]["_meta"]["oml"]["unsaved"].is_object(),
         "{answer}"
