@@ -35,11 +35,17 @@
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+// The pseudo-terminal's opening and the child's terminal set-up are the test harness's; only
+// its emulator is left out here (see above).
+#[path = "../tests/support/pty.rs"]
+#[allow(dead_code)]
+mod pty;
 
 #[path = "../tests/support/fake_model.rs"]
 #[allow(dead_code)]
@@ -324,14 +330,14 @@ impl Shared {
 
 impl Pty {
     fn spawn(mut cmd: Command, rows: u16, cols: u16) -> Pty {
-        let (master, slave) = open_pty(rows, cols);
+        let (master, slave) = pty::open_pty(rows, cols);
         let side = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the terminal"));
         cmd.stdin(side(&slave))
             .stdout(side(&slave))
             .stderr(side(&slave));
         // SAFETY: the hook runs in the child between fork and exec and makes only the
         // async-signal-safe calls setsid and ioctl; it allocates nothing and takes no lock.
-        unsafe { cmd.pre_exec(take_the_terminal) };
+        unsafe { cmd.pre_exec(pty::take_the_terminal) };
         let child = cmd.spawn().expect("spawn oml");
         drop(cmd);
         drop(slave);
@@ -419,46 +425,4 @@ fn drain(mut master: File, shared: &Shared) {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(haystack, needle)
-}
-
-fn open_pty(rows: u16, cols: u16) -> (OwnedFd, OwnedFd) {
-    let size = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes one descriptor through each valid pointer; the name and termios
-    // pointers may be null, and it only reads the winsize.
-    let done = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(done, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: openpty succeeded, so both descriptors are open, new and ours alone.
-    let fds = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-    for fd in [&fds.0, &fds.1] {
-        // SAFETY: F_SETFD on a descriptor we own, with an integer flag; no memory.
-        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    fds
-}
-
-/// In the child before exec: a new session whose controlling terminal is the one on stdin.
-fn take_the_terminal() -> std::io::Result<()> {
-    // SAFETY: setsid takes no arguments and touches no memory of ours.
-    if unsafe { libc::setsid() } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal it from another session).
-    if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }

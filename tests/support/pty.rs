@@ -453,7 +453,7 @@ fn read_terminal(mut master: File, shared: &Shared) {
 
 /// A new pseudo-terminal of the given size: (master, slave), both close-on-exec (the child gets
 /// the slave as its stdio through `dup2`, which clears the flag).
-fn open_pty(rows: u16, cols: u16) -> (OwnedFd, OwnedFd) {
+pub fn open_pty(rows: u16, cols: u16) -> (OwnedFd, OwnedFd) {
     let size = window_size(rows, cols);
     let (mut master, mut slave) = (-1, -1);
     // SAFETY: openpty writes one descriptor through each of the two valid pointers; the name and
@@ -481,7 +481,7 @@ fn open_pty(rows: u16, cols: u16) -> (OwnedFd, OwnedFd) {
 
 /// In the child before exec: lead a new session (so no controlling terminal), then make the
 /// terminal on stdin (the slave, already `dup2`'d there) the controlling one.
-fn take_the_terminal() -> std::io::Result<()> {
+pub fn take_the_terminal() -> std::io::Result<()> {
     // SAFETY: setsid takes no arguments and touches no memory of ours.
     if unsafe { libc::setsid() } < 0 {
         return Err(std::io::Error::last_os_error());
