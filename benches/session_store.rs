@@ -4,6 +4,9 @@
 //!   which writes it at once), the cost the loop pays per message;
 //! - `append_and_flush`: one entry written and fsynced, the end-of-turn cost when a turn adds one
 //!   entry;
+//! - `line_sized` against `line_grown_baseline`: encoding one session line into a buffer of
+//!   exactly its size (counted first) against the former single encoding into a growing buffer,
+//!   for a typical message and for a 20 MB `write`;
 //! - `load_10k`: reading back a session of 10 000 messages (about 300 bytes each) and rebuilding
 //!   its transcript, with divan's allocation profiler counting the bytes allocated;
 //! - `list_100`: `session/list` over 100 sessions.
@@ -25,6 +28,7 @@
 use std::path::Path;
 
 use divan::{AllocProfiler, Bencher};
+use oml::session::entry::{Entry, Stamped};
 use oml::session::store::Store;
 use serde_json::{Value, json};
 
@@ -67,6 +71,38 @@ fn append_and_flush(bencher: Bencher) {
         log.message(&msg);
         log.flush_blocking();
     });
+}
+
+/// A session line as `Entry::to_line` wrote it before it sized its buffer (one encoding into a
+/// growing buffer, then a shrink): the baseline of `line_sized`, in the same run.
+fn line_grown(entry: &Entry) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&Stamped { entry, at: 1.5 }).unwrap();
+    line.shrink_to_fit();
+    line.push(b'\n');
+    line
+}
+
+/// The entries the two line benchmarks encode: a typical message, and a `write` of 20 MB.
+fn line_entry(kind: &str) -> Entry {
+    let message = match kind {
+        "typical" => message(0),
+        _ => json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_w",
+            "type": "function", "function": {"name": "write",
+            "arguments": json!({"path": "big.txt", "content": "y".repeat(20 << 20)}).to_string()}}]}),
+    };
+    Entry::Message { message }
+}
+
+#[divan::bench(args = ["typical", "20MB"], sample_count = 20)]
+fn line_grown_baseline(bencher: Bencher, kind: &str) {
+    let entry = line_entry(kind);
+    bencher.bench_local(|| divan::black_box(line_grown(&entry)));
+}
+
+#[divan::bench(args = ["typical", "20MB"], sample_count = 20)]
+fn line_sized(bencher: Bencher, kind: &str) {
+    let entry = line_entry(kind);
+    bencher.bench_local(|| divan::black_box(entry.to_line(1.5).unwrap()));
 }
 
 #[divan::bench(sample_count = 10, sample_size = 1)]

@@ -34,4 +34,5 @@ pub mod paths;
 pub mod project;
 pub mod sandbox;
 pub mod session;
+pub mod sized;
 pub mod tools;

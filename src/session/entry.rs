@@ -114,11 +114,12 @@ impl Entry {
         }
     }
 
-    /// The line as written: the entry, then `"at"` (seconds since the epoch).
-    pub fn to_line(&self, at: f64) -> serde_json::Result<String> {
-        let mut line = serde_json::to_string(&Stamped { entry: self, at })?;
-        // The writer may hold the line until its fsync; not the doubled buffer it grew in.
-        line.shrink_to_fit();
+    /// The line as written: the entry, then `"at"` (seconds since the epoch), then `\n`, in a
+    /// buffer of exactly its size (see [`crate::sized`]): the writer holds the line until its
+    /// fsync.
+    pub fn to_line(&self, at: f64) -> serde_json::Result<Vec<u8>> {
+        let mut line = crate::sized::to_vec_exact(&Stamped { entry: self, at }, 1)?;
+        line.push(b'\n');
         Ok(line)
     }
 }
@@ -179,7 +180,10 @@ mod tests {
             ),
         ];
         for (entry, old) in cases {
-            assert_eq!(entry.to_line(1.5).ok(), Some(old.to_string()));
+            assert_eq!(
+                entry.to_line(1.5).ok(),
+                Some(format!("{old}\n").into_bytes())
+            );
             assert_eq!(Entry::parse(old.to_string().as_bytes()), Some(entry));
         }
         let header = Entry::Session(Header {

@@ -63,11 +63,7 @@ impl SessionLog {
     pub fn append(&self, entry: &Entry) {
         match entry.to_line(super::store::now()) {
             Ok(line) => {
-                let mut bytes = line.into_bytes();
-                // Exactly one more byte: a doubling here would keep twice the line until fsync.
-                bytes.reserve_exact(1);
-                bytes.push(b'\n');
-                let _ = self.tx.send(Command::Append(bytes));
+                let _ = self.tx.send(Command::Append(line));
             }
             Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
         }
@@ -155,6 +151,11 @@ pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> Se
     }
 }
 
+/// Bytes of lines written but not yet fsynced above which the writer fsyncs at once instead of
+/// at the end of the turn. Until its fsync a line stays in memory, to be written again if the
+/// fsync fails; a turn that wrote a large file would otherwise hold it to the end.
+pub const UNSYNCED_MAX_BYTES: usize = 4 << 20;
+
 /// The writer thread's state.
 struct Writer {
     file: File,
@@ -194,6 +195,12 @@ impl Writer {
                         self.recovered += 1;
                     }
                     self.unsynced.push(line);
+                    // Past the limit, fsync now (this thread only waits for it) so the lines
+                    // need not stay in memory until the end of the turn.
+                    let held: usize = self.unsynced.iter().map(Vec::len).sum();
+                    if held > UNSYNCED_MAX_BYTES && !self.sync() {
+                        return;
+                    }
                 }
                 Err(e) => {
                     self.pending.push_front(line);
@@ -241,14 +248,7 @@ impl Writer {
     fn flush(&mut self) -> Flushed {
         self.drain();
         if self.dirty && self.pending.is_empty() {
-            match self.file.sync_data() {
-                Ok(()) => {
-                    self.synced = self.written;
-                    self.dirty = false;
-                    self.unsynced.clear();
-                }
-                Err(e) => self.sync_failed(e),
-            }
+            self.sync();
         }
         let unsaved = self.error.as_ref().map(|e| Unsaved {
             entries: self.pending.len(),
@@ -258,6 +258,22 @@ impl Writer {
         Flushed {
             unsaved,
             recovered: std::mem::take(&mut self.recovered),
+        }
+    }
+
+    /// fsync what was written; `false` when that failed (the lines are queued again).
+    fn sync(&mut self) -> bool {
+        match self.file.sync_data() {
+            Ok(()) => {
+                self.synced = self.written;
+                self.dirty = false;
+                self.unsynced.clear();
+                true
+            }
+            Err(e) => {
+                self.sync_failed(e);
+                false
+            }
         }
     }
 
