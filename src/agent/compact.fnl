@@ -14,14 +14,16 @@
 ;; thousands, while models bill a picture at about a thousand.
 (local image-tokens 1000)
 
+;; Lengths are counted with json.encoded-length: a message can hold a whole file, and its text
+;; would be one more copy of it for every estimate.
 (fn message-tokens [m]
   (if (= :table (type m.content))
-      (accumulate [n (math.ceil (/ (length (json.encode (doto (collect [k v (pairs m)] k v)
-                                                          (tset :content "")))) 4))
+      (accumulate [n (math.ceil (/ (json.encoded-length (doto (collect [k v (pairs m)] k v)
+                                                          (tset :content ""))) 4))
                    _ part (ipairs m.content)]
         (+ n (if (= part.type :image_url) image-tokens
-                 (math.ceil (/ (length (json.encode part)) 4)))))
-      (math.ceil (/ (length (json.encode m)) 4))))
+                 (math.ceil (/ (json.encoded-length part) 4)))))
+      (math.ceil (/ (json.encoded-length m) 4))))
 
 (fn agent.estimate-tokens [messages]
   "A rough token count of MESSAGES: their JSON length over four, an image part counting as a

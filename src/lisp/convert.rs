@@ -54,8 +54,52 @@ fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
     total
 }
 
+/// `value` as mlua serializes it with the options of [`from_lua`]: what a conversion to JSON
+/// gives, written straight from the Lua value without a JSON value in between.
+pub fn serializable(value: &Value) -> mlua::SerializableValue<'_> {
+    value
+        .to_serializable()
+        .deny_unsupported_types(false)
+        .deny_recursive_tables(true)
+}
+
+/// The bytes of the strings (and string keys) in the Lua value `v`, counted up to a little past
+/// `limit`. Each table is visited once, so a table that contains itself ends the walk.
+fn lua_string_bytes(v: &Value, limit: usize) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![v.clone()];
+    let mut total = 0usize;
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => total += s.as_bytes().len(),
+            Value::Table(t) if seen.insert(t.to_pointer()) => {
+                for (k, v) in t.pairs::<Value, Value>().flatten() {
+                    if let Value::String(k) = k {
+                        total += k.as_bytes().len();
+                    }
+                    if matches!(v, Value::String(_) | Value::Table(_)) {
+                        stack.push(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if total > limit {
+            break;
+        }
+    }
+    total
+}
+
 /// A Lua value → JSON (a copy). Functions and userdata inside tables are left out.
+///
+/// Like [`to_lua`], a value of more than [`LARGE_VALUE_BYTES`] of strings first runs a full
+/// collection, which frees the large strings already garbage (the decoded arguments of the tool
+/// call whose message is being stored) before the copy is made.
 pub fn from_lua(lua: &Lua, value: Value) -> mlua::Result<serde_json::Value> {
+    if lua_string_bytes(&value, LARGE_VALUE_BYTES) > LARGE_VALUE_BYTES {
+        lua.gc_collect()?;
+    }
     lua.from_value_with(
         value,
         DeserializeOptions::new()
@@ -74,8 +118,20 @@ const JSON: &[HostFn] = &[
               table that contains itself is an error.",
         make: |lua| {
             lua.create_function(|lua, v: Value| {
-                let j = from_lua(lua, v)?;
-                serde_json::to_string(&j).map_err(mlua::Error::external)
+                let text = crate::sized::to_vec_exact(&serializable(&v), 0)
+                    .map_err(mlua::Error::external)?;
+                lua.create_string(text)
+            })
+        },
+    },
+    HostFn {
+        name: "encoded-length",
+        args: "value",
+        doc: "The length in bytes of VALUE as JSON text, as json.encode would write it, \
+              counted without making the text (for estimates over large values).",
+        make: |lua| {
+            lua.create_function(|_, v: Value| {
+                crate::sized::encoded_len(&serializable(&v)).map_err(mlua::Error::external)
             })
         },
     },
@@ -126,7 +182,8 @@ const JSON: &[HostFn] = &[
     },
 ];
 
-/// The `json` namespace: `encode`, `decode`, `null`, `array`, `object`, `array?`.
+/// The `json` namespace: `encode`, `encoded-length`, `decode`, `null`, `array`, `object`,
+/// `array?`.
 pub(super) fn install_json(lua: &Lua) -> mlua::Result<()> {
     // mlua protects the array marker with `__metatable = false`, which makes `getmetatable`
     // return `false` and breaks `fennel.view` (the REPL's printer) on every decoded array.

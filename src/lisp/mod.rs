@@ -34,7 +34,7 @@ use crate::cancel::CancelToken;
 
 pub use compile::compile_in;
 pub(crate) use compile::{sha256_hex, write_atomically};
-pub use convert::{from_lua, to_lua};
+pub use convert::{from_lua, serializable, to_lua};
 pub use error::{LispError, RuntimeError};
 pub use run::{HOOK_INSTRUCTIONS, create_async_function};
 pub use settings::SettingDecl;
