@@ -244,7 +244,7 @@ async fn a_tool_call_streams_as_one_event_at_the_end() {
     let call = ToolCall {
         id: "call_1".into(),
         name: "read".into(),
-        arguments: "{\"path\": \"a\"}".into(),
+        arguments: "{\"path\": \"a\"}".to_owned().into(),
     };
     assert_eq!(
         events,

@@ -38,6 +38,7 @@
 //! Compare with oml.clj: `oml.llm/stream-chat` called from `oml.agent/call-model`, settings as
 //! plain defs, `on-chunk` as a var; the timeouts, retries, extra body and error data are new.
 
+mod body;
 mod call;
 mod models;
 

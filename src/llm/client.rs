@@ -36,7 +36,7 @@ use tokio::time::Instant;
 
 use super::error::{MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS, cap_chars};
 use super::fold::{Fold, FoldError};
-use super::request::{chat_completions_url, encode_body};
+use super::request::{chat_completions_url, encode_body, model_for};
 use super::sse::SseDecoder;
 use super::{ChatOutcome, ChatRequest, LlmConfig, LlmError, StreamEvent};
 use crate::cancel::CancelToken;
@@ -75,15 +75,22 @@ impl LlmClient {
         events: &UnboundedSender<StreamEvent>,
         cancel: &CancelToken,
     ) -> Result<ChatOutcome, LlmError> {
-        let model = request
-            .model
-            .as_deref()
-            .or(config.model.as_deref())
-            .filter(|model| !model.is_empty())
-            .ok_or(LlmError::NoModel)?;
-        let url = chat_completions_url(&config.base_url);
+        let model = model_for(request.model.as_deref(), config)?;
         let body = encode_body(model, request, config)
             .map_err(|error| LlmError::Config(format!("cannot encode the request: {error}")))?;
+        self.stream_body(config, body, events, cancel).await
+    }
+
+    /// [`LlmClient::stream_chat`] with the body already encoded (see
+    /// [`super::request::encode_body_with`]); the model in it is the caller's choice.
+    pub async fn stream_body(
+        &self,
+        config: &LlmConfig,
+        body: Vec<u8>,
+        events: &UnboundedSender<StreamEvent>,
+        cancel: &CancelToken,
+    ) -> Result<ChatOutcome, LlmError> {
+        let url = chat_completions_url(&config.base_url);
         let http = self.http(config)?;
         let builder = http
             .post(&url)

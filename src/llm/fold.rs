@@ -44,6 +44,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -148,7 +149,7 @@ impl Fold {
                     call.id
                 },
                 name: call.name,
-                arguments: call.arguments,
+                arguments: Arc::new(exact(call.arguments)),
             })
             .collect();
         for call in &tool_calls {
@@ -323,13 +324,20 @@ pub fn assistant_message(
                 serde_json::json!({
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {"name": call.name, "arguments": *call.arguments},
                 })
             })
             .collect();
         message.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(message)
+}
+
+/// `text` without the spare capacity it grew: the arguments of a large call were appended in
+/// many fragments.
+fn exact(mut text: String) -> String {
+    text.shrink_to_fit();
+    text
 }
 
 // --- private: the chunk shape we read
@@ -596,12 +604,12 @@ mod tests {
         let read = ToolCall {
             id: "call_a".into(),
             name: "read".into(),
-            arguments: r#"{"path": "a.txt"}"#.into(),
+            arguments: r#"{"path": "a.txt"}"#.to_owned().into(),
         };
         let bash = ToolCall {
             id: "call_b".into(),
             name: "bash".into(),
-            arguments: r#"{"command": "ls"}"#.into(),
+            arguments: r#"{"command": "ls"}"#.to_owned().into(),
         };
         assert_eq!(
             events,

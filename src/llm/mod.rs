@@ -34,6 +34,7 @@ pub mod provider;
 pub mod request;
 pub mod sse;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -49,7 +50,7 @@ pub use provider::{
     PROVIDERS, Provider, ProviderRow, REASONING_KEYS, ReasoningField, ReasoningPolicy,
     SendReasoning, WhenMissing,
 };
-pub use request::{RESERVED_BODY_KEYS, chat_completions_url};
+pub use request::{RESERVED_BODY_KEYS, chat_completions_url, model_for};
 
 /// One model call's input. The settings live in [`LlmConfig`]; this is what changes per turn.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -79,8 +80,9 @@ pub struct ToolCall {
     /// result can still refer to it.
     pub id: String,
     pub name: String,
-    /// The arguments as the model wrote them: a JSON text that may be invalid.
-    pub arguments: String,
+    /// The arguments as the model wrote them: a JSON text that may be invalid. Shared, not
+    /// copied, by the `ToolCall` event and the outcome: they can be as large as a file.
+    pub arguments: Arc<String>,
 }
 
 /// What a call reports while it streams, in order.

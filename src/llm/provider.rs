@@ -247,6 +247,16 @@ impl ReasoningPolicy {
             .get("tool_calls")
             .and_then(Value::as_array)
             .is_some_and(|calls| !calls.is_empty());
+        self.outgoing_for(has_calls, message)
+    }
+
+    /// [`ReasoningPolicy::outgoing`] for a message held elsewhere: `has_calls` says whether it
+    /// has tool calls, and `message` holds (at least) its [`REASONING_KEYS`] fields.
+    pub fn outgoing_for<'a>(
+        &self,
+        has_calls: bool,
+        message: &'a Map<String, Value>,
+    ) -> Option<(&'static str, Outgoing<'a>)> {
         if !self.send.sends(has_calls) {
             return None;
         }

@@ -25,7 +25,7 @@ use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use super::provider::{REASONING_KEYS, ReasoningPolicy};
-use super::{ChatRequest, LlmConfig, ToolSpec};
+use super::{ChatRequest, LlmConfig, LlmError, ToolSpec};
 
 /// Top-level body fields the client always sets itself and `extra_body` cannot replace.
 pub const RESERVED_BODY_KEYS: [&str; 5] =
@@ -36,6 +36,18 @@ pub fn chat_completions_url(base_url: &str) -> String {
     format!("{}/chat/completions", base_url.trim_end_matches('/'))
 }
 
+/// The model a call uses: the request's own, else `config`'s; [`LlmError::NoModel`] when
+/// neither names one.
+pub fn model_for<'a>(
+    requested: Option<&'a str>,
+    config: &'a LlmConfig,
+) -> Result<&'a str, LlmError> {
+    requested
+        .or(config.model.as_deref())
+        .filter(|model| !model.is_empty())
+        .ok_or(LlmError::NoModel)
+}
+
 /// The JSON body for `model` and `request`, with `config`'s extra body merged in after the
 /// client's fields, and the reasoning of assistant messages as its reasoning policy says.
 pub fn encode_body(
@@ -43,8 +55,23 @@ pub fn encode_body(
     request: &ChatRequest,
     config: &LlmConfig,
 ) -> Result<Vec<u8>, serde_json::Error> {
+    let messages = Messages {
+        messages: &request.messages,
+        reasoning: &config.reasoning_policy(),
+    };
+    encode_body_with(model, &messages, &request.tools, config)
+}
+
+/// [`encode_body`] for messages held elsewhere (the Lisp binding serializes its tables
+/// directly, without a copy as JSON values first). `messages` must serialize as the list of
+/// messages with the reasoning policy applied, as [`encode_body`]'s do.
+pub fn encode_body_with<M: Serialize>(
+    model: &str,
+    messages: &M,
+    tools: &[ToolSpec],
+    config: &LlmConfig,
+) -> Result<Vec<u8>, serde_json::Error> {
     let extra = &config.extra_body;
-    let reasoning = &config.reasoning_policy();
     let ignored: Vec<&str> = extra
         .keys()
         .map(String::as_str)
@@ -58,57 +85,25 @@ pub fn encode_body(
     }
     let body = Body {
         model,
-        messages: Messages {
-            messages: &request.messages,
-            reasoning,
-        },
+        messages,
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
         },
-        tools: (!request.tools.is_empty())
-            .then(|| request.tools.iter().map(WireTool::from).collect()),
+        tools: (!tools.is_empty()).then(|| tools.iter().map(WireTool::from).collect()),
         extra: Extra(extra),
     };
-    // Sized from the messages' text first: grown by doubling, the buffer of a large body (a big
+    // In a buffer of exactly its size: grown by doubling, the buffer of a large body (a big
     // file in the conversation) would reach twice its size.
-    let mut bytes = Vec::with_capacity(size_hint(&request.messages));
-    serde_json::to_writer(&mut bytes, &body)?;
-    bytes.shrink_to_fit();
-    Ok(bytes)
+    crate::sized::to_vec_exact(&body, 0)
 }
-
-/// Bytes the messages take as JSON, about: their strings and keys with an eighth more for
-/// escapes, and a little per value.
-fn size_hint(messages: &[Value]) -> usize {
-    let mut stack: Vec<&Value> = messages.iter().collect();
-    let mut total = BODY_SLACK_BYTES;
-    while let Some(v) = stack.pop() {
-        total += 8;
-        match v {
-            Value::String(s) => total += s.len() + s.len() / 8,
-            Value::Array(a) => stack.extend(a.iter()),
-            Value::Object(m) => {
-                for (k, v) in m {
-                    total += k.len() + 4;
-                    stack.push(v);
-                }
-            }
-            Value::Null | Value::Bool(_) | Value::Number(_) => {}
-        }
-    }
-    total
-}
-
-/// What a body holds besides its messages, about (model, options, the tools' schemas).
-const BODY_SLACK_BYTES: usize = 16 * 1024;
 
 // --- private: wire shapes
 
 #[derive(Serialize)]
-struct Body<'a> {
+struct Body<'a, M: Serialize> {
     model: &'a str,
-    messages: Messages<'a>,
+    messages: &'a M,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]

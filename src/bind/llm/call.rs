@@ -1,5 +1,5 @@
 //! One `llm.chat` call: the host functions the Fennel wrapper (`llm.fnl`) drives, the call's
-//! state and event pump, the request as Lisp gives it, and the results as Lisp data.
+//! state and event pump, and the results as Lisp data (`body` checks and encodes the request).
 //!
 //! This module does not read settings (`super::config` does) and knows nothing of sessions.
 
@@ -11,9 +11,10 @@ use mlua::{Function, Lua, MultiValue, Table, UserData, UserDataRef, Value};
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::mpsc;
 
+use super::body::LispRequest;
 use super::{CancelSource, DeltaShortcutSource, DeltaSink, config, error_text};
-use crate::lisp::{Lisp, from_lua, to_lua};
-use crate::llm::{ChatOutcome, ChatRequest, LlmClient, LlmError, StreamEvent, ToolSpec};
+use crate::lisp::{Lisp, to_lua};
+use crate::llm::{ChatOutcome, LlmClient, LlmError, StreamEvent};
 
 /// The host functions `llm.fnl` stands on: start a call (returns the call, or nil and the
 /// problem), wait for its next events, close it. They share one [`LlmClient`].
@@ -145,18 +146,11 @@ fn start_call(
     opts: Value,
 ) -> Result<ChatCall, String> {
     let on_event = on_event(&opts)?;
-    let request = match request {
-        Value::Table(_) => from_lua(lua, request).map_err(|error| error_text(&error))?,
-        other => {
-            return Err(format!(
-                "the request must be a table {{:messages [...]}}, got {}",
-                other.type_name()
-            ));
-        }
-    };
-    let request = chat_request(request)?;
+    let request = LispRequest::parse(lua, request)?;
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
     let config = config(&lisp).map_err(|error| error.to_string())?;
+    let body = request.encode(lua, &config)?;
+    drop(request);
     let cancel = lua
         .app_data_ref::<CancelSource>()
         .and_then(|source| (source.0)(lua))
@@ -171,13 +165,12 @@ fn start_call(
     };
     let (sender, events) = mpsc::unbounded_channel();
     let client = Arc::clone(client);
-    let future: CallFuture = match sink {
-        Some(sink) => streamed_apart(lua, client, config, request, cancel, sink, sender),
-        None => Box::pin(async move {
-            client
-                .stream_chat(&config, &request, &sender, &cancel)
-                .await
-        }),
+    let future: CallFuture = match (body, sink) {
+        (Err(error), _) => Box::pin(async move { Err(error) }),
+        (Ok(body), Some(sink)) => streamed_apart(lua, client, config, body, cancel, sink, sender),
+        (Ok(body), None) => {
+            Box::pin(async move { client.stream_body(&config, body, &sender, &cancel).await })
+        }
     };
     Ok(ChatCall(Arc::new(Mutex::new(Some(CallState {
         future: Some(future),
@@ -223,7 +216,7 @@ fn streamed_apart(
     lua: &Lua,
     client: Arc<LlmClient>,
     config: crate::llm::LlmConfig,
-    request: ChatRequest,
+    body: Vec<u8>,
     cancel: crate::cancel::CancelToken,
     sink: DeltaSink,
     sender: mpsc::UnboundedSender<StreamEvent>,
@@ -236,7 +229,7 @@ fn streamed_apart(
             lua,
             out: sender,
         };
-        let stream = client.stream_chat(&config, &request, &inner, &cancel);
+        let stream = client.stream_body(&config, body, &inner, &cancel);
         tokio::pin!(stream);
         let outcome = loop {
             tokio::select! {
@@ -296,76 +289,6 @@ impl Pump {
     }
 }
 
-/// `{:messages [...] :tools [...] :model "..."}` as a [`ChatRequest`]. Tools are
-/// `{:name :description :parameters}`, or in the wire form `{:type "function" :function {...}}`.
-fn chat_request(request: Json) -> Result<ChatRequest, String> {
-    let Json::Object(mut request) = request else {
-        return Err("the request must be a table {:messages [...]}".to_owned());
-    };
-    let messages = match request.remove("messages") {
-        Some(Json::Array(messages)) => messages,
-        Some(Json::Object(empty)) if empty.is_empty() => Vec::new(),
-        None | Some(Json::Null) => {
-            return Err("the request needs :messages, a list of messages".to_owned());
-        }
-        Some(other) => return Err(format!(":messages must be a list of messages, got {other}")),
-    };
-    let tools = match request.remove("tools") {
-        None | Some(Json::Null) => Vec::new(),
-        Some(Json::Object(empty)) if empty.is_empty() => Vec::new(),
-        Some(Json::Array(tools)) => tools.into_iter().map(tool_spec).collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!(":tools must be a list of tools, got {other}")),
-    };
-    let model = match request.remove("model") {
-        None | Some(Json::Null) => None,
-        Some(Json::String(model)) => Some(model).filter(|model| !model.is_empty()),
-        Some(other) => return Err(format!(":model must be a string, got {other}")),
-    };
-    Ok(ChatRequest {
-        messages,
-        tools,
-        model,
-    })
-}
-
-fn tool_spec(tool: Json) -> Result<ToolSpec, String> {
-    let Json::Object(mut tool) = tool else {
-        return Err(format!(
-            "a tool must be a table {{:name :description :parameters}}, got {tool}"
-        ));
-    };
-    if let Some(Json::Object(function)) = tool.remove("function") {
-        tool = function;
-    }
-    let name = match tool.remove("name") {
-        Some(Json::String(name)) if !name.is_empty() => name,
-        _ => return Err("every tool needs a :name".to_owned()),
-    };
-    let description = match tool.remove("description") {
-        None | Some(Json::Null) => String::new(),
-        Some(Json::String(description)) => description,
-        Some(other) => {
-            return Err(format!(
-                "the description of tool {name} must be a string, got {other}"
-            ));
-        }
-    };
-    let parameters = match tool.remove("parameters") {
-        None | Some(Json::Null) => json!({"type": "object", "properties": {}}),
-        Some(parameters @ Json::Object(_)) => parameters,
-        Some(other) => {
-            return Err(format!(
-                "the parameters of tool {name} must be a JSON schema table, got {other}"
-            ));
-        }
-    };
-    Ok(ToolSpec {
-        name,
-        description,
-        parameters,
-    })
-}
-
 // --- private: results as Lisp data
 
 fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
@@ -373,9 +296,15 @@ fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
         // The deltas, nearly every event of a reply, are built directly.
         StreamEvent::TextDelta(text) => return delta_table(lua, "text-delta", &text),
         StreamEvent::ThoughtDelta(text) => return delta_table(lua, "thought-delta", &text),
-        StreamEvent::ToolCall(call) => json!({
-            "type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments,
-        }),
+        // Built directly: the arguments can be as large as a file.
+        StreamEvent::ToolCall(call) => {
+            let t = lua.create_table_with_capacity(0, 4)?;
+            t.raw_set("type", "tool-call")?;
+            t.raw_set("id", call.id)?;
+            t.raw_set("name", call.name)?;
+            t.raw_set("arguments", lua.create_string(call.arguments.as_bytes())?)?;
+            return Ok(Value::Table(t));
+        }
         StreamEvent::Done {
             finish_reason,
             usage,
@@ -461,7 +390,7 @@ fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
             .and_then(|f| f.get::<mlua::LuaString>("arguments").ok());
         let arguments = match same {
             Some(s) => s,
-            None => lua.create_string(&call.arguments)?,
+            None => lua.create_string(call.arguments.as_bytes())?,
         };
         let t = lua.create_table()?;
         t.set("id", call.id.as_str())?;
