@@ -427,37 +427,41 @@ then :max-turns."
       (>= turn agent.max-turns) :max-turns
       nil))
 
+(fn agent.step [turn]
+  "Model call number TURN of the loop and its tool calls: call the model with the whole
+transcript, run its tool calls in order, append the reply and the results together. Returns
+what `agent.stop-reason` says: nil to go on, else why the loop stops. A function of its own, so
+that a turn's reply (which can hold a whole file) is garbage once the turn is over."
+  (let [_ (agent.maybe-compact!)
+        response (agent.call-model-or-compact)
+        message response.message
+        calls (tool-calls-of message)
+        out []]
+    (record-thought! response)
+    (when (or (has-text? message) (< 0 (length calls)))
+      (table.insert out message))
+    (local results [])
+    (each [_ call (ipairs calls)]
+      (let [result (if (session.cancelled?)
+                       {:content "Cancelled before it ran." :error? true}
+                       (agent.run-tool-call call))]
+        (table.insert results result)
+        (table.insert out (agent.tool-result-message call result))))
+    ;; A tool message carries text only: images a tool gave follow as a user message.
+    (let [images (agent.tool-images-message results)]
+      (when images (table.insert out images)))
+    (when (< 0 (length out))
+      (session.append-message! out))
+    (agent.stop-reason {: turn : response})))
+
 (fn agent.run []
-  "The loop: call the model with the whole transcript, run its tool calls in order, append the
-reply and the results together, and repeat until `agent.stop-reason` says stop. Returns the stop
-reason."
+  "The loop: `agent.step` for turn 1, 2, … until it says stop (or the session is cancelled
+before a turn starts). Returns the stop reason."
   (var turn 0)
   (var stop nil)
   (while (not stop)
     (set turn (+ turn 1))
-    (if (session.cancelled?)
-        (set stop :cancelled)
-        (let [_ (agent.maybe-compact!)
-              response (agent.call-model-or-compact)
-              message response.message
-              calls (tool-calls-of message)
-              out []]
-          (record-thought! response)
-          (when (or (has-text? message) (< 0 (length calls)))
-            (table.insert out message))
-          (local results [])
-          (each [_ call (ipairs calls)]
-            (let [result (if (session.cancelled?)
-                             {:content "Cancelled before it ran." :error? true}
-                             (agent.run-tool-call call))]
-              (table.insert results result)
-              (table.insert out (agent.tool-result-message call result))))
-          ;; A tool message carries text only: images a tool gave follow as a user message.
-          (let [images (agent.tool-images-message results)]
-            (when images (table.insert out images)))
-          (when (< 0 (length out))
-            (session.append-message! out))
-          (set stop (agent.stop-reason {: turn : response})))))
+    (set stop (if (session.cancelled?) :cancelled (agent.step turn))))
   stop)
 
 (fn agent.parse-prompt [text]

@@ -14,7 +14,7 @@ pub(crate) mod tools;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mlua::{Lua, Table, Value};
+use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde_json::Value as Json;
 
 use crate::bind::llm::DeltaSink;
@@ -146,8 +146,15 @@ const SESSION: &[HostFn] = &[
             lua.create_function(|lua, id: Option<String>| {
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
+                // The lock is not held while Lisp values are made (a collection may run
+                // finalizers that call back here); the messages are converted one by one.
                 let t = s.with(&id, |s| s.transcript.clone()).unwrap_or_default();
-                to_lua(lua, &Json::Array(t))
+                let list = lua.create_table_with_capacity(t.len(), 0)?;
+                list.set_metatable(Some(lua.array_metatable()))?;
+                for message in t {
+                    list.raw_push(to_lua(lua, &message)?)?;
+                }
+                Ok(list)
             })
         },
     },
@@ -162,10 +169,15 @@ const SESSION: &[HostFn] = &[
                 let id = session_id(lua, &s, id)?;
                 let msgs = messages(lua, msgs)?;
                 s.with(&id, |s| {
-                    for m in &msgs {
-                        s.record(&Entry::Message { message: m.clone() });
+                    // Each message is recorded and then moved into the transcript, never
+                    // copied: a message can be as large as a file the model wrote.
+                    for message in msgs {
+                        let entry = Entry::Message { message };
+                        s.record(&entry);
+                        if let Entry::Message { message } = entry {
+                            s.transcript.push(Arc::new(message));
+                        }
                     }
-                    s.transcript.extend(msgs)
                 });
                 Ok(())
             })
@@ -185,10 +197,12 @@ const SESSION: &[HostFn] = &[
                     other => messages(lua, other)?,
                 };
                 s.with(&id, |s| {
-                    s.record(&Entry::Transcript {
-                        messages: msgs.clone(),
-                    });
-                    s.transcript = msgs
+                    // Recorded, then moved into the transcript: no message is copied.
+                    let entry = Entry::Transcript { messages: msgs };
+                    s.record(&entry);
+                    if let Entry::Transcript { messages } = entry {
+                        s.transcript = messages.into_iter().map(Arc::new).collect();
+                    }
                 });
                 Ok(())
             })

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,7 +36,8 @@ pub struct Session {
     /// The directory relative paths and `bash` resolve against.
     pub cwd: PathBuf,
     /// The OpenAI messages so far, without the system message (rebuilt for every request).
-    pub transcript: Vec<Value>,
+    /// Shared, so a copy of the list (for Lisp) copies no message: one can hold a whole file.
+    pub transcript: Vec<Arc<Value>>,
     /// The token of the prompt that is running (or ran last); replaced by each new prompt.
     pub cancel: CancelToken,
     sink: Option<EventSink>,
@@ -206,7 +208,7 @@ impl Sessions {
         let session = Session {
             id: id.to_owned(),
             cwd,
-            transcript: loaded.transcript(),
+            transcript: loaded.transcript().into_iter().map(Arc::new).collect(),
             cancel: CancelToken::new(),
             sink,
             data: loaded.data(),
