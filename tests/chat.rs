@@ -3,7 +3,7 @@
 //! on what the screen shows (or, piped, on what is printed) and on what the model was sent.
 //!
 //! Covered: a streamed answer styled as light Markdown and its status line; a tool card with
-//! its live output; the one-key permission question (y, a, n, Esc); Ctrl-C while the answer
+//! its live output; the one-key permission question (y, a, n, Esc; a huge line cut); Ctrl-C while the answer
 //! streams and while a command runs; Fennel forms (one line, several lines, locals that
 //! persist, errors); chat and slash commands; sessions (`-c`, `--session`, `--resume`);
 //! `NO_COLOR` and `TERM=dumb`; a narrow terminal; piped stdin; and bad input: a model error
@@ -382,6 +382,37 @@ fn an_edit_shows_its_diff() {
         std::fs::read_to_string(env.project.join("notes.txt")).unwrap(),
         "alpha\nBETA\ngamma\n"
     );
+    exit(&term);
+}
+
+#[test]
+fn a_write_of_one_huge_line_asks_with_the_line_cut_and_the_keys_on_screen() {
+    let env = Env::new();
+    let line = "y".repeat(2 << 20);
+    let args = json!({"path": "big.txt", "content": line}).to_string();
+    let fragments: Vec<&str> = args
+        .as_bytes()
+        .chunks(64 << 10)
+        .map(|c| std::str::from_utf8(c).expect("ASCII"))
+        .collect();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "write", &fragments)),
+        answer(&["Not written."]),
+    ]);
+    let term = open(&env, Some(&fake), &[], &[]);
+    term.type_line("write a big file");
+    let question = term.wait_for("[n] no", DEADLINE);
+    assert!(question.contains("Write big.txt?"), "{question}");
+    // The diff's line is `+` and the content: its first 1000 characters are shown.
+    let more = format!("… {} more characters", (2 << 20) + 1 - 1000);
+    assert!(question.contains(&more), "{question}");
+    // The line is shown up to chat.line-max-chars, not the 2 MB of it.
+    let shown = term.text().matches('y').count();
+    assert!((999..1100).contains(&shown), "{shown} y shown");
+    term.write(b"n");
+    let screen = term.wait_for("Not written.", DEADLINE);
+    assert!(screen.contains("Blocked: the user rejected it"), "{screen}");
+    assert!(!env.project.join("big.txt").exists());
     exit(&term);
 }
 

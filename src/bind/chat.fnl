@@ -30,6 +30,8 @@
   "Lines of a finished tool's output shown under its card.")
 (defsetting "chat.diff-max-lines" 40 :integer
   "Lines of an edit's diff shown under its card and in the permission question.")
+(defsetting "chat.line-max-chars" 1000 :integer
+  "Characters of one line shown in a diff, a tool's output or a permission question's arguments; the rest is counted (\"… N more characters\"). A command to run is always shown whole.")
 (defsetting "chat.history-size" 1000 :integer
   "Inputs kept in the chat's history file (shared by every directory).")
 (defsetting "chat.theme"
@@ -81,6 +83,22 @@ the title, and for a finished bash its exit status."
                   code (chat.style :error (.. "  " code))
                   ""))))))
 
+(fn chat.clip [line ?max]
+  "LINE cleaned of control characters (`chat.clean`) and cut to ?MAX characters (default
+`chat.line-max-chars`), the rest said as a dim \"… N more characters\"."
+  (let [max (or ?max chat.line-max-chars)
+        chars (utf8.len line)
+        n (or chars (length line))]
+    (if (<= n max)
+        (chat.clean line)
+        (let [cut (if chars (- (utf8.offset line (+ max 1)) 1) max)]
+          (.. (chat.clean (line:sub 1 cut))
+              (chat.style :dim (.. " … " (- n max) " more characters")))))))
+
+(fn clip-lines [text]
+  "TEXT with each of its lines cut by `chat.clip`."
+  (table.concat (icollect [l (string.gmatch (.. text "\n") "([^\n]*)\n")] (chat.clip l)) "\n"))
+
 (fn chat.diff-text [old new ?max]
   "The unified diff of OLD and NEW, coloured, at most ?MAX lines (default `chat.diff-max-lines`)."
   (let [lines (chat.diff-lines old new)
@@ -89,11 +107,11 @@ the title, and for a finished bash its exit status."
     (each [i line (ipairs lines) &until (> i max)]
       (table.insert out
         (case (line:sub 1 1)
-          "+" (if (= "+++" (line:sub 1 3)) nil (chat.style :added (chat.clean line)))
-          "-" (if (= "---" (line:sub 1 3)) nil (chat.style :removed (chat.clean line)))
+          "+" (if (= "+++" (line:sub 1 3)) nil (chat.style :added (chat.clip line)))
+          "-" (if (= "---" (line:sub 1 3)) nil (chat.style :removed (chat.clip line)))
           "@" (chat.style :hunk line)
           "\\" nil
-          _ (chat.clean line))))
+          _ (chat.clip line))))
     (when (> (length lines) max)
       (table.insert out (chat.style :dim (.. "… " (- (length lines) max) " more lines"))))
     (table.concat out "\n")))
@@ -102,7 +120,7 @@ the title, and for a finished bash its exit status."
   (let [out []
         all (icollect [l (string.gmatch (.. text "\n") "([^\n]*)\n")] l)]
     (each [i l (ipairs all) &until (> i n)]
-      (table.insert out (chat.style :dim (.. "  " (chat.clean l)))))
+      (table.insert out (chat.style :dim (.. "  " (chat.clip l)))))
     (when (> (length all) n)
       (let [more (- (length all) n)]
         (table.insert out (chat.style :dim (.. "  … " more (if (= more 1) " more line" " more lines"))))))
@@ -193,7 +211,7 @@ the model (or how to configure one) and the input rules."
         (table.insert out (.. (chat.style :dim (chat.clean (or c.path ""))) "\n"
                               (chat.diff-text (if (= :string (type c.oldText)) c.oldText "")
                                               (or c.newText ""))))))
-    (if (< 0 (length out)) (table.concat out "\n") (chat.clean (fennel.view args)))))
+    (if (< 0 (length out)) (table.concat out "\n") (clip-lines (fennel.view args)))))
 
 (fn chat.permission-question [call]
   "The question asked before the tool CALL {:name :args :kind} runs: what exactly it would do
@@ -216,9 +234,9 @@ marks it destructive, and the arguments) and the keys."
                         (if call.mcp.destructive?
                             (chat.style :dim "  the server marks it destructive")
                             "")
-                        "\n" (chat.clean (json.encode args)))
+                        "\n" (chat.clip (json.encode args)))
                _ (.. (chat.style :question (.. "Allow " call.name "?")) "\n"
-                     (chat.clean (fennel.view args))))]
+                     (clip-lines (fennel.view args))))]
     (.. what "\n" (chat.style :bold "[y]") " yes (Enter)  "
         (chat.style :bold "[a]") " always: " (chat.clean (agent.describe-rule (agent.permission-rule call)))
         "  " (chat.style :bold "[n]") " no")))
