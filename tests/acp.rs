@@ -1964,6 +1964,35 @@ fn cancel_kills_the_command_in_the_clients_terminal() {
     assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
 }
 
+/// A cancel while the editor is still making the terminal: the terminal it makes anyway is
+/// killed and released when its id arrives, so the command is not left running in it.
+#[test]
+fn a_terminal_made_after_a_cancel_is_killed_and_released() {
+    let env = Env::new();
+    let fake = FakeModel::start([Reply::from(tool_call_chunks(
+        "c1",
+        "bash",
+        &[r#"{"command":"sleep 30"}"#],
+    ))]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = yolo_session(&mut c, &env, json!({"terminal": true}));
+    let id = c.prompt(&sid, "wait");
+    let create = c.until(|m| m["method"] == "terminal/create");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    // The prompt ends as cancelled without waiting for the editor's slow answer...
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    // ...and the terminal that answer names is cleaned up.
+    c.answer(&create["id"], json!({"terminalId": "late-1"}));
+    let kill = c.until(|m| m["method"] == "terminal/kill");
+    assert_eq!(kill["params"]["terminalId"], "late-1");
+    assert_eq!(kill["params"]["sessionId"], sid.as_str());
+    c.answer(&kill["id"], json!({}));
+    let release = c.until(|m| m["method"] == "terminal/release");
+    assert_eq!(release["params"]["terminalId"], "late-1");
+    c.answer(&release["id"], json!({}));
+}
+
 /// Without the terminal capability, or with `acp.use-client-terminal?` false, commands run
 /// locally as before (the output streams into the card).
 #[test]

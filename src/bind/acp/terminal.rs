@@ -8,7 +8,9 @@
 //! request's `env`. The card gets the terminal (`{type: "terminal", terminalId}`) as soon as it
 //! exists. A timeout or the prompt's cancel kills the command (`terminal/kill`); then the output
 //! is read and the terminal released, each within [`TERMINAL_CLEANUP_TIMEOUT`], also when the
-//! tool is interrupted mid-way (the release is then sent from a task of its own).
+//! tool is interrupted mid-way (the release is then sent from a task of its own). A terminal the
+//! editor makes after the prompt was cancelled (or the tool interrupted) while it was asked for
+//! is killed and released when its id arrives.
 //!
 //! The result reads as a local command's does (`tools::bash::outcome`), from the tail of what
 //! the editor kept. This module does not decide whether the client's terminal is used (the
@@ -25,7 +27,7 @@ use serde_json::{Value, json};
 use super::hub;
 use crate::bind::session::tools::{cwd, output_table, session_cancel};
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{Connection, RequestError};
+use crate::jsonrpc::Connection;
 use crate::lisp::{HostFn, create_async_function};
 use crate::session::Sessions;
 use crate::tools::bash::{CommandEnd, outcome};
@@ -150,10 +152,9 @@ impl Run<'_> {
         timeout: Duration,
         max_chars: usize,
     ) -> (ToolOutput, Option<String>) {
-        let created = self
-            .conn
-            .request_with("terminal/create", request, None, Some(self.cancel))
-            .await;
+        let Some(created) = self.create(request).await else {
+            return (ToolOutput::error("[cancelled]"), None);
+        };
         let id = match created {
             Ok(v) => match v.get("terminalId").and_then(Value::as_str) {
                 Some(id) => id.to_owned(),
@@ -164,7 +165,6 @@ impl Run<'_> {
                     );
                 }
             },
-            Err(RequestError::Cancelled { .. }) => return (ToolOutput::error("[cancelled]"), None),
             Err(e) => {
                 let why = format!("Could not run the command in the editor's terminal: {e}");
                 return (ToolOutput::error(why), None);
@@ -195,6 +195,39 @@ impl Run<'_> {
         let _ = self.cleanup("terminal/release", &params).await;
         release.done();
         (result(end, output, timeout, max_chars), Some(id))
+    }
+
+    /// `terminal/create`; `None` when the prompt is cancelled first. The request runs in a task
+    /// of its own: the editor may make the terminal although the prompt was cancelled while it
+    /// did, and the id that still arrives is then killed and released there, so no command is
+    /// left running in it while the prompt answers at once.
+    async fn create(&self, request: Value) -> Option<Result<Value, String>> {
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let (conn, sid) = (self.conn.clone(), self.sid.to_owned());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let created = conn
+                .request_with("terminal/create", request, None, None)
+                .await
+                .map_err(|e| e.to_string());
+            let Err(Ok(late)) = tx.send(created) else {
+                return;
+            };
+            if let Some(id) = late.get("terminalId").and_then(Value::as_str) {
+                let params = json!({"sessionId": sid, "terminalId": id});
+                for method in ["terminal/kill", "terminal/release"] {
+                    let timeout = Some(TERMINAL_CLEANUP_TIMEOUT);
+                    let _ = conn.request_with(method, &params, timeout, None).await;
+                }
+            }
+        });
+        tokio::select! {
+            biased;
+            created = rx => Some(created.unwrap_or_else(|_| Err("the request was lost".to_owned()))),
+            () = self.cancel.cancelled() => None,
+        }
     }
 
     /// Wait for the command to exit, or kill it at the timeout or the cancel; how it ended
