@@ -24,6 +24,13 @@ for v in 5.4 5.3 5.2 5.1; do
 done
 [ -f "$local_lua" ] && found "$local_lua"
 
+# One install at a time (the README's two commands may run side by side in one clone): the
+# others wait here, then find what the first installed.
+mkdir -p "$root/.deps"
+exec 9>"$root/.deps/setup-fennel.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+[ -f "$local_lua" ] && found "$local_lua"
+
 if ! command -v apt-get >/dev/null 2>&1; then
   say "no fennel.lua found and no apt-get here; install your distribution's 'fennel' package"
   say "(Fedora, openSUSE, Homebrew and Nix ship it) or set OML_FENNEL_LUA=/path/to/fennel.lua"
@@ -49,7 +56,7 @@ mirror="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sour
   | grep -v security | head -n1 || true)"
 mirror="${mirror:-http://deb.debian.org/debian}"
 apt_dir="$root/.deps/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$local_dir"
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
 echo "deb $mirror trixie main" > "$apt_dir/sources.list"
 apt_opts=(
   -o "Dir::Etc::SourceList=$apt_dir/sources.list"
@@ -62,6 +69,11 @@ apt_opts=(
 apt-get "${apt_opts[@]}" update >&2
 (cd "$apt_dir" && apt-get "${apt_opts[@]}" download fennel >&2)
 deb="$(ls "$apt_dir"/fennel_*.deb | head -n1)"
-dpkg-deb -x "$deb" "$local_dir"
-[ -f "$local_lua" ] || { say "the package did not contain usr/share/lua/5.4/fennel.lua"; exit 1; }
+# Unpacked aside and moved into place whole, so nobody finds a half-written fennel.lua.
+unpacked="$local_dir.partial"
+rm -rf "$unpacked"
+dpkg-deb -x "$deb" "$unpacked"
+[ -f "$unpacked/usr/share/lua/5.4/fennel.lua" ] || { say "the package did not contain usr/share/lua/5.4/fennel.lua"; exit 1; }
+rm -rf "$local_dir"
+mv "$unpacked" "$local_dir"
 found "$local_lua"
