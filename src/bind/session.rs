@@ -14,11 +14,11 @@ pub(crate) mod tools;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mlua::{Lua, LuaSerdeExt, Table, Value};
+use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use crate::bind::llm::DeltaSink;
-use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua};
+use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua, to_lua_list};
 use crate::llm::StreamEvent;
 use crate::session::{AgentEvent, Entry, Sessions};
 
@@ -147,14 +147,9 @@ const SESSION: &[HostFn] = &[
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 // The lock is not held while Lisp values are made (a collection may run
-                // finalizers that call back here); the messages are converted one by one.
+                // finalizers that call back here); the list shares the messages.
                 let t = s.with(&id, |s| s.transcript.clone()).unwrap_or_default();
-                let list = lua.create_table_with_capacity(t.len(), 0)?;
-                list.set_metatable(Some(lua.array_metatable()))?;
-                for message in t {
-                    list.raw_push(to_lua(lua, &message)?)?;
-                }
-                Ok(list)
+                to_lua_list(lua, t.iter().map(|m| &**m))
             })
         },
     },

@@ -11,15 +11,17 @@
 use mlua::serde::DeserializeOptions;
 use mlua::{Lua, LuaSerdeExt, MultiValue, Value};
 
+use super::encode::LuaJson;
 use super::surface::{HostFn, define};
 
-/// String bytes in one value above which converting it to Lua first runs a full collection.
+/// String bytes in one value above which converting it to or from Lua first runs a full
+/// collection.
 ///
 /// Lua's incremental collector runs in steps paced by allocation, so a few large strings made in
 /// quick succession (a 20 MB `write`'s arguments: the model's answer, the decoded arguments,
 /// the transcript copied for the next request) all stay resident before a cycle completes. A
 /// full collection before such a copy frees the copies that are already garbage; the walk that
-/// measures the value allocates nothing and costs a fraction of the conversion itself.
+/// measures the value costs a fraction of the conversion itself, and stops at the limit.
 pub const LARGE_VALUE_BYTES: usize = 4 << 20;
 
 /// JSON → a fresh Lua value.
@@ -28,6 +30,28 @@ pub fn to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
         lua.gc_collect()?;
     }
     lua.to_value(json)
+}
+
+/// JSON values → a fresh Lua list of them (marked as an array), the collection of [`to_lua`]
+/// decided by all of them together.
+pub fn to_lua_list<'a>(
+    lua: &Lua,
+    items: impl Iterator<Item = &'a serde_json::Value> + Clone,
+) -> mlua::Result<mlua::Table> {
+    let mut total = 0usize;
+    for item in items.clone() {
+        total += string_bytes(item, LARGE_VALUE_BYTES - total.min(LARGE_VALUE_BYTES));
+        if total > LARGE_VALUE_BYTES {
+            lua.gc_collect()?;
+            break;
+        }
+    }
+    let list = lua.create_table()?;
+    list.set_metatable(Some(lua.array_metatable()))?;
+    for item in items {
+        list.raw_push(lua.to_value(item)?)?;
+    }
+    Ok(list)
 }
 
 /// The bytes of the strings (and keys) in `v`, counted up to a little past `limit`.
@@ -54,38 +78,35 @@ fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
     total
 }
 
-/// `value` as mlua serializes it with the options of [`from_lua`]: what a conversion to JSON
-/// gives, written straight from the Lua value without a JSON value in between.
-pub fn serializable(value: &Value) -> mlua::SerializableValue<'_> {
-    value
-        .to_serializable()
-        .deny_unsupported_types(false)
-        .deny_recursive_tables(true)
-}
-
 /// The bytes of the strings (and string keys) in the Lua value `v`, counted up to a little past
 /// `limit`. Each table is visited once, so a table that contains itself ends the walk.
 fn lua_string_bytes(v: &Value, limit: usize) -> usize {
+    let size = |v: &Value| match v {
+        Value::String(s) => s.as_bytes().len(),
+        _ => 0,
+    };
     let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![v.clone()];
-    let mut total = 0usize;
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::String(s) => total += s.as_bytes().len(),
-            Value::Table(t) if seen.insert(t.to_pointer()) => {
-                for (k, v) in t.pairs::<Value, Value>().flatten() {
-                    if let Value::String(k) = k {
-                        total += k.as_bytes().len();
-                    }
-                    if matches!(v, Value::String(_) | Value::Table(_)) {
-                        stack.push(v);
-                    }
-                }
-            }
-            _ => {}
-        }
+    let mut total = size(v);
+    // Only tables wait on the stack; strings are counted as they are met.
+    let mut stack: Vec<mlua::Table> = match v {
+        Value::Table(t) => vec![t.clone()],
+        _ => Vec::new(),
+    };
+    while let Some(t) = stack.pop() {
         if total > limit {
             break;
+        }
+        if !seen.insert(t.to_pointer()) {
+            continue;
+        }
+        for (k, v) in t.pairs::<Value, Value>().flatten() {
+            total += size(&k) + size(&v);
+            if let Value::Table(inner) = v {
+                stack.push(inner);
+            }
+            if total > limit {
+                break;
+            }
         }
     }
     total
@@ -118,7 +139,7 @@ const JSON: &[HostFn] = &[
               table that contains itself is an error.",
         make: |lua| {
             lua.create_function(|lua, v: Value| {
-                let text = crate::sized::to_vec_exact(&serializable(&v), 0)
+                let text = crate::sized::to_vec_exact(&LuaJson::new(lua, &v), 0)
                     .map_err(mlua::Error::external)?;
                 lua.create_string(text)
             })
@@ -130,8 +151,8 @@ const JSON: &[HostFn] = &[
         doc: "The length in bytes of VALUE as JSON text, as json.encode would write it, \
               counted without making the text (for estimates over large values).",
         make: |lua| {
-            lua.create_function(|_, v: Value| {
-                crate::sized::encoded_len(&serializable(&v)).map_err(mlua::Error::external)
+            lua.create_function(|lua, v: Value| {
+                crate::sized::encoded_len(&LuaJson::new(lua, &v)).map_err(mlua::Error::external)
             })
         },
     },

@@ -15,6 +15,7 @@
 
 mod compile;
 mod convert;
+pub mod encode;
 mod error;
 mod host;
 pub mod init;
@@ -34,7 +35,7 @@ use crate::cancel::CancelToken;
 
 pub use compile::compile_in;
 pub(crate) use compile::{sha256_hex, write_atomically};
-pub use convert::{from_lua, serializable, to_lua};
+pub use convert::{from_lua, to_lua, to_lua_list};
 pub use error::{LispError, RuntimeError};
 pub use run::{HOOK_INSTRUCTIONS, create_async_function};
 pub use settings::SettingDecl;

@@ -5,20 +5,24 @@
 //! (the session) and again in Lisp (the table the loop built for this call), and one message
 //! can be as large as a file the model wrote. Serializing the tables directly keeps a 20 MB
 //! `write` at three copies during a model call (session, Lisp, body) instead of four. The
-//! messages are serialized by mlua's own serializer with the options [`from_lua`] uses, so the
-//! body says what a conversion to JSON would: `json.array` tables and sequences are arrays,
-//! `json.null` is null, functions and userdata are left out, a table that contains itself is an
+//! messages are written by `crate::lisp::encode`'s rules, those of a conversion to JSON:
+//! `json.array` tables and sequences are arrays, `json.null` is null, functions and userdata
+//! are left out, keys must be strings and strings UTF-8, and a table that contains itself is an
 //! error. Assistant messages get the reasoning field the call's policy gives them
 //! (`crate::llm::request` explains it).
 //!
 //! It knows nothing of the network, settings or sessions.
 
+use std::cell::RefCell;
+use std::ffi::c_void;
+
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::Serialize;
-use serde::ser::{Error as _, SerializeMap};
+use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde_json::{Map, Value as Json, json};
 
-use crate::lisp::{from_lua, serializable};
+use crate::lisp::encode::{Nested, array_len, object_entries, skipped};
+use crate::lisp::from_lua;
 use crate::llm::provider::{REASONING_KEYS, ReasoningPolicy};
 use crate::llm::request::encode_body_with;
 use crate::llm::{LlmConfig, LlmError, ToolSpec, model_for};
@@ -150,8 +154,8 @@ fn tool_spec(tool: Json) -> Result<ToolSpec, String> {
 
 // --- private: the messages as the body's list
 
-/// The messages table serialized in place, each assistant message's reasoning as the policy
-/// says.
+/// The messages table serialized in place (by `crate::lisp::encode`'s rules), each assistant
+/// message's reasoning as the policy says.
 struct LuaMessages<'a> {
     lua: &'a Lua,
     messages: Option<&'a Table>,
@@ -163,49 +167,87 @@ impl Serialize for LuaMessages<'_> {
         let Some(messages) = self.messages else {
             return serializer.collect_seq(std::iter::empty::<Json>());
         };
-        // As mlua serializes a list: its raw length, the values JSON cannot hold left out.
-        let items = (1..=messages.raw_len())
-            .map(|i| messages.raw_get::<Value>(i))
-            .filter(|item| !item.as_ref().is_ok_and(skipped))
-            .collect::<mlua::Result<Vec<Value>>>()
-            .map_err(S::Error::custom)?;
-        serializer.collect_seq(items.iter().map(|message| LuaMessage {
-            lua: self.lua,
-            message,
-            policy: self.policy,
-        }))
+        let path = RefCell::new(vec![messages.to_pointer()]);
+        let mut seq = serializer.serialize_seq(Some(messages.raw_len()))?;
+        for i in 1..=messages.raw_len() {
+            let message: Value = messages.raw_get(i).map_err(S::Error::custom)?;
+            if skipped(&message) {
+                continue;
+            }
+            match assistant(self.lua, &message) {
+                Some(t) => seq.serialize_element(&Assistant {
+                    lua: self.lua,
+                    message: t,
+                    policy: self.policy,
+                    path: &path,
+                })?,
+                None => seq.serialize_element(&Nested {
+                    lua: self.lua,
+                    value: &message,
+                    path: &path,
+                })?,
+            }
+        }
+        seq.end()
     }
 }
 
-struct LuaMessage<'a> {
-    lua: &'a Lua,
-    message: &'a Value,
-    policy: &'a ReasoningPolicy,
+/// `message` when it is an assistant message: a table that is an object, with role
+/// `"assistant"`.
+fn assistant<'v>(lua: &Lua, message: &'v Value) -> Option<&'v Table> {
+    match message {
+        Value::Table(t)
+            if array_len(lua, t).is_none()
+                && t.raw_get::<String>("role").ok().as_deref() == Some("assistant") =>
+        {
+            Some(t)
+        }
+        _ => None,
+    }
 }
 
-impl Serialize for LuaMessage<'_> {
+/// An assistant message: its fields but the reasoning ones, then the one the policy gives it.
+struct Assistant<'a> {
+    lua: &'a Lua,
+    message: &'a Table,
+    policy: &'a ReasoningPolicy,
+    path: &'a RefCell<Vec<*const c_void>>,
+}
+
+impl Serialize for Assistant<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let assistant = match self.message {
-            Value::Table(t) if t.get::<String>("role").ok().as_deref() == Some("assistant") => t,
-            other => return serializable(other).serialize(serializer),
-        };
+        if self.path.borrow().contains(&self.message.to_pointer()) {
+            return Err(S::Error::custom("recursive table detected"));
+        }
+        self.path.borrow_mut().push(self.message.to_pointer());
+        let result = self.fields(serializer);
+        self.path.borrow_mut().pop();
+        result
+    }
+}
+
+impl Assistant<'_> {
+    fn fields<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let entries = object_entries(self.message).map_err(S::Error::custom)?;
         let mut reasoning = Map::new();
+        let mut has_calls = false;
         let mut map = serializer.serialize_map(None)?;
-        for pair in assistant.pairs::<Value, Value>() {
-            let (key, value) = pair.map_err(S::Error::custom)?;
-            if skipped(&key) || skipped(&value) {
+        for (key, value) in &entries {
+            if REASONING_KEYS.contains(&key.as_str()) {
+                let value = from_lua(self.lua, value.clone()).map_err(S::Error::custom)?;
+                reasoning.insert(key.clone(), value);
                 continue;
             }
-            match key.as_string().and_then(|k| k.to_str().ok()) {
-                Some(k) if REASONING_KEYS.contains(&&*k) => {
-                    let value = from_lua(self.lua, value).map_err(S::Error::custom)?;
-                    reasoning.insert(k.to_string(), value);
-                }
-                _ => map.serialize_entry(&serializable(&key), &serializable(&value))?,
+            if key == "tool_calls" {
+                has_calls = is_nonempty_array(self.lua, value);
             }
+            let value = Nested {
+                lua: self.lua,
+                value,
+                path: self.path,
+            };
+            map.serialize_entry(key, &value)?;
         }
-        let has_calls = matches!(assistant.get::<Value>("tool_calls"),
-            Ok(Value::Table(calls)) if calls.raw_len() > 0);
         if let Some((key, value)) = self.policy.outgoing_for(has_calls, &reasoning) {
             map.serialize_entry(key, &value)?;
         }
@@ -213,23 +255,13 @@ impl Serialize for LuaMessage<'_> {
     }
 }
 
-/// Whether a table entry's key or value is one a conversion to JSON leaves out.
-fn skipped(value: &Value) -> bool {
-    match value {
-        Value::LightUserData(u) => !u.0.is_null(),
-        // oml makes no serializable userdata; mlua would serialize one nested deeper.
-        Value::UserData(_)
-        | Value::Function(_)
-        | Value::Thread(_)
-        | Value::Error(_)
-        | Value::Other(_) => true,
-        Value::Nil
-        | Value::Boolean(_)
-        | Value::Integer(_)
-        | Value::Number(_)
-        | Value::String(_)
-        | Value::Table(_) => false,
-    }
+/// Whether `value` converts to a JSON array with at least one element.
+fn is_nonempty_array(lua: &Lua, value: &Value) -> bool {
+    let Value::Table(t) = value else {
+        return false;
+    };
+    array_len(lua, t)
+        .is_some_and(|len| (1..=len).any(|i| t.raw_get::<Value>(i).is_ok_and(|v| !skipped(&v))))
 }
 
 #[cfg(test)]
@@ -256,6 +288,10 @@ mod tests {
             {role = "assistant", content = "done", reasoning = "r",
               reasoning_details = {{type = "reasoning.text", text = "r"}}},
             {role = "assistant", content = "", extra = setmetatable({}, array_mt), n = 1.5},
+            {role = "assistant", content = "x", [null] = 1, skip = function() end},
+            {role = "assistant", content = "x", "an array part makes it a list"},
+            {role = "assistant", content = null, reasoning_content = "r",
+              tool_calls = {function() end}},
         }}"#,
     ];
 
@@ -320,6 +356,36 @@ mod tests {
         let parsed = LispRequest::parse(&lua, Value::Table(request)).unwrap();
         let encoded = parsed.encode(&lua, &LlmConfig::default()).unwrap();
         assert!(matches!(encoded, Err(LlmError::NoModel)), "{encoded:?}");
+    }
+
+    #[test]
+    fn what_json_cannot_hold_is_an_error_of_the_request() {
+        let lua = Lua::new();
+        let config = LlmConfig {
+            model: Some("m".into()),
+            ..LlmConfig::default()
+        };
+        let cases = [
+            ("{role = 'user', content = 'caf\\233'}", "UTF-8"),
+            ("{role = 'assistant', content = 'caf\\233'}", "UTF-8"),
+            (
+                "{role = 'user', [2] = 'x'}",
+                "must be a string, got integer 2",
+            ),
+            (
+                "{role = 'assistant', [true] = 1}",
+                "must be a string, got boolean true",
+            ),
+        ];
+        for (message, expected) in cases {
+            let request: Table = lua
+                .load(format!("return {{messages = {{{message}}}}}"))
+                .eval()
+                .unwrap();
+            let parsed = LispRequest::parse(&lua, Value::Table(request)).unwrap();
+            let error = parsed.encode(&lua, &config).unwrap_err();
+            assert!(error.contains(expected), "{message}: {error}");
+        }
     }
 
     #[test]

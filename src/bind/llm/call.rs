@@ -340,7 +340,7 @@ fn outcome_json(outcome: &ChatOutcome) -> Json {
     let calls: Vec<Json> = outcome
         .tool_calls
         .iter()
-        .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments}))
+        .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments.as_str()}))
         .collect();
     let mut table = Map::new();
     table.insert("message".into(), outcome.message.clone());

@@ -1,0 +1,226 @@
+//! Lua values written as JSON text directly, by the rules of the conversion to JSON values
+//! (`convert::from_lua`), with no JSON value in between: `json.encode`, `json.encoded-length`
+//! and the `llm.chat` request body, where a value can hold a whole file.
+//!
+//! The rules, the same both ways:
+//! - a table marked by `json.array`, or with a sequence part (`#t > 0`), is an array of its
+//!   first `#t` values; any other table is an object;
+//! - `nil` and `json.null` are `null`; functions, coroutines and userdata are left out of
+//!   tables (and are `null` alone); a key that is `json.null` or such a value is left out too;
+//! - object keys must be strings, and strings valid UTF-8: anything else is an error, as is a
+//!   table that contains itself or nests deeper than [`MAX_DEPTH`].
+//!
+//! It knows nothing of what the values mean.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+
+use mlua::{Lua, LuaSerdeExt, Table, Value};
+use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+/// The deepest nesting of tables a value may have (mlua's limit for the conversion too).
+pub const MAX_DEPTH: usize = 128;
+
+/// A Lua value that serializes as JSON by the rules above.
+pub struct LuaJson<'a> {
+    lua: &'a Lua,
+    value: &'a Value,
+}
+
+impl<'a> LuaJson<'a> {
+    pub fn new(lua: &'a Lua, value: &'a Value) -> Self {
+        Self { lua, value }
+    }
+}
+
+impl Serialize for LuaJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let path = RefCell::new(Vec::new());
+        Nested {
+            lua: self.lua,
+            value: self.value,
+            path: &path,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Whether a table entry's key or value is one the rules leave out.
+pub fn skipped(value: &Value) -> bool {
+    match value {
+        Value::LightUserData(u) => !u.0.is_null(),
+        Value::UserData(_)
+        | Value::Function(_)
+        | Value::Thread(_)
+        | Value::Error(_)
+        | Value::Other(_) => true,
+        Value::Nil
+        | Value::Boolean(_)
+        | Value::Integer(_)
+        | Value::Number(_)
+        | Value::String(_)
+        | Value::Table(_) => false,
+    }
+}
+
+/// How many values the table `t` has as an array, or `None` when it is an object.
+pub fn array_len(lua: &Lua, t: &Table) -> Option<usize> {
+    let len = t.raw_len();
+    (len > 0 || t.metatable() == Some(lua.array_metatable())).then_some(len)
+}
+
+/// The entries of `t` as an object has them: string keys, in `pairs` order, without the keys
+/// and values the rules leave out; a key of another kind is an error.
+pub fn object_entries(t: &Table) -> mlua::Result<Vec<(String, Value)>> {
+    let mut entries = Vec::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (key, value) = pair?;
+        if key.is_null() || skipped(&key) || skipped(&value) {
+            continue;
+        }
+        let key = match key {
+            Value::String(s) => s.to_str()?.to_string(),
+            other => {
+                let shown = match other {
+                    Value::Integer(i) => format!(" {i}"),
+                    Value::Number(n) => format!(" {n}"),
+                    Value::Boolean(b) => format!(" {b}"),
+                    _ => String::new(),
+                };
+                return Err(mlua::Error::runtime(format!(
+                    "a key of a JSON object must be a string, got {}{shown}",
+                    other.type_name()
+                )));
+            }
+        };
+        entries.push((key, value));
+    }
+    Ok(entries)
+}
+
+/// A value inside a top-level one, with the tables above it.
+pub struct Nested<'a> {
+    pub lua: &'a Lua,
+    pub value: &'a Value,
+    pub path: &'a RefCell<Vec<*const c_void>>,
+}
+
+impl Serialize for Nested<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.value {
+            Value::Nil => serializer.serialize_unit(),
+            Value::Boolean(b) => serializer.serialize_bool(*b),
+            Value::Integer(i) => serializer.serialize_i64(*i),
+            Value::Number(n) => serializer.serialize_f64(*n),
+            Value::String(s) => match s.to_str() {
+                Ok(s) => serializer.serialize_str(&s),
+                Err(_) => Err(S::Error::custom("a string is not valid UTF-8, so not JSON")),
+            },
+            Value::Table(t) => self.table(t, serializer),
+            Value::LightUserData(_)
+            | Value::UserData(_)
+            | Value::Function(_)
+            | Value::Thread(_)
+            | Value::Error(_)
+            | Value::Other(_) => serializer.serialize_unit(),
+        }
+    }
+}
+
+impl Nested<'_> {
+    /// The table `t`, as an array or an object, once on the path.
+    fn table<S: Serializer>(&self, t: &Table, serializer: S) -> Result<S::Ok, S::Error> {
+        let ptr = t.to_pointer();
+        if self.path.borrow().contains(&ptr) {
+            return Err(S::Error::custom("recursive table detected"));
+        }
+        if self.path.borrow().len() >= MAX_DEPTH {
+            return Err(S::Error::custom(format!(
+                "tables nest deeper than {MAX_DEPTH}"
+            )));
+        }
+        self.path.borrow_mut().push(ptr);
+        let result = self.contents(t, serializer);
+        self.path.borrow_mut().pop();
+        result
+    }
+
+    fn contents<S: Serializer>(&self, t: &Table, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(len) = array_len(self.lua, t) {
+            let mut seq = serializer.serialize_seq(Some(len))?;
+            for i in 1..=len {
+                let value: Value = t.raw_get(i).map_err(S::Error::custom)?;
+                if !skipped(&value) {
+                    seq.serialize_element(&self.inner(&value))?;
+                }
+            }
+            return seq.end();
+        }
+        let entries = object_entries(t).map_err(S::Error::custom)?;
+        let mut map = serializer.serialize_map(Some(entries.len()))?;
+        for (key, value) in &entries {
+            map.serialize_entry(key, &self.inner(value))?;
+        }
+        map.end()
+    }
+
+    /// `value`, inside this one.
+    fn inner<'v>(&'v self, value: &'v Value) -> Nested<'v> {
+        Nested {
+            lua: self.lua,
+            value,
+            path: self.path,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lisp::convert::from_lua;
+
+    /// Plain Lua values (`null` is json.null, `array_mt` the array mark, `f` a function).
+    const VALUES: &[&str] = &[
+        "nil",
+        "true",
+        "-3",
+        "2.5",
+        "'é\\n\"'",
+        "{}",
+        "setmetatable({}, array_mt)",
+        "{1, 'two', null, {three = {3}}}",
+        "{a = {}, b = setmetatable({}, array_mt), c = null, d = f}",
+        "{[null] = 1, [f] = 2, x = 3}",
+        "{1, f, 3}",
+        "{1, 2, x = 'dropped: the table is an array'}",
+        "{[2] = 'x'}",
+        "{[true] = 1}",
+        "{[1.5] = 1}",
+        "'\\255'",
+        "{k = '\\255'}",
+        "(function() local t = {}; t.t = t; return t end)()",
+        "(function() local t = {}; for _ = 1, 200 do t = {t} end; return t end)()",
+    ];
+
+    /// Every value encodes as its conversion to JSON does, and fails where it fails.
+    #[test]
+    fn encoding_follows_the_conversion_to_json() {
+        let lua = Lua::new();
+        let g = lua.globals();
+        g.set("null", lua.null()).unwrap();
+        g.set("array_mt", lua.array_metatable()).unwrap();
+        g.set("f", lua.create_function(|_, ()| Ok(())).unwrap())
+            .unwrap();
+        for source in VALUES {
+            let value: Value = lua.load(format!("return {source}")).eval().unwrap();
+            let direct = serde_json::to_string(&LuaJson::new(&lua, &value));
+            let converted = from_lua(&lua, value.clone()).map(|j| j.to_string());
+            match (direct, converted) {
+                (Ok(direct), Ok(converted)) => assert_eq!(direct, converted, "{source}"),
+                (Err(_), Err(_)) => {}
+                (direct, converted) => panic!("{source}: {direct:?} against {converted:?}"),
+            }
+        }
+    }
+}
