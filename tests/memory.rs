@@ -20,6 +20,8 @@ use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 const CONTENT_BYTES: usize = 20 << 20;
 /// The most the peak resident size may grow by, as a multiple of the content.
 const MAX_GROWTH_FACTOR: usize = 4;
+/// How long one run may take before it is killed.
+const RUN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Run `oml ARGS…` against `fake` to its end: its status and peak resident size in bytes.
 #[expect(
@@ -34,12 +36,23 @@ fn peak_of(env: &Env, fake: &FakeModel, args: &[&str]) -> (ExitStatus, usize) {
         .spawn()
         .expect("spawn oml");
     let pid = i32::try_from(child.id()).expect("a pid");
+    // A run that hangs is killed at the deadline (and then fails the test): the child is not
+    // reaped before wait4 returns, so its pid is still its own when the watchdog fires.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(RUN_DEADLINE).is_err() {
+            // SAFETY: kill with a pid of our own unreaped child and a valid signal.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
     let mut status = 0;
     // SAFETY: rusage is plain data that wait4 fills in; an all-zero value is a valid one.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: wait4 on our own child, with pointers to two live locals.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    let _ = done.send(());
+    watchdog.join().expect("the watchdog ends");
     // ru_maxrss is in kilobytes on Linux.
     let peak = usize::try_from(usage.ru_maxrss).expect("a size") * 1024;
     (ExitStatus::from_raw(status), peak)

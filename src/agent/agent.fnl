@@ -427,11 +427,11 @@ then :max-turns."
       (>= turn agent.max-turns) :max-turns
       nil))
 
-(fn agent.step [turn]
-  "Model call number TURN of the loop and its tool calls: call the model with the whole
+(fn agent.run-model-call [turn]
+  "Model call number TURN of this turn, with its tool calls: call the model with the whole
 transcript, run its tool calls in order, append the reply and the results together. Returns
 what `agent.stop-reason` says: nil to go on, else why the loop stops. A function of its own, so
-that a turn's reply (which can hold a whole file) is garbage once the turn is over."
+that the reply (which can hold a whole file) is garbage once it returns."
   (let [_ (agent.maybe-compact!)
         response (agent.call-model-or-compact)
         message response.message
@@ -455,13 +455,13 @@ that a turn's reply (which can hold a whole file) is garbage once the turn is ov
     (agent.stop-reason {: turn : response})))
 
 (fn agent.run []
-  "The loop: `agent.step` for turn 1, 2, … until it says stop (or the session is cancelled
-before a turn starts). Returns the stop reason."
+  "The loop: `agent.run-model-call` for model call 1, 2, … until it says stop (or the session
+is cancelled before a call starts). Returns the stop reason."
   (var turn 0)
   (var stop nil)
   (while (not stop)
     (set turn (+ turn 1))
-    (set stop (if (session.cancelled?) :cancelled (agent.step turn))))
+    (set stop (if (session.cancelled?) :cancelled (agent.run-model-call turn))))
   stop)
 
 (fn agent.parse-prompt [text]

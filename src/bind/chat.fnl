@@ -86,7 +86,7 @@ the title, and for a finished bash its exit status."
 (fn chat.clip [line ?max]
   "LINE cleaned of control characters (`chat.clean`) and cut to ?MAX characters (default
 `chat.line-max-chars`), the rest said as a dim \"… N more characters\"."
-  (let [max (or ?max chat.line-max-chars)
+  (let [max (math.max 0 (math.floor (or ?max chat.line-max-chars)))
         chars (utf8.len line)
         n (or chars (length line))]
     (if (<= n max)

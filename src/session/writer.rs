@@ -118,6 +118,8 @@ pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> Se
         synced: start.len - held.min(start.len),
         dirty: held > 0,
         torn: start.torn,
+        torn_newline_at: None,
+        unsynced_bytes: start.unsynced.iter().map(Vec::len).sum(),
         unsynced: start.unsynced,
         pending: VecDeque::new(),
         error: None,
@@ -167,8 +169,13 @@ struct Writer {
     dirty: bool,
     /// The file ends in an incomplete line: the next line starts with a newline.
     torn: bool,
+    /// Where the newline that ended a torn line was written, until an fsync covers it: a cut
+    /// back to before it makes the end torn again.
+    torn_newline_at: Option<u64>,
     /// The lines written since the last fsync that succeeded, written again if an fsync fails.
     unsynced: Vec<Vec<u8>>,
+    /// Their bytes.
+    unsynced_bytes: usize,
     /// The lines the disk refused, oldest first; no later line is written before them.
     pending: VecDeque<Vec<u8>>,
     /// The last error the disk gave, while lines are pending.
@@ -194,11 +201,14 @@ impl Writer {
                         self.backlog -= 1;
                         self.recovered += 1;
                     }
+                    self.unsynced_bytes += line.len();
                     self.unsynced.push(line);
                     // Past the limit, fsync now (this thread only waits for it) so the lines
-                    // need not stay in memory until the end of the turn.
-                    let held: usize = self.unsynced.iter().map(Vec::len).sum();
-                    if held > UNSYNCED_MAX_BYTES && !self.sync() {
+                    // need not stay in memory until the end of the turn. Not while refused
+                    // lines are being written again: the flush that ends the turn accounts
+                    // for those.
+                    let healthy = self.error.is_none() && self.backlog == 0 && self.recovered == 0;
+                    if healthy && self.unsynced_bytes > UNSYNCED_MAX_BYTES && !self.sync() {
                         return;
                     }
                 }
@@ -216,6 +226,7 @@ impl Writer {
     fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
         if self.torn {
             self.file.write_all(b"\n")?;
+            self.torn_newline_at = Some(self.written);
             self.written += 1;
             self.torn = false;
         }
@@ -268,6 +279,8 @@ impl Writer {
                 self.synced = self.written;
                 self.dirty = false;
                 self.unsynced.clear();
+                self.unsynced_bytes = 0;
+                self.torn_newline_at = None;
                 true
             }
             Err(e) => {
@@ -284,6 +297,12 @@ impl Writer {
         match self.file.set_len(self.synced) {
             Ok(()) => {
                 self.written = self.synced;
+                // The cut took the newline that ended a torn line with it.
+                if self.torn_newline_at.is_some_and(|at| at >= self.synced) {
+                    self.torn = true;
+                    self.torn_newline_at = None;
+                }
+                self.unsynced_bytes = 0;
                 for line in self.unsynced.drain(..).rev() {
                     self.pending.push_front(line);
                 }
@@ -293,5 +312,50 @@ impl Writer {
             Err(e) => tracing::warn!("session log: cannot cut the file back: {e}"),
         }
         self.error = Some(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(file: File) -> Writer {
+        Writer {
+            file,
+            written: 0,
+            synced: 0,
+            dirty: false,
+            torn: false,
+            torn_newline_at: None,
+            unsynced: Vec::new(),
+            unsynced_bytes: 0,
+            pending: VecDeque::new(),
+            error: None,
+            backlog: 0,
+            recovered: 0,
+        }
+    }
+
+    #[test]
+    fn lines_past_the_limit_are_fsynced_at_once_and_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("s.jsonl")).unwrap();
+        let mut w = writer(file);
+        w.append(b"{\"small\":1}\n".to_vec());
+        assert_eq!(
+            w.unsynced.len(),
+            1,
+            "a small line waits for the turn's fsync"
+        );
+        let mut big = vec![b'y'; UNSYNCED_MAX_BYTES];
+        big.push(b'\n');
+        w.append(big);
+        assert!(
+            w.unsynced.is_empty(),
+            "past the limit the lines are fsynced"
+        );
+        assert_eq!((w.unsynced_bytes, w.synced), (0, w.written));
+        assert_eq!(w.written, 12 + UNSYNCED_MAX_BYTES as u64 + 1);
+        assert!(!w.dirty);
     }
 }
