@@ -1935,6 +1935,16 @@ fn bash_runs_in_the_clients_terminal_when_it_offers_one() {
     assert_eq!(result, "hi\nkey= token=\n[exit code 3]");
 }
 
+/// A prompt whose `sleep 30` runs in the client's terminal, up to its `terminal/create`: the
+/// client, the session, the prompt's id and the create request.
+fn sleep_in_the_clients_terminal(env: &Env, fake: &FakeModel) -> (Client, String, u64, Value) {
+    let mut c = Client::start(env, Some(fake));
+    let sid = yolo_session(&mut c, env, json!({"terminal": true}));
+    let id = c.prompt(&sid, "wait");
+    let create = c.until(|m| m["method"] == "terminal/create");
+    (c, sid, id, create)
+}
+
 /// A cancel while the editor runs the command kills it (terminal/kill), then the output is read
 /// and the terminal released before the prompt answers `cancelled`.
 #[test]
@@ -1945,10 +1955,7 @@ fn cancel_kills_the_command_in_the_clients_terminal() {
         "bash",
         &[r#"{"command":"sleep 30"}"#],
     ))]);
-    let mut c = Client::start(&env, Some(&fake));
-    let sid = yolo_session(&mut c, &env, json!({"terminal": true}));
-    let id = c.prompt(&sid, "wait");
-    let create = c.until(|m| m["method"] == "terminal/create");
+    let (mut c, sid, id, create) = sleep_in_the_clients_terminal(&env, &fake);
     c.answer(&create["id"], json!({"terminalId": "t9"}));
     let wait = c.until(|m| m["method"] == "terminal/wait_for_exit");
     c.notify("session/cancel", json!({"sessionId": sid}));
@@ -1974,10 +1981,7 @@ fn a_terminal_made_after_a_cancel_is_killed_and_released() {
         "bash",
         &[r#"{"command":"sleep 30"}"#],
     ))]);
-    let mut c = Client::start(&env, Some(&fake));
-    let sid = yolo_session(&mut c, &env, json!({"terminal": true}));
-    let id = c.prompt(&sid, "wait");
-    let create = c.until(|m| m["method"] == "terminal/create");
+    let (mut c, sid, id, create) = sleep_in_the_clients_terminal(&env, &fake);
     c.notify("session/cancel", json!({"sessionId": sid}));
     // The prompt ends as cancelled without waiting for the editor's slow answer...
     let (_, r) = c.until_response(id);

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::Env;
 use serde_json::{Value, json};
-use support::fake_model::{FakeModel, Reply, Step, text_chunks, tool_call_chunks, usage_chunk};
+use support::fake_model::{
+    FakeModel, Reply, Step, pieces, text_chunks, tool_call_chunks, usage_chunk,
+};
 use support::pty::{DEADLINE, Term};
 
 #[path = "chat/bad_input.rs"]
@@ -390,11 +392,7 @@ fn a_write_of_one_huge_line_asks_with_the_line_cut_and_the_keys_on_screen() {
     let env = Env::new();
     let line = "y".repeat(2 << 20);
     let args = json!({"path": "big.txt", "content": line}).to_string();
-    let fragments: Vec<&str> = args
-        .as_bytes()
-        .chunks(64 << 10)
-        .map(|c| std::str::from_utf8(c).expect("ASCII"))
-        .collect();
+    let fragments = pieces(&args, 64 << 10);
     let fake = FakeModel::start([
         Reply::Stream(tool_call_chunks("c1", "write", &fragments)),
         answer(&["Not written."]),

@@ -14,7 +14,7 @@ use std::process::{ExitStatus, Stdio};
 
 use common::Env;
 use serde_json::json;
-use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::fake_model::{FakeModel, Reply, pieces, text_chunks, tool_call_chunks};
 
 /// The size of the file the model writes.
 const CONTENT_BYTES: usize = 20 << 20;
@@ -68,11 +68,7 @@ fn a_20_mb_write_keeps_the_peak_resident_size_within_a_small_multiple_of_the_fil
     let content = "y".repeat(CONTENT_BYTES);
     let arguments = json!({"path": "big.txt", "content": content}).to_string();
     // The arguments arrive in 64 KiB fragments, as a provider streams them.
-    let fragments: Vec<&str> = arguments
-        .as_bytes()
-        .chunks(64 << 10)
-        .map(|c| std::str::from_utf8(c).expect("ASCII"))
-        .collect();
+    let fragments = pieces(&arguments, 64 << 10);
     let fake = FakeModel::start([
         Reply::Stream(tool_call_chunks("call_w", "write", &fragments)),
         Reply::Stream(text_chunks(&["written"])),

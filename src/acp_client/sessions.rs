@@ -49,13 +49,7 @@ impl Client {
         if !self.can_load_session() {
             return Err(capability("session/load", "loadSession"));
         }
-        let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/load",
-                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
-            )
-            .await?;
+        let answer = self.reopen("session/load", session_id, cwd).await?;
         let held = self.router().register(session_id);
         Ok((null_to_object(answer), held))
     }
@@ -65,15 +59,24 @@ impl Client {
         if !self.has_session_capability("resume") {
             return Err(capability("session/resume", "sessionCapabilities.resume"));
         }
-        let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/resume",
-                json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
-            )
-            .await?;
+        let answer = self.reopen("session/resume", session_id, cwd).await?;
         self.router().register(session_id);
         Ok(null_to_object(answer))
+    }
+
+    /// `session/load` or `session/resume` of `session_id` in `cwd` (made absolute).
+    async fn reopen(
+        &self,
+        method: &str,
+        session_id: &str,
+        cwd: &Path,
+    ) -> Result<Value, ClientError> {
+        let cwd = absolute(cwd)?;
+        self.request(
+            method,
+            json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await
     }
 
     /// `session/list` (when advertised), one page.

@@ -29,54 +29,33 @@ use crate::session::store::{Flushed, Unsaved};
 mod delegate;
 pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
 
+/// One entry of [`AGENT_FILES`] for `src/agent/NAME.fnl`, whose bytecode build.rs writes as
+/// `prelude_agent_NAME.luac` (or the name given).
+macro_rules! agent_file {
+    ($name:literal) => {
+        agent_file!($name, concat!("prelude_agent_", $name))
+    };
+    ($name:literal, $luac:expr) => {
+        (
+            concat!("src/agent/", $name, ".fnl"),
+            include_bytes!(concat!(env!("OUT_DIR"), "/", $luac, ".luac")),
+            include_str!(concat!($name, ".fnl")),
+        )
+    };
+}
+
 /// The agent's Fennel files in load order: (file, bytecode compiled by build.rs, source for
 /// `source` and `describe`).
 const AGENT_FILES: &[(&str, &[u8], &str)] = &[
-    (
-        "src/agent/agent.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent.luac")),
-        include_str!("agent.fnl"),
-    ),
-    (
-        "src/agent/tools.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_tools.luac")),
-        include_str!("tools.fnl"),
-    ),
-    (
-        "src/agent/permission.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_permission.luac")),
-        include_str!("permission.fnl"),
-    ),
-    (
-        "src/agent/plan.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_plan.luac")),
-        include_str!("plan.fnl"),
-    ),
-    (
-        "src/agent/delegate.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_delegate.luac")),
-        include_str!("delegate.fnl"),
-    ),
-    (
-        "src/agent/images.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_images.luac")),
-        include_str!("images.fnl"),
-    ),
-    (
-        "src/agent/usage.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_usage.luac")),
-        include_str!("usage.fnl"),
-    ),
-    (
-        "src/agent/commands.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_commands.luac")),
-        include_str!("commands.fnl"),
-    ),
-    (
-        "src/agent/compact.fnl",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prelude_agent_compact.luac")),
-        include_str!("compact.fnl"),
-    ),
+    agent_file!("agent", "prelude_agent"),
+    agent_file!("tools"),
+    agent_file!("permission"),
+    agent_file!("plan"),
+    agent_file!("delegate"),
+    agent_file!("images"),
+    agent_file!("usage"),
+    agent_file!("commands"),
+    agent_file!("compact"),
 ];
 
 /// Errors at the agent's boundary.

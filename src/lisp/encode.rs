@@ -99,6 +99,26 @@ pub fn object_entries(t: &Table) -> mlua::Result<Vec<(String, Value)>> {
     Ok(entries)
 }
 
+/// `write` run with the table `t` on `path`, the tables being written: a table already on it
+/// (one that contains itself) or a path of [`MAX_DEPTH`] tables is an error instead.
+pub fn on_path<T, E: serde::ser::Error>(
+    path: &RefCell<Vec<*const c_void>>,
+    t: &Table,
+    write: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    let ptr = t.to_pointer();
+    if path.borrow().contains(&ptr) {
+        return Err(E::custom("recursive table detected"));
+    }
+    if path.borrow().len() >= MAX_DEPTH {
+        return Err(E::custom(format!("tables nest deeper than {MAX_DEPTH}")));
+    }
+    path.borrow_mut().push(ptr);
+    let result = write();
+    path.borrow_mut().pop();
+    result
+}
+
 /// A value inside a top-level one, with the tables above it.
 pub struct Nested<'a> {
     pub lua: &'a Lua,
@@ -131,19 +151,7 @@ impl Serialize for Nested<'_> {
 impl Nested<'_> {
     /// The table `t`, as an array or an object, once on the path.
     fn table<S: Serializer>(&self, t: &Table, serializer: S) -> Result<S::Ok, S::Error> {
-        let ptr = t.to_pointer();
-        if self.path.borrow().contains(&ptr) {
-            return Err(S::Error::custom("recursive table detected"));
-        }
-        if self.path.borrow().len() >= MAX_DEPTH {
-            return Err(S::Error::custom(format!(
-                "tables nest deeper than {MAX_DEPTH}"
-            )));
-        }
-        self.path.borrow_mut().push(ptr);
-        let result = self.contents(t, serializer);
-        self.path.borrow_mut().pop();
-        result
+        on_path(self.path, t, || self.contents(t, serializer))
     }
 
     fn contents<S: Serializer>(&self, t: &Table, serializer: S) -> Result<S::Ok, S::Error> {

@@ -93,6 +93,15 @@ impl Agent {
         }
     }
 
+    /// `session/request_permission` for `tool_call` with `options`: the client's `outcome`
+    /// (null when it gave none).
+    fn request_permission(&mut self, sid: &str, tool_call: Value, options: Value) -> Value {
+        let params = json!({"sessionId": sid, "toolCall": tool_call, "options": options});
+        self.ask(None, "session/request_permission", params)
+            .map(|a| a["result"]["outcome"].clone())
+            .unwrap_or(Value::Null)
+    }
+
     fn capabilities(&self) -> Value {
         let mut session = json!({});
         match self.mode.as_str() {
@@ -242,14 +251,7 @@ impl Agent {
                 let tool_call = json!({"toolCallId": "call-1", "title": "Write notes.txt", "kind": "edit",
                     "status": "pending", "rawInput": {"path": "/tmp/notes.txt"}});
                 self.update(sid, json!({"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Write notes.txt", "kind": "edit", "status": "pending"}));
-                let answer = self.ask(
-                    None,
-                    "session/request_permission",
-                    json!({"sessionId": sid, "toolCall": tool_call, "options": options}),
-                );
-                let outcome = answer
-                    .map(|a| a["result"]["outcome"].clone())
-                    .unwrap_or(Value::Null);
+                let outcome = self.request_permission(sid, tool_call, options);
                 let decision = match outcome["outcome"].as_str() {
                     Some("selected") => {
                         format!("selected {}", outcome["optionId"].as_str().unwrap_or("?"))
@@ -397,14 +399,7 @@ impl Agent {
             {"optionId": "ok-always", "name": "Always", "kind": "allow_always"},
             {"optionId": "no", "name": "Reject", "kind": "reject_once"},
         ]);
-        let answer = self.ask(
-            None,
-            "session/request_permission",
-            json!({"sessionId": sid, "toolCall": tool_call, "options": options}),
-        );
-        let outcome = answer
-            .map(|a| a["result"]["outcome"].clone())
-            .unwrap_or(Value::Null);
+        let outcome = self.request_permission(sid, tool_call, options);
         let decision = match outcome["outcome"].as_str() {
             Some("selected") => outcome["optionId"].as_str().unwrap_or("?").to_owned(),
             Some(other) => other.to_owned(),

@@ -267,6 +267,23 @@ pub fn text_chunks(pieces: &[&str]) -> Vec<Step> {
     steps
 }
 
+/// `text` in pieces of at most `size` bytes, cut at character boundaries: a long tool call's
+/// arguments as a provider streams them.
+pub fn pieces(text: &str, size: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = size.min(rest.len()).max(1);
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        let (piece, tail) = rest.split_at(end);
+        out.push(piece);
+        rest = tail;
+    }
+    out
+}
+
 /// One tool call: a first delta with role, id, type and name and empty arguments, then one chunk
 /// per argument fragment, then `finish_reason: "tool_calls"`.
 pub fn tool_call_chunks(id: &str, name: &str, fragments: &[&str]) -> Vec<Step> {

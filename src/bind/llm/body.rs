@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde_json::{Map, Value as Json, json};
 
-use crate::lisp::encode::{Nested, array_len, object_entries, skipped};
+use crate::lisp::encode::{Nested, array_len, object_entries, on_path, skipped};
 use crate::lisp::from_lua;
 use crate::llm::provider::{REASONING_KEYS, ReasoningPolicy};
 use crate::llm::request::encode_body_with;
@@ -216,13 +216,7 @@ struct Assistant<'a> {
 
 impl Serialize for Assistant<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.path.borrow().contains(&self.message.to_pointer()) {
-            return Err(S::Error::custom("recursive table detected"));
-        }
-        self.path.borrow_mut().push(self.message.to_pointer());
-        let result = self.fields(serializer);
-        self.path.borrow_mut().pop();
-        result
+        on_path(self.path, self.message, || self.fields(serializer))
     }
 }
 

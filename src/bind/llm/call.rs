@@ -342,36 +342,33 @@ fn outcome_json(outcome: &ChatOutcome) -> Json {
         .iter()
         .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments.as_str()}))
         .collect();
-    let mut table = Map::new();
+    let mut table = outcome_fields(outcome);
     table.insert("message".into(), outcome.message.clone());
-    table.insert("text".into(), outcome.text.clone().into());
-    table.insert("reasoning".into(), outcome.reasoning.clone().into());
     table.insert("tool-calls".into(), Json::Array(calls));
-    table.insert("cancelled".into(), outcome.cancelled.into());
+    Json::Object(table)
+}
+
+/// The outcome's fields but `message` and `tool-calls`: `{:text :reasoning :cancelled
+/// :finish-reason :usage}`, the last two only when the provider sent them.
+fn outcome_fields(outcome: &ChatOutcome) -> Map<String, Json> {
+    let mut fields = Map::new();
+    fields.insert("text".into(), outcome.text.clone().into());
+    fields.insert("reasoning".into(), outcome.reasoning.clone().into());
+    fields.insert("cancelled".into(), outcome.cancelled.into());
     insert_some(
-        &mut table,
+        &mut fields,
         "finish-reason",
         outcome.finish_reason.clone().map(Json::String),
     );
-    insert_some(&mut table, "usage", outcome.usage.clone());
-    Json::Object(table)
+    insert_some(&mut fields, "usage", outcome.usage.clone());
+    fields
 }
 
 /// [`outcome_json`] as a Lua table, without copying the message twice: `tool-calls` is made
 /// apart and its `arguments` are the very Lua strings of `message.tool_calls` (the arguments of
 /// a large `write` are as large as the file).
 fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
-    let mut rest = Map::new();
-    rest.insert("text".into(), outcome.text.clone().into());
-    rest.insert("reasoning".into(), outcome.reasoning.clone().into());
-    rest.insert("cancelled".into(), outcome.cancelled.into());
-    insert_some(
-        &mut rest,
-        "finish-reason",
-        outcome.finish_reason.clone().map(Json::String),
-    );
-    insert_some(&mut rest, "usage", outcome.usage.clone());
-    let Value::Table(table) = to_lua(lua, &Json::Object(rest))? else {
+    let Value::Table(table) = to_lua(lua, &Json::Object(outcome_fields(outcome)))? else {
         return Err(mlua::Error::runtime("an outcome is a table"));
     };
     let message = to_lua(lua, &outcome.message)?;
