@@ -185,18 +185,18 @@ async fn run(
     progress: Option<Progress<'_>>,
 ) -> io::Result<(End, String)> {
     let (reader, writer) = io::pipe()?;
-    let mut child = {
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(writer.try_clone()?)
-            .stderr(writer)
-            .kill_on_drop(true);
-        cmd.spawn()?
-        // `cmd`, holding our copies of the pipe's write end, is dropped here, so the pipe
-        // reaches end-of-file once the command's processes have closed theirs.
-    };
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    // `cmd` holds our copies of the pipe's write end: drop it now, so that the pipe reaches
+    // end-of-file as soon as the command's own processes have closed theirs, instead of
+    // waiting out the drain.
+    drop(cmd);
     let group = GroupKiller::new(&child);
     let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
     let mut output = Output::new(max_chars, progress);
