@@ -10,6 +10,10 @@
 //! Every connection is its own REPL coroutine; several clients can be connected at once. A client
 //! that disconnects while its form runs interrupts that form.
 //!
+//! Every connection is first checked with [`sandbox::peer::check`]: a peer of another user, or
+//! one that runs confined (as every command oml runs for the model does), is told why and hung
+//! up on before it can send a form.
+//!
 //! This module knows nothing about what the process is otherwise doing.
 
 use std::io;
@@ -25,6 +29,7 @@ use tokio::sync::mpsc;
 use crate::lisp::Lisp;
 use crate::lisp::repl::{self, Interrupt, ReadRequest};
 use crate::paths::{self, Paths};
+use crate::sandbox;
 
 /// A running server. Dropping it stops accepting and removes the socket file.
 pub struct ReplServer {
@@ -77,6 +82,10 @@ impl ReplServer {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                if let Err(why) = sandbox::peer::check(&stream) {
+                    tokio::spawn(refuse(stream, why));
+                    continue;
+                }
                 let lisp = lisp.clone();
                 tokio::spawn(async move { serve(lisp, stream).await });
             }
@@ -97,6 +106,15 @@ impl Drop for ReplServer {
         self.accept.abort();
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Tell a peer that may not use the REPL why ([`sandbox::peer`]), and hang up.
+async fn refuse(mut stream: UnixStream, why: sandbox::peer::PeerRefused) {
+    tracing::debug!("repl: refused a connection: {why}");
+    let _ = stream
+        .write_all(format!("oml: refused: {why}\n").as_bytes())
+        .await;
+    let _ = stream.shutdown().await;
 }
 
 /// One client: a reader task feeding lines, a writer task draining output, and the REPL
