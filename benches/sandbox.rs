@@ -46,6 +46,7 @@ fn policy() -> Policy {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")),
         ],
         network: false,
+        protected: Vec::new(),
     }
 }
 

@@ -15,6 +15,22 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
     }
+    // A write past RLIMIT_FSIZE fails with EFBIG, which the session writer handles as the
+    // storage fault it is (a notice, `unsaved`, exit 6), instead of SIGXFSZ ending oml with a
+    // torn session file. Commands oml starts get the default action back (the sandbox's child
+    // steps reset it).
+    // SAFETY: signal(2) with SIG_IGN installs no handler; no other thread exists yet.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+    // Not dumpable: other processes of this user, confined commands among them, cannot read
+    // oml's /proc entries (its environment with the API key, its descriptors, its memory) nor
+    // attach to it; only a process with CAP_SYS_PTRACE can, and confined commands lose that
+    // (the sandbox drops it). What oml runs is dumpable again after its exec.
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
     let code = oml::cli::main();
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

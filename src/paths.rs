@@ -105,6 +105,15 @@ impl Paths {
     }
 }
 
+impl Paths {
+    /// oml's own folders, where it loads code (init files, compiled Fennel) and trust (trusted
+    /// directories, saved permission rules, the REPL socket) from: no confined command may
+    /// write beneath them (`crate::sandbox::Policy::protected`).
+    pub fn own_dirs(&self) -> [&Path; 4] {
+        [&self.config, &self.state, &self.cache, &self.runtime]
+    }
+}
+
 /// The project-local init file and load path of a directory.
 pub fn project_init(dir: &Path) -> PathBuf {
     dir.join(".oml").join("init.fnl")

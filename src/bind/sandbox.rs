@@ -65,7 +65,7 @@ fn settings() -> Vec<SettingDecl> {
         ),
         decl(
             "sandbox.writable",
-            "More folders (or files) where :workspace-write commands may write, besides the project root and the temp dir, e.g. [\"~/.cache\"]; relative paths are relative to the session's directory.",
+            "More folders (or files) where :workspace-write commands may write, besides the project root and the temp dir, e.g. [\"~/.cache\"]; relative paths are relative to the session's directory. oml's own folders (config, state, cache, runtime) stay read-only beneath them (see oml.sandbox-status).",
             "table".into(),
             json!([]),
             line!(),
@@ -103,7 +103,22 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
         mode,
         writable,
         network: lisp.setting("sandbox.network?")?,
+        protected: protected_dirs(),
     })
+}
+
+/// oml's own folders ([`crate::paths::Paths::own_dirs`]), made now when missing, so that a
+/// command cannot make one first where a writable path holds it.
+fn protected_dirs() -> Vec<std::path::PathBuf> {
+    let paths = crate::paths::Paths::from_env();
+    paths
+        .own_dirs()
+        .into_iter()
+        .inspect(|dir| {
+            let _ = crate::paths::ensure_private_dir(dir);
+        })
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// The secrets to remove, from the settings as they are now.
@@ -161,6 +176,9 @@ pub(crate) fn launcher(
     if policy.mode == Mode::WorkspaceWrite {
         for path in &policy.writable {
             args.extend(["--writable".to_owned(), path.display().to_string()]);
+        }
+        for path in &policy.protected {
+            args.extend(["--protect".to_owned(), path.display().to_string()]);
         }
     }
     if policy.network {

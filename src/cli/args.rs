@@ -133,6 +133,9 @@ pub struct SandboxExecArgs {
     /// A folder (or file) the command may write beneath, under workspace-write.
     #[arg(long = "writable", value_name = "PATH")]
     pub writable: Vec<PathBuf>,
+    /// A folder that stays read-only even beneath a writable path (oml's own folders).
+    #[arg(long = "protect", value_name = "PATH")]
+    pub protect: Vec<PathBuf>,
     /// TCP connections and listening allowed (`sandbox.network?`).
     #[arg(long = "network")]
     pub network: bool,

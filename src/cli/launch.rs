@@ -33,6 +33,7 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         mode,
         writable: args.writable.clone(),
         network: args.network,
+        protected: args.protect.clone(),
     };
     let secrets = Secrets {
         also: args.secret.clone(),

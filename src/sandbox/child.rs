@@ -3,8 +3,10 @@
 //! prepared before the fork, no allocation, no locks.
 //!
 //! The steps (see the module doc of `sandbox`): `setsid`, `PR_SET_PDEATHSIG` with the check
-//! that oml still is the parent, and when confined `PR_SET_NO_NEW_PRIVS` and
-//! `landlock_restrict_self`; then the watcher is forked.
+//! that oml still is the parent, the watcher forked, and when confined `PR_SET_NO_NEW_PRIVS`
+//! and `landlock_restrict_self`. The watcher is forked before the confinement so that it is
+//! outside the command's Landlock domain: with Landlock's signal scope (ABI 6) the command
+//! cannot kill it, and it holds none of the command's descriptors.
 //!
 //! **The watcher** is a process forked with a raw `clone(SIGCHLD)` (glibc's `fork` runs atfork
 //! handlers that may take locks held by threads that do not exist in this child). It closes
@@ -19,12 +21,18 @@
 //! `PR_SET_PDEATHSIG` fires when the *thread* that spawned the command ends, not the process.
 //! Callers spawn from a thread that awaits the command, so that is not earlier than intended.
 //!
-//! This module knows nothing of policies or Landlock's rules; it gets a ruleset descriptor.
+//! When a mount plan is given (`super::mounts`), the private read-only view is made after the
+//! watcher is forked and before `no_new_privs` and Landlock.
+//!
+//! This module knows nothing of policies or Landlock's rules; it gets a ruleset descriptor and a
+//! mount plan.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::sync::{Arc, OnceLock};
+
+use super::mounts::Plan;
 
 /// How often the watcher checks whether the command's group is empty once its first process has
 /// exited (while background processes of the command still run).
@@ -36,6 +44,12 @@ const PARENT_GONE_EXIT: libc::c_int = 128 + libc::SIGKILL;
 /// Descriptors the watcher closes one by one when the kernel has no `close_range` (Linux 5.9).
 const CLOSE_FALLBACK_MAX_FD: libc::c_int = 65_536;
 
+/// The capabilities that let a process read another's `/proc/<pid>/environ`, `fd/` and `mem`
+/// although it is not dumpable (linux/capability.h, which the libc crate does not name):
+/// CAP_SYS_ADMIN (21), CAP_SYS_PTRACE (19) and CAP_PERFMON (38). Root's confined commands run
+/// without them.
+const PROC_READ_CAPS: [libc::c_ulong; 3] = [19, 21, 38];
+
 /// The last signal number whose handler the watcher resets to the default.
 const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 
@@ -44,6 +58,7 @@ const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 pub(super) fn install(
     cmd: &mut std::process::Command,
     ruleset: Option<Arc<OwnedFd>>,
+    mounts: Option<Arc<Plan>>,
     confined: bool,
 ) {
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
@@ -51,11 +66,12 @@ pub(super) fn install(
     let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     let steps = move || {
         let _open = &ruleset;
-        in_child(parent, ruleset_fd, confined, lifeline)
+        in_child(parent, ruleset_fd, mounts.as_deref(), confined, lifeline)
     };
     // SAFETY: the closure runs in the forked child before exec and only makes system calls
-    // (setsid, prctl, getppid, landlock_restrict_self, clone, _exit) on integers captured before
-    // the fork; it allocates nothing and takes no lock, so it is async-signal-safe.
+    // (setsid, prctl, getppid, clone, unshare, mount, landlock_restrict_self, _exit) on values
+    // prepared before the fork; it allocates nothing and takes no lock, so it is
+    // async-signal-safe.
     unsafe {
         cmd.pre_exec(steps);
     }
@@ -80,9 +96,14 @@ fn lifeline() -> Option<RawFd> {
 fn in_child(
     parent: libc::pid_t,
     ruleset: RawFd,
+    mounts: Option<&Plan>,
     confined: bool,
     lifeline: Option<RawFd>,
 ) -> io::Result<()> {
+    // oml ignores SIGXFSZ (a full file is an error it handles); the command gets the default
+    // action back, as it would from a shell.
+    // SAFETY: signal(2) with SIG_DFL installs no handler of ours.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
     // SAFETY: setsid takes no arguments and touches no memory.
     if unsafe { libc::setsid() } < 0 {
         return Err(io::Error::last_os_error());
@@ -98,7 +119,22 @@ fn in_child(
         // SAFETY: _exit ends the process without running any handler.
         unsafe { libc::_exit(PARENT_GONE_EXIT) };
     }
+    // The watcher is forked before any confinement: it stays outside the command's Landlock
+    // domain, where signals from the command cannot reach it (Landlock's signal scope, ABI 6).
+    if let Some(fd) = lifeline {
+        spawn_watcher(fd)?;
+    }
+    if let Some(plan) = mounts.filter(|_| confined) {
+        super::mounts::enter(plan)?;
+    }
     if confined {
+        // Without these (which only root has to lose) a command cannot read the /proc entries
+        // of oml, which is not dumpable: its environment, descriptors and memory.
+        for cap in PROC_READ_CAPS {
+            // SAFETY: prctl with integer arguments only; EPERM (no CAP_SETPCAP) means there was
+            // nothing to drop.
+            unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        }
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
             return Err(io::Error::last_os_error());
@@ -112,10 +148,7 @@ fn in_child(
             }
         }
     }
-    match lifeline {
-        Some(fd) => spawn_watcher(fd),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// Fork the watcher of this process's group (this process leads it after `setsid`).

@@ -44,6 +44,9 @@ const NET_ABI: ABI = ABI::V4;
 /// The first ABI with TCP rules.
 pub const TCP_ABI: i32 = 4;
 
+/// The first ABI with scopes (signals, abstract Unix sockets).
+pub const SCOPE_ABI: i32 = 6;
+
 /// The first ABI that restricts `truncate`.
 pub const TRUNCATE_ABI: i32 = 3;
 
@@ -54,7 +57,7 @@ const DEV_READ_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 const DEV_READ: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// Shared memory, writable in workspace-write mode (Python's multiprocessing needs it).
-const DEV_SHM: &str = "/dev/shm";
+pub(super) const DEV_SHM: &str = "/dev/shm";
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask `landlock_create_ruleset` for the ABI version.
 const CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -99,6 +102,12 @@ pub fn status_for(abi: i32, policy: &Policy) -> Status {
     }
     if !policy.network && abi < TCP_ABI {
         missing.push("the network is not restricted: no TCP rules before ABI 4 (Linux 6.7)");
+    }
+    if abi < SCOPE_ABI {
+        missing.push(
+            "commands may signal processes outside the sandbox, their watcher included, and \
+             reach abstract Unix sockets: no scopes before ABI 6 (Linux 6.12)",
+        );
     }
     if missing.is_empty() {
         Status::Full
@@ -162,7 +171,7 @@ fn rules(policy: &Policy, complete: &mut bool) -> Result<RulesetCreated, landloc
         created = allow(created, Path::new(dev), AccessFs::ReadFile.into())?;
     }
     if policy.mode == Mode::WorkspaceWrite {
-        created = allow(created, Path::new(DEV_SHM), all)?;
+        // `policy.writable` holds `/dev/shm` already (`super::plan`).
         for path in &policy.writable {
             created = allow(created, path, all)?;
         }
@@ -197,17 +206,22 @@ mod tests {
             mode: Mode::WorkspaceWrite,
             writable: Vec::new(),
             network,
+            protected: Vec::new(),
         }
     }
 
     #[test]
     fn old_abis_enforce_part_of_the_policy_and_say_which_part() {
-        assert_eq!(status_for(4, &policy(false)), Status::Full);
+        assert_eq!(status_for(6, &policy(false)), Status::Full);
         assert_eq!(status_for(1, &policy(true)).name(), "partial");
         let Status::PartiallyEnforced(reason) = status_for(3, &policy(false)) else {
             panic!("ABI 3 has no TCP rules");
         };
         assert!(reason.contains("no TCP rules"), "{reason}");
-        assert_eq!(status_for(3, &policy(true)), Status::Full);
+        let Status::PartiallyEnforced(reason) = status_for(5, &policy(true)) else {
+            panic!("ABI 5 has no scopes");
+        };
+        assert!(reason.contains("no scopes"), "{reason}");
+        assert_eq!(status_for(6, &policy(true)), Status::Full);
     }
 }

@@ -36,6 +36,8 @@
 mod child;
 pub mod env;
 pub mod landlock;
+pub mod mounts;
+pub mod peer;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -83,6 +85,11 @@ pub struct Policy {
     pub writable: Vec<PathBuf>,
     /// Whether TCP `bind` and `connect` are allowed. Off needs Landlock ABI 4 (Linux 6.7).
     pub network: bool,
+    /// Folders no confined command may write, whatever [`Policy::writable`] says: oml's own
+    /// configuration, state, cache and runtime folders, where it loads code and trust from.
+    /// Bound read-only beneath a writable path ([`mounts`]); where that cannot be done, a
+    /// writable path that holds one of them is not made writable.
+    pub protected: Vec<PathBuf>,
 }
 
 /// What the sandbox enforces on this kernel for a policy.
@@ -135,6 +142,7 @@ pub struct Prepared {
     mode: Mode,
     status: Status,
     ruleset: Option<Arc<OwnedFd>>,
+    mounts: Option<Arc<mounts::Plan>>,
     remove_env: Vec<OsString>,
 }
 
@@ -143,10 +151,11 @@ pub struct Prepared {
 /// policy costs one `open` and one system call per rule (about 0.15 ms); the same policy again
 /// reuses that ruleset. The kernel's Landlock version is probed only once.
 pub fn prepare(policy: &Policy) -> Prepared {
+    let (policy, mounts, limits) = plan(policy);
     let (status, ruleset) = match policy.mode {
         Mode::Off => (Status::Off, None),
-        Mode::ReadOnly | Mode::WorkspaceWrite => match landlock::build(policy) {
-            Ok((status, fd)) => (status, Some(fd)),
+        Mode::ReadOnly | Mode::WorkspaceWrite => match landlock::build(&policy) {
+            Ok((status, fd)) => (with_limits(status, &limits), Some(fd)),
             Err(reason) => {
                 warn_once(&reason);
                 (Status::Unavailable(reason), None)
@@ -157,7 +166,89 @@ pub fn prepare(policy: &Policy) -> Prepared {
         mode: policy.mode,
         status,
         ruleset,
+        mounts,
         remove_env: Vec::new(),
+    }
+}
+
+/// The policy as it will be enforced here, the mount plan that enforces its read-only parts,
+/// and what of it cannot be enforced (for the status). Paths are made real first (links
+/// followed), so a writable link cannot smuggle in a protected folder.
+fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
+    let mut policy = policy.clone();
+    if policy.mode == Mode::Off {
+        return (policy, None, Vec::new());
+    }
+    let real = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    let protected: Vec<PathBuf> = policy.protected.iter().map(real).collect();
+    let mut limits = Vec::new();
+    // A writable path inside one of oml's folders is not writable at all.
+    policy.writable = policy
+        .writable
+        .iter()
+        .map(real)
+        .filter(|w| match protected.iter().find(|p| mounts::within(w, p)) {
+            Some(p) => {
+                limits.push(format!(
+                    "{} is in oml's folder {}: not writable",
+                    w.display(),
+                    p.display()
+                ));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if policy.mode == Mode::WorkspaceWrite {
+        policy.writable.push(PathBuf::from(landlock::DEV_SHM));
+    }
+    let held: Vec<PathBuf> = protected
+        .iter()
+        .filter(|p| policy.writable.iter().any(|w| mounts::within(p, w)))
+        .cloned()
+        .collect();
+    match mounts::available() {
+        Ok(()) => {
+            let writable = match policy.mode {
+                Mode::WorkspaceWrite => policy.writable.clone(),
+                _ => Vec::new(),
+            };
+            let plan = mounts::Plan::new(&writable, &held);
+            (policy, Some(Arc::new(plan)), limits)
+        }
+        Err(why) => {
+            limits.push(format!(
+                "chmod, chown, utimes and extended attributes outside the writable paths are \
+                 not restricted: {why}"
+            ));
+            if policy.mode == Mode::WorkspaceWrite {
+                policy.writable.retain(|w| {
+                    let holds = held.iter().find(|p| mounts::within(p, w));
+                    if let Some(p) = holds {
+                        limits.push(format!(
+                            "{} holds oml's folder {} and cannot be carved out here: not writable",
+                            w.display(),
+                            p.display()
+                        ));
+                    }
+                    holds.is_none()
+                });
+            }
+            (policy, None, limits)
+        }
+    }
+}
+
+/// `status` with what the mount layer could not enforce added to its reason.
+fn with_limits(status: Status, limits: &[String]) -> Status {
+    if limits.is_empty() {
+        return status;
+    }
+    let more = limits.join("; ");
+    match status {
+        Status::Full => Status::PartiallyEnforced(more),
+        Status::PartiallyEnforced(reason) => Status::PartiallyEnforced(format!("{reason}; {more}")),
+        other => other,
     }
 }
 
@@ -167,7 +258,10 @@ pub fn status(policy: &Policy) -> Status {
     match policy.mode {
         Mode::Off => Status::Off,
         Mode::ReadOnly | Mode::WorkspaceWrite => match landlock::probe() {
-            Ok(abi) => landlock::status_for(abi, policy),
+            Ok(abi) => {
+                let (policy, _, limits) = plan(policy);
+                with_limits(landlock::status_for(abi, &policy), &limits)
+            }
             Err(reason) => Status::Unavailable(reason),
         },
     }
@@ -180,6 +274,7 @@ impl Prepared {
             mode: Mode::Off,
             writable: Vec::new(),
             network: true,
+            protected: Vec::new(),
         })
     }
 
@@ -210,7 +305,7 @@ impl Prepared {
             cmd.env_remove(name);
         }
         let confined = self.mode != Mode::Off;
-        child::install(cmd, self.ruleset, confined);
+        child::install(cmd, self.ruleset, self.mounts, confined);
         Ok(())
     }
 }
@@ -244,6 +339,7 @@ mod tests {
             mode: Mode::WorkspaceWrite,
             status: Status::Unavailable("no Landlock".into()),
             ruleset: None,
+            mounts: None,
             remove_env: Vec::new(),
         };
         let mut cmd = std::process::Command::new("true");

@@ -1,0 +1,242 @@
+//! The mount side of the sandbox: a private mount namespace in which the whole file system is
+//! read-only except the writable paths, and oml's own folders read-only even beneath those.
+//!
+//! Landlock confines what a command writes *into* files, but not their metadata: `chmod`,
+//! `chown`, `utimes` and extended attributes are not Landlock rights. A read-only mount refuses
+//! all of them (`EROFS`), so the command gets a view of the file system where everything outside
+//! [`super::Policy::writable`] is mounted read-only. And Landlock's rules are an allow-list that
+//! cannot carve a folder out of an allowed one, while a mount can: oml's configuration, state,
+//! cache and runtime folders ([`super::Policy::protected`]), where oml loads code and trust
+//! from, are bound read-only on top even when a writable path (`~`, `~/.cache`) holds them.
+//!
+//! How, in the child between fork and exec (async-signal-safe system calls only, on a [`Plan`]
+//! made before the fork): `unshare(CLONE_NEWUSER | CLONE_NEWNS)` (a user namespace, so no
+//! privilege is needed; the user and group map to themselves; root, which may make a mount
+//! namespace without one, makes only that), mounts made private, each
+//! writable path and then each protected path bound onto itself, `mount_setattr` making every
+//! mount read-only, then the writable binds writable again and the protected ones read-only
+//! again, and the working directory entered anew (it was entered before the binds existed).
+//! Landlock, applied after this, forbids the command any further mount operation, so it cannot
+//! undo the view. Devices and FIFOs stay writable on a read-only mount (`/dev/null` works).
+//!
+//! Where user namespaces are not allowed (a sysctl, a container's seccomp filter) or the kernel
+//! has no `mount_setattr` (before Linux 5.12), [`available`] says why once, and the sandbox runs
+//! without this layer: metadata outside the workspace is then not restricted, and a writable
+//! path holding one of oml's folders is not made writable at all (`super::prepare` says so in
+//! the status).
+//!
+//! This module knows nothing of Landlock or of which paths matter; it gets them in the plan.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Everything the child needs, made before the fork.
+#[derive(Debug)]
+pub(super) struct Plan {
+    /// The user and group maps of a new user namespace; `None` for root, which makes the mount
+    /// namespace without one (a user namespace would leave root's files of other users
+    /// unwritable, and root may write only its own id's map from inside it).
+    maps: Option<(CString, CString)>,
+    writable: Vec<CString>,
+    protected: Vec<CString>,
+}
+
+impl Plan {
+    /// A plan that keeps `writable` writable and `protected` read-only beneath them (paths that
+    /// do not exist are left out: there is nothing to bind).
+    pub(super) fn new(writable: &[PathBuf], protected: &[PathBuf]) -> Plan {
+        // SAFETY: geteuid and getegid take no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let maps = (uid != 0).then(|| {
+            let map = |id| CString::new(format!("{id} {id} 1\n")).unwrap_or_default();
+            (map(uid), map(gid))
+        });
+        let c = |paths: &[PathBuf]| -> Vec<CString> {
+            paths
+                .iter()
+                .filter(|p| p.exists())
+                .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+                .collect()
+        };
+        Plan {
+            maps,
+            writable: c(writable),
+            protected: c(protected),
+        }
+    }
+}
+
+/// Whether this process can give commands a private mount namespace: `Err` says why not. Probed
+/// once, in a short-lived child that makes an empty plan's namespace.
+pub fn available() -> Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED.get_or_init(probe).clone()
+}
+
+/// The read-only view for this process (a forked child about to exec); async-signal-safe.
+pub(super) fn enter(plan: &Plan) -> io::Result<()> {
+    match &plan.maps {
+        Some((uid_map, gid_map)) => {
+            check(unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+            // An unprivileged user may map its own group only once setgroups is denied.
+            write_proc(c"/proc/self/setgroups", c"deny")?;
+            write_proc(c"/proc/self/uid_map", uid_map)?;
+            write_proc(c"/proc/self/gid_map", gid_map)?;
+        }
+        None => check(unshare(libc::CLONE_NEWNS))?,
+    }
+    mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
+    for path in plan.writable.iter().chain(&plan.protected) {
+        mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
+    }
+    set_attr(c"/", libc::MOUNT_ATTR_RDONLY, 0, true)?;
+    for path in &plan.writable {
+        // A read-only mount beneath a writable path that the namespace inherited read-only is
+        // locked so; it stays read-only, and the path itself is still made writable.
+        set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, true)
+            .or_else(|_| set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, false))?;
+    }
+    for path in &plan.protected {
+        set_attr(path, libc::MOUNT_ATTR_RDONLY, 0, true)?;
+    }
+    reenter_cwd()
+}
+
+// --- private helpers
+
+/// The size of the buffer the working directory is read into (`PATH_MAX`).
+const CWD_MAX: usize = 4096;
+
+fn probe() -> Result<(), String> {
+    let plan = Plan::new(&[], &[]);
+    let flags = libc::SIGCHLD as libc::c_long;
+    // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork
+    // handlers; the child only makes system calls (`enter`, `_exit`) and never returns.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
+    if pid < 0 {
+        return Err(format!(
+            "cannot probe mount namespaces: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        let code = match enter(&plan) {
+            Ok(()) => 0,
+            Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
+        };
+        // SAFETY: _exit ends the child at once, running nothing of the parent's.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waitpid on the child just made, into a local integer.
+    let waited = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+    if waited < 0 || !libc::WIFEXITED(status) {
+        return Err("the mount namespace probe did not finish".to_owned());
+    }
+    match libc::WEXITSTATUS(status) {
+        0 => Ok(()),
+        errno => Err(format!(
+            "no private mount namespace for commands ({}; user namespaces may be disabled, \
+             or the kernel is older than Linux 5.12)",
+            io::Error::from_raw_os_error(errno)
+        )),
+    }
+}
+
+fn unshare(flags: libc::c_int) -> libc::c_int {
+    // SAFETY: unshare with flags only; the caller is a single-threaded child.
+    unsafe { libc::unshare(flags) }
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Write `text` into the `/proc` file `path`.
+fn write_proc(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: open, write and close on a NUL-terminated path and a buffer of known length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let bytes = text.to_bytes();
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if written < 0 {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+fn mount(
+    source: Option<&CString>,
+    target: &std::ffi::CStr,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    let source = source.map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: mount with NUL-terminated paths (or a null source) and no data.
+    check(unsafe {
+        libc::mount(
+            source,
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// `mount_setattr` on the mount at `path` (and beneath it when `recursive`).
+fn set_attr(path: &std::ffi::CStr, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let mut attr = libc::mount_attr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: mount_setattr reads `attr`, a mount_attr on this stack, of the size given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags as libc::c_uint,
+            &raw mut attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Enter the working directory again by its path, so that it is the one of the new binds.
+fn reenter_cwd() -> io::Result<()> {
+    let mut buf = [0u8; CWD_MAX];
+    // SAFETY: getcwd writes at most `CWD_MAX` bytes, NUL-terminated, into `buf`; chdir reads it.
+    unsafe {
+        if libc::getcwd(buf.as_mut_ptr().cast(), CWD_MAX).is_null() {
+            // A working directory that cannot be named stays as it is.
+            return Ok(());
+        }
+        check(libc::chdir(buf.as_ptr().cast()))
+    }
+}
+
+/// Whether `inner` is `outer` or lies beneath it (both real paths).
+pub(super) fn within(inner: &Path, outer: &Path) -> bool {
+    inner.starts_with(outer)
+}
