@@ -466,8 +466,7 @@ fn is_terminal() -> bool {
 
 async fn wait_for_stdin_eof_or_signal() {
     use tokio::io::AsyncReadExt as _;
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).ok();
+    let mut signals = crate::front::signals::Shutdown::listen();
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 256];
     let eof = async {
@@ -480,7 +479,7 @@ async fn wait_for_stdin_eof_or_signal() {
     };
     tokio::select! {
         _ = eof => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        _ = signals.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
 }

@@ -3,10 +3,12 @@
 //! `repl` is the terminal REPL (`oml repl`) and the REPL socket. Each front end owns its stdout; nothing below this layer writes to it.
 //!
 //! Front ends know the agent, the bindings and the host; they do not know each other or `cli`.
-//! `stdio` is what they share: writing to the terminal without panicking on a closed pipe.
+//! `stdio` and `signals` are what they share: writing to the terminal without panicking on a
+//! closed pipe, and SIGTERM and SIGHUP run as the end of input.
 
 pub mod acp;
 pub mod chat;
 pub mod print;
 pub mod repl;
+pub mod signals;
 pub mod stdio;

@@ -98,7 +98,7 @@ struct Ctx {
     shutdown: CancelToken,
 }
 
-/// Serve ACP on stdin/stdout until stdin ends or SIGTERM; returns the exit status.
+/// Serve ACP on stdin/stdout until stdin ends, SIGTERM or SIGHUP; returns the exit status.
 pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions) -> i32 {
     serve_on(agent, hub, options, tokio::io::stdin(), tokio::io::stdout()).await
 }
@@ -139,17 +139,12 @@ where
         shutdown: CancelToken::new(),
     });
     let mut tasks = JoinSet::new();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut signals = crate::front::signals::Shutdown::listen();
     tracing::info!("ACP agent ready on stdio");
     loop {
         let message = tokio::select! {
             m = incoming.recv() => m,
-            _ = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending().await,
-                }
-            } => None,
+            _ = signals.recv() => None,
         };
         let Some(message) = message else { break };
         while tasks.try_join_next().is_some() {}

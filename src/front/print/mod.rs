@@ -18,7 +18,7 @@ pub use render::first_line;
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::{Agent, AgentError, EventSink, PromptOutcome};
 use crate::cancel::CancelToken;
+use crate::front::signals::{self, Shutdown};
 use crate::front::stdio::err;
 
 /// Print mode's exit statuses, one per way a turn can end (docs/src/print-mode.md).
@@ -91,6 +92,8 @@ pub enum SessionChoice {
 /// Run one prompt and render it; returns the exit status.
 pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     let started = std::time::Instant::now();
+    // From here on SIGTERM and SIGHUP end the run as Ctrl-C does, MCP servers included.
+    let shutdown = Shutdown::listen();
     let (tx, rx) = mpsc::unbounded_channel();
     let id = match open_session(agent, &options, tx) {
         Ok(id) => id,
@@ -130,12 +133,13 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     ));
 
     let interrupt = CancelToken::new();
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let signals = tokio::spawn(watch_ctrl_c(
+    let interrupted = Arc::new(AtomicI32::new(0));
+    let signals = tokio::spawn(watch_signals(
         agent.clone(),
         id.clone(),
         interrupt.clone(),
         interrupted.clone(),
+        shutdown,
     ));
     let result = agent.prompt(&id, &options.text, &interrupt).await;
     signals.abort();
@@ -156,7 +160,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         text: &text,
         usage: usage.as_ref(),
         model_error,
-        interrupted: interrupted.load(Ordering::SeqCst),
+        interrupted: Some(interrupted.load(Ordering::SeqCst)).filter(|&signal| signal != 0),
         duration_ms: started.elapsed().as_millis(),
     };
     report(result, &options, &ended)
@@ -190,8 +194,17 @@ struct Ended<'a> {
     text: &'a str,
     usage: Option<&'a serde_json::Value>,
     model_error: bool,
-    interrupted: bool,
+    /// The signal that interrupted the run, if one did.
+    interrupted: Option<i32>,
     duration_ms: u128,
+}
+
+impl Ended<'_> {
+    /// The exit status of a run a signal interrupted: 128 + the signal (130 for Ctrl-C).
+    fn interrupted_status(&self) -> i32 {
+        self.interrupted
+            .map_or(exit::INTERRUPTED, signals::status_for)
+    }
 }
 
 /// The session the prompt runs in (new, continued, or named), with print mode's permission
@@ -244,21 +257,28 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
     Ok(id)
 }
 
-/// The first Ctrl-C cancels the turn (it ends properly, partial answer kept); a second one
-/// interrupts the Lisp code itself.
-async fn watch_ctrl_c(
+/// The first Ctrl-C, SIGTERM or SIGHUP cancels the turn (it ends properly, partial answer kept,
+/// and the run then shuts down as it always does); a second signal interrupts the Lisp code
+/// itself. `interrupted` gets the first signal's number.
+async fn watch_signals(
     agent: Agent,
     id: String,
     interrupt: CancelToken,
-    interrupted: Arc<AtomicBool>,
+    interrupted: Arc<AtomicI32>,
+    mut shutdown: Shutdown,
 ) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    interrupted.store(true, Ordering::SeqCst);
+    let first = next_signal(&mut shutdown).await;
+    interrupted.store(first, Ordering::SeqCst);
     agent.cancel(&id);
-    if tokio::signal::ctrl_c().await.is_ok() {
-        interrupt.cancel();
+    next_signal(&mut shutdown).await;
+    interrupt.cancel();
+}
+
+/// The next Ctrl-C, SIGTERM or SIGHUP: its number.
+async fn next_signal(shutdown: &mut Shutdown) -> i32 {
+    tokio::select! {
+        Ok(()) = tokio::signal::ctrl_c() => libc::SIGINT,
+        signal = shutdown.recv() => signal,
     }
 }
 
@@ -275,7 +295,7 @@ fn report(
                 err!("[stopped: {}]", outcome.stop_reason);
             }
             let status = match outcome.stop_reason.as_str() {
-                _ if ended.interrupted => exit::INTERRUPTED,
+                _ if ended.interrupted.is_some() => ended.interrupted_status(),
                 "cancelled" => exit::INTERRUPTED,
                 "max-turns" => exit::MAX_TURNS,
                 "max-tokens" => exit::MAX_TOKENS,
@@ -288,13 +308,13 @@ fn report(
                 status,
             )
         }
-        Err(e) if ended.interrupted => {
+        Err(e) if ended.interrupted.is_some() => {
             tracing::debug!("interrupted: {e}");
             err!("[stopped: interrupted]");
             if options.json {
                 json::error("interrupted", &e.to_string());
             }
-            ("cancelled", None, exit::INTERRUPTED)
+            ("cancelled", None, ended.interrupted_status())
         }
         Err(e) => {
             let message = e.to_string();
