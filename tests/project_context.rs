@@ -163,7 +163,7 @@ fn unusable_instruction_files_are_named_not_pasted() {
     env.file("AGENTS.md", "");
     fs::write(env.project.join("AGENTS.md"), b"PK\x03\x04\0\0binary").unwrap();
     fs::create_dir_all(env.project.join("sub")).unwrap();
-    // Reading /proc/self/mem at offset 0 fails, even for root: an unreadable file.
+    // A link out of the project is not followed (tests/escape/paths.rs has the attack).
     std::os::unix::fs::symlink("/proc/self/mem", env.project.join("sub/AGENTS.md")).unwrap();
     let prompt = system_prompt(&env, &env.project.join("sub"));
     assert!(
@@ -171,7 +171,11 @@ fn unusable_instruction_files_are_named_not_pasted() {
         "{prompt}"
     );
     assert!(
-        prompt.contains("sub/AGENTS.md\n(not included: the file cannot be read: "),
+        prompt.contains(&format!(
+            "sub/AGENTS.md\n(not included: the file leads outside the project ({}): it is a link \
+             to /proc/",
+            env.project.display()
+        )),
         "{prompt}"
     );
     assert!(!prompt.contains("PK"), "{prompt}");

@@ -6,6 +6,10 @@
 //! if `oml trust DIR` recorded the directory *and the file's current content hash*, like direnv;
 //! `:always` and `:never` do what they say.
 //!
+//! Files stay where they belong: a project's `init.fnl`, or a module of its `.oml/lisp/`, whose
+//! real path leaves the project root is not loaded (a notice, or the `require` error, says so),
+//! nor a module of the user's `lisp/` that leaves oml's config folder.
+//!
 //! An error in an init file is collected as an `InitError` (with `file:line:col` as Fennel or Lua
 //! report it) and never stops oml. Loading again is idempotent as long as the files use the
 //! idempotent forms (`setq`, `fn`, keyed `advise!`, `defsetting`).
@@ -97,7 +101,7 @@ async fn load_one(lisp: &Lisp, file: &Path, report: &mut InitReport) {
 pub async fn load_user_init(lisp: &Lisp, paths: &Paths) -> InitReport {
     let mut report = InitReport::default();
     let lisp_dir = paths.user_lisp();
-    if let Err(e) = lisp.add_load_path(&lisp_dir) {
+    if let Err(e) = lisp.add_load_path_within(&lisp_dir, &paths.config) {
         report.errors.push(InitError {
             file: lisp_dir,
             message: e.to_string(),
@@ -161,7 +165,16 @@ pub async fn load_project_init(lisp: &Lisp, paths: &Paths, dir: &Path) -> InitRe
     if !allowed {
         return report;
     }
-    if let Err(e) = lisp.add_load_path(&paths::project_lisp(dir)) {
+    if let Some(real) = crate::project::escapes(&init, dir) {
+        report.notices.push(format!(
+            "not loading {}: it is a link to {}, outside the project {}",
+            init.display(),
+            real.display(),
+            dir.display()
+        ));
+        return report;
+    }
+    if let Err(e) = lisp.add_load_path_within(&paths::project_lisp(dir), dir) {
         report.errors.push(InitError {
             file: init.clone(),
             message: e.to_string(),

@@ -394,22 +394,39 @@ impl Lisp {
         Ok(from_lua(&self.lua, v)?)
     }
 
-    /// Put `dir` on the module search path (`require`) and the macro search path, once.
+    /// Put `dir` on the module search path (`require`) and the macro search path, once; its
+    /// modules must stay in `dir` itself (see [`Lisp::add_load_path_within`]).
     pub fn add_load_path(&self, dir: &Path) -> Result<(), LispError> {
+        self.add_load_path_within(dir, dir)
+    }
+
+    /// Put `dir` on the search paths, once; a module found there is loaded only when its real
+    /// path lies inside `within` (a link out of it is refused by the searcher).
+    pub fn add_load_path_within(&self, dir: &Path, within: &Path) -> Result<(), LispError> {
         self.host_glue("add-load-path")?
-            .call::<()>(dir.display().to_string())?;
+            .call::<()>((dir.display().to_string(), within.display().to_string()))?;
         Ok(())
     }
 
-    /// Install the module searcher that compiles `.fnl` modules through the cache.
+    /// Install the module searcher that compiles `.fnl` modules through the cache, and refuses
+    /// a module whose real path leaves the folder its load-path entry must stay in.
     pub fn install_searcher(&self) -> Result<(), LispError> {
         let me = self.clone();
-        let find = self.lua.create_function(move |lua, path: String| {
-            match me.compile_file(Path::new(&path)) {
-                Ok(f) => Ok((Value::Function(f), Value::Nil)),
-                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
-            }
-        })?;
+        let find = self
+            .lua
+            .create_function(move |lua, (path, within): (String, String)| {
+                if let Some(real) = crate::project::escapes(Path::new(&path), Path::new(&within)) {
+                    let why = format!(
+                        "not loading {path}: it is a link to {}, outside {within}",
+                        real.display()
+                    );
+                    return Ok((Value::Nil, Value::String(lua.create_string(why)?)));
+                }
+                match me.compile_file(Path::new(&path)) {
+                    Ok(f) => Ok((Value::Function(f), Value::Nil)),
+                    Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
+                }
+            })?;
         self.host_glue("install-searcher")?.call::<()>(find)?;
         Ok(())
     }

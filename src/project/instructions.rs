@@ -5,8 +5,11 @@
 //!
 //! Files are read fresh for every request, but a file whose size and modification time have not
 //! changed is served from a cache, so an unchanged project costs one `stat` per folder. Text past
-//! a total cap is cut, and the cut is stated. This module does file I/O only; it knows nothing of
-//! prompts or Lisp.
+//! a total cap is cut, and the cut is stated. A file that leads out of where it belongs (a link
+//! out of the project root, or for the user-wide file out of oml's config folder) is not read:
+//! it is listed with a problem saying where it leads (`super::escapes`), so the prompt and
+//! `/context` say what was skipped. This module does file I/O only; it knows nothing of prompts
+//! or Lisp.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -63,12 +66,14 @@ impl Cache {
         root: Option<&Path>,
         lookup: &Lookup<'_>,
     ) -> Vec<InstructionFile> {
-        let mut paths: Vec<PathBuf> = lookup
+        // Each file with the folder it must stay in.
+        let mut paths: Vec<(PathBuf, PathBuf)> = lookup
             .user_file
             .filter(|p| p.is_file())
-            .map(Path::to_path_buf)
+            .map(|p| (p.to_path_buf(), p.parent().unwrap_or(p).to_path_buf()))
             .into_iter()
             .collect();
+        let within = root.filter(|root| dir.starts_with(root)).unwrap_or(dir);
         let folders: Vec<&Path> = match root {
             Some(root) if dir.starts_with(root) => {
                 let mut v: Vec<&Path> = dir
@@ -87,14 +92,18 @@ impl Cache {
                 .map(|n| folder.join(n))
                 .find(|p| p.is_file())
             {
-                paths.push(found);
+                paths.push((found, within.to_path_buf()));
             }
         }
         let mut room = lookup.max_chars;
         paths
             .into_iter()
-            .map(|path| {
-                let (text, problem) = match self.read(&path) {
+            .map(|(path, within)| {
+                let read = match super::escapes(&path, &within) {
+                    Some(real) => Err(outside(&real, &within, lookup.user_file == Some(&path))),
+                    None => self.read(&path),
+                };
+                let (text, problem) = match read {
                     Ok(text) => (text, None),
                     Err(problem) => (String::new(), Some(problem)),
                 };
@@ -131,6 +140,20 @@ impl Cache {
         );
         text
     }
+}
+
+/// Why a file that leads to `real`, out of `within`, was not read.
+fn outside(real: &Path, within: &Path, user_wide: bool) -> String {
+    let what = if user_wide {
+        "oml's config folder"
+    } else {
+        "the project"
+    };
+    format!(
+        "leads outside {what} ({}): it is a link to {}, so it was not read",
+        within.display(),
+        real.display()
+    )
 }
 
 /// The file as text: at most [`INSTRUCTION_FILE_MAX_BYTES`], refused when it is not UTF-8 text.

@@ -17,10 +17,14 @@ the Lua source; raises Fennel's parse or compile error."
                              ;; messages reach log files, editors (as ACP text) and test output.
                              :error-pinpoint false}))
 
-(fn add-load-path [dir]
-  "Put DIR on `oml.load-path`, the module search path and the macro search path, once."
+(fn add-load-path [dir ?within]
+  "Put DIR on `oml.load-path`, the module search path and the macro search path, once. A
+module found there is loaded only when its real path lies inside ?WITHIN (default DIR): the
+project root for a project's `.oml/lisp`, oml's config folder for the user's `lisp/`."
   (let [oml _G.oml]
     (when (= nil oml.load-path) (set oml.load-path []))
+    (when (= nil oml.load-path-within) (set oml.load-path-within {}))
+    (when (= nil (. oml.load-path-within dir)) (tset oml.load-path-within dir (or ?within dir)))
     (when (not (accumulate [seen false _ d (ipairs oml.load-path)] (or seen (= d dir))))
       (table.insert oml.load-path dir)
       (set fennel.path (.. dir "/?.fnl;" dir "/?/init.fnl;" fennel.path))
@@ -28,24 +32,28 @@ the Lua source; raises Fennel's parse or compile error."
                                  fennel.macro-path)))))
 
 (fn find-module [rel]
-  "The first DIR/REL.fnl or DIR/REL/init.fnl that exists, DIR taken from `oml.load-path`."
+  "The first DIR/REL.fnl or DIR/REL/init.fnl that exists, DIR taken from `oml.load-path`, and
+the folder it must stay in (`add-load-path`)."
   (var found nil)
+  (var within nil)
   (each [_ dir (ipairs (or _G.oml.load-path [])) &until found]
     (each [_ candidate (ipairs [(.. dir "/" rel ".fnl") (.. dir "/" rel "/init.fnl")])
            &until found]
       (let [f (io.open candidate :r)]
         (when f
           (f:close)
-          (set found candidate)))))
-  found)
+          (set found candidate)
+          (set within (or (. (or _G.oml.load-path-within {}) dir) dir))))))
+  (values found within))
 
 (fn install-searcher [compile-file]
   "Add a `package.searchers` entry that finds `.fnl` modules on `oml.load-path` and compiles them
-with COMPILE-FILE (the host's, which uses the cache): it returns the chunk, or nil and a message."
+with COMPILE-FILE (the host's, which uses the cache, and refuses a file whose real path leaves
+the folder it must stay in): it returns the chunk, or nil and a message."
   (fn searcher [name]
-    (let [path (find-module (pick-values 1 (name:gsub "%." "/")))]
+    (let [(path within) (find-module (pick-values 1 (name:gsub "%." "/")))]
       (if path
-          (let [(chunk err) (compile-file path)]
+          (let [(chunk err) (compile-file path within)]
             (when (not chunk) (error err 0))
             (values chunk path))
           (.. "\n\tno file on oml's load path for '" name "'"))))
