@@ -616,8 +616,9 @@ fn permission_requests_round_trip() {
     assert_eq!(tool_call["title"], "Write a.txt");
     assert_eq!(tool_call["kind"], "edit");
     assert_eq!(tool_call["status"], "pending");
-    assert_eq!(tool_call["rawInput"]["path"], "a.txt");
+    // The input as the tool gets it: the path resolved, links followed, as it was checked.
     let a_txt = env.project.join("a.txt").display().to_string();
+    assert_eq!(tool_call["rawInput"]["path"], a_txt.as_str());
     assert_eq!(tool_call["locations"][0]["path"], a_txt.as_str());
     assert_eq!(
         tool_call["content"],

@@ -140,9 +140,10 @@ fn accept_edits_runs_edits_inside_the_workspace_and_asks_outside() {
     assert_eq!(
         last(2),
         format!(
-            "Blocked: write outside the workspace {} needs permission in accept-edits mode and \
-             this frontend cannot ask; choose another mode (oml -p --mode, or \
+            "Blocked: write of {} (outside the workspace {}) needs permission in accept-edits \
+             mode and this frontend cannot ask; choose another mode (oml -p --mode, or \
              agent.permission-mode)",
+            outside.display(),
             env.project.display()
         )
     );

@@ -392,12 +392,29 @@ else `agent.permission-mode`. Every front end and command asks this function."
 none is configured. Every front end and command asks this function."
   (or (session.get :model ?session-id) (oml.setting "llm.model")))
 
+(fn resolved-call [call]
+  ;; A file-changing call of oml's own (kind edit, delete or move, not an MCP server's) with
+  ;; its `path` resolved once, links followed: the path the permission policy checks is the
+  ;; path the tool writes, and the write follows no link that appears in between.
+  (let [p (and (. {:edit true :delete true :move true} call.kind) (not call.mcp)
+               (= :table (type call.args)) call.args.path)
+        (ok abs) (if (= :string (type p)) (pcall session.resolve-path p) false)]
+    (if (not ok) call
+        (let [args (collect [k v (pairs call.args)] k v)
+              resolved (collect [k v (pairs call)] k v)]
+          (set args.path abs)
+          (set resolved.args args)
+          resolved))))
+
 (fn agent.execute-tool [call]
   "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a
 \"Blocked: reason\" error when the permission policy refuses it, else the tool's result (a
-string, or {:content :error? :diff}). May throw; `agent.run-tool-call` turns that into an
-error result. Redefine or advise this to change the permission policy or rewrite results."
-  (let [entry (agent.find-tool call.name)]
+string, or {:content :error? :diff}). A file-changing call's `path` is resolved first
+(`session.resolve-path`, links followed), and both the permission check and the tool get that
+path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
+to change the permission policy or rewrite results."
+  (let [entry (agent.find-tool call.name)
+        call (resolved-call call)]
     (if (not entry)
         {:content (.. "Unknown tool: " call.name) :error? true}
         (let [blocked (agent.check-permission call)]

@@ -30,8 +30,15 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
   (let [cwd (session.cwd)]
     (or (project.root cwd) cwd)))
 
+(fn real [path]
+  (let [(ok abs) (pcall session.resolve-path path)]
+    (if ok abs path)))
+
 (fn inside? [path root]
-  (or (= path root) (= (path:sub 1 (+ 1 (length root))) (.. root "/"))))
+  ;; PATH is real (`call-path`); the root is made real too, so a workspace under a linked
+  ;; folder holds its own files, and a link out of it leads outside.
+  (let [root (real root)]
+    (or (= path root) (= (path:sub 1 (+ 1 (length root))) (.. root "/")))))
 
 (fn words [command]
   (icollect [w (command:gmatch "%S+")] w))
@@ -40,6 +47,7 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
   (and (= :string (type w)) (not (w:find "^%-")) (not (w:find "[^%w%._:@/%+=-]"))))
 
 (fn call-path [call]
+  ;; The file the call changes, as `session.resolve-path` resolves it: every link followed.
   (let [p (and (= :table (type call.args)) call.args.path)
         (ok abs) (pcall session.resolve-path (or p ""))]
     (when ok abs)))
@@ -81,8 +89,9 @@ it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
 
 (fn agent.inside-workspace? [call]
   "Whether the file the tool CALL changes (its `path` argument) is inside the workspace: the
-project root of the session's directory (nearest .git or .oml/), else that directory. A call
-without a path counts as inside."
+project root of the session's directory (nearest .git or .oml/), else that directory. Both are
+compared as real paths (`session.resolve-path`, links followed), so a link that leads out of the
+workspace counts as outside. A call without a path counts as inside."
   (let [path (call-path call)]
     (or (= nil path) (inside? path (workspace)))))
 
@@ -157,7 +166,8 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
               :reject-once "the user rejected it"
               :cancelled "the prompt was cancelled before the user answered"
               _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
-                                  (.. " outside the workspace " (workspace))
+                                  (.. " of " (call-path call) " (outside the workspace "
+                                      (real (workspace)) ")")
                                   "")
                     " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
 

@@ -126,12 +126,14 @@ const SESSION: &[HostFn] = &[
     HostFn {
         name: "resolve-path",
         args: "path ?session-id",
-        doc: "PATH made absolute against the session's directory (~ is the home directory), as a \
-              string. An empty or unusable PATH is an error.",
+        doc: "PATH made absolute against the session's directory (~ is the home directory) with \
+              every symbolic link followed, as a string: the real file, or for a new one its \
+              nearest existing folder's real path and the names below it. What the permission \
+              policy checks and the file tools write. An empty or unusable PATH is an error.",
         make: |lua| {
             lua.create_function(|lua, (path, id): (String, Option<String>)| {
                 let cwd = session_cwd(lua, &*sessions(lua)?, id)?;
-                crate::tools::resolve_path(&cwd, &path)
+                crate::tools::resolve_real(&cwd, &path)
                     .map(|p| p.display().to_string())
                     .map_err(|e| rt(e.to_string()))
             })

@@ -84,7 +84,8 @@ pub fn parse_edit_args(args: &Value) -> Result<Vec<Edit>, ToolError> {
         .collect()
 }
 
-/// Apply `edits` to the file at `path` (already resolved) and return "Edited <f>" followed by a
+/// Apply `edits` to the file at `path` (already resolved by [`super::resolve_real`]; no link
+/// among its folders is followed) and return "Edited <f>" followed by a
 /// unified diff, with a [`FileDiff`] attached.
 ///
 /// Never panics; on any failure the file is untouched and the result is an error
@@ -135,7 +136,7 @@ fn try_edit(path: &Path, edits: &[Edit]) -> Result<ToolOutput, ToolError> {
     let _lock = atomic::file_lock();
     let plan = plan(path, edits)?;
     let bom_bytes = if plan.bom { BOM_BYTES } else { b"" };
-    atomic::write_atomic(path, &[bom_bytes, plan.new_text.as_bytes()])?;
+    atomic::write_atomic(path, &[bom_bytes, plan.new_text.as_bytes()], false)?;
     Ok(plan.into_output(path))
 }
 

@@ -9,9 +9,12 @@
 //! written for it keep working.
 //!
 //! This module deliberately does not know about Lisp, JSON schemas, tool cards, permissions or
-//! ACP: the Lisp wrappers look settings up, resolve the path with [`path::resolve_path`] and call
-//! these functions; the ACP layer turns [`FileDiff`] into a `diff` content block. `read`, `write`
-//! and `edit` do blocking file I/O; call them from `spawn_blocking` on an async runtime.
+//! ACP: the Lisp wrappers look settings up, resolve the path with [`path::resolve_real`] (every
+//! link followed, so the path a permission policy checks is the file itself) and call these
+//! functions; the ACP layer turns [`FileDiff`] into a `diff` content block. `write` and `edit`
+//! follow no symbolic link in the folders of the path they are given (`atomic.rs`): links are
+//! followed once, when the path is resolved. `read`, `write` and `edit` do blocking file I/O;
+//! call them from `spawn_blocking` on an async runtime.
 //!
 //! Compare with pi: `packages/coding-agent/src/core/tools/` (`read.ts`, `write.ts`, `edit.ts`,
 //! `bash.ts`, `truncate.ts`).
@@ -39,7 +42,7 @@ pub use edit::{Edit, edit, edit_text, parse_edit_args, preview_edit};
 pub use find::find;
 pub use grep::{GrepArgs, grep};
 pub use ls::ls;
-pub use path::resolve_path;
+pub use path::{real_path, resolve_path, resolve_real};
 pub use read::{ReadLimits, read, read_text};
 pub use write::{preview_write, write};
 
@@ -170,6 +173,17 @@ pub enum ToolError {
     /// The command's sandbox cannot be set up here, so the command did not run.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Resolving the path met more than [`path::MAX_LINK_FOLLOWS`] symbolic links (a loop).
+    #[error("Cannot resolve {}: too many levels of symbolic links", .0.display())]
+    TooManyLinks(PathBuf),
+    /// A folder of the path to write is a symbolic link: links are followed when a path is
+    /// resolved and checked, so one here was not (or appeared since) and is not followed.
+    #[error(
+        "Cannot write {}: {} is a symbolic link, and links are followed only when the path is resolved and checked (session.resolve-path), never by the write",
+        path.display(),
+        link.display()
+    )]
+    LinkInPath { path: PathBuf, link: PathBuf },
     /// Any other I/O failure, with what was being done and to which path.
     #[error("Cannot {action} {}: {source}", path.display())]
     Io {

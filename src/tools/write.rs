@@ -1,7 +1,9 @@
 //! The `write` tool: create or overwrite one file with the given text.
 //!
 //! Parent directories are created. The replacement is atomic (temporary file, fsync, rename; see
-//! `atomic.rs`), keeps an existing file's permissions, and writes through symlinks. The result
+//! `atomic.rs`) and keeps an existing file's permissions. The path is the resolved one
+//! (`path::resolve_real`: links already followed); no symbolic link in its folders is followed
+//! again, and one that appeared since makes the write fail. The result
 //! is the original's "Wrote N bytes to <abs>" (N in UTF-8 bytes) plus a [`FileDiff`] for the ACP
 //! tool card (none past [`WRITE_DIFF_NEW_MAX_BYTES`]).
 //!
@@ -25,7 +27,8 @@ pub const WRITE_DIFF_OLD_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// memory as the content.
 pub const WRITE_DIFF_NEW_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// Write `content` to `path` (already resolved), creating parent directories.
+/// Write `content` to `path` (already resolved by [`super::resolve_real`]), creating parent
+/// directories. A symbolic link among its folders is an error ([`ToolError::LinkInPath`]).
 ///
 /// Never panics; every failure is an error [`ToolOutput`] saying what failed and where.
 pub fn write(path: &Path, content: &str) -> ToolOutput {
@@ -39,13 +42,10 @@ pub fn write(path: &Path, content: &str) -> ToolOutput {
 
 fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
     check_target(path)?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|e| ToolError::io("create directory", parent, e))?;
-    }
     let _lock = atomic::file_lock();
     let with_diff = content.len() <= WRITE_DIFF_NEW_MAX_BYTES;
     let old_text = if with_diff { old_text(path) } else { None };
-    atomic::write_atomic(path, &[content.as_bytes()])?;
+    atomic::write_atomic(path, &[content.as_bytes()], true)?;
     let message = format!("Wrote {} bytes to {}", content.len(), path.display());
     let output = ToolOutput::ok(message);
     if !with_diff {

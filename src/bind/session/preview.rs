@@ -4,7 +4,8 @@
 //! and `edit` of text given by the caller (an editor's unsaved buffer, read over ACP), with the
 //! tools' numbering, limits and messages.
 //!
-//! Paths resolve against the running coroutine's session directory, as the tools' do. It does
+//! Paths resolve against the running coroutine's session directory, links followed
+//! (`tools::resolve_real`), as the tools' do. It does
 //! not decide anything about permissions, and knows nothing of where the text came from.
 
 use std::path::Path;
@@ -87,7 +88,7 @@ fn preview(
     let args = from_lua(lua, args)?;
     let path = args.get("path").and_then(|p| p.as_str()).unwrap_or("");
     let cwd = current_cwd(lua, &*sessions(lua)?);
-    let abs = match tools::resolve_path(&cwd, path) {
+    let abs = match tools::resolve_real(&cwd, path) {
         Ok(abs) => abs,
         Err(e) => return Ok((None, Some(e.to_string()))),
     };

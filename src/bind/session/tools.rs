@@ -5,7 +5,8 @@
 //! them, with the defaults of `crate::tools`.
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
-//! session). `oml.tool-bash` and `oml.run-process` run their commands in the sandbox that
+//! session). `oml.tool-read` follows symbolic links; `oml.tool-write` and `oml.tool-edit` follow
+//! none in the folders of their path, which the agent resolved and checked before the call. `oml.tool-bash` and `oml.run-process` run their commands in the sandbox that
 //! `crate::bind::sandbox` makes from the `sandbox.*` settings. This module does not decide
 //! whether a tool may run; the agent asks first.
 
@@ -114,6 +115,15 @@ pub(crate) fn cwd(lua: &Lua) -> std::path::PathBuf {
     }
 }
 
+/// The file `oml.tool-write` and `oml.tool-edit` change: `path` made absolute against the real
+/// `cwd`, links in it not followed (the write refuses one among its folders). The agent gives
+/// them the path resolved when the call was checked (`session.resolve-path`), so what was
+/// checked is what is written, and a link swapped in since is refused rather than followed.
+fn written_path(cwd: &std::path::Path, path: &str) -> Result<std::path::PathBuf, tools::ToolError> {
+    let cwd = tools::real_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    tools::resolve_path(&cwd, path)
+}
+
 /// Arguments of `oml.tool-read`: path, offset, limit, max-chars, default-limit.
 type ReadArgs = (String, Option<i64>, Option<i64>, usize, usize);
 
@@ -130,7 +140,7 @@ const TOOLS: &[HostFn] = &[
                 |lua, (path, offset, limit, max_chars, default_limit): ReadArgs| {
                     let cwd = cwd(&lua);
                     async move {
-                        let out = match tools::resolve_path(&cwd, &path) {
+                        let out = match tools::resolve_real(&cwd, &path) {
                             Err(e) => ToolOutput::from(e),
                             Ok(abs) => {
                                 let limits = ReadLimits {
@@ -150,13 +160,14 @@ const TOOLS: &[HostFn] = &[
         name: "tool-write",
         args: "path content",
         doc: "The write tool: write the string CONTENT to the file PATH, creating its \
-              directories. Returns {:content :error? :diff}; a failure (or CONTENT not a string) \
+              directories. No symbolic link among PATH's folders is followed (an error says \
+              which): give the path as `session.resolve-path` resolves it. Returns {:content :error? :diff}; a failure (or CONTENT not a string) \
               is a result with :error? true.",
         make: |lua| {
             create_async_function(lua, |lua, (path, content): (String, Value)| {
                 let cwd = cwd(&lua);
                 async move {
-                    let out = match (tools::resolve_path(&cwd, &path), content) {
+                    let out = match (written_path(&cwd, &path), content) {
                         (Err(e), _) => ToolOutput::from(e),
                         (Ok(abs), Value::String(c)) => {
                             let content = c.to_string_lossy();
@@ -173,7 +184,8 @@ const TOOLS: &[HostFn] = &[
         name: "tool-edit",
         args: "path args",
         doc: "The edit tool: apply to the file PATH the edits of ARGS, the model's arguments \
-              {:old_text :new_text} or {:edits [{:old_text :new_text} ...]}. Returns {:content \
+              {:old_text :new_text} or {:edits [{:old_text :new_text} ...]}. No symbolic link \
+              among PATH's folders is followed, as for `oml.tool-write`. Returns {:content \
               :error? :diff}; a failure is a result with :error? true.",
         make: |lua| {
             create_async_function(lua, |lua, (path, args): (String, Value)| {
@@ -181,7 +193,7 @@ const TOOLS: &[HostFn] = &[
                 let args = from_lua(&lua, args);
                 async move {
                     let args = args?;
-                    let out = match tools::resolve_path(&cwd, &path) {
+                    let out = match written_path(&cwd, &path) {
                         Err(e) => ToolOutput::from(e),
                         Ok(abs) => match tools::parse_edit_args(&args) {
                             Err(e) => ToolOutput::from(e),
@@ -255,7 +267,7 @@ const TOOLS: &[HostFn] = &[
               any other file, or one that cannot be read.",
         make: |lua| {
             lua.create_function(|lua, path: String| {
-                let path = tools::resolve_path(&cwd(lua), &path).ok();
+                let path = tools::resolve_real(&cwd(lua), &path).ok();
                 Ok(path.and_then(|p| tools::image::file_image_mime(&p)))
             })
         },
@@ -268,7 +280,7 @@ const TOOLS: &[HostFn] = &[
               cannot be read.",
         make: |lua| {
             create_async_function(lua, |lua, path: String| {
-                let path = tools::resolve_path(&cwd(&lua), &path);
+                let path = tools::resolve_real(&cwd(&lua), &path);
                 async move {
                     let read = match path {
                         Err(e) => Err(e.to_string()),
