@@ -307,3 +307,34 @@ fn a_project_module_linking_outside_is_not_loaded() {
     );
     assert!(run.stderr.contains(&said), "{run:?}");
 }
+
+/// The workspace itself reached through a link (a project under a linked folder, as `/tmp` is
+/// on macOS): its files are still inside, compared real path to real path, so accept-edits
+/// writes them unasked.
+#[test]
+fn a_workspace_under_a_linked_folder_still_holds_its_files() {
+    let env = Env::new();
+    env.init("(setq agent.permission-mode :accept-edits)");
+    fs::create_dir_all(env.project.join(".git")).unwrap();
+    let via = env.root.join("via");
+    symlink(&env.project, &via).unwrap();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "c1",
+            "write",
+            &[r#"{"path":"a.txt","content":"a"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut ed = Editor::start(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session(&via, json!([]));
+    let (before, reason) = ed.turn(&sid, "go");
+    assert_eq!(reason, "end_turn");
+    let asked = before
+        .iter()
+        .any(|m| m["method"] == "session/request_permission");
+    assert!(!asked, "{before:?}");
+    assert_eq!(fs::read_to_string(env.project.join("a.txt")).unwrap(), "a");
+    ed.finish();
+}
