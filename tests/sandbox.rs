@@ -414,3 +414,74 @@ fn deny_landlock(cmd: &mut Command) {
         });
     }
 }
+
+#[test]
+fn a_command_returns_when_it_exits_with_what_its_background_child_wrote_so_far() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let pid_file = s.env.project.join("late.pid");
+    // The background child keeps the output pipe open past the command's exit; the result
+    // comes after the bounded drain with what it wrote by then, and it is left running.
+    let out = s.bash(&format!(
+        "echo early; (echo from-the-child; sleep 300; echo never) & echo $! > {}",
+        pid_file.display()
+    ));
+    assert!(
+        out.contains("early") && out.contains("from-the-child"),
+        "{out}"
+    );
+    assert!(!out.contains("never"), "{out}");
+    let child = wait_for_pid(&pid_file);
+    // SAFETY: kill with integers: the test's own background process.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+}
+
+#[test]
+fn the_watcher_holds_none_of_the_commands_descriptors() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let report = s.env.project.join("watcher");
+    // The command names its shell's children (the watcher is one) and its own output pipe,
+    // then waits, so that the watcher can be looked at from outside while it lives. (oml and
+    // its watcher are not dumpable: reading their descriptors takes root, as CI runs.)
+    let command = format!(
+        "readlink /proc/$$/fd/1 > {r}.pipe; cat /proc/$$/task/*/children > {r}.tmp; \
+         mv {r}.tmp {r}; sleep 2",
+        r = report.display()
+    );
+    let mut oml = s.command(&command, &[]).spawn().expect("spawn oml");
+    let mut children = String::new();
+    let seen = poll_until(DEADLINE, || {
+        children = std::fs::read_to_string(&report).unwrap_or_default();
+        !children.is_empty()
+    });
+    assert!(seen, "the command did not report its children");
+    let pipe = std::fs::read_to_string(report.with_extension("pipe")).unwrap_or_default();
+    assert!(pipe.trim().starts_with("pipe:"), "{pipe}");
+    let watchers: Vec<Vec<String>> = children
+        .split_whitespace()
+        .filter_map(|pid| {
+            let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+            let links = fds
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .map(|l| l.display().to_string())
+                .collect();
+            Some(links)
+        })
+        .collect();
+    assert!(!watchers.is_empty(), "no watcher among {children}");
+    for links in &watchers {
+        assert!(
+            !links.iter().any(|l| l == pipe.trim()),
+            "a child of the command holds its output pipe {pipe}: {links:?}"
+        );
+        // Its lifeline (a pipe) and the pidfd of the command it watches.
+        let others = links.iter().filter(|l| *l != "anon_inode:[pidfd]").count();
+        assert!(
+            others <= 1,
+            "the watcher holds only its lifeline: {links:?}"
+        );
+    }
+    assert!(oml.wait().expect("oml").success());
+}

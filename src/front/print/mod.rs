@@ -134,6 +134,8 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
 
     let interrupt = CancelToken::new();
     let interrupted = Arc::new(AtomicI32::new(0));
+    // A signal that comes before the prompt has begun must still cancel it.
+    agent.arm(&id);
     let signals = tokio::spawn(watch_signals(
         agent.clone(),
         id.clone(),
@@ -257,9 +259,9 @@ fn open_session(agent: &Agent, options: &PrintOptions, tx: EventSink) -> Result<
     Ok(id)
 }
 
-/// The first Ctrl-C, SIGTERM or SIGHUP cancels the turn (it ends properly, partial answer kept,
-/// and the run then shuts down as it always does); a second signal interrupts the Lisp code
-/// itself. `interrupted` gets the first signal's number.
+/// The first Ctrl-C, SIGTERM or SIGHUP cancels the turn (it ends properly, partial answer kept)
+/// and stops the MCP servers, and the run then shuts down as it always does; a second signal
+/// interrupts the Lisp code itself. `interrupted` gets the first signal's number.
 async fn watch_signals(
     agent: Agent,
     id: String,
@@ -270,6 +272,16 @@ async fn watch_signals(
     let first = next_signal(&mut shutdown).await;
     interrupted.store(first, Ordering::SeqCst);
     agent.cancel(&id);
+    // The run ends after this turn: its MCP servers stop now, which also ends a turn that
+    // waits for one still starting.
+    let stopping = crate::bind::mcp::stop_all(agent.lisp());
+    tokio::select! {
+        () = stopping => {}
+        _ = next_signal(&mut shutdown) => {
+            interrupt.cancel();
+            return;
+        }
+    }
     next_signal(&mut shutdown).await;
     interrupt.cancel();
 }

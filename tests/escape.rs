@@ -1,0 +1,26 @@
+//! The escape suite: every way found from a model's tool call, a confined command or a file in an
+//! untrusted repository to code or writes outside the sandbox, run for real as the attack it is
+//! (a scripted model asks for the command or the tool call; real Unix sockets, real symlinks,
+//! real resource limits) and kept forever. A denial oml built proves nothing; an attack that
+//! fails does. Each submodule holds one family of attacks; `docs/src/safety.md` names them.
+//!
+//! Tests that need Landlock fail under CI and skip elsewhere when the kernel has none
+//! (`common::skip`).
+
+#![allow(clippy::print_stderr)] // the skip notice
+
+mod common;
+mod support;
+
+#[path = "escape/confine.rs"]
+mod confine;
+#[path = "escape/control.rs"]
+mod control;
+#[path = "escape/harness.rs"]
+mod harness;
+#[path = "escape/paths.rs"]
+mod paths;
+#[path = "escape/rules.rs"]
+mod rules;
+#[path = "escape/signals.rs"]
+mod signals;

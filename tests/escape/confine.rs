@@ -1,0 +1,127 @@
+//! What a confined command may not do besides writing files outside the workspace: change their
+//! metadata, write where oml loads code from, read oml's secrets through /proc, kill its own
+//! watcher to outlive oml.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use crate::common::{DEADLINE, Run, await_exit};
+
+use super::harness::{Target, landlock_or_skip, process_runs, wait_for_pid};
+
+#[test]
+fn metadata_outside_the_workspace_cannot_change() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let victim = t.outside.join("victim");
+    std::fs::write(&victim, "x").expect("write the victim");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let before = std::fs::metadata(&victim).expect("stat");
+    let v = victim.display();
+    let command = format!(
+        "chmod 0777 {v}; echo chmod=$?; touch -d 2001-01-01 {v}; echo touch=$?; \
+         chown 12345 {v}; echo chown=$?; \
+         python3 -c 'import os; os.setxattr(\"{v}\", \"user.x\", b\"1\")'; echo xattr=$?; \
+         touch inside && chmod 0700 inside && echo inside=ok"
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for step in ["chmod=1", "touch=1", "chown=1", "xattr=1", "inside=ok"] {
+        assert!(result.contains(step), "{step}: {result}");
+    }
+    let after = std::fs::metadata(&victim).expect("stat");
+    assert_eq!(after.permissions().mode() & 0o777, 0o600, "{result}");
+    assert_eq!(after.modified().ok(), before.modified().ok(), "{result}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(after.uid(), before.uid(), "{result}");
+}
+
+#[test]
+fn a_writable_cache_folder_does_not_make_omls_compiled_code_writable() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    // The documented `(setq sandbox.writable ["~/.cache"])`, with XDG_CACHE_HOME as ~/.cache.
+    t.env.init(&format!(
+        "(setq sandbox.writable [{:?}])",
+        t.env.home.cache.display().to_string()
+    ));
+    // A first run fills the compile cache with the init file's Lua.
+    let run = Run::from(t.command(None, &["eval", "1"]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let cached = t.env.home.cached_files();
+    assert!(!cached.is_empty(), "the init file was cached");
+    let marker = t.outside.join("ran-from-the-cache");
+    let payload = format!("io.open([[{}]], [[w]]):write([[x]])", marker.display());
+    let cache = t.env.home.fennel_cache();
+    let command = format!(
+        "for f in {}/*.lua; do printf '%s\\n' \"{payload}\" | cat - \"$f\" > \"$f.new\" && mv \"$f.new\" \"$f\"; echo rc=$?; done; \
+         touch {}/new.lua; echo new=$?",
+        cache.display(),
+        cache.display()
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !result.contains("rc=0") && result.contains("new=1"),
+        "{result}"
+    );
+    let run = Run::from(t.command(None, &["eval", "1"]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !marker.exists(),
+        "code written into the cache ran: {result}"
+    );
+}
+
+#[test]
+fn a_command_cannot_read_the_api_key_from_omls_environment_or_write_into_its_output() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let command = "tr '\\0' '\\n' < /proc/$PPID/environ; echo environ=$?; \
+                   echo IN''JECTED > /proc/$PPID/fd/1; echo fd=$?";
+    let (run, result) = t.model_runs(command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // The fake model's key is `test-key` (common::use_fake_model).
+    assert!(!result.contains("test-key"), "{result}");
+    assert!(!run.stdout.contains("INJECTED"), "{run:?}");
+    assert!(
+        result.contains("environ=1") && result.contains("fd=1"),
+        "{result}"
+    );
+}
+
+#[test]
+fn a_command_that_kills_its_watcher_still_dies_with_oml() {
+    let Some(abi) = landlock_or_skip() else {
+        return;
+    };
+    if abi < 6 {
+        // Before Landlock's signal scope the watcher is in reach; oml.sandbox-status says so
+        // (tests/sandbox.rs checks the status on every ABI).
+        return;
+    }
+    let t = Target::new();
+    let pid_file = t.env.project.join("sleep.pid");
+    // Every child of the command's shell but the command's own pipeline: the watcher.
+    let command = format!(
+        "for p in $(cat /proc/$$/task/*/children); do kill -9 $p 2>/dev/null && echo killed $p; done; \
+         sleep 300 & echo $! > {}",
+        pid_file.display()
+    );
+    let form = format!("(print (. (oml.tool-bash {command:?} 30 10000) :content)) (io.read)");
+    let mut oml = t
+        .command(None, &["eval", &form])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let sleep = wait_for_pid(&pid_file);
+    assert!(process_runs(sleep), "the background sleep did not start");
+    oml.kill().expect("kill -9 oml");
+    let out = oml.wait_with_output().expect("reap oml");
+    assert!(
+        await_exit(sleep, DEADLINE),
+        "the sleep outlived oml: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -1,0 +1,115 @@
+//! What the attacks share: a throw-away home whose temp dir is its own folder (so that `outside`
+//! is outside every writable path), Landlock's presence, and a print-mode turn in which the fake
+//! model asks for one `bash` command.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{DEADLINE, Env, Run, poll_until};
+use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+/// How to get Landlock, for [`crate::common::skip`].
+const INSTALL_LANDLOCK: &str = "a Linux kernel 5.13 or later with Landlock enabled \
+    (CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter)";
+
+/// The kernel's Landlock ABI version, or `None` after `skip` said why the attack cannot run.
+pub fn landlock_or_skip() -> Option<i64> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
+    // the ABI version or an error.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if v <= 0 {
+        crate::common::skip("Landlock", INSTALL_LANDLOCK);
+        return None;
+    }
+    Some(v)
+}
+
+/// A home for one attack, with a temp dir (`TMPDIR`) of its own and a folder `outside` that no
+/// writable path holds.
+pub struct Target {
+    pub env: Env,
+    pub tmp: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl Target {
+    pub fn new() -> Target {
+        let env = Env::new();
+        let tmp = env.root.join("tmp");
+        let outside = env.root.join("outside");
+        for dir in [&tmp, &outside] {
+            std::fs::create_dir_all(dir).expect("create a folder");
+        }
+        Target { env, tmp, outside }
+    }
+
+    /// `oml ARGS…` with this target's temp dir, pointed at `fake` when given.
+    pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> std::process::Command {
+        let mut cmd = self.env.command(fake, args);
+        cmd.env("TMPDIR", &self.tmp);
+        cmd
+    }
+
+    /// One print-mode turn (`--mode yolo`: nothing asks) in which the model runs `command`
+    /// with `bash`; what oml did, and the tool result the model read.
+    pub fn model_runs(&self, command: &str, vars: &[(&str, &str)]) -> (Run, String) {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let fake = FakeModel::start([
+            Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+            Reply::Stream(text_chunks(&["done"])),
+        ]);
+        let run = Run::from(
+            self.command(Some(&fake), &["-p", "--mode", "yolo", "do it"])
+                .envs(vars.iter().copied())
+                .output()
+                .expect("run oml"),
+        );
+        let result = tool_result(&fake, 1);
+        (run, result)
+    }
+}
+
+/// The content of the (first) tool result in the fake model's request number `request`.
+pub fn tool_result(fake: &FakeModel, request: usize) -> String {
+    let requests = fake.requests();
+    let Some(req) = requests.get(request) else {
+        return String::new();
+    };
+    req.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Wait for `file` to hold a pid; the pid.
+pub fn wait_for_pid(file: &Path) -> i32 {
+    let mut pid = None;
+    let found = poll_until(DEADLINE, || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        pid.is_some()
+    });
+    assert!(found, "no pid in {}", file.display());
+    pid.unwrap_or_default()
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn process_runs(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    state.is_some_and(|s| s != "Z")
+}

@@ -1,0 +1,110 @@
+//! "Always" rules name the program: a rule the user gave for one harmless command must not
+//! cover another program the model puts behind the same leading words (variable assignments,
+//! `timeout N`, `sudo`). Print mode in `ask` mode, the answers scripted in the init file.
+
+use crate::common::{Env, Run};
+use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+/// Run the `bash` COMMANDS in one print-mode turn in `ask` mode, answering the questions in
+/// order with ANSWERS; the tool results and the words of each question's "always" rule.
+fn run(env: &Env, answers: &str, commands: &[&str]) -> (Vec<String>, String) {
+    env.init(&format!(
+        r#"(setq agent.print-mode-permission :ask)
+(local answers [{answers}])
+(var asked "")
+(set agent.ask-permission
+     (fn [call]
+       (set asked (.. asked (agent.describe-rule (agent.permission-rule call)) "\n"))
+       (table.remove answers 1)))
+(advise! agent.run :asked (fn [run ...] (let [r (run ...)] (io.stderr:write asked) r)))"#
+    ));
+    let mut list: Vec<_> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, command)| {
+            let args = serde_json::json!({ "command": command }).to_string();
+            tool_call_chunks(&format!("call_{i}"), "bash", &[&args])
+        })
+        .collect();
+    list.push(text_chunks(&["done"]));
+    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let out = Run::from(
+        env.command(Some(&fake), &["-p", "go"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let results = (1..=commands.len())
+        .map(|i| {
+            let msgs = requests[i].body["messages"].as_array().unwrap();
+            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    (results, out.stderr)
+}
+
+#[test]
+fn always_for_a_command_after_assignments_covers_that_command_only() {
+    let env = Env::new();
+    let (results, asked) = run(
+        &env,
+        ":allow-always :reject-once",
+        &["A=1 B=2 echo hi", "A=1 B=2 touch victim"],
+    );
+    assert_eq!(results[0].trim(), "hi");
+    assert_eq!(results[1], "Blocked: the user rejected it", "{asked}");
+    assert!(!env.project.join("victim").exists());
+    assert!(
+        asked.starts_with("the command `A=1 B=2 echo hi`"),
+        "{asked}"
+    );
+}
+
+#[test]
+fn always_under_a_wrapper_names_the_program_behind_it() {
+    let env = Env::new();
+    let (results, asked) = run(
+        &env,
+        ":allow-always :reject-once",
+        &[
+            "timeout 5 echo hi",
+            "timeout 5 echo again",
+            "timeout 5 touch victim",
+        ],
+    );
+    assert_eq!(results[0].trim(), "hi");
+    // The rule is `echo hi …`, which `echo again` is not: asked, and rejected.
+    assert_eq!(results[1], "Blocked: the user rejected it", "{asked}");
+    assert!(asked.starts_with("`echo hi …` commands"), "{asked}");
+    let (results, _) = run(
+        &env,
+        ":allow-always :reject-once",
+        &[
+            "nice npm test",
+            "timeout 5 npm test -- --watch",
+            "timeout 5 touch victim",
+        ],
+    );
+    // `npm test` ran (it fails: there is no package), the wrapped one was covered, the
+    // other program was asked and rejected.
+    assert!(!results[1].starts_with("Blocked"), "{results:?}");
+    assert_eq!(results[2], "Blocked: the user rejected it");
+    assert!(!env.project.join("victim").exists());
+}
+
+#[test]
+fn sudo_is_never_covered_by_a_rule() {
+    let env = Env::new();
+    let (_, asked) = run(
+        &env,
+        ":reject-once :reject-once",
+        &["sudo ls", "env A=1 ls"],
+    );
+    let lines: Vec<&str> = asked.lines().collect();
+    assert_eq!(
+        lines,
+        ["the command `sudo ls`", "the command `env A=1 ls`"],
+        "{asked}"
+    );
+}
