@@ -46,6 +46,43 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 (fn plain-word? [w]
   (and (= :string (type w)) (not (w:find "^%-")) (not (w:find "[^%w%._:@/%+=-]"))))
 
+(fn assignment? [w]
+  (not= nil (w:find "^[%a_][%w_]*=")))
+
+(fn number-word? [w]
+  (not= nil (and w (w:find "^%d+%.?%d*[smhd]?$"))))
+
+;; Wrappers that run the rest of the command unchanged: how many words each takes after its
+;; name (options are refused rather than guessed: a wrapper with an option is no wrapper).
+(local wrappers {:timeout [number-word?] :nice [] :nohup [] :command [] :env [] :time []})
+
+;; Programs that run another program with other rights: a rule never covers them.
+(local privileged {:sudo true :doas true :su true :pkexec true :run0 true})
+
+(fn agent.command-program [command]
+  "The words of the shell COMMAND that name what runs, past the wrappers that do not change it
+(`timeout N`, `nice`, `nohup`, `command`, `time`, a bare `env`): a list of words, or nil with the
+reason when no rule may name it — leading variable assignments (`A=1 cmd`, `env A=1 cmd`: they
+can change what runs), a privileged runner (`sudo`, `doas`, `su`, `pkexec`, `run0`), a wrapper
+with an option, or nothing left to run."
+  (let [ws (words command)]
+    (var i 1)
+    (var why nil)
+    (while (and (not why) (. ws i) (. wrappers (. ws i)))
+      (let [arity (. wrappers (. ws i))]
+        (set i (+ i 1))
+        (each [_ ok? (ipairs arity)]
+          (if (ok? (. ws i)) (set i (+ i 1))
+              (set why (.. "`" (. ws (- i 1)) "` with an option or no duration"))))
+        (when (and (not why) (. ws i) (: (. ws i) :find "^%-"))
+          (set why (.. "a wrapper's option `" (. ws i) "`")))))
+    (let [program (. ws i)]
+      (if why (values nil why)
+          (= nil program) (values nil "nothing to run")
+          (assignment? program) (values nil "leading variable assignments")
+          (. privileged program) (values nil (.. "`" program "` runs with other rights"))
+          (fcollect [j i (length ws)] (. ws j))))))
+
 (fn call-path [call]
   ;; The file the call changes, as `session.resolve-path` resolves it: every link followed.
   (let [p (and (= :table (type call.args)) call.args.path)
@@ -53,19 +90,20 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
     (when ok abs)))
 
 (fn agent.permission-rule [call]
-  "The rule an \"always\" answer to the tool CALL {:name :args} adds: for bash, the command's
-first two words when both are plain words and nothing chains or redirects
-({:tool :bash :prefix \"npm test\"}), else the exact command ({:tool :bash :exact ...}); for
-write and edit, the tool inside the workspace ({:tool :edit :inside root}) or the one file outside
-it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
+  "The rule an \"always\" answer to the tool CALL {:name :args} adds: for bash, the program and
+its subcommand (`agent.command-program`: past `timeout N`, `nice` and the like) when both are
+plain words and nothing chains or redirects ({:tool :bash :prefix \"npm test\"}), else the exact
+command ({:tool :bash :exact ...}) — always the exact command after variable assignments or
+`sudo`; for write and edit, the tool inside the workspace ({:tool :edit :inside root}) or the one
+file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
   (let [name call.name
         args (or call.args {})]
     (case name
       :bash (let [command (or args.command "")
-                  ws (words command)]
-              (if (and (not (command:find shell-specials)) (plain-word? (. ws 1))
-                       (plain-word? (. ws 2)))
-                  {:tool :bash :prefix (.. (. ws 1) " " (. ws 2))}
+                  program (agent.command-program command)]
+              (if (and program (not (command:find shell-specials)) (plain-word? (. program 1))
+                       (plain-word? (. program 2)))
+                  {:tool :bash :prefix (.. (. program 1) " " (. program 2))}
                   {:tool :bash :exact command}))
       _ (let [path (and (. edit-kinds call.kind) (call-path call))
               root (workspace)]
@@ -79,8 +117,8 @@ it ({:tool :edit :path abs}); for any other tool, the tool ({:tool name})."
     (if (not= rule.tool call.name) false
         rule.prefix (let [command (or args.command "")
                           want (words rule.prefix)
-                          have (words command)]
-                      (and (not (command:find shell-specials))
+                          have (agent.command-program command)]
+                      (and have (not (command:find shell-specials))
                            (accumulate [ok true i w (ipairs want)] (and ok (= w (. have i))))))
         rule.exact (= rule.exact args.command)
         rule.inside (let [path (call-path call)] (and path (inside? path rule.inside)))
