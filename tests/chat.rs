@@ -374,7 +374,10 @@ fn an_edit_shows_its_diff() {
     let term = open(&env, Some(&fake), &[], &[]);
     term.type_line("shout beta");
     let question = term.wait_for("[n] no", DEADLINE);
-    assert!(question.contains("Edit notes.txt?"), "{question}");
+    // The question names the file the edit would change: the path resolved, links followed.
+    let real = env.project.join("notes.txt");
+    let asked = format!("Edit {}?", real.display());
+    assert!(question.contains(&asked), "{question}");
     assert!(question.contains("-beta\n+BETA"), "{question}");
     term.write(b"y");
     let screen = term.wait_for("Edited.", DEADLINE);
@@ -400,7 +403,8 @@ fn a_write_of_one_huge_line_asks_with_the_line_cut_and_the_keys_on_screen() {
     let term = open(&env, Some(&fake), &[], &[]);
     term.type_line("write a big file");
     let question = term.wait_for("[n] no", DEADLINE);
-    assert!(question.contains("Write big.txt?"), "{question}");
+    let asked = format!("Write {}?", env.project.join("big.txt").display());
+    assert!(question.contains(&asked), "{question}");
     // The diff's line is `+` and the content: its first 1000 characters are shown.
     let more = format!("… {} more characters", (2 << 20) + 1 - 1000);
     assert!(question.contains(&more), "{question}");
