@@ -1,5 +1,6 @@
 //! Compiling Fennel: source to a Lua function, and files through a cache of compiled Lua keyed
-//! by the hash of everything the output depends on.
+//! by the hash of everything the output depends on. A cached file is run only when it is a
+//! private regular file of this user whose first line names that key (`read_cached`).
 //!
 //! This module does not run what it compiles.
 
@@ -42,15 +43,38 @@ impl Lisp {
             .as_bytes(),
         );
         let cached = cache.join(format!("{key}.lua"));
-        if let Ok(lua_src) = std::fs::read_to_string(&cached) {
-            return load_lua(&self.lua, &lua_src, &name);
+        if let Some(lua_src) = read_cached(&cached, &key) {
+            return load_lua(&self.lua, lua_src.as_str(), &name);
         }
         let lua_src = to_lua_source(&self.lua, &src, &name)?;
         let f = load_lua(&self.lua, &lua_src, &name)?;
         // A cache that cannot be written only costs speed.
-        let _ = write_atomically(cache, &cached, lua_src.as_bytes());
+        let entry = format!("{}{key}\n{lua_src}", CACHE_HEADER);
+        let _ = write_atomically(cache, &cached, entry.as_bytes());
         Ok(f)
     }
+}
+
+/// The first line of a cached file, before the key it was compiled for (a Lua comment).
+const CACHE_HEADER: &str = "-- oml compiled for ";
+
+/// The compiled Lua cached at `path` for `key`, when it may be run: a regular file (not a link)
+/// of this user that neither group nor others can write, whose first line names `key` (the hash
+/// of the source and of everything the output depends on). Anything else is compiled again
+/// and replaced. No confined command can write the cache (the sandbox keeps oml's folders
+/// read-only), so this guards against other users, stray files and copies put in place.
+fn read_cached(path: &Path, key: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    // SAFETY: geteuid takes no arguments.
+    let me = unsafe { libc::geteuid() };
+    if !meta.file_type().is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let rest = text.strip_prefix(CACHE_HEADER)?.strip_prefix(key)?;
+    let lua = rest.strip_prefix('\n')?;
+    Some(lua.to_owned())
 }
 
 /// `Lisp::compile` for host functions, which get the state as `&Lua` rather than a `Lisp`.

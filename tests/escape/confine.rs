@@ -125,3 +125,51 @@ fn a_command_that_kills_its_watcher_still_dies_with_oml() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn a_cached_file_is_run_only_when_it_is_ours_and_names_its_source() {
+    let t = Target::new();
+    t.env.init("(local x 1)");
+    let run = Run::from(t.command(None, &["eval", "1"]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let cached = t.env.home.cached_files();
+    assert_eq!(cached.len(), 1, "the init file was cached");
+    let file = &cached[0];
+    let header = std::fs::read_to_string(file)
+        .expect("read the cache")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let marker = t.outside.join("ran-from-the-cache");
+    let payload = format!("io.open([[{}]], [[w]]):write([[x]])\n", marker.display());
+    let planted = t.outside.join("planted.lua");
+    std::fs::write(&planted, format!("{header}\n{payload}")).expect("plant");
+    let attempts: [(&str, Box<dyn Fn()>); 3] = [
+        (
+            "without the header",
+            Box::new(|| std::fs::write(file, &payload).unwrap()),
+        ),
+        (
+            "a link to a planted file",
+            Box::new(|| {
+                let _ = std::fs::remove_file(file);
+                std::os::unix::fs::symlink(&planted, file).unwrap();
+            }),
+        ),
+        (
+            "writable by others",
+            Box::new(|| {
+                let _ = std::fs::remove_file(file);
+                std::fs::write(file, format!("{header}\n{payload}")).unwrap();
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
+            }),
+        ),
+    ];
+    for (what, plant) in attempts {
+        plant();
+        let run = Run::from(t.command(None, &["eval", "1"]).output().expect("oml"));
+        assert_eq!(run.code, 0, "{what}: {run:?}");
+        assert!(!marker.exists(), "a cached file {what} ran");
+    }
+}
