@@ -227,7 +227,10 @@ const SANDBOX: &[HostFn] = &[HostFn {
           :enforced :reason :abi :network? :writable}. :enforced is :full, :partial (some of \
           the policy is not enforced here; :reason says what), :unavailable (commands are \
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
-          without Landlock); :writable lists where :workspace-write commands may write.",
+          without Landlock); :writable lists where :workspace-write commands may write; \
+          :protected lists oml's own folders, read-only even beneath them; :read-only-view? \
+          says whether commands get the read-only view of the rest of the file system (a \
+          private mount namespace: chmod, chown, utimes and xattrs outside fail).",
     make: |lua| lua.create_function(sandbox_status),
 }];
 
@@ -254,5 +257,13 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
         Mode::ReadOnly | Mode::Off => Vec::new(),
     };
     t.set("writable", writable)?;
+    let protected: Vec<String> = policy
+        .protected
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    t.set("protected", protected)?;
+    let view = policy.mode != Mode::Off && sandbox::mounts::available().is_ok();
+    t.set("read-only-view?", view)?;
     Ok(t)
 }
