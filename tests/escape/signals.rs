@@ -71,6 +71,6 @@ fn a_write_past_the_file_size_limit_is_a_storage_fault_not_a_crash() {
         });
     }
     let run = Run::from(cmd.output().expect("run oml"));
-    assert_eq!(run.code, 6, "{run:?}");
+    assert_eq!(run.code, 6, "stderr: {}", run.stderr);
     assert!(run.stdout.contains(&answer[..1000]), "the answer was shown");
 }
