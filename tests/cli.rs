@@ -496,8 +496,11 @@ async fn the_cached_compilation_is_what_runs_for_unchanged_content() {
     assert_eq!(home.eval("version").await, "\"compiled\"");
     let files = home.cached_files();
     assert_eq!(files.len(), 1);
-    // Tamper with the cached Lua: an unchanged source file must be loaded from the cache.
-    std::fs::write(&files[0], "version = \"from-cache\"\n").expect("tamper");
+    // Tamper with the cached Lua (its first line, naming the source, kept): an unchanged
+    // source file must be loaded from the cache.
+    let cached = std::fs::read_to_string(&files[0]).expect("read the cache");
+    let header = cached.lines().next().unwrap_or_default();
+    std::fs::write(&files[0], format!("{header}\nversion = \"from-cache\"\n")).expect("tamper");
     assert_eq!(home.eval("version").await, "\"from-cache\"");
 }
 

@@ -768,8 +768,11 @@ async fn compile_file_caches_by_content_and_recompiles_a_changed_file() {
     assert_eq!(first.len(), 1, "{first:?}");
     assert!(first[0].extension().is_some_and(|e| e == "lua"));
 
-    // The cache is read for unchanged content: a tampered entry is what runs.
-    std::fs::write(&first[0], "return 99").expect("tamper");
+    // The cache is read for unchanged content: a tampered entry (its first line, naming the
+    // source, kept) is what runs.
+    let entry = std::fs::read_to_string(&first[0]).expect("read the cache");
+    let header = entry.lines().next().unwrap_or_default();
+    std::fs::write(&first[0], format!("{header}\nreturn 99")).expect("tamper");
     assert_eq!(run(&lisp).await, 99);
     // Another host with the same cache dir uses it too.
     assert_eq!(run(&lisp_with_cache(Some(cache.path()))).await, 99);

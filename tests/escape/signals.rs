@@ -9,6 +9,8 @@ use std::process::Stdio;
 use crate::common::{DEADLINE, Run, await_exit, wait_within};
 use crate::support::fake_model::{FakeModel, Reply, Step, pieces, text_chunks};
 
+use crate::support::pty::Term;
+
 use super::harness::{Target, process_runs, wait_for_pid};
 
 /// An MCP server that ignores SIGTERM, SIGHUP and the end of its input, and says its pid.
@@ -18,8 +20,10 @@ fn stubborn_server(t: &Target) -> std::path::PathBuf {
         "echo $$ > {}; trap '' TERM HUP; exec sleep 300",
         pid_file.display()
     );
+    // The chat waits for its servers before the first prompt: a short start keeps it quick.
     t.env.init(&format!(
-        "(mcp.defserver :stubborn {{:command \"sh\" :args [\"-c\" {script:?}]}})"
+        "(setq mcp.start-timeout 2)\n\
+         (mcp.defserver :stubborn {{:command \"sh\" :args [\"-c\" {script:?}]}})"
     ));
     pid_file
 }
@@ -73,4 +77,32 @@ fn a_write_past_the_file_size_limit_is_a_storage_fault_not_a_crash() {
     let run = Run::from(cmd.output().expect("run oml"));
     assert_eq!(run.code, 6, "stderr: {}", run.stderr);
     assert!(run.stdout.contains(&answer[..1000]), "the answer was shown");
+}
+
+#[test]
+fn sigterm_ends_the_chat_mid_turn_and_its_mcp_servers_with_the_terminal_restored() {
+    let t = Target::new();
+    let pid_file = stubborn_server(&t);
+    let fake = FakeModel::start([Reply::Stream(vec![Step::Hang])]);
+    let term = Term::spawn(t.command(Some(&fake), &[]), 24, 100);
+    term.wait_for("Ctrl-D exits", DEADLINE);
+    let server = wait_for_pid(&pid_file);
+    term.type_line("wait for me");
+    assert!(
+        crate::common::poll_until(DEADLINE, || !fake.requests().is_empty()),
+        "the turn did not start: {}",
+        term.screen()
+    );
+    // SAFETY: kill with integers: the oml this test started.
+    unsafe { libc::kill(term.pid() as i32, libc::SIGTERM) };
+    assert_eq!(
+        term.wait_exit(DEADLINE),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        term.screen()
+    );
+    assert!(
+        await_exit(server, DEADLINE),
+        "the MCP server {server} outlived the chat"
+    );
 }

@@ -91,6 +91,13 @@ impl Reader {
     }
 
     /// Stop the thread (saving the history) and wait for it.
+    /// Stop reading without waiting for the line being read (a signal ends the chat): the
+    /// thread is left to end with the process.
+    pub fn abandon(mut self) {
+        self.requests = None;
+        self.thread = None;
+    }
+
     pub async fn close(mut self) {
         self.requests = None;
         if let Some(thread) = self.thread.take() {

@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::agent::{Agent, AgentEvent};
 use crate::bind::chat::{Ask, Hub, Request};
 use crate::cancel::CancelToken;
+use crate::front::signals::Shutdown;
 use crate::front::stdio::err;
 use crate::lisp::LispError;
 use crate::session::store::Store;
@@ -105,8 +106,18 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
     } else {
         Reader::piped()
     };
-    chat.converse(&reader, &names, &mut events, &mut asks).await;
-    reader.close().await;
+    let modes = term::SavedModes::save();
+    let mut shutdown = Shutdown::listen();
+    let signal = chat
+        .converse(&reader, &names, &mut events, &mut asks, &mut shutdown)
+        .await;
+    if signal.is_some() {
+        // The line editor may hold the terminal in raw mode, waiting for a key.
+        modes.restore();
+        reader.abandon();
+    } else {
+        reader.close().await;
+    }
     if let Some(repl) = chat.repl.take() {
         repl.close();
     }
@@ -114,7 +125,10 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
         chat.error(&format!("{unsaved}; they are lost as oml ends"));
         chat.failed = true;
     }
-    i32::from(chat.failed && !caps.interactive)
+    match signal {
+        Some(signal) => crate::front::signals::status_for(signal),
+        None => i32::from(chat.failed && !caps.interactive),
+    }
 }
 
 /// Whether the conversation goes on after an input.
@@ -140,20 +154,27 @@ struct Chat {
 }
 
 impl Chat {
+    /// Read and run inputs until the input ends or a SIGTERM or SIGHUP comes (its number is
+    /// returned; a turn it interrupts is cancelled and finishes first).
     async fn converse(
         &mut self,
         reader: &Reader,
         names: &Arc<Mutex<Names>>,
         events: &mut mpsc::UnboundedReceiver<AgentEvent>,
         asks: &mut mpsc::UnboundedReceiver<Ask>,
-    ) {
+        shutdown: &mut Shutdown,
+    ) -> Option<i32> {
         let mut interrupted_empty = false;
         loop {
             if self.caps.interactive {
                 self.refresh_names(names);
             }
             let prompt = if self.caps.interactive { PROMPT } else { "" };
-            let text = match reader.read(prompt).await {
+            let read = tokio::select! {
+                read = reader.read(prompt) => read,
+                signal = shutdown.recv() => return Some(signal),
+            };
+            let text = match read {
                 Read::Eof => break,
                 Read::Interrupted { empty } => {
                     if empty && interrupted_empty {
@@ -176,8 +197,17 @@ impl Chat {
                 }
                 Input::Chat { name, args } => self.chat_command(&name, &args).await,
                 Input::Prompt(text) => {
-                    self.prompt(&text, events, asks).await;
-                    Flow::Go
+                    let (agent, session) = (self.agent.clone(), self.session.clone());
+                    let turn = self.prompt(&text, events, asks);
+                    tokio::pin!(turn);
+                    tokio::select! {
+                        () = &mut turn => Flow::Go,
+                        signal = shutdown.recv() => {
+                            agent.cancel(&session);
+                            turn.await;
+                            return Some(signal);
+                        }
+                    }
                 }
             };
             if flow == Flow::Exit {
@@ -185,6 +215,7 @@ impl Chat {
             }
             self.handle_requests().await;
         }
+        None
     }
 
     /// Run one prompt (or slash command) and draw it.

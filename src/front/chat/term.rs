@@ -119,6 +119,29 @@ impl Drop for RawInput {
     }
 }
 
+/// The terminal's modes on stdin as they were when the chat started, to put back when a signal
+/// ends the chat while the line editor has the terminal in raw mode.
+pub struct SavedModes(Option<libc::termios>);
+
+impl SavedModes {
+    /// The modes of stdin now (nothing when it is not a terminal).
+    pub fn save() -> SavedModes {
+        // SAFETY: an all-zero termios is a valid value to be overwritten by tcgetattr.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: tcgetattr writes into the termios we own; it fails on a non-terminal.
+        let ok = unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } == 0;
+        SavedModes(ok.then_some(saved))
+    }
+
+    /// Put the saved modes back.
+    pub fn restore(&self) {
+        if let Some(saved) = &self.0 {
+            // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, saved) };
+        }
+    }
+}
+
 /// Put `fd` in raw mode after flushing pending input; the attributes to restore, or `None`
 /// when `fd` is not a terminal.
 fn raw_mode(fd: libc::c_int) -> Option<libc::termios> {
