@@ -145,7 +145,8 @@ fn a_cached_file_is_run_only_when_it_is_ours_and_names_its_source() {
     let payload = format!("io.open([[{}]], [[w]]):write([[x]])\n", marker.display());
     let planted = t.outside.join("planted.lua");
     std::fs::write(&planted, format!("{header}\n{payload}")).expect("plant");
-    let attempts: [(&str, Box<dyn Fn()>); 3] = [
+    type Plant<'a> = Box<dyn Fn() + 'a>;
+    let attempts: [(&str, Plant); 3] = [
         (
             "without the header",
             Box::new(|| std::fs::write(file, &payload).unwrap()),
