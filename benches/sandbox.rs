@@ -47,6 +47,7 @@ fn policy() -> Policy {
         ],
         network: false,
         protected: Vec::new(),
+        guarded: Vec::new(),
     }
 }
 

@@ -120,6 +120,14 @@ fn git_summary(bencher: Bencher) {
         fx.rt.block_on(oml::project::git::summary(
             &sub,
             oml::project::git::GIT_STATUS_TIMEOUT,
+            // What oml gives it: the read-only sandbox (bind::project).
+            oml::sandbox::prepare(&oml::sandbox::Policy {
+                mode: oml::sandbox::Mode::ReadOnly,
+                writable: Vec::new(),
+                network: false,
+                protected: Vec::new(),
+                guarded: Vec::new(),
+            }),
         ))
     });
 }

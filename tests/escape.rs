@@ -20,6 +20,8 @@ mod control;
 mod harness;
 #[path = "escape/paths.rs"]
 mod paths;
+#[path = "escape/project.rs"]
+mod project;
 #[path = "escape/rules.rs"]
 mod rules;
 #[path = "escape/signals.rs"]

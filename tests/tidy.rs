@@ -141,6 +141,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 const SIDEWAYS: &[(&str, &str)] = &[
     ("acp_client", "jsonrpc"),
     ("tools", "sandbox"),
+    ("project", "sandbox"),
     ("mcp", "acp_client"),
 ];
 

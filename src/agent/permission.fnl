@@ -34,11 +34,27 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
   (let [(ok abs) (pcall session.resolve-path path)]
     (if ok abs path)))
 
+(fn under? [path dir]
+  (or (= path dir) (= (path:sub 1 (+ 1 (length dir))) (.. dir "/"))))
+
+;; Folders of the workspace that oml or git load code from: a file there counts as outside.
+(local code-folders [".oml" ".git"])
+
+(fn code-folder [path root]
+  (accumulate [found nil _ name (ipairs code-folders) &until found]
+    (when (under? path (.. root "/" name)) (.. root "/" name))))
+
 (fn inside? [path root]
   ;; PATH is real (`call-path`); the root is made real too, so a workspace under a linked
   ;; folder holds its own files, and a link out of it leads outside.
   (let [root (real root)]
-    (or (= path root) (= (path:sub 1 (+ 1 (length root))) (.. root "/")))))
+    (and (under? path root) (not (code-folder path root)))))
+
+(fn outside-why [path]
+  (let [root (real (workspace))
+        folder (code-folder path root)]
+    (if folder (.. "in " folder ", where oml or git load code from")
+        (.. "outside the workspace " root))))
 
 (fn words [command]
   (icollect [w (command:gmatch "%S+")] w))
@@ -129,7 +145,8 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
   "Whether the file the tool CALL changes (its `path` argument) is inside the workspace: the
 project root of the session's directory (nearest .git or .oml/), else that directory. Both are
 compared as real paths (`session.resolve-path`, links followed), so a link that leads out of the
-workspace counts as outside. A call without a path counts as inside."
+workspace counts as outside; so do the workspace's `.oml/` and `.git/`, which oml and git load
+code from (init files, modules, hooks, config). A call without a path counts as inside."
   (let [path (call-path call)]
     (or (= nil path) (inside? path (workspace)))))
 
@@ -204,8 +221,7 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
               :reject-once "the user rejected it"
               :cancelled "the prompt was cancelled before the user answered"
               _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
-                                  (.. " of " (call-path call) " (outside the workspace "
-                                      (real (workspace)) ")")
+                                  (.. " of " (call-path call) " (" (outside-why (call-path call)) ")")
                                   "")
                     " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
 

@@ -129,7 +129,8 @@ const PROJECT: &[HostFn] = &[
         args: "dir",
         doc: "A one-line summary of the git repository DIR is in (\"branch main; 2 modified\", \
               \"detached at 1a2b3c4; clean\"), or nil outside one. git status runs within \
-              500 ms; the summary is reused for 2 s.",
+              500 ms, confined read-only with no network (a repository's config can name \
+              programs git runs); the summary is reused for 2 s.",
         make: |lua| {
             create_async_function(lua, |lua, dir: String| {
                 let state = state(&lua);
@@ -142,7 +143,7 @@ const PROJECT: &[HostFn] = &[
                     {
                         return Ok(summary);
                     }
-                    let summary = git::summary(&dir, git::GIT_STATUS_TIMEOUT).await;
+                    let summary = git::summary(&dir, git::GIT_STATUS_TIMEOUT, read_only()).await;
                     lock(&state.git).insert(dir, (Instant::now(), summary.clone()));
                     Ok(summary)
                 }
@@ -178,6 +179,18 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
         list.raw_push(t)?;
     }
     Ok(list)
+}
+
+/// The sandbox oml's own `git status` runs in: read-only, no network (the secrets stay, git
+/// needs none of them but reads no more than the user's own git does).
+fn read_only() -> crate::sandbox::Prepared {
+    crate::sandbox::prepare(&crate::sandbox::Policy {
+        mode: crate::sandbox::Mode::ReadOnly,
+        writable: Vec::new(),
+        network: false,
+        protected: Vec::new(),
+        guarded: Vec::new(),
+    })
 }
 
 fn rt(e: LispError) -> mlua::Error {

@@ -92,19 +92,36 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     let mode: String = lisp.setting("sandbox.mode")?;
     let mode = Mode::from_name(&mode)
         .ok_or_else(|| LispError::Setting(format!("sandbox.mode: unknown mode {mode}")))?;
-    let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
-    let mut writable = vec![root, std::env::temp_dir()];
+    let mut writable = vec![root_of(dir), std::env::temp_dir()];
     for path in strings(lisp, "sandbox.writable")? {
         let resolved = crate::tools::resolve_path(dir, &path)
             .map_err(|e| LispError::Setting(format!("sandbox.writable: {e}")))?;
         writable.push(resolved);
     }
+    let root = root_of(dir);
+    let guarded = PROJECT_CODE
+        .iter()
+        .map(|name| root.join(name))
+        .filter(|p| p.exists())
+        .collect();
     Ok(Policy {
         mode,
         writable,
         network: lisp.setting("sandbox.network?")?,
         protected: protected_dirs(),
+        guarded,
     })
+}
+
+/// What in a project oml or git loads code or trust from, kept read-only for commands even
+/// inside the workspace: `.oml/` (the project's init file and modules, run once trusted), git's
+/// hooks and git's config (`core.fsmonitor`, `core.hooksPath` and filters name programs git
+/// runs for the user, outside any sandbox).
+pub const PROJECT_CODE: &[&str] = &[".oml", ".git/hooks", ".git/config"];
+
+/// The workspace of a command run in `dir`: its project root, else `dir`.
+fn root_of(dir: &Path) -> std::path::PathBuf {
+    crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf())
 }
 
 /// oml's own folders ([`crate::paths::Paths::own_dirs`]), made now when missing, so that a
@@ -180,6 +197,9 @@ pub(crate) fn launcher(
         for path in &policy.protected {
             args.extend(["--protect".to_owned(), path.display().to_string()]);
         }
+        for path in &policy.guarded {
+            args.extend(["--guard".to_owned(), path.display().to_string()]);
+        }
     }
     if policy.network {
         args.push("--network".to_owned());
@@ -228,7 +248,8 @@ const SANDBOX: &[HostFn] = &[HostFn {
           the policy is not enforced here; :reason says what), :unavailable (commands are \
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
           without Landlock); :writable lists where :workspace-write commands may write; \
-          :protected lists oml's own folders, read-only even beneath them; :read-only-view? \
+          :protected lists oml's own folders, read-only even beneath them; :guarded the \
+          project's .oml/, .git/hooks and .git/config, read-only with the view; :read-only-view? \
           says whether commands get the read-only view of the rest of the file system (a \
           private mount namespace: chmod, chown, utimes and xattrs outside fail).",
     make: |lua| lua.create_function(sandbox_status),
@@ -263,6 +284,12 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
         .map(|p| p.display().to_string())
         .collect();
     t.set("protected", protected)?;
+    let guarded: Vec<String> = policy
+        .guarded
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    t.set("guarded", guarded)?;
     let view = policy.mode != Mode::Off && sandbox::mounts::available().is_ok();
     t.set("read-only-view?", view)?;
     Ok(t)

@@ -136,6 +136,10 @@ pub struct SandboxExecArgs {
     /// A folder that stays read-only even beneath a writable path (oml's own folders).
     #[arg(long = "protect", value_name = "PATH")]
     pub protect: Vec<PathBuf>,
+    /// A path in the workspace that stays read-only where the kernel allows (`.oml`, git's
+    /// hooks and config).
+    #[arg(long = "guard", value_name = "PATH")]
+    pub guard: Vec<PathBuf>,
     /// TCP connections and listening allowed (`sandbox.network?`).
     #[arg(long = "network")]
     pub network: bool,

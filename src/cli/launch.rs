@@ -34,6 +34,7 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         writable: args.writable.clone(),
         network: args.network,
         protected: args.protect.clone(),
+        guarded: args.guard.clone(),
     };
     let secrets = Secrets {
         also: args.secret.clone(),

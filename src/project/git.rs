@@ -3,7 +3,10 @@
 //!
 //! `git status` runs with a time limit, without taking git's optional locks, stdin from
 //! `/dev/null`, in its own process group; when it is slow, missing or fails, the summary says so
-//! instead of delaying the turn. Knows nothing of prompts or Lisp.
+//! instead of delaying the turn. It runs in the sandbox its caller gives (read-only, no
+//! network): a repository's own config can name programs git runs (`core.fsmonitor`, hooks,
+//! clean filters), and an untrusted repository must not run them unconfined; fsmonitor and
+//! hooks are also turned off on the command line. Knows nothing of prompts or Lisp.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -11,14 +14,27 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use crate::sandbox::Prepared;
+
 /// How long `git status` may take before the summary says it was too slow.
 pub const GIT_STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The state of the repository at `dir`, as one line: `branch main; 2 modified, 1 untracked`,
 /// `detached at 1a2b3c4; clean`. `None` when `dir` is not in a git repository.
-pub async fn summary(dir: &Path, timeout: Duration) -> Option<String> {
+pub async fn summary(dir: &Path, timeout: Duration, sandbox: Prepared) -> Option<String> {
     let mut cmd = Command::new("git");
+    // The sandbox gives git a session, so a process group, of its own.
+    if sandbox.confine(cmd.as_std_mut()).is_err() {
+        // Where no sandbox can be had, git runs as it is, with the settings that run programs
+        // named in the repository's config turned off.
+        cmd = Command::new("git");
+        cmd.process_group(0);
+    }
     cmd.args([
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
         "status",
         "--porcelain=v1",
         "--branch",
@@ -29,7 +45,6 @@ pub async fn summary(dir: &Path, timeout: Duration) -> Option<String> {
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
-    .process_group(0)
     .kill_on_drop(true);
     let output = match cmd.spawn() {
         Ok(child) => tokio::time::timeout(timeout, child.wait_with_output()).await,

@@ -207,6 +207,7 @@ mod tests {
             writable: Vec::new(),
             network,
             protected: Vec::new(),
+            guarded: Vec::new(),
         }
     }
 

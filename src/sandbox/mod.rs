@@ -90,6 +90,10 @@ pub struct Policy {
     /// Bound read-only beneath a writable path ([`mounts`]); where that cannot be done, a
     /// writable path that holds one of them is not made writable.
     pub protected: Vec<PathBuf>,
+    /// Paths in the workspace that code is loaded from (the project's `.oml/`, git's hooks and
+    /// config): read-only beneath the writable paths where the mount layer can be had; without
+    /// it they stay writable and the status says so.
+    pub guarded: Vec<PathBuf>,
 }
 
 /// What the sandbox enforces on this kernel for a policy.
@@ -181,39 +185,27 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
     }
     let real = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
     let protected: Vec<PathBuf> = policy.protected.iter().map(real).collect();
+    let guarded: Vec<PathBuf> = policy.guarded.iter().map(real).collect();
     let mut limits = Vec::new();
-    // A writable path inside one of oml's folders is not writable at all.
-    policy.writable = policy
-        .writable
-        .iter()
-        .map(real)
-        .filter(|w| match protected.iter().find(|p| mounts::within(w, p)) {
-            Some(p) => {
-                limits.push(format!(
-                    "{} is in oml's folder {}: not writable",
-                    w.display(),
-                    p.display()
-                ));
-                false
-            }
-            None => true,
-        })
-        .collect();
+    policy.writable = policy.writable.iter().map(real).collect();
+    drop_inside(&mut policy.writable, &protected, &mut limits);
     if policy.mode == Mode::WorkspaceWrite {
         policy.writable.push(PathBuf::from(landlock::DEV_SHM));
     }
-    let held: Vec<PathBuf> = protected
-        .iter()
-        .filter(|p| policy.writable.iter().any(|w| mounts::within(p, w)))
-        .cloned()
-        .collect();
+    let held = |paths: &[PathBuf]| -> Vec<PathBuf> {
+        let writable = &policy.writable;
+        let under = |p: &&PathBuf| writable.iter().any(|w| mounts::within(p, w));
+        paths.iter().filter(under).cloned().collect()
+    };
+    let (held_protected, held_guarded) = (held(&protected), held(&guarded));
     match mounts::available() {
         Ok(()) => {
             let writable = match policy.mode {
                 Mode::WorkspaceWrite => policy.writable.clone(),
                 _ => Vec::new(),
             };
-            let plan = mounts::Plan::new(&writable, &held);
+            let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
+            let plan = mounts::Plan::new(&writable, &read_only);
             (policy, Some(Arc::new(plan)), limits)
         }
         Err(why) => {
@@ -222,21 +214,41 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                  not restricted: {why}"
             ));
             if policy.mode == Mode::WorkspaceWrite {
-                policy.writable.retain(|w| {
-                    let holds = held.iter().find(|p| mounts::within(p, w));
-                    if let Some(p) = holds {
-                        limits.push(format!(
-                            "{} holds oml's folder {} and cannot be carved out here: not writable",
-                            w.display(),
-                            p.display()
-                        ));
-                    }
-                    holds.is_none()
-                });
+                drop_holders(&mut policy.writable, &held_protected, &mut limits);
+                for g in &held_guarded {
+                    limits.push(format!("{} is writable by commands here", g.display()));
+                }
             }
             (policy, None, limits)
         }
     }
+}
+
+/// Drop the writable paths that lie inside one of oml's `protected` folders, saying so.
+fn drop_inside(writable: &mut Vec<PathBuf>, protected: &[PathBuf], limits: &mut Vec<String>) {
+    writable.retain(|w| match protected.iter().find(|p| mounts::within(w, p)) {
+        Some(p) => {
+            let (w, p) = (w.display(), p.display());
+            limits.push(format!("{w} is in oml's folder {p}: not writable"));
+            false
+        }
+        None => true,
+    });
+}
+
+/// Without the mount layer, drop the writable paths that hold one of oml's `held` folders (it
+/// could not be carved out), saying so.
+fn drop_holders(writable: &mut Vec<PathBuf>, held: &[PathBuf], limits: &mut Vec<String>) {
+    writable.retain(|w| match held.iter().find(|p| mounts::within(p, w)) {
+        Some(p) => {
+            let (w, p) = (w.display(), p.display());
+            limits.push(format!(
+                "{w} holds oml's folder {p} and cannot be carved out here: not writable"
+            ));
+            false
+        }
+        None => true,
+    });
 }
 
 /// `status` with what the mount layer could not enforce added to its reason.
@@ -275,6 +287,7 @@ impl Prepared {
             writable: Vec::new(),
             network: true,
             protected: Vec::new(),
+            guarded: Vec::new(),
         })
     }
 
