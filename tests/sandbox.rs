@@ -14,16 +14,14 @@ mod support;
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::{DEADLINE, Env, Run, await_exit, poll_until};
+use common::{
+    DEADLINE, Env, Run, await_exit, landlock_or_skip, poll_until, process_runs, wait_for_pid,
+};
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use support::pty::Term;
-
-/// How to get Landlock, for [`common::skip`].
-const INSTALL_LANDLOCK: &str = "a Linux kernel 5.13 or later with Landlock enabled \
-    (CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter)";
 
 /// The variable the tests pass the command in (so that no quoting reaches Fennel).
 const COMMAND_VAR: &str = "SANDBOX_TEST_COMMAND";
@@ -39,30 +37,6 @@ const TERM_COLS: u16 = 100;
 /// the read-only view of the file system outside the writable paths ("Read-only file system").
 fn denied(output: &str) -> bool {
     output.contains("Permission denied") || output.contains("Read-only file system")
-}
-
-/// The kernel's Landlock ABI version, asked of the kernel directly (not through oml).
-fn kernel_abi() -> Option<i64> {
-    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
-    // the ABI version or an error.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    (v > 0).then_some(v)
-}
-
-/// The ABI, or `None` after [`common::skip`] said why the test cannot run.
-fn landlock_or_skip() -> Option<i64> {
-    let abi = kernel_abi();
-    if abi.is_none() {
-        common::skip("Landlock", INSTALL_LANDLOCK);
-    }
-    abi
 }
 
 /// A throw-away home whose temp dir (`TMPDIR`) is its own folder, so that `outside` (under the
@@ -353,31 +327,6 @@ fn without_landlock_commands_are_refused_and_the_status_says_why() {
 }
 
 // --- helpers
-
-/// Wait for the command to have written a pid into `file`; the pid.
-fn wait_for_pid(file: &Path) -> i32 {
-    let mut pid = None;
-    let found = poll_until(DEADLINE, || {
-        pid = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
-        pid.is_some()
-    });
-    assert!(found, "no pid in {}", file.display());
-    pid.unwrap_or_default()
-}
-
-/// Whether process `pid` exists and is not a zombie.
-fn process_runs(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|r| r.split_whitespace().next());
-    state.is_some_and(|s| s != "Z")
-}
 
 /// Run `cmd` under a seccomp filter that makes `landlock_create_ruleset` fail with ENOSYS, as on
 /// a kernel without Landlock.

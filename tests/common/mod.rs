@@ -641,3 +641,52 @@ impl std::fmt::Debug for Run {
         )
     }
 }
+
+/// How to get Landlock, for [`skip`].
+pub const INSTALL_LANDLOCK: &str = "a Linux kernel 5.13 or later with Landlock enabled \
+    (CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter)";
+
+/// The kernel's Landlock ABI version, asked of the kernel directly (not through oml), or `None`
+/// after [`skip`] said why a test that needs it cannot run.
+pub fn landlock_or_skip() -> Option<i64> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
+    // the ABI version or an error.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if v <= 0 {
+        skip("Landlock", INSTALL_LANDLOCK);
+        return None;
+    }
+    Some(v)
+}
+
+/// Wait for a command to have written a pid into `file`; the pid.
+pub fn wait_for_pid(file: &Path) -> i32 {
+    let mut pid = None;
+    let found = poll_until(DEADLINE, || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        pid.is_some()
+    });
+    assert!(found, "no pid in {}", file.display());
+    pid.unwrap_or_default()
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn process_runs(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    state.is_some_and(|s| s != "Z")
+}

@@ -2,33 +2,12 @@
 //! is outside every writable path), Landlock's presence, and a print-mode turn in which the fake
 //! model asks for one `bash` command.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::common::{DEADLINE, Env, Run, poll_until};
+use crate::common::{Env, Run};
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
-/// How to get Landlock, for [`crate::common::skip`].
-const INSTALL_LANDLOCK: &str = "a Linux kernel 5.13 or later with Landlock enabled \
-    (CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter)";
-
-/// The kernel's Landlock ABI version, or `None` after `skip` said why the attack cannot run.
-pub fn landlock_or_skip() -> Option<i64> {
-    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
-    // the ABI version or an error.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    if v <= 0 {
-        crate::common::skip("Landlock", INSTALL_LANDLOCK);
-        return None;
-    }
-    Some(v)
-}
+pub use crate::common::{landlock_or_skip, process_runs, wait_for_pid};
 
 /// A home for one attack, with a temp dir (`TMPDIR`) of its own and a folder `outside` that no
 /// writable path holds.
@@ -87,29 +66,4 @@ pub fn tool_result(fake: &FakeModel, request: usize) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
-}
-
-/// Wait for `file` to hold a pid; the pid.
-pub fn wait_for_pid(file: &Path) -> i32 {
-    let mut pid = None;
-    let found = poll_until(DEADLINE, || {
-        pid = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
-        pid.is_some()
-    });
-    assert!(found, "no pid in {}", file.display());
-    pid.unwrap_or_default()
-}
-
-/// Whether process `pid` exists and is not a zombie.
-pub fn process_runs(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|r| r.split_whitespace().next());
-    state.is_some_and(|s| s != "Z")
 }
