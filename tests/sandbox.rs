@@ -434,3 +434,30 @@ fn the_watcher_holds_none_of_the_commands_descriptors() {
     }
     assert!(oml.wait().expect("oml").success());
 }
+
+#[test]
+fn the_editor_terminal_launcher_ends_its_command_when_its_shell_is_killed() {
+    let Some(_) = landlock_or_skip() else { return };
+    let s = Sandbox::new();
+    let pid_file = s.env.project.join("sleep.pid");
+    // What Toad's terminal does: a shell runs the launcher; Esc Esc kills the shell.
+    let launcher = format!(
+        "{} sandbox-exec --mode workspace-write --writable {} -- bash -c 'sleep 300 & echo $! > {}; wait'",
+        env!("CARGO_BIN_EXE_oml"),
+        s.env.project.display(),
+        pid_file.display()
+    );
+    let mut shell = Command::new("bash")
+        .args(["-c", &format!("{launcher}; true")])
+        .current_dir(&s.env.project)
+        .spawn()
+        .expect("spawn the shell");
+    let sleep = wait_for_pid(&pid_file);
+    assert!(process_runs(sleep), "the command did not start");
+    shell.kill().expect("kill -9 the shell");
+    shell.wait().expect("reap the shell");
+    assert!(
+        await_exit(sleep, DEADLINE),
+        "the command {sleep} outlived the shell that started its launcher"
+    );
+}

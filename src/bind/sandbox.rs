@@ -71,6 +71,13 @@ fn settings() -> Vec<SettingDecl> {
             line!(),
         ),
         decl(
+            "sandbox.git-writable?",
+            "Whether confined commands may write in the project's .git (commit, branch, fetch). Off by default, as in Codex: a command that can write .git can plant hooks or a core.fsmonitor in its config that your own git runs later, outside any sandbox. The project's .oml/ stays read-only either way.",
+            "boolean".into(),
+            json!(false),
+            line!(),
+        ),
+        decl(
             "sandbox.keep-env",
             "Environment variables passed to commands even though their names look secret (contain KEY, TOKEN, SECRET or PASSWORD), e.g. [\"SSH_KEY_PATH\"].",
             "table".into(),
@@ -99,8 +106,10 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
         writable.push(resolved);
     }
     let root = root_of(dir);
+    let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
     let guarded = PROJECT_CODE
         .iter()
+        .filter(|name| !(git_writable && **name == ".git"))
         .map(|name| root.join(name))
         .filter(|p| p.exists())
         .collect();
@@ -114,10 +123,13 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
 }
 
 /// What in a project oml or git loads code or trust from, kept read-only for commands even
-/// inside the workspace: `.oml/` (the project's init file and modules, run once trusted), git's
-/// hooks and git's config (`core.fsmonitor`, `core.hooksPath` and filters name programs git
-/// runs for the user, outside any sandbox).
-pub const PROJECT_CODE: &[&str] = &[".oml", ".git/hooks", ".git/config"];
+/// inside the workspace: `.oml/` (the project's init file and modules, run once trusted) and
+/// `.git` (its hooks, its config — whose `core.fsmonitor`, `core.hooksPath` and filters name
+/// programs git runs for the user, outside any sandbox — and the files that point git at
+/// another config, `commondir` and `config.worktree`, which a command could create; as a mount
+/// point `.git` cannot be renamed or replaced either). `sandbox.git-writable?` lifts it for
+/// `.git`.
+pub const PROJECT_CODE: &[&str] = &[".oml", ".git"];
 
 /// The workspace of a command run in `dir`: its project root, else `dir`.
 fn root_of(dir: &Path) -> std::path::PathBuf {
@@ -146,6 +158,9 @@ pub fn secrets(lisp: &Lisp) -> Result<Secrets, LispError> {
         let same = std::env::vars_os().filter(|(_, v)| v.as_encoded_bytes() == key.as_bytes());
         also.extend(same.map(|(name, _)| name.to_string_lossy().into_owned()));
     }
+    // The key's own variable holds the key too: name it once.
+    also.sort();
+    also.dedup();
     Ok(Secrets {
         also,
         keep: strings(lisp, "sandbox.keep-env")?,
@@ -249,7 +264,8 @@ const SANDBOX: &[HostFn] = &[HostFn {
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
           without Landlock); :writable lists where :workspace-write commands may write; \
           :protected lists oml's own folders, read-only even beneath them; :guarded the \
-          project's .oml/, .git/hooks and .git/config, read-only with the view; :read-only-view? \
+          project's .oml/ and .git (see sandbox.git-writable?), read-only with the view; \
+          :read-only-view? \
           says whether commands get the read-only view of the rest of the file system (a \
           private mount namespace: chmod, chown, utimes and xattrs outside fail).",
     make: |lua| lua.create_function(sandbox_status),

@@ -6,7 +6,9 @@
 //! `no_new_privs` unless the mode is off, the secrets removed from the environment the editor
 //! gave) and waits. The launcher is the command's lifeline: when the editor kills it
 //! (`terminal/kill`, `terminal/release`), `PR_SET_PDEATHSIG` and the sandbox's watcher kill the
-//! command's whole process group.
+//! command's whole process group. And the launcher dies with its own parent: when the process
+//! that started it (the shell of an editor's terminal, which the editor kills) ends, the
+//! launcher ends the command and exits, instead of being orphaned while the command runs on.
 //!
 //! It boots no Lisp and no async runtime, and reads no setting: the sandbox comes spelt out in
 //! its arguments. A sandbox that cannot be set up here is refused (exit status
@@ -54,14 +56,64 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         err!("oml: {e}; set sandbox.mode to :off to run unconfined");
         return SANDBOX_REFUSED;
     }
-    match cmd.status() {
+    // SAFETY: getppid takes no arguments. Taken before the spawn: a parent that is already gone
+    // (the launcher reparented) is noticed at the first poll.
+    let parent = unsafe { libc::getppid() };
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            err!("oml: cannot run {program}: {e}");
+            return SANDBOX_REFUSED;
+        }
+    };
+    if !outlives(parent, &child) {
+        // The process that started the launcher (the editor's terminal shell) is gone: end
+        // the command, which the watcher's lifeline also does once this process exits.
+        let pgid = libc::pid_t::try_from(child.id()).unwrap_or(0);
+        // SAFETY: killpg with the command's own group (its sandbox made it with setsid).
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+    match child.wait() {
         Ok(status) => status
             .code()
             .or_else(|| status.signal().map(|s| 128 + s))
             .unwrap_or(1),
         Err(e) => {
-            err!("oml: cannot run {program}: {e}");
+            err!("oml: cannot wait for {program}: {e}");
             SANDBOX_REFUSED
         }
     }
+}
+
+/// Wait until `child` exits (`true`) or the launcher's `parent` does (`false`), whichever comes
+/// first, with a pidfd of each. Where pidfds are missing (before Linux 5.3), just wait.
+fn outlives(parent: libc::pid_t, child: &std::process::Child) -> bool {
+    let open = |pid: libc::pid_t| {
+        // SAFETY: pidfd_open with a pid and no flags; -1 when it fails.
+        unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int }
+    };
+    let child_fd = open(libc::pid_t::try_from(child.id()).unwrap_or(0));
+    let parent_fd = open(parent);
+    if child_fd < 0 || parent_fd < 0 {
+        return true;
+    }
+    let mut fds = [child_fd, parent_fd].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let survived = loop {
+        // SAFETY: two valid pollfd structures on this stack.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break n < 0 || fds[0].revents != 0 || fds[1].revents == 0;
+    };
+    // SAFETY: closing the two pidfds opened above.
+    unsafe {
+        libc::close(child_fd);
+        libc::close(parent_fd);
+    }
+    survived
 }

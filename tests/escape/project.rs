@@ -54,13 +54,17 @@ fn a_command_cannot_plant_git_hooks_git_config_or_project_init_code() {
     let t = Target::new();
     git_init(&t);
     std::fs::create_dir_all(t.env.project.join(".oml/lisp")).expect("mkdir .oml");
+    // Each way found to make the user's own git run a program: a hook, the config, a
+    // commondir pointing at a config elsewhere, and .git renamed and copied afresh.
     let command = "echo 'touch /tmp/pwned' > .git/hooks/pre-commit; echo hook=$?; \
                    git config core.fsmonitor /tmp/x; echo config=$?; \
+                   echo /tmp > .git/commondir; echo commondir=$?; \
+                   mv .git .git-old; echo rename=$?; \
                    echo '(os.execute \"id\")' > .oml/init.fnl; echo init=$?; \
                    echo x > .oml/lisp/m.fnl; echo module=$?; echo ok > ok.txt; echo work=$?";
     let (run, result) = t.model_runs(command, &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    for refused in ["hook=1", "init=1", "module=1"] {
+    for refused in ["hook=1", "commondir=1", "rename=1", "init=1", "module=1"] {
         assert!(result.contains(refused), "{refused}: {result}");
     }
     assert!(!result.contains("config=0"), "{result}");
@@ -69,6 +73,8 @@ fn a_command_cannot_plant_git_hooks_git_config_or_project_init_code() {
         "the rest of the workspace is writable: {result}"
     );
     assert!(!t.env.project.join(".git/hooks/pre-commit").exists());
+    assert!(!t.env.project.join(".git/commondir").exists());
+    assert!(!t.env.project.join(".git-old").exists());
     assert!(!t.env.project.join(".oml/init.fnl").exists());
     let config = std::fs::read_to_string(t.env.project.join(".git/config")).expect("config");
     assert!(!config.contains("fsmonitor"), "{config}");
