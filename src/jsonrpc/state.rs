@@ -29,6 +29,8 @@ pub(super) struct State {
     pub(super) gone: Option<Gone>,
     /// Set once the writer has stopped, with why.
     pub(super) writer_stopped: Option<WriterStop>,
+    /// The error codes of id-less answers already logged.
+    pub(super) refused_codes: std::collections::HashSet<i32>,
 }
 
 pub(super) struct Pending {
@@ -105,8 +107,14 @@ impl Shared {
     /// Hands a response to the request waiting for it, or logs why nobody is.
     pub(super) fn route(&self, response: Response) {
         let Some(id) = response.id else {
+            // An answer without an id is the peer refusing a notification of ours (Toad answers
+            // `$/cancel_request` with -32601 and `session_info_update` with -32602): expected,
+            // and stderr stays quiet; each error code is logged once, at debug.
             if let Err(error) = response.outcome {
-                tracing::warn!(%error, "{} could not read one of our messages", self.peer);
+                let first = self.state().refused_codes.insert(error.code);
+                if first {
+                    tracing::debug!(%error, "{} refused one of our notifications", self.peer);
+                }
             }
             return;
         };
