@@ -24,7 +24,15 @@ use crate::session::{AgentEvent, Entry, Sessions};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
 /// it is loaded).
-const RECORDED_KEYS: &[&str] = &["model", "permission-mode", "permission-rules"];
+/// The plan and the token totals are among them, so that a loaded session replays its plan and
+/// `/usage` counts the whole session, not only this process's calls.
+const RECORDED_KEYS: &[&str] = &[
+    "model",
+    "permission-mode",
+    "permission-rules",
+    "plan",
+    "usage",
+];
 
 /// Install `session.*`, `oml.compile-string`, the tool host functions and the tool settings, and
 /// the delta shortcut of `session.delta-forwarder`, for the registry `sessions` (which must be in
@@ -284,7 +292,8 @@ const SESSION: &[HostFn] = &[
         name: "put!",
         args: "key value ?session-id",
         doc: "Keep a copy of VALUE under the string KEY in the session (nil removes it). Changes \
-              of :model, :permission-mode and :permission-rules are recorded in the session's file. Returns nil.",
+              of :model, :permission-mode, :permission-rules, :plan and :usage are recorded in \
+              the session's file (and restored when it is loaded). Returns nil.",
         make: |lua| {
             lua.create_function(|lua, (key, value, id): (String, Value, Option<String>)| {
                 let s = sessions(lua)?;

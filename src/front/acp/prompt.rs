@@ -50,6 +50,8 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
     ctx.hub.barrier(sid).await;
     let after = session_state(ctx, sid);
     let cancelled = after.cancelled || ctx.shutdown.is_cancelled();
+    // The calls this turn made, also when it was cancelled before its end.
+    let usage = usage_delta(&before.usage, &after.usage);
     match result {
         Ok(outcome) => {
             if outcome.command.is_some() {
@@ -71,20 +73,9 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
             } else {
                 stop_reason(&outcome.stop_reason)
             };
-            let usage = usage_delta(&before.usage, &after.usage);
-            let mut meta = json!({"usage": usage});
-            // The turn is not (all) on disk: the notice update said so, and this says so to
-            // the program.
-            if let Some(u) = &outcome.unsaved {
-                meta["unsaved"] = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
-            }
-            Ok(json!({
-                "stopReason": stop,
-                "usage": acp_usage(&usage),
-                "_meta": {"oml": meta},
-            }))
+            Ok(answer(stop, usage, outcome.unsaved.as_ref()))
         }
-        Err(_) if cancelled => Ok(json!({"stopReason": "cancelled"})),
+        Err(_) if cancelled => Ok(answer("cancelled", usage, None)),
         Err(e) => {
             // Clients show `data.details` (Toad shows nothing else).
             let category = if after.model_error { "model" } else { "lisp" };
@@ -93,6 +84,19 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
                 .with_data(json!({"details": message, "category": category})))
         }
     }
+}
+
+/// The prompt's answer: the stop reason, the turn's `usage` (see [`usage_delta`]) as ACP's and
+/// in `_meta.oml.usage`, and what of the turn the disk refused, if anything.
+fn answer(stop: &str, usage: Value, unsaved: Option<&crate::session::store::Unsaved>) -> Value {
+    let acp = acp_usage(&usage);
+    let mut meta = json!({"usage": usage});
+    // The turn is not (all) on disk: the notice update said so, and this says so to the
+    // program.
+    if let Some(u) = unsaved {
+        meta["unsaved"] = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+    }
+    json!({"stopReason": stop, "usage": acp, "_meta": {"oml": meta}})
 }
 
 /// What the loop gets of the prompt `blocks` (see [`prompt_content`]); an error when it is empty.
