@@ -41,7 +41,8 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 /// user_message_chunk, reasoning as agent_thought_chunk (kept in the message, or recorded as a
 /// `thought` entry), answers as agent_message_chunk, each tool call as a tool_call card and its
 /// result as a tool_call_update, completed or failed, with the diff of a write or edit, and a
-/// slash command (a `command` entry) as the prompt and what it showed.
+/// slash command (a `command` entry) as the prompt and what it showed. The session's latest plan
+/// (its last `plan` data entry, unless empty) follows the history as one `plan` update.
 ///
 /// A card's title, kind, failure and diff come from the `tool` entries the loop records before
 /// the assistant message they belong to ([`Entry::tool_record`]), matched to that message's
@@ -52,6 +53,9 @@ pub fn replay_updates(entries: &[Entry]) -> Vec<Value> {
     let mut replay = Replay::default();
     for e in entries {
         replay.entry(e);
+    }
+    if let Some(plan) = replay.plan.take().and_then(|p| plan_update(&p)) {
+        replay.out.push(plan);
     }
     replay
         .out
@@ -70,6 +74,8 @@ struct Replay {
     current: HashMap<String, ToolRecord>,
     /// A recorded thought waiting for its assistant message.
     thought: Option<String>,
+    /// The latest plan (`session.put! :plan`): `[{step, status}]`.
+    plan: Option<Value>,
 }
 
 impl Replay {
@@ -86,6 +92,9 @@ impl Replay {
             }
             Entry::Custom { kind, data } if kind == "command" => self.command(data),
             Entry::Message { message } => self.message(message),
+            Entry::Data { key, value } if key == PLAN_KEY => {
+                self.plan = Some(value.clone()).filter(|v| !v.is_null());
+            }
             _ => {}
         }
     }
@@ -128,11 +137,17 @@ impl Replay {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
                 let record = self.current.get(id);
                 let failed = record.is_some_and(|t| t.error);
-                let mut blocks = vec![json!({"type": "content", "content": text(&content)})];
-                if let Some(d) = record
+                let diff = record
                     .and_then(|t| t.diff.as_ref())
-                    .filter(|d| d.is_object())
-                {
+                    .filter(|d| d.is_object());
+                // As the live card: with the diff, the text keeps its first line ("Edited
+                // path"), so the change shows once.
+                let shown = match diff {
+                    Some(_) => content.lines().next().unwrap_or_default(),
+                    None => content.as_str(),
+                };
+                let mut blocks = vec![json!({"type": "content", "content": text(shown)})];
+                if let Some(d) = diff {
                     blocks.push(json!({"type": "diff", "path": d.get("path"),
                                        "oldText": d.get("old-text"), "newText": d.get("new-text")}));
                 }
@@ -192,6 +207,20 @@ fn assistant_updates(
             "kind": kind, "status": "pending", "rawInput": args,
         }));
     }
+}
+
+/// The session data key of the plan (`agent.plan`).
+const PLAN_KEY: &str = "plan";
+
+/// The `plan` update of a stored plan `[{step, status}]`, as `agent.plan-entries` makes its
+/// entries; `None` for an empty plan or one that is not a list.
+fn plan_update(plan: &Value) -> Option<Value> {
+    let entries: Vec<Value> = plan
+        .as_array()?
+        .iter()
+        .map(|s| json!({"content": s.get("step"), "priority": "medium", "status": s.get("status")}))
+        .collect();
+    (!entries.is_empty()).then(|| json!({"sessionUpdate": "plan", "entries": entries}))
 }
 
 /// A text content block.
