@@ -200,8 +200,9 @@ while waiting). An error answer is an error."
 (fn acp.permission-tool-call [call]
   "The `toolCall` of the permission request for the tool CALL {:id :name :args :kind :title
 :locations}: the card's own title, kind, raw input and locations, status pending, and for write
-and edit the proposed change as `diff` content, computed before anything is written (or the
-reason it would fail, as text); a call with :content (a delegated agent's) carries that."
+and edit the proposed change as `diff` content (`acp.preview-change`: from the editor's buffer
+when the tool writes through the editor), computed before anything is written (or the reason it
+would fail, as text); a call with :content (a delegated agent's) carries that."
   (let [tc {:toolCallId call.id
             :title (if (and (= :string (type call.title)) (call.title:find "%S")) call.title call.name)
             :kind (if (. tool-kinds call.kind) call.kind :other)
@@ -213,7 +214,7 @@ reason it would fail, as text); a call with :content (a delegated agent's) carri
     (when (= :table (type call.content))
       (set tc.content call.content))
     (when (or (= call.name :write) (= call.name :edit))
-      (let [(diff why) (oml.preview-change call.name (or call.args {}))]
+      (let [(diff why) (acp.preview-change call.name (or call.args {}))]
         (set tc.content
              (if diff
                  [{:type :diff :path diff.path :oldText (or (. diff :old-text) json.null)
@@ -285,6 +286,20 @@ follows. An error answer is an error."
       (let [(ok text) (pcall acp.client-read path)] (when ok text))
       (let [f (io.open path :rb)]
         (when f (let [t (f:read :a)] (f:close) t)))))
+
+(fn acp.preview-change [name args]
+  "The change the tool call NAME (\"write\" or \"edit\") with ARGS would make, as
+`oml.preview-change` gives it ({:path :old-text :new-text}, or nil and the reason it would fail),
+worked out on the text the tool will change: the editor's (fs/read_text_file, its unsaved buffer
+too) when the tool writes through the editor (`acp.client-fs?`), else the disk's."
+  (let [path (resolved args)
+        text (when (and path (acp.client-fs? :write)) (client-text path))]
+    (if (and path (acp.client-fs? :write) (= name :write) (= :string (type args.content)))
+        {: path :old-text text :new-text args.content}
+        (and text (= name :edit))
+        (let [r (oml.edit-text text path args)]
+          (if (. r :new-text) r.diff (values nil r.content)))
+        (oml.preview-change name args))))
 
 (oml.advise* "tools.read" :client-fs
   (fn [read args]
