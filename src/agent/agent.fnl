@@ -352,9 +352,22 @@ else this session's override (/model), else `llm.model`."
                  record-max-chars))
     diff))
 
+(fn agent.tool-card-status [call]
+  "The status the card of the tool CALL {:id :name :args :kind :mcp} starts with, as its
+tool-start event's :status: nil (in progress) here; `oml acp` redefines it, :pending for a call
+the permission policy may ask about."
+  nil)
+
+(fn agent.on-tool-allowed [call]
+  "Called by `agent.execute-tool` when the permission policy lets the tool CALL (with the :status
+its card started with) run, just before it runs. Does nothing here; `oml acp` redefines it to
+turn a pending card in_progress."
+  nil)
+
 (fn agent.run-tool-call [call]
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
-tool card (tool-start), call `agent.execute-tool`, report the end (tool-end). Returns
+tool card (tool-start, its :status from `agent.tool-card-status`), call `agent.execute-tool`,
+report the end (tool-end). Returns
 {:content :error? :diff :terminal-id}. Never throws: a parse error, an unknown tool or a failing tool is an
 error result the model reads."
   (let [id call.id
@@ -367,12 +380,14 @@ error result the model reads."
         shown (or args {})
         (title-ok title) (pcall tool-title entry name shown)
         title (if title-ok title name)
-        (loc-ok locations) (pcall tool-locations shown)]
-    (session.emit! {:type :tool-start : id : name :args shown : kind : title
+        (loc-ok locations) (pcall tool-locations shown)
+        (status-ok status) (pcall agent.tool-card-status {: id : name :args shown : kind : mcp})
+        status (when (and status-ok (= :string (type status))) status)]
+    (session.emit! {:type :tool-start : id : name :args shown : kind : title : status
                     :locations (if loc-ok locations (json.array))})
     (let [result (if perr
                      {:content perr :error? true}
-                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp :locations (if loc-ok locations (json.array))}) (fn [e] e))]
+                     (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp : status :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
                       :diff result.diff :terminal-id (. result :terminal-id)})
@@ -408,10 +423,10 @@ none is configured. Every front end and command asks this function."
 
 (fn agent.execute-tool [call]
   "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a
-\"Blocked: reason\" error when the permission policy refuses it, else the tool's result (a
-string, or {:content :error? :diff}). A file-changing call's `path` is resolved first
-(`session.resolve-path`, links followed), and both the permission check and the tool get that
-path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
+\"Blocked: reason\" error when the permission policy refuses it, else (after
+`agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
+file-changing call's `path` is resolved first (`session.resolve-path`, links followed), and both
+the permission check and the tool get that path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
 to change the permission policy or rewrite results."
   (let [entry (agent.find-tool call.name)
         call (resolved-call call)]
@@ -420,7 +435,8 @@ to change the permission policy or rewrite results."
         (let [blocked (agent.check-permission call)]
           (if blocked
               {:content (.. "Blocked: " blocked) :error? true}
-              (entry.fn call.args))))))
+              (do (agent.on-tool-allowed call)
+                  (entry.fn call.args)))))))
 
 (fn agent.tool-result-message [call result]
   "The transcript message for the tool CALL's RESULT: {:role \"tool\" :tool_call_id :content}."

@@ -40,8 +40,8 @@
 (fn acp.render-event [event session-id]
   "The `session/update` payload (the `update` object) for the loop EVENT of SESSION-ID, or nil to
 send nothing. Called by name for every event: text and thought deltas become
-agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status in_progress,
-rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
+agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status the event's
+:status, from `agent.tool-card-status`, else in_progress; rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
 diff with only the text's first line; for a command run in the client's terminal, the terminal
 and a failure's last line), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
@@ -57,7 +57,7 @@ turn is its usage. Must not wait on anything."
                                     event.title
                                     event.name)
                          :kind (if (. tool-kinds event.kind) event.kind :other)
-                         :status :in_progress
+                         :status (or event.status :in_progress)
                          :rawInput (or event.args (json.object))}]
                   (when (and (= :table (type event.locations)) (< 0 (length event.locations)))
                     (set u.locations event.locations))
@@ -236,16 +236,37 @@ naming the rule they add (`agent.permission-rule`)."
   "In ACP mode: ask the client with `acp.request-permission` whether the tool CALL {:id :name
 :args :kind :title :locations} may run (its tool card has already been sent), showing
 `acp.permission-tool-call` and `acp.permission-options-for`. The card is pending while the
-question waits and in_progress once allowed. Returns :allow-once, :allow-always, :reject-once,
-:reject-always or :cancelled."
+question waits and in_progress once allowed (for a card that started pending, by
+`agent.on-tool-allowed`). Returns :allow-once, :allow-always, :reject-once, :reject-always or
+:cancelled."
   (let [outcome (acp.request-permission (acp.permission-tool-call call)
                                         (acp.permission-options-for call))
         answer (if (= outcome.outcome :selected)
                    (or (. answers outcome.kind) :reject-once)
                    :cancelled)]
-    (when (or (= answer :allow-once) (= answer :allow-always))
+    (when (and (or (= answer :allow-once) (= answer :allow-always)) (not= call.status :pending))
       (acp.update! {:sessionUpdate :tool_call_update :toolCallId call.id :status :in_progress}))
     answer))
+
+;; The tool kinds the default permission policy may ask about (`agent.check-permission`).
+(local asked-kinds {:edit true :delete true :move true :execute true})
+
+(fn agent.tool-card-status [call]
+  "In ACP mode: :pending when the permission policy may ask about the tool CALL {:id :name
+:args :kind :mcp} before it runs, so that its card is pending from its first tool_call: a tool
+of kind edit, delete, move or execute, or an MCP server's tool not marked read-only, in a mode
+other than yolo and read-only. nil (in progress) for the others. A guess made before the policy
+runs: a pending card the policy lets run without asking turns in_progress then
+(`agent.on-tool-allowed`)."
+  (let [mode (agent.current-permission-mode)
+        asked? (if call.mcp (not call.mcp.read-only?) (. asked-kinds call.kind))]
+    (when (and asked? (not= mode :yolo) (not= mode :read-only)) :pending)))
+
+(fn agent.on-tool-allowed [call]
+  "In ACP mode: the card of the tool CALL, when it started pending (its :status, from
+`agent.tool-card-status`), turns in_progress as the permission policy lets the tool run."
+  (when (= call.status :pending)
+    (acp.update! {:sessionUpdate :tool_call_update :toolCallId call.id :status :in_progress})))
 
 ;;; The editor's files: read, write and edit through the client when it offers fs
 

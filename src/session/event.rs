@@ -28,6 +28,10 @@ pub enum AgentEvent {
         /// `[{path}]` for tools that touch a file.
         #[serde(default)]
         locations: Value,
+        /// The status the card starts with when it is not in progress (`pending` for a call the
+        /// permission policy may ask about, `agent.tool-card-status`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
     },
     /// A tool call finished.
     ToolEnd {
