@@ -1,0 +1,346 @@
+//! What an editor shows of `oml acp`, end to end (issue #26): the real binary driven over pipes
+//! by the scripted editor of `support::editor`, against the fake model server, with fresh XDG
+//! and HOME directories per test. Each test is one thing a user sees: the diff a permission
+//! question shows against what is written, a card's status while it is asked about, what a
+//! `session/load` replays (edit cards, the plan), and the token counts after a resume or a
+//! cancel.
+
+mod common;
+mod support;
+
+use common::Env;
+use serde_json::{Value, json};
+use support::editor::{Editor, WAIT, chunks, update};
+use support::fake_model::{
+    FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks, usage_chunk,
+};
+
+/// The client capabilities of an editor that serves its buffers (agent-shell, Zed).
+fn fs_capabilities() -> Value {
+    json!({"fs": {"readTextFile": true, "writeTextFile": true}})
+}
+
+/// `oml acp` in `env` against `fake`, initialised with `capabilities`, and one new session in
+/// the project; the editor and the session id.
+fn session(env: &Env, fake: &FakeModel, capabilities: Value) -> (Editor, String) {
+    let mut ed = start(env, fake, capabilities);
+    let (sid, _) = ed.new_session(&env.project, json!([]));
+    (ed, sid)
+}
+
+/// `oml acp` in `env` against `fake`, initialised with `capabilities`.
+fn start(env: &Env, fake: &FakeModel, capabilities: Value) -> Editor {
+    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    let r = ed.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    ed
+}
+
+/// One model call that calls `tool` with the JSON arguments `args` and reports `prompt` and
+/// `completion` tokens.
+fn tool_call(id: &str, tool: &str, args: &Value, prompt: u64, completion: u64) -> Reply {
+    let mut steps = tool_call_chunks(id, tool, &[&args.to_string()]);
+    steps.push(usage_chunk(prompt, completion));
+    Reply::from(steps)
+}
+
+/// One model call that answers `text`.
+fn answer(text: &str) -> Reply {
+    Reply::from(text_chunks(&[text]))
+}
+
+/// What the scripted editor saw of one turn it served.
+#[derive(Default)]
+struct Served {
+    /// Every message before the prompt's answer (the agent's requests included).
+    messages: Vec<Value>,
+    /// The prompt's answer.
+    answer: Value,
+    /// The `toolCall` of each `session/request_permission`.
+    asked: Vec<Value>,
+    /// The `content` of each `fs/write_text_file`.
+    written: Vec<String>,
+}
+
+/// Serve the prompt `id` to its answer as an editor with unsaved buffers: `fs/read_text_file`
+/// gets `buffer(path)`, each permission question is allowed once, each write is accepted.
+fn serve(ed: &mut Editor, id: u64, buffer: impl Fn(&str) -> String) -> Served {
+    let mut served = Served::default();
+    loop {
+        let m = ed.next();
+        match m["method"].as_str() {
+            Some("fs/read_text_file") => {
+                let path = m["params"]["path"].as_str().unwrap_or_default();
+                ed.answer(&m, json!({"content": buffer(path)}));
+            }
+            Some("fs/write_text_file") => {
+                let content = m["params"]["content"].as_str().unwrap_or_default();
+                served.written.push(content.to_owned());
+                ed.answer(&m, json!({}));
+            }
+            Some("session/request_permission") => {
+                served.asked.push(m["params"]["toolCall"].clone());
+                ed.answer(
+                    &m,
+                    json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+                );
+            }
+            None if m["id"] == json!(id) => {
+                served.answer = m;
+                return served;
+            }
+            _ => {}
+        }
+        served.messages.push(m);
+    }
+}
+
+/// The `session/update` payloads among `messages` of the kind `kind`.
+fn updates<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| update(m) == kind)
+        .map(|m| &m["params"]["update"])
+        .collect()
+}
+
+/// Item 1: with an editor that serves its buffers, the question's diff starts from the buffer
+/// (its unsaved first line included), and what is written is that buffer with the edit.
+#[test]
+fn the_permission_diff_starts_from_the_editors_buffer_as_the_write_does() {
+    let env = Env::new();
+    let disk = "def sub(a, b):\n    return a - b\n";
+    let path = env.file("calc.py", disk);
+    let edit = json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"});
+    let fake = FakeModel::start([tool_call("call_1", "edit", &edit, 10, 1), answer("Done.")]);
+    let (mut ed, sid) = session(&env, &fake, fs_capabilities());
+    let buffer = format!("# unsaved\n{disk}");
+    let id = ed.prompt(&sid, "make it add");
+    let served = serve(&mut ed, id, |_| buffer.clone());
+
+    assert_eq!(served.asked.len(), 1, "one question");
+    let diff = &served.asked[0]["content"][0];
+    assert_eq!(diff["type"], "diff", "{diff}");
+    assert_eq!(diff["path"], path.display().to_string());
+    assert_eq!(diff["oldText"], buffer, "the question shows the buffer");
+    let edited = buffer.replace("a - b", "a + b");
+    assert_eq!(diff["newText"], edited);
+    assert_eq!(
+        served.written,
+        [edited],
+        "what is written is what was shown"
+    );
+}
+
+/// Item 7: a card whose permission is asked is pending from its first `tool_call` until it is
+/// allowed, then in progress; a tool that needs no permission starts in progress.
+#[test]
+fn a_card_is_pending_from_its_first_update_while_its_permission_is_asked() {
+    let env = Env::new();
+    env.file("notes.txt", "hello\n");
+    let fake = FakeModel::start([
+        tool_call("call_1", "read", &json!({"path": "notes.txt"}), 10, 1),
+        tool_call(
+            "call_2",
+            "write",
+            &json!({"path": "out.txt", "content": "hi\n"}),
+            10,
+            1,
+        ),
+        answer("Done."),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let id = ed.prompt(&sid, "copy it");
+    let served = serve(&mut ed, id, |_| String::new());
+
+    // The statuses of call_2's card as the editor saw them, the question included.
+    let mut write = Vec::new();
+    for m in &served.messages {
+        let u = &m["params"]["update"];
+        if m["method"] == "session/request_permission" {
+            write.push(format!("asked {}", m["params"]["toolCall"]["status"]));
+        } else if u["toolCallId"] == "call_2" && u["status"].is_string() {
+            let kind = u["sessionUpdate"].as_str().unwrap_or_default();
+            write.push(format!("{kind} {}", u["status"]));
+        }
+    }
+    assert_eq!(
+        write,
+        [
+            r#"tool_call "pending""#,
+            r#"asked "pending""#,
+            r#"tool_call_update "in_progress""#,
+            r#"tool_call_update "completed""#,
+        ]
+    );
+    let read = updates(&served.messages, "tool_call");
+    assert_eq!(read[0]["toolCallId"], "call_1");
+    assert_eq!(
+        read[0]["status"], "in_progress",
+        "a read is not asked about"
+    );
+}
+
+/// `session/load` of `sid` in a new `oml acp`; the replayed updates.
+fn load(env: &Env, fake: &FakeModel, sid: &str) -> (Editor, Vec<Value>) {
+    let mut ed = start(env, fake, json!({}));
+    let id = ed.request(
+        "session/load",
+        json!({"sessionId": sid, "cwd": env.project.display().to_string(), "mcpServers": []}),
+    );
+    let (replay, r) = ed.until_response(id);
+    assert!(r.get("result").is_some(), "{r}");
+    (ed, replay)
+}
+
+/// The finished `tool_call_update` of each card among `messages`, by tool call id.
+fn finished(messages: &[Value]) -> Vec<(String, Value)> {
+    updates(messages, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed" || u["status"] == "failed")
+        .map(|u| {
+            (
+                u["toolCallId"].as_str().unwrap_or("").to_owned(),
+                u["content"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Item 2: a replayed edit or write card has the content the live one had: the text's first
+/// line ("Edited path"), then the diff, not the whole hunk as text above the diff.
+#[test]
+fn a_replayed_edit_card_shows_what_the_live_card_showed() {
+    let env = Env::new();
+    env.init("(setq agent.permission-mode :yolo)\n");
+    env.file("calc.py", "def sub(a, b):\n    return a - b\n");
+    let edit = json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"});
+    let write = json!({"path": "new.txt", "content": "one\ntwo\n"});
+    let fake = FakeModel::start([
+        tool_call("call_1", "edit", &edit, 10, 1),
+        tool_call("call_2", "write", &write, 10, 1),
+        answer("Done."),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let id = ed.prompt(&sid, "change things");
+    let live = finished(&serve(&mut ed, id, |_| String::new()).messages);
+    drop(ed);
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert_eq!(live[0].1[1]["type"], "diff", "{:?}", live[0]);
+
+    let (_ed, replay) = load(&env, &fake, &sid);
+    assert_eq!(finished(&replay), live);
+}
+
+/// Item 3: `session/load` replays the session's latest plan, once, after its history.
+#[test]
+fn a_loaded_session_replays_its_latest_plan() {
+    let env = Env::new();
+    let first = json!({"plan": [{"step": "Read", "status": "in_progress"},
+                                {"step": "Fix", "status": "pending"}]});
+    let second = json!({"plan": [{"step": "Read", "status": "completed"},
+                                 {"step": "Fix", "status": "in_progress"}]});
+    let fake = FakeModel::start([
+        tool_call("call_1", "update_plan", &first, 10, 1),
+        tool_call("call_2", "update_plan", &second, 10, 1),
+        answer("Working on it."),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let id = ed.prompt(&sid, "plan it");
+    let served = serve(&mut ed, id, |_| String::new());
+    let live: Vec<Value> = updates(&served.messages, "plan")
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(live.len(), 2);
+    drop(ed);
+
+    let (_ed, replay) = load(&env, &fake, &sid);
+    let plans: Vec<Value> = updates(&replay, "plan").into_iter().cloned().collect();
+    assert_eq!(plans, [live[1].clone()], "the latest plan, once");
+    assert_eq!(update(replay.last().unwrap()), "plan", "after the history");
+}
+
+/// The text `/usage` shows in the session `sid`.
+fn usage_text(ed: &mut Editor, sid: &str) -> String {
+    let id = ed.prompt(sid, "/usage");
+    let (before, _) = ed.until_response(id);
+    chunks(&before)
+}
+
+/// Item 9: after a resume in a new process, `/usage` counts the calls of the whole session.
+#[test]
+fn usage_after_a_resume_counts_the_whole_session() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(vec![
+            Step::Chunk(support::fake_model::delta_chunk(
+                json!({"content": "One."}),
+                Some("stop"),
+            )),
+            usage_chunk(100, 20),
+        ]),
+        Reply::from(vec![
+            Step::Chunk(support::fake_model::delta_chunk(
+                json!({"content": "Two."}),
+                Some("stop"),
+            )),
+            usage_chunk(50, 5),
+        ]),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let (_, reason) = ed.turn(&sid, "first");
+    assert_eq!(reason, "end_turn");
+    drop(ed);
+
+    let mut ed = start(&env, &fake, json!({}));
+    let r = ed.call(
+        "session/resume",
+        json!({"sessionId": sid, "cwd": env.project.display().to_string(), "mcpServers": []}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    ed.until(|m| update(m) == "available_commands_update");
+    assert_eq!(
+        usage_text(&mut ed, &sid),
+        "1 model calls, 100 prompt tokens, 20 completion tokens"
+    );
+    let (_, reason) = ed.turn(&sid, "second");
+    assert_eq!(reason, "end_turn");
+    assert_eq!(
+        usage_text(&mut ed, &sid),
+        "2 model calls, 150 prompt tokens, 25 completion tokens"
+    );
+}
+
+/// Item 9: a turn cancelled while it compacts the transcript (a model call of its own, which
+/// fails with the cancel) answers `cancelled` with, in `_meta.oml.usage`, the call it made.
+#[test]
+fn a_turn_cancelled_while_compacting_reports_the_call_it_made() {
+    let env = Env::new();
+    // A window so small that the second prompt compacts the first turn first.
+    env.init("(setq llm.context-window 100)\n");
+    let long = "words ".repeat(100);
+    let fake = FakeModel::start([
+        Reply::from(vec![
+            Step::Chunk(delta_chunk(json!({"content": long}), Some("stop"))),
+            usage_chunk(30, 3),
+        ]),
+        Reply::from(vec![Step::Hang]),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let (_, reason) = ed.turn(&sid, "first");
+    assert_eq!(reason, "end_turn");
+    let id = ed.prompt(&sid, "second");
+    fake.wait_for_requests(2, WAIT);
+    ed.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, r) = ed.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["oml"]["usage"],
+        json!({"calls": 1, "prompt_tokens": 0, "completion_tokens": 0}),
+        "{r}"
+    );
+}
