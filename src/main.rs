@@ -31,6 +31,32 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
+    raise_descriptor_limit();
     let code = oml::cli::main();
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
+
+/// Raise the soft limit on open descriptors (`RLIMIT_NOFILE`) to the hard limit. Every session
+/// with a turn running holds a few descriptors (the model's connection, a command's pipes, its
+/// watcher's pidfd), and the soft limit many systems start a process with, 1024 or 256, is far
+/// below the hard one. Failing to raise it is not an error: oml runs with the limit it was given.
+/// Commands oml starts inherit the raised limit.
+#[cfg(unix)]
+fn raise_descriptor_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a live local of the type it expects.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit only reads a live local of the type it expects.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_descriptor_limit() {}

@@ -8,6 +8,7 @@
 //! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
 //! receive the events.
 
+mod descriptors;
 mod preview;
 pub(crate) mod tools;
 

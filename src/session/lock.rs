@@ -4,21 +4,25 @@
 //! first one's.
 //!
 //! Within one process the lock is shared: opening a session that is already open here (a
-//! reloaded ACP session) takes the same lock again. It knows nothing of what is written.
+//! reloaded ACP session) takes the same lock again. The lock is on the descriptor the session's
+//! writer appends through, and a session opened again here writes through that same descriptor,
+//! so an open session holds one descriptor however often it is opened (the many sessions of an
+//! editor fit a low `RLIMIT_NOFILE`). It knows nothing of what is written.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The session files this process holds, with how many open sessions use each.
 static HELD: Mutex<BTreeMap<PathBuf, Held>> = Mutex::new(BTreeMap::new());
 
 struct Held {
-    /// The descriptor the lock is on; closing it releases the lock.
-    _file: File,
+    /// The descriptor the lock is on, shared with the writers; closing its last copy releases
+    /// the lock.
+    file: Arc<File>,
     users: usize,
 }
 
@@ -30,16 +34,19 @@ pub struct SessionLock {
 
 impl SessionLock {
     /// Take the lock on the session file `path` for session `id`, or say that another process
-    /// holds it.
-    pub fn acquire(path: &Path, id: &str) -> io::Result<SessionLock> {
+    /// holds it. `file` is a fresh read and append descriptor of it; the answer holds the
+    /// descriptor to write through: `file` itself, or, when this process has the session open
+    /// already, the one the lock is on (and `file` is closed).
+    pub fn acquire(path: &Path, id: &str, file: File) -> io::Result<(SessionLock, Arc<File>)> {
         let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        // Made only once the lock is ours: dropping one gives a hold back (and takes `HELD`).
+        let lock = || SessionLock {
+            path: path.to_owned(),
+        };
         if let Some(h) = held.get_mut(path) {
             h.users += 1;
-            return Ok(SessionLock {
-                path: path.to_owned(),
-            });
+            return Ok((lock(), Arc::clone(&h.file)));
         }
-        let file = File::open(path)?;
         // SAFETY: flock acts on the descriptor we own and touches no memory of ours.
         let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
         if !taken {
@@ -55,16 +62,15 @@ impl SessionLock {
             }
             return Err(error);
         }
+        let file = Arc::new(file);
         held.insert(
             path.to_owned(),
             Held {
-                _file: file,
+                file: Arc::clone(&file),
                 users: 1,
             },
         );
-        Ok(SessionLock {
-            path: path.to_owned(),
-        })
+        Ok((lock(), file))
     }
 }
 
@@ -77,5 +83,40 @@ impl Drop for SessionLock {
                 held.remove(&self.path);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+
+    #[test]
+    fn a_second_open_shares_the_descriptor_and_a_lock_held_elsewhere_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "").unwrap();
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap()
+        };
+        let (first, a) = SessionLock::acquire(&path, "s", open()).unwrap();
+        let (second, b) = SessionLock::acquire(&path, "s", open()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one descriptor for both");
+        drop((first, second, a, b));
+        // Another open file description holds the lock, as another process would.
+        let other = open();
+        // SAFETY: flock on a descriptor this test owns; it touches no memory.
+        let taken = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(taken, 0);
+        for _ in 0..2 {
+            let e = SessionLock::acquire(&path, "s", open()).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
+        }
+        drop(other);
+        assert!(SessionLock::acquire(&path, "s", open()).is_ok());
     }
 }

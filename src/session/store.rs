@@ -152,6 +152,7 @@ impl Store {
         crate::paths::ensure_private_dir(&self.dir)?;
         let mut file = OpenOptions::new()
             .create_new(true)
+            .read(true)
             .append(true)
             .open(self.path(id))?;
         let header = Entry::Session(Header {
@@ -163,7 +164,7 @@ impl Store {
         let mut line = serde_json::to_string(&header)?.into_bytes();
         line.push(b'\n');
         file.write_all(&line)?;
-        let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
+        let (lock, file) = super::lock::SessionLock::acquire(&self.path(id), id, file)?;
         let start = writer::Start {
             len: line.len() as u64,
             torn: false,
@@ -175,17 +176,19 @@ impl Store {
     /// Open an existing session's file for appending (the first entry goes after a newline if
     /// its last line is torn). Nothing is written, so a session opens on a full disk.
     pub fn open(&self, id: &str) -> std::io::Result<SessionLog> {
-        let lock = super::lock::SessionLock::acquire(&self.path(id), id)?;
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .open(self.path(id))?;
-        let len = file.seek(SeekFrom::End(0))?;
+        let (lock, file) = super::lock::SessionLock::acquire(&self.path(id), id, file)?;
+        let len = (&*file).seek(SeekFrom::End(0))?;
         let mut torn = false;
         if len > 0 {
-            file.seek(SeekFrom::Start(len - 1))?;
+            // The descriptor may be shared with a writer of this session opened earlier, which
+            // appends whatever its offset: moving it here does not disturb that writer.
+            (&*file).seek(SeekFrom::Start(len - 1))?;
             let mut last = [0u8; 1];
-            file.read_exact(&mut last)?;
+            (&*file).read_exact(&mut last)?;
             torn = last[0] != b'\n';
         }
         let start = writer::Start {

@@ -108,7 +108,7 @@ pub(super) struct Start {
 
 /// Start the writer of `file`, holding `lock`. Starting writes nothing: a torn end gets its
 /// newline with the first line written, so a session opens on a full disk.
-pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> SessionLog {
+pub(super) fn spawn(file: Arc<File>, id: &str, start: Start, lock: SessionLock) -> SessionLog {
     let (tx, rx) = mpsc::channel::<Command>();
     let name = format!("session-log-{id}");
     let held: u64 = start.unsynced.iter().map(|l| l.len() as u64).sum();
@@ -126,6 +126,10 @@ pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> Se
         backlog: 0,
         recovered: 0,
     };
+    let lock = Arc::new(lock);
+    // The thread holds the lock too, until it has closed its copy of the descriptor: opening
+    // the session again meanwhile shares that descriptor rather than finding it locked.
+    let thread_lock = Arc::clone(&lock);
     let spawn = std::thread::Builder::new().name(name).spawn(move || {
         while let Ok(cmd) = rx.recv() {
             match cmd {
@@ -143,14 +147,13 @@ pub(super) fn spawn(file: File, id: &str, start: Start, lock: SessionLock) -> Se
                 lost.error
             );
         }
+        drop(writer);
+        drop(thread_lock);
     });
     if let Err(e) = spawn {
         tracing::warn!("session log: cannot start the writer: {e}");
     }
-    SessionLog {
-        tx,
-        _lock: Arc::new(lock),
-    }
+    SessionLog { tx, _lock: lock }
 }
 
 /// Bytes of lines written but not yet fsynced above which the writer fsyncs at once instead of
@@ -160,7 +163,9 @@ pub const UNSYNCED_MAX_BYTES: usize = 4 << 20;
 
 /// The writer thread's state.
 struct Writer {
-    file: File,
+    /// Shared with the session's lock, and with another writer of the same session in this
+    /// process; every write appends (`O_APPEND`), so a shared offset does not matter.
+    file: Arc<File>,
     /// The file's length up to its last complete line: where a failed write is cut back to.
     written: u64,
     /// The length the last fsync that succeeded covered.
@@ -225,13 +230,13 @@ impl Writer {
     /// One line in one write, after the newline a torn end needs.
     fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
         if self.torn {
-            self.file.write_all(b"\n")?;
+            (&*self.file).write_all(b"\n")?;
             self.torn_newline_at = Some(self.written);
             self.written += 1;
             self.torn = false;
         }
         self.dirty = true;
-        self.file.write_all(line)?;
+        (&*self.file).write_all(line)?;
         self.written += line.len() as u64;
         Ok(())
     }
@@ -321,7 +326,7 @@ mod tests {
 
     fn writer(file: File) -> Writer {
         Writer {
-            file,
+            file: Arc::new(file),
             written: 0,
             synced: 0,
             dirty: false,

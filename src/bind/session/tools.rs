@@ -220,9 +220,13 @@ const TOOLS: &[HostFn] = &[
                     let cwd = cwd(&lua);
                     let cancel = session_cancel(&lua);
                     let report = output_reporter(&lua);
-                    let sandbox = crate::bind::sandbox::prepare(&lua, &cwd);
                     async move {
-                        let sandbox = match sandbox {
+                        // Before the sandbox is prepared: that takes a descriptor too.
+                        let Some(_room) = super::descriptors::room(&cancel).await else {
+                            let why = "[cancelled] before the command started";
+                            return output_table(&lua, ToolOutput::error(why));
+                        };
+                        let sandbox = match crate::bind::sandbox::prepare(&lua, &cwd) {
                             Ok(sandbox) => sandbox,
                             Err(why) => return output_table(&lua, ToolOutput::error(why)),
                         };
