@@ -457,3 +457,47 @@ fn a_session_that_cannot_be_stored_says_so() {
     let run = env.run(Some(&fake), &["-p", "--no-session", "hi"]);
     assert_eq!((run.code, run.stdout.as_str()), (0, "fine\n"), "{run:?}");
 }
+
+#[test]
+fn a_closed_stdout_stops_print_mode_at_once_with_status_141() {
+    use std::io::Read as _;
+    let env = Env::new();
+    // Text, a pause for the reader to go away, more text that finds the pipe closed, then a
+    // stream that would hang for the rest of the fake's patience.
+    let mut steps = text_chunks(&["first "]);
+    steps.truncate(1);
+    steps.push(Step::Sleep(300));
+    steps.extend(text_chunks(&["second"]).into_iter().take(1));
+    steps.push(Step::Hang);
+    let fake = FakeModel::start([Reply::Stream(steps)]);
+    let mut child = env
+        .command(Some(&fake), &["-p", "talk"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    // `| head -c 1`: one byte read, then the pipe closed.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut byte = [0u8; 1];
+    stdout.read_exact(&mut byte).expect("the first byte");
+    drop(stdout);
+    let status = common::wait_within(&mut child, common::DEADLINE).expect("oml stopped");
+    assert_eq!(status.code(), Some(141));
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "no more model calls after stdout closed"
+    );
+}
+
+#[test]
+fn print_mode_help_lists_every_exit_status() {
+    let env = Env::new();
+    let run = env.run(None, &["-p", "--help"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for status in [
+        "0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "130 ", "129, 143", "141 ",
+    ] {
+        assert!(run.stdout.contains(status), "{status}: {}", run.stdout);
+    }
+}

@@ -167,7 +167,8 @@ pub struct SandboxExecArgs {
     about = "Run one prompt headless: the answer on stdout, notices on stderr",
     after_help = "Exit status: 0 the turn finished; 1 an error; 2 a usage error; 3 the model \
                   failed; 4 the turn limit (--max-turns) was reached; 5 the model's output limit \
-                  was reached; 130 interrupted (Ctrl-C)."
+                  was reached; 6 finished, but the session could not be saved; 130 interrupted \
+                  (Ctrl-C); 129, 143 ended by SIGHUP, SIGTERM; 141 stdout was closed."
 )]
 pub struct PrintArgs {
     /// Print mode (this flag, or the `prompt` command, selects this grammar).

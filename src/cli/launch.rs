@@ -56,9 +56,13 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         err!("oml: {e}; set sandbox.mode to :off to run unconfined");
         return SANDBOX_REFUSED;
     }
-    // SAFETY: getppid takes no arguments. Taken before the spawn: a parent that is already gone
-    // (the launcher reparented) is noticed at the first poll.
-    let parent = unsafe { libc::getppid() };
+    // The parent is pinned with a pidfd before the command starts, so that its end cannot be
+    // missed however soon it comes.
+    let parent = ParentWatch::open();
+    if parent.gone() {
+        err!("oml: the process that started the launcher has ended; not running {program}");
+        return SANDBOX_REFUSED;
+    }
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -66,7 +70,7 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
             return SANDBOX_REFUSED;
         }
     };
-    if !outlives(parent, &child) {
+    if !parent.outlived_by(&child) {
         // The process that started the launcher (the editor's terminal shell) is gone: end
         // the command, which the watcher's lifeline also does once this process exits.
         let pgid = libc::pid_t::try_from(child.id()).unwrap_or(0);
@@ -85,35 +89,70 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
     }
 }
 
-/// Wait until `child` exits (`true`) or the launcher's `parent` does (`false`), whichever comes
-/// first, with a pidfd of each. Where pidfds are missing (before Linux 5.3), just wait.
-fn outlives(parent: libc::pid_t, child: &std::process::Child) -> bool {
-    let open = |pid: libc::pid_t| {
-        // SAFETY: pidfd_open with a pid and no flags; -1 when it fails.
-        unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int }
-    };
-    let child_fd = open(libc::pid_t::try_from(child.id()).unwrap_or(0));
-    let parent_fd = open(parent);
-    if child_fd < 0 || parent_fd < 0 {
-        return true;
+/// The launcher's parent, watched through a pidfd (none before Linux 5.3: then it is not
+/// watched).
+struct ParentWatch {
+    fd: libc::c_int,
+}
+
+impl ParentWatch {
+    fn open() -> ParentWatch {
+        // SAFETY: getppid takes no arguments; pidfd_open takes a pid and no flags (-1 on failure).
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) as libc::c_int };
+        ParentWatch { fd }
     }
-    let mut fds = [child_fd, parent_fd].map(|fd| libc::pollfd {
+
+    /// Whether the parent had already ended: the launcher was reparented before its pidfd was
+    /// opened, or the process the pidfd pins has exited.
+    fn gone(&self) -> bool {
+        // SAFETY: getppid takes no arguments.
+        let orphaned = unsafe { libc::getppid() } == 1;
+        orphaned || (self.fd >= 0 && readable(self.fd, 0))
+    }
+
+    /// Wait until `child` exits (`true`) or the parent does (`false`), whichever comes first.
+    fn outlived_by(&self, child: &std::process::Child) -> bool {
+        let pid = libc::pid_t::try_from(child.id()).unwrap_or(0);
+        // SAFETY: pidfd_open with a pid and no flags; -1 when it fails.
+        let child_fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int };
+        if child_fd < 0 || self.fd < 0 {
+            return true;
+        }
+        let mut fds = [child_fd, self.fd].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let survived = loop {
+            // SAFETY: two valid pollfd structures on this stack.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break n < 0 || fds[0].revents != 0 || fds[1].revents == 0;
+        };
+        // SAFETY: closing the pidfd opened above.
+        unsafe { libc::close(child_fd) };
+        survived
+    }
+}
+
+impl Drop for ParentWatch {
+    fn drop(&mut self) {
+        if self.fd >= 0 {
+            // SAFETY: closing the pidfd this watch opened.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}
+
+/// Whether `fd` polls readable within `timeout_ms`.
+fn readable(fd: libc::c_int, timeout_ms: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    });
-    let survived = loop {
-        // SAFETY: two valid pollfd structures on this stack.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        break n < 0 || fds[0].revents != 0 || fds[1].revents == 0;
     };
-    // SAFETY: closing the two pidfds opened above.
-    unsafe {
-        libc::close(child_fd);
-        libc::close(parent_fd);
-    }
-    survived
+    // SAFETY: one valid pollfd on this stack.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
 }

@@ -74,7 +74,6 @@ pub(super) fn result(s: &Summary<'_>) {
 
 fn line(value: &Value) {
     let mut out = std::io::stdout().lock();
-    // A closed stdout (piped into `head`) is not an error worth reporting.
-    let _ = writeln!(out, "{value}");
-    let _ = out.flush();
+    // A closed stdout (piped into `head`) stops the run (`super::wrote`), quietly.
+    super::wrote(writeln!(out, "{value}").and_then(|()| out.flush()));
 }

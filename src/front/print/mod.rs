@@ -286,11 +286,29 @@ async fn watch_signals(
     interrupt.cancel();
 }
 
-/// The next Ctrl-C, SIGTERM or SIGHUP: its number.
+/// The next Ctrl-C, SIGTERM or SIGHUP: its number; a closed stdout counts as SIGPIPE.
 async fn next_signal(shutdown: &mut Shutdown) -> i32 {
     tokio::select! {
         Ok(()) = tokio::signal::ctrl_c() => libc::SIGINT,
         signal = shutdown.recv() => signal,
+        () = stdout_gone().cancelled() => libc::SIGPIPE,
+    }
+}
+
+/// Cancelled once a write to stdout finds it closed (`oml -p … | head -c 1`): the run then stops
+/// as a shell pipeline's writer does on SIGPIPE — the turn cancelled at once, status 141 — instead
+/// of running the whole turn for nobody.
+fn stdout_gone() -> &'static CancelToken {
+    static GONE: std::sync::OnceLock<CancelToken> = std::sync::OnceLock::new();
+    GONE.get_or_init(CancelToken::new)
+}
+
+/// Note the outcome of a write to stdout: a closed pipe cancels [`stdout_gone`].
+pub(super) fn wrote(result: std::io::Result<()>) {
+    if let Err(e) = result
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        stdout_gone().cancel();
     }
 }
 

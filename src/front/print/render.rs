@@ -52,9 +52,8 @@ impl Screen {
         }
         self.clear_spinner();
         let mut out = std::io::stdout().lock();
-        // A closed stdout (piped into `head`) is not an error worth reporting.
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
+        // A closed stdout (piped into `head`) stops the run (`super::wrote`), quietly.
+        super::wrote(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
         self.at_line_start = text.ends_with('\n');
     }
 
