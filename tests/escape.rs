@@ -18,6 +18,8 @@ mod confine;
 mod control;
 #[path = "escape/harness.rs"]
 mod harness;
+#[path = "escape/home.rs"]
+mod home;
 #[path = "escape/paths.rs"]
 mod paths;
 #[path = "escape/project.rs"]

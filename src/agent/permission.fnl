@@ -37,12 +37,16 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 (fn under? [path dir]
   (or (= path dir) (= (path:sub 1 (+ 1 (length dir))) (.. dir "/"))))
 
-;; Folders of the workspace that oml or git load code from: a file there counts as outside.
+;; Folders of the workspace that oml or git load code from: a file there counts as outside, as
+;; does one in oml's own folders (`oml.own-folders`) when the workspace holds them (a session in
+;; the home folder).
 (local code-folders [".oml" ".git"])
 
 (fn code-folder [path root]
-  (accumulate [found nil _ name (ipairs code-folders) &until found]
-    (when (under? path (.. root "/" name)) (.. root "/" name))))
+  (or (accumulate [found nil _ name (ipairs code-folders) &until found]
+        (when (under? path (.. root "/" name)) (.. root "/" name)))
+      (accumulate [found nil _ dir (ipairs (oml.own-folders)) &until found]
+        (when (under? path dir) dir))))
 
 (fn inside? [path root]
   ;; PATH is real (`call-path`); the root is made real too, so a workspace under a linked
@@ -52,12 +56,19 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 
 (fn outside-why [path]
   (let [root (real (workspace))
-        folder (code-folder path root)]
+        folder (and (under? path root) (code-folder path root))]
     (if folder (.. "in " folder ", where oml or git load code from")
         (.. "outside the workspace " root))))
 
 (fn words [command]
-  (icollect [w (command:gmatch "%S+")] w))
+  ;; Split as the shell does, on spaces and tabs only: Lua's %s also splits on \r, \v and \f,
+  ;; which bash keeps inside a word.
+  (icollect [w (command:gmatch "[^ \t]+")] w))
+
+(fn odd-chars? [command]
+  "Whether COMMAND holds a control character other than a tab (a \r can hide text in the
+question shown): such a command only ever gets an exact rule."
+  (not= nil (: (command:gsub "\t" "") :find "%c")))
 
 (fn plain-word? [w]
   (and (= :string (type w)) (not (w:find "^%-")) (not (w:find "[^%w%._:@/%+=-]"))))
@@ -75,12 +86,20 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 ;; Programs that run another program with other rights: a rule never covers them.
 (local privileged {:sudo true :doas true :su true :pkexec true :run0 true})
 
+;; Programs that run whatever their arguments say (`eval git push`, `find . -exec …`,
+;; `xargs rm`, a shell): a rule for one of their commands would cover any other, so they only
+;; ever get exact rules.
+(local runners {:eval true :exec true :builtin true :xargs true :find true :parallel true
+                :watch true :source true :. true :sh true :bash true :dash true :zsh true
+                :ksh true :fish true})
+
 (fn agent.command-program [command]
   "The words of the shell COMMAND that name what runs, past the wrappers that do not change it
 (`timeout N`, `nice`, `nohup`, `command`, `time`, a bare `env`): a list of words, or nil with the
 reason when no rule may name it — leading variable assignments (`A=1 cmd`, `env A=1 cmd`: they
-can change what runs), a privileged runner (`sudo`, `doas`, `su`, `pkexec`, `run0`), a wrapper
-with an option, or nothing left to run."
+can change what runs), a privileged runner (`sudo`, `doas`, `su`, `pkexec`, `run0`), a program
+that runs what its arguments say (`eval`, `exec`, `xargs`, `find`, a shell), a control
+character other than a tab, a wrapper with an option, or nothing left to run."
   (let [ws (words command)]
     (var i 1)
     (var why nil)
@@ -97,6 +116,8 @@ with an option, or nothing left to run."
           (= nil program) (values nil "nothing to run")
           (assignment? program) (values nil "leading variable assignments")
           (. privileged program) (values nil (.. "`" program "` runs with other rights"))
+          (. runners program) (values nil (.. "`" program "` runs whatever its arguments say"))
+          (odd-chars? command) (values nil "control characters")
           (fcollect [j i (length ws)] (. ws j))))))
 
 (fn call-path [call]
@@ -146,7 +167,8 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
 project root of the session's directory (nearest .git or .oml/), else that directory. Both are
 compared as real paths (`session.resolve-path`, links followed), so a link that leads out of the
 workspace counts as outside; so do the workspace's `.oml/` and `.git/`, which oml and git load
-code from (init files, modules, hooks, config). A call without a path counts as inside."
+code from (init files, modules, hooks, config), and oml's own folders (`oml.own-folders`). A call
+without a path counts as inside."
   (let [path (call-path call)]
     (or (= nil path) (inside? path (workspace)))))
 

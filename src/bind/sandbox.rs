@@ -254,10 +254,28 @@ fn strings(lisp: &Lisp, name: &str) -> Result<Vec<String>, LispError> {
     }
 }
 
-const SANDBOX: &[HostFn] = &[HostFn {
-    name: "sandbox-status",
-    args: "?dir",
-    doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
+const SANDBOX: &[HostFn] = &[
+    HostFn {
+        name: "own-folders",
+        args: "",
+        doc: "oml's own folders (config, state, cache, runtime), as real paths: where it loads \
+              code and trust from. No confined command writes beneath them, and the write and \
+              edit tools count a file there as outside the workspace.",
+        make: |lua| {
+            lua.create_function(|_, ()| {
+                let dirs: Vec<String> = protected_dirs()
+                    .iter()
+                    .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+                    .map(|d| d.display().to_string())
+                    .collect();
+                Ok(dirs)
+            })
+        },
+    },
+    HostFn {
+        name: "sandbox-status",
+        args: "?dir",
+        doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
           directory) on this kernel, from the sandbox.* settings as they are now: {:mode \
           :enforced :reason :abi :network? :writable}. :enforced is :full, :partial (some of \
           the policy is not enforced here; :reason says what), :unavailable (commands are \
@@ -268,8 +286,9 @@ const SANDBOX: &[HostFn] = &[HostFn {
           :read-only-view? \
           says whether commands get the read-only view of the rest of the file system (a \
           private mount namespace: chmod, chown, utimes and xattrs outside fail).",
-    make: |lua| lua.create_function(sandbox_status),
-}];
+        make: |lua| lua.create_function(sandbox_status),
+    },
+];
 
 /// `oml.sandbox-status`.
 fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
@@ -286,7 +305,7 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     t.set("abi", sandbox::landlock::probe().ok())?;
     t.set("network?", policy.network)?;
     let writable: Vec<String> = match policy.mode {
-        Mode::WorkspaceWrite => policy
+        Mode::WorkspaceWrite => sandbox::effective(&policy)
             .writable
             .iter()
             .map(|p| p.display().to_string())

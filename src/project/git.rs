@@ -5,8 +5,10 @@
 //! `/dev/null`, in its own process group; when it is slow, missing or fails, the summary says so
 //! instead of delaying the turn. It runs in the sandbox its caller gives (read-only, no
 //! network): a repository's own config can name programs git runs (`core.fsmonitor`, hooks,
-//! clean filters), and an untrusted repository must not run them unconfined; fsmonitor and
-//! hooks are also turned off on the command line. Knows nothing of prompts or Lisp.
+//! clean filters), and an untrusted repository must not run them unconfined, nor with the API key
+//! in their environment (git gets only [`GIT_ENV`]); fsmonitor and hooks are also turned off on
+//! the command line. Where no sandbox can be had, git is not run. Knows nothing of prompts or
+//! Lisp.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -16,6 +18,17 @@ use tokio::process::Command;
 
 use crate::sandbox::Prepared;
 
+/// The environment variables `git status` gets; everything else (secrets included) is removed.
+const GIT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+];
+
 /// How long `git status` may take before the summary says it was too slow.
 pub const GIT_STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -23,12 +36,20 @@ pub const GIT_STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 /// `detached at 1a2b3c4; clean`. `None` when `dir` is not in a git repository.
 pub async fn summary(dir: &Path, timeout: Duration, sandbox: Prepared) -> Option<String> {
     let mut cmd = Command::new("git");
-    // The sandbox gives git a session, so a process group, of its own.
+    // The sandbox gives git a session, so a process group, of its own. Where none can be had,
+    // git is not run: a repository's config could run programs (clean filters) unconfined.
     if sandbox.confine(cmd.as_std_mut()).is_err() {
-        // Where no sandbox can be had, git runs as it is, with the settings that run programs
-        // named in the repository's config turned off.
-        cmd = Command::new("git");
-        cmd.process_group(0);
+        return in_repository(dir).then(|| {
+            "a git repository (not inspected here: no sandbox to run git status in)".to_owned()
+        });
+    }
+    // Only what git needs of the environment: the API key and other secrets stay out of the
+    // programs a repository's config may name.
+    cmd.env_clear();
+    for name in GIT_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
     }
     cmd.args([
         "-c",

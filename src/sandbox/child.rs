@@ -44,11 +44,20 @@ const PARENT_GONE_EXIT: libc::c_int = 128 + libc::SIGKILL;
 /// Descriptors the watcher closes one by one when the kernel has no `close_range` (Linux 5.9).
 const CLOSE_FALLBACK_MAX_FD: libc::c_int = 65_536;
 
-/// The capabilities that let a process read another's `/proc/<pid>/environ`, `fd/` and `mem`
-/// although it is not dumpable (linux/capability.h, which the libc crate does not name):
-/// CAP_SYS_ADMIN (21), CAP_SYS_PTRACE (19) and CAP_PERFMON (38). Root's confined commands run
-/// without them.
-const PROC_READ_CAPS: [libc::c_ulong; 3] = [19, 21, 38];
+/// The capabilities a confined command of root's keeps (linux/capability.h numbers, which the
+/// libc crate does not name): what file work as root needs — CAP_CHOWN, CAP_DAC_OVERRIDE,
+/// CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID (0–4), CAP_KILL (5, which Landlock's signal scope
+/// confines), CAP_SETGID, CAP_SETUID (6, 7) and CAP_NET_BIND_SERVICE (10). Every other one is
+/// dropped from the bounding set, so the command cannot open raw or packet sockets past the
+/// network rules, load modules, reboot, or read oml's `/proc` entries (CAP_SYS_ADMIN,
+/// CAP_SYS_PTRACE, CAP_PERFMON). Other users' commands have no capabilities to lose.
+const KEPT_CAPS: [libc::c_ulong; 9] = [0, 1, 2, 3, 4, 5, 6, 7, 10];
+
+/// `CLOSE_RANGE_CLOEXEC` (linux/close_range.h): mark the range close-on-exec, do not close it.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// Past the last capability the kernel knows, `PR_CAPBSET_DROP` fails with EINVAL.
+const CAP_PROBE_MAX: libc::c_ulong = 63;
 
 /// The last signal number whose handler the watcher resets to the default.
 const LAST_STANDARD_SIGNAL: libc::c_int = 31;
@@ -128,13 +137,7 @@ fn in_child(
         super::mounts::enter(plan)?;
     }
     if confined {
-        // Without these (which only root has to lose) a command cannot read the /proc entries
-        // of oml, which is not dumpable: its environment, descriptors and memory.
-        for cap in PROC_READ_CAPS {
-            // SAFETY: prctl with integer arguments only; EPERM (no CAP_SETPCAP) means there was
-            // nothing to drop.
-            unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        }
+        drop_capabilities()?;
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
             return Err(io::Error::last_os_error());
@@ -148,6 +151,48 @@ fn in_child(
             }
         }
     }
+    // Descriptors oml inherited without close-on-exec (from an editor, a shell) do not reach the
+    // command: everything above stdio closes at exec. Before Linux 5.11 this flag is unknown and
+    // the call fails, leaving them as they were.
+    // SAFETY: close_range with integer bounds and a flag; it only marks descriptors.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    Ok(())
+}
+
+/// Drop every capability but [`KEPT_CAPS`] from the bounding set, and the ambient ones. For
+/// root a failed drop refuses the command; for other users (EPERM: no CAP_SETPCAP, and no
+/// capability either) there is nothing to drop.
+fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: geteuid takes no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    for cap in (0..=CAP_PROBE_MAX).filter(|c| !KEPT_CAPS.contains(c)) {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } < 0 {
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EINVAL) => break,
+                _ if root => return Err(error),
+                _ => break,
+            }
+        }
+    }
+    // SAFETY: prctl with integer arguments only; it fails harmlessly on kernels before 4.3.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
     Ok(())
 }
 

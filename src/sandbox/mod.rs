@@ -205,7 +205,7 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 _ => Vec::new(),
             };
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
-            let plan = mounts::Plan::new(&writable, &read_only);
+            let plan = mounts::Plan::new(&writable, &read_only, &hidden_sockets(&policy));
             (policy, Some(Arc::new(plan)), limits)
         }
         Err(why) => {
@@ -223,6 +223,49 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
         }
     }
 }
+
+/// Where the Unix sockets of servers that run what they are sent live, for the mount layer to
+/// hide from commands: Landlock (before its Unix-socket rights) does not restrict connecting to
+/// a socket file, and the user's tmux, screen, session bus, systemd and Docker would run a
+/// confined command's request unconfined. The user's runtime folder (`$XDG_RUNTIME_DIR`: the
+/// session bus, `systemd --user`, oml's own sockets), tmux's and screen's socket folders, the
+/// system bus, systemd's private socket and Docker's; with the network off, the ssh agent's too.
+fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
+    let var = |name| std::env::var_os(name).map(PathBuf::from);
+    let mut hidden: Vec<PathBuf> = HIDDEN_SOCKETS.iter().map(PathBuf::from).collect();
+    hidden.extend(var("XDG_RUNTIME_DIR"));
+    // SAFETY: getuid takes no arguments.
+    let uid = unsafe { libc::getuid() };
+    let tmux = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".to_owned());
+    hidden.push(PathBuf::from(format!("{tmux}/tmux-{uid}")));
+    if let Some(tmux) = std::env::var("TMUX").ok().and_then(|t| {
+        let socket = t.split(',').next().map(PathBuf::from)?;
+        socket.parent().map(std::path::Path::to_path_buf)
+    }) {
+        hidden.push(tmux);
+    }
+    if !policy.network {
+        hidden.extend(var("SSH_AUTH_SOCK").and_then(|s| s.parent().map(|p| p.to_path_buf())));
+    }
+    let mut hidden: Vec<PathBuf> = hidden
+        .iter()
+        .filter_map(|h| std::fs::canonicalize(h).ok())
+        .filter(|h| h != std::path::Path::new("/tmp") && h != std::path::Path::new("/"))
+        .collect();
+    hidden.sort();
+    hidden.dedup();
+    hidden
+}
+
+/// Sockets (and their folders) hidden from every confined command: screen's, the system bus,
+/// systemd's private socket, Docker's.
+const HIDDEN_SOCKETS: &[&str] = &[
+    "/run/screen",
+    "/run/dbus",
+    "/run/systemd/private",
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+];
 
 /// Drop the writable paths that lie inside one of oml's `protected` folders, saying so.
 fn drop_inside(writable: &mut Vec<PathBuf>, protected: &[PathBuf], limits: &mut Vec<String>) {
@@ -262,6 +305,12 @@ fn with_limits(status: Status, limits: &[String]) -> Status {
         Status::PartiallyEnforced(reason) => Status::PartiallyEnforced(format!("{reason}; {more}")),
         other => other,
     }
+}
+
+/// The policy as this machine enforces it: paths made real, writable paths that the sandbox
+/// will not make writable here left out (see [`Status`] for why).
+pub fn effective(policy: &Policy) -> Policy {
+    plan(policy).0
 }
 
 /// The [`Status`] [`prepare`] would give `policy`, from the kernel's Landlock version alone

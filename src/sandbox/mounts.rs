@@ -13,9 +13,9 @@
 //! made before the fork): `unshare(CLONE_NEWUSER | CLONE_NEWNS)` (a user namespace, so no
 //! privilege is needed; the user and group map to themselves; root, which may make a mount
 //! namespace without one, makes only that), mounts made private, each
-//! writable path and then each protected path bound onto itself, `mount_setattr` making every
-//! mount read-only, then the writable binds writable again and the protected ones read-only
-//! again, and the working directory entered anew (it was entered before the binds existed).
+//! writable path (and each folder between it and a protected path) and then each protected path
+//! bound onto itself, `mount_setattr` making every mount read-only, then each writable bind (not
+//! what is mounted beneath it) writable again and the protected ones read-only again, and the working directory entered anew (it was entered before the binds existed).
 //! Landlock, applied after this, forbids the command any further mount operation, so it cannot
 //! undo the view. Devices and FIFOs stay writable on a read-only mount (`/dev/null` works).
 //!
@@ -42,12 +42,19 @@ pub(super) struct Plan {
     maps: Option<(CString, CString)>,
     writable: Vec<CString>,
     protected: Vec<CString>,
+    /// Folders covered with an empty read-only tmpfs, and files (sockets) with `/dev/null`:
+    /// the Unix sockets of servers that run what they are sent ([`super::hidden_sockets`]).
+    hidden_dirs: Vec<CString>,
+    hidden_files: Vec<CString>,
 }
 
 impl Plan {
     /// A plan that keeps `writable` writable and `protected` read-only beneath them (paths that
-    /// do not exist are left out: there is nothing to bind).
-    pub(super) fn new(writable: &[PathBuf], protected: &[PathBuf]) -> Plan {
+    /// do not exist are left out: there is nothing to bind). Every folder between a writable
+    /// path and a protected one beneath it is bound too, writable: a mount point cannot be
+    /// renamed or removed, so no command can move a protected folder's parent aside and put a
+    /// folder of its own in its place.
+    pub(super) fn new(writable: &[PathBuf], protected: &[PathBuf], hidden: &[PathBuf]) -> Plan {
         // SAFETY: geteuid and getegid take no arguments.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let maps = (uid != 0).then(|| {
@@ -61,10 +68,30 @@ impl Plan {
                 .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
                 .collect()
         };
+        let mut rw: Vec<PathBuf> = writable.to_vec();
+        for p in protected {
+            for w in writable.iter().filter(|w| within(p, w)) {
+                let between = p.ancestors().skip(1).take_while(|a| *a != w.as_path());
+                rw.extend(between.map(Path::to_path_buf));
+            }
+        }
+        // Parents before children, each once.
+        rw.sort_by_key(|p| (p.components().count(), p.clone()));
+        rw.dedup();
+        // A hidden path that holds a writable one would hide the workspace: it is left alone.
+        let hidden: Vec<PathBuf> = hidden
+            .iter()
+            .filter(|h| !writable.iter().any(|w| within(w, h)))
+            .cloned()
+            .collect();
+        let (dirs, files): (Vec<PathBuf>, Vec<PathBuf>) =
+            hidden.into_iter().partition(|h| h.is_dir());
         Plan {
             maps,
-            writable: c(writable),
+            writable: c(&rw),
             protected: c(protected),
+            hidden_dirs: c(&dirs),
+            hidden_files: c(&files),
         }
     }
 }
@@ -78,6 +105,11 @@ pub fn available() -> Result<(), String> {
 
 /// The read-only view for this process (a forked child about to exec); async-signal-safe.
 pub(super) fn enter(plan: &Plan) -> io::Result<()> {
+    // oml is not dumpable, and a process that is not dumpable cannot write its own
+    // /proc/self/{setgroups,uid_map,gid_map} (they belong to root). The command is dumpable
+    // again after its exec anyway; the watcher, forked before, stays as oml is.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
     match &plan.maps {
         Some((uid_map, gid_map)) => {
             check(unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
@@ -93,25 +125,49 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
         mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
     }
     set_attr(c"/", libc::MOUNT_ATTR_RDONLY, 0, true)?;
+    // Only each writable bind itself is made writable again: a mount beneath it that was
+    // read-only stays so (and so does any other mount beneath it).
     for path in &plan.writable {
-        // A read-only mount beneath a writable path that the namespace inherited read-only is
-        // locked so; it stays read-only, and the path itself is still made writable.
-        set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, true)
-            .or_else(|_| set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, false))?;
+        set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, false)?;
     }
     for path in &plan.protected {
         set_attr(path, libc::MOUNT_ATTR_RDONLY, 0, true)?;
     }
+    hide(plan)?;
     reenter_cwd()
 }
 
 // --- private helpers
 
+/// Cover the plan's hidden folders with an empty read-only tmpfs and its hidden files with
+/// `/dev/null`, read-only.
+fn hide(plan: &Plan) -> io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
+    for dir in &plan.hidden_dirs {
+        // SAFETY: mount with NUL-terminated strings and no data.
+        check(unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                dir.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                std::ptr::null(),
+            )
+        })?;
+    }
+    let null = CString::from(c"/dev/null");
+    for file in &plan.hidden_files {
+        mount(Some(&null), file, libc::MS_BIND)?;
+        set_attr(file, libc::MOUNT_ATTR_RDONLY, 0, false)?;
+    }
+    Ok(())
+}
+
 /// The size of the buffer the working directory is read into (`PATH_MAX`).
 const CWD_MAX: usize = 4096;
 
 fn probe() -> Result<(), String> {
-    let plan = Plan::new(&[], &[]);
+    let plan = Plan::new(&[], &[], &[]);
     let flags = libc::SIGCHLD as libc::c_long;
     // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork
     // handlers; the child only makes system calls (`enter`, `_exit`) and never returns.

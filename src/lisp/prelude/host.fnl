@@ -6,6 +6,19 @@
 
 (local fennel (require :fennel))
 
+(fn without-cwd [path]
+  "PATH (a `;`-separated search path) without the entries relative to the working directory
+(`./?.lua`, `./?.fnl`): a `require` that misses oml's load path must not load a file a command
+wrote into the workspace, unconfined."
+  (table.concat (icollect [entry (path:gmatch "[^;]+")]
+                  (when (not (entry:find "^%./")) entry))
+                ";"))
+
+(set package.path (without-cwd package.path))
+(set package.cpath (without-cwd package.cpath))
+(set fennel.path (without-cwd fennel.path))
+(set fennel.macro-path (without-cwd fennel.macro-path))
+
 (fn compile [src filename scope]
   "Compile the Fennel text SRC (named FILENAME) to Lua with the options every oml file uses:
 metadata on (docstrings for `doc`), Lua lines kept equal to Fennel lines (so errors and `source`

@@ -1,0 +1,80 @@
+//! A session started where oml's own folders are inside the workspace (the home folder, with
+//! `~/.config`, `~/.local/state` and `~/.cache` beneath it): neither a command nor the `write`
+//! tool may change what oml loads code and trust from, not even by moving a parent folder aside.
+
+use crate::common::Run;
+use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+
+use super::harness::{Target, landlock_or_skip, tool_result};
+
+/// `oml ARGS…` with the test home's root (which holds the XDG folders) as the workspace.
+fn in_root(t: &Target, fake: Option<&FakeModel>, args: &[&str]) -> std::process::Command {
+    let mut cmd = t.command(fake, args);
+    cmd.current_dir(&t.env.root);
+    cmd
+}
+
+#[test]
+fn a_command_cannot_swap_omls_config_folder_by_moving_its_parent() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let marker = t.outside.join("ran-from-a-swapped-config");
+    let init = format!(
+        "(with-open [f (io.open [[{}]] :w)] (f:write :x))",
+        marker.display()
+    );
+    let command = format!(
+        "mv config config.old; echo move=$?; mkdir -p config/oml && echo '{init}' > config/oml/init.fnl; \
+         echo plant=$?; mv state state.old; echo state=$?; mv cache cache.old; echo cache=$?"
+    );
+    let args = serde_json::json!({ "command": command }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let run = Run::from(
+        in_root(&t, Some(&fake), &["-p", "--mode", "yolo", "tidy up"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = tool_result(&fake, 1);
+    for refused in ["move=1", "state=1", "cache=1"] {
+        assert!(result.contains(refused), "{refused}: {result}");
+    }
+    let run = Run::from(in_root(&t, None, &["eval", "1"]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !marker.exists(),
+        "an init file planted by a command ran: {result}"
+    );
+}
+
+#[test]
+fn the_write_tool_asks_before_writing_into_omls_own_folders() {
+    let t = Target::new();
+    let init = t.env.home.user_init();
+    let args = serde_json::json!({ "path": init.display().to_string(), "content": "(os.exit 7)" })
+        .to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "write", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    // Print mode's default, accept-edits: edits inside the workspace run without asking.
+    let run = Run::from(
+        in_root(&t, Some(&fake), &["-p", "configure"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = fake.requests()[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .map_or_else(|| tool_result(&fake, 1), str::to_owned);
+    assert!(
+        result.contains("where oml or git load code from") && result.contains("needs permission"),
+        "{result}"
+    );
+    assert!(!init.exists(), "the user init file was written");
+}
