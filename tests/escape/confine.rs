@@ -266,3 +266,59 @@ fn a_read_only_mount_inside_the_workspace_stays_read_only() {
         "written through a read-only mount"
     );
 }
+
+#[test]
+fn a_user_other_than_root_gets_the_read_only_view_too() {
+    use std::os::unix::process::CommandExt;
+    let Some(_) = landlock_or_skip() else { return };
+    // SAFETY: geteuid takes no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        // Run by another user, every other test of this suite is this test.
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let t = Target::new();
+    // A copy of the binary the unprivileged user can reach wherever the build is.
+    let oml = t.env.root.join("oml");
+    std::fs::copy(env!("CARGO_BIN_EXE_oml"), &oml).expect("copy oml");
+    let victim = t.outside.join("victim");
+    std::fs::write(&victim, "x").expect("victim");
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(&t.env.root)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(chown, "chown the test home");
+    let form = format!(
+        "(print (. (oml.sandbox-status) :read-only-view?)) \
+         (print (. (oml.tool-bash \"chmod 777 {}; echo rc=$?\" 30 1000) :content))",
+        victim.display()
+    );
+    let mut cmd = std::process::Command::new(&oml);
+    cmd.args(["eval", &form])
+        .current_dir(&t.env.project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &t.env.home.home)
+        .env("XDG_CONFIG_HOME", &t.env.home.config)
+        .env("XDG_STATE_HOME", &t.env.home.state)
+        .env("XDG_CACHE_HOME", &t.env.home.cache)
+        .env("XDG_RUNTIME_DIR", &t.env.home.runtime)
+        .env("TMPDIR", &t.tmp)
+        .uid(NOBODY)
+        .gid(NOBODY);
+    let run = Run::from(cmd.output().expect("run oml as nobody"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.starts_with("true"), "{run:?}");
+    assert!(run.stdout.contains("rc=1"), "{run:?}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&victim)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_ne!(
+        mode & 0o777,
+        0o777,
+        "chmod outside the workspace worked as nobody"
+    );
+}
