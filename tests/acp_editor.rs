@@ -344,3 +344,98 @@ fn a_turn_cancelled_while_compacting_reports_the_call_it_made() {
         "{r}"
     );
 }
+
+/// Item 5: a command run in the editor's terminal (a pty, as Toad's is) reaches the model as
+/// the terminal showed it: `\r\n` line ends and carriage-return progress lines applied.
+#[test]
+fn output_from_the_editors_terminal_reaches_the_model_as_the_terminal_showed_it() {
+    let env = Env::new();
+    let args = json!({"command": "./build"});
+    let fake = FakeModel::start([tool_call("call_1", "bash", &args, 10, 1), answer("Done.")]);
+    let (mut ed, sid) = session(&env, &fake, json!({"terminal": true}));
+    ed.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    let id = ed.prompt(&sid, "build it");
+    loop {
+        let m = ed.next();
+        match m["method"].as_str() {
+            Some("terminal/create") => ed.answer(&m, json!({"terminalId": "t1"})),
+            Some("terminal/wait_for_exit") => ed.answer(&m, json!({"exitCode": 0})),
+            Some("terminal/output") => ed.answer(
+                &m,
+                json!({"output": "early\r\n10%\r55%\r100%\r\nlate\r\n", "truncated": false}),
+            ),
+            Some("terminal/release") | Some("terminal/kill") => ed.answer(&m, json!({})),
+            None if m["id"] == json!(id) => break,
+            _ => {}
+        }
+    }
+    let requests = fake.requests();
+    let result = requests[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].clone())
+        .unwrap_or_default();
+    assert_eq!(result, json!("early\n100%\nlate"));
+}
+
+/// Item 14: the model's stream dies mid-answer. The text the editor already showed is in the
+/// session: `session/load` replays it, and the next prompt sends it to the model marked as cut
+/// off, every tool call of the turn still with its result.
+#[test]
+fn an_answer_cut_off_mid_stream_is_kept_replayed_and_marked() {
+    let env = Env::new();
+    env.file("notes.txt", "some notes\n");
+    let read = json!({"path": "notes.txt"});
+    let mut broken = text_chunks(&["Half an answer about the notes"]);
+    broken.insert(1, Step::Drop);
+    let fake = FakeModel::start([
+        tool_call("call_1", "read", &read, 10, 1),
+        Reply::from(broken),
+        answer("Done."),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let id = ed.prompt(&sid, "read the notes");
+    let served = serve(&mut ed, id, |_| String::new());
+    assert!(
+        chunks(&served.messages).contains("Half an answer about the notes"),
+        "{:?}",
+        served.messages
+    );
+    drop(ed);
+
+    let (mut ed, replay) = load(&env, &fake, &sid);
+    let replayed = chunks(&replay);
+    assert!(
+        replayed.contains("Half an answer about the notes"),
+        "{replay:?}"
+    );
+    let (_, reason) = ed.turn(&sid, "go on");
+    assert_eq!(reason, "end_turn");
+    let requests = fake.requests();
+    let messages = requests[2].body["messages"].as_array().unwrap().clone();
+    let cut = messages
+        .iter()
+        .find(|m| {
+            m["role"] == "assistant"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("Half an answer about the notes"))
+        })
+        .unwrap_or_else(|| panic!("the cut-off answer is sent: {messages:?}"));
+    assert!(
+        cut["content"].as_str().unwrap().contains("cut off"),
+        "marked as cut off: {cut}"
+    );
+    for call in messages.iter().filter_map(|m| m["tool_calls"].as_array()).flatten() {
+        let id = &call["id"];
+        assert!(
+            messages
+                .iter()
+                .any(|m| m["role"] == "tool" && &m["tool_call_id"] == id),
+            "tool call {id} has its result: {messages:?}"
+        );
+    }
+}

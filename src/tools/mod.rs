@@ -29,6 +29,7 @@ pub mod ls;
 pub mod path;
 pub mod read;
 pub mod search;
+pub mod shown;
 pub mod truncate;
 pub mod write;
 

@@ -275,6 +275,8 @@ fn result(
 ) -> ToolOutput {
     let output = output.unwrap_or(Value::Null);
     let text = output.get("output").and_then(Value::as_str).unwrap_or("");
+    // The editor's terminal is a pty: `\r\n` line ends and carriage-return progress lines.
+    let text = crate::tools::shown::as_shown(text);
     let mut text = cap_tail(text.trim_end(), max_chars);
     if output.get("truncated").and_then(Value::as_bool) == Some(true) {
         text = format!("[earlier output was dropped by the editor]\n{text}");
@@ -313,5 +315,10 @@ mod tests {
             ToolOutput::error("[earlier output was dropped by the editor]\nx\n[killed by SIGKILL]")
         );
         assert!(result(None, None, t, 100).is_error);
+        // What Toad's pty gives: the model reads it as the terminal showed it.
+        assert_eq!(
+            result(code(0), out("early\r\n10%\r100%\r\nlate\r\n"), t, 100),
+            ToolOutput::ok("early\n100%\nlate")
+        );
     }
 }
