@@ -198,12 +198,10 @@ pub(super) fn classify(e: &mlua::Error, traceback: Option<&str>) -> LispError {
                 LispError::Raised(RuntimeError::parse(&inner.to_string(), traceback))
             }
         }
+        // An interrupt is raised as the `Interrupted` value above; a message that merely ends
+        // in "interrupted" is a message like any other.
         mlua::Error::RuntimeError(msg) | mlua::Error::SyntaxError { message: msg, .. } => {
-            if msg.ends_with("interrupted") {
-                LispError::Interrupted
-            } else {
-                LispError::Raised(RuntimeError::parse(msg, traceback))
-            }
+            LispError::Raised(RuntimeError::parse(msg, traceback))
         }
         other => LispError::Runtime(other.to_string()),
     }
@@ -254,6 +252,14 @@ mod tests {
         let e = LispError::from(e);
         assert_eq!(e.to_string(), "llm.model is not set");
         assert_eq!(e.traceback(), Some("stack traceback:\n\t[C]: in ?"));
+    }
+
+    #[test]
+    fn an_error_is_an_interrupt_by_its_type_never_by_its_text() {
+        let text = mlua::Error::RuntimeError("eval:1: the download was interrupted".into());
+        assert!(matches!(LispError::from(text), LispError::Raised(_)));
+        let raised = mlua::Error::external(Interrupted);
+        assert!(matches!(LispError::from(raised), LispError::Interrupted));
     }
 
     #[test]

@@ -138,7 +138,7 @@ fn print(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
     let sink = shared.sinks.lock().ok().and_then(|s| s.get(&key).cloned());
     match sink {
         Some(sink) => {
-            let _ = sink.send(line);
+            let _ = sink.send(super::repl::Said::Printed(line));
         }
         None => write_default(shared.output, &line),
     }

@@ -110,8 +110,9 @@ pub struct LispOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// A sink for the output of one coroutine (a REPL client, for instance).
-pub type Sink = tokio::sync::mpsc::UnboundedSender<String>;
+/// A sink for what one coroutine says (a REPL conversation): its `print` lines arrive as
+/// [`repl::Said::Printed`].
+pub type Sink = tokio::sync::mpsc::UnboundedSender<repl::Said>;
 
 struct Shared {
     output: Output,

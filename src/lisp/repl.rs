@@ -1,7 +1,9 @@
 //! The REPL: Fennel's own `fennel.repl` driven from Rust, with oml's macros in scope.
 //!
 //! A REPL conversation is a coroutine in the shared Lisp state. It asks its frontend for input
-//! through `ReadRequest`s and writes values, errors and `print` output to a `Sink`. Two front ends
+//! through `ReadRequest`s and says what each form did, as a typed [`Said`], to a `Sink`: its
+//! values, its `print` output, its error with the error's kind, or that it was interrupted, so no
+//! front end reads an outcome back out of text. Two front ends
 //! use it: the interactive terminal and the socket server (`crate::front::repl`). A running form is interrupted
 //! through an `Interrupt` flag checked by the instruction hook; the REPL then reads the next form.
 //!
@@ -13,7 +15,76 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mlua::{Function, HookTriggers, Table, VmState};
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::{Interrupted, classify};
 use super::{HOOK_INSTRUCTIONS, Lisp, LispError, Sink};
+
+/// One thing a REPL conversation says, as data: front ends show [`Said::text`] and decide what
+/// an outcome means (a failure, a colour) from the variant, never from the text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Said {
+    /// The values of a form, rendered, tab-separated, ending in a newline.
+    Values(String),
+    /// A line the form printed with `print` (ending in a newline): output, never an outcome.
+    Printed(String),
+    /// The form failed: what kind of failure it was, and its message.
+    Failed { kind: FormError, message: String },
+    /// The form was interrupted (Ctrl-C, or the conversation closed).
+    Interrupted,
+    /// The prompt before the next input, for a front end that shows it in the output.
+    Prompt(&'static str),
+}
+
+/// How a form failed, as Fennel's REPL reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormError {
+    /// The input does not parse.
+    Parse,
+    /// Fennel could not compile it.
+    Compile,
+    /// Lua could not load the compiled code.
+    LuaCompile,
+    /// It raised an error as it ran.
+    Runtime,
+    /// A `,` REPL command failed.
+    Command,
+}
+
+impl FormError {
+    /// The kind Fennel's REPL names (`"Parse"`, `"Compile"`, `"Lua Compile"`, `"Runtime"`,
+    /// `"Repl"`); an unknown name is a runtime error.
+    fn from_fennel(name: &str) -> FormError {
+        match name {
+            "Parse" => FormError::Parse,
+            "Compile" => FormError::Compile,
+            "Lua Compile" => FormError::LuaCompile,
+            "Repl" => FormError::Command,
+            _ => FormError::Runtime,
+        }
+    }
+
+    /// The word the REPL shows before `error:`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FormError::Parse => "Parse",
+            FormError::Compile => "Compile",
+            FormError::LuaCompile => "Lua Compile",
+            FormError::Runtime => "Runtime",
+            FormError::Command => "Repl",
+        }
+    }
+}
+
+impl Said {
+    /// What a terminal shows for it.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Said::Values(t) | Said::Printed(t) => t.as_str().into(),
+            Said::Failed { kind, message } => format!("{} error: {message}\n", kind.label()).into(),
+            Said::Interrupted => "interrupted\n".into(),
+            Said::Prompt(p) => (*p).into(),
+        }
+    }
+}
 
 /// A request for the next chunk of input. `continuation` is true inside an unfinished form.
 pub struct ReadRequest {
@@ -130,9 +201,25 @@ pub async fn drive_with(
     })?;
     let sink = out.clone();
     let write = lua.create_function(move |_, text: String| {
-        let _ = sink.send(text);
+        let _ = sink.send(Said::Values(text));
         Ok(())
     })?;
+    let sink = out.clone();
+    let fail = lua.create_function(
+        move |_, (kind, error, text): (String, mlua::Value, String)| {
+            let said = match error {
+                mlua::Value::Error(e) if matches!(classify(&e, None), LispError::Interrupted) => {
+                    Said::Interrupted
+                }
+                _ => Said::Failed {
+                    kind: FormError::from_fennel(&kind),
+                    message: text,
+                },
+            };
+            let _ = sink.send(said);
+            Ok(())
+        },
+    )?;
 
     let thread = lua.create_thread(driver)?;
     let hook_flag = interrupt.clone();
@@ -140,7 +227,7 @@ pub async fn drive_with(
         HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
         move |_, _| {
             if hook_flag.take() {
-                Err(mlua::Error::RuntimeError("interrupted".into()))
+                Err(mlua::Error::external(Interrupted))
             } else {
                 Ok(VmState::Continue)
             }
@@ -149,7 +236,7 @@ pub async fn drive_with(
     setup(&thread);
     lisp.attach_sink(&thread, out);
     lisp.attach_interrupt(&thread, interrupt);
-    let result = thread.clone().into_async::<()>((read, write))?.await;
+    let result = thread.clone().into_async::<()>((read, write, fail))?.await;
     lisp.detach_interrupt(&thread);
     lisp.detach_sink(&thread);
     result.map_err(LispError::from)

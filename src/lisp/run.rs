@@ -24,14 +24,15 @@ where
     R: mlua::IntoLuaMulti,
 {
     lua.create_async_function(move |lua: Lua, args: A| {
-        let interrupt = Lisp::from_lua(&lua).and_then(|lisp| lisp.interrupt_of(&lua.current_thread()));
+        let interrupt =
+            Lisp::from_lua(&lua).and_then(|lisp| lisp.interrupt_of(&lua.current_thread()));
         let fut = func(lua, args);
         async move {
             match interrupt {
                 None => fut.await,
                 Some(interrupt) => tokio::select! {
                     r = fut => r,
-                    () = interrupt.interrupted() => Err(mlua::Error::RuntimeError("interrupted".into())),
+                    () = interrupt.interrupted() => Err(mlua::Error::external(Interrupted)),
                 },
             }
         }

@@ -194,3 +194,20 @@ fn piped_input_that_fails_exits_1() {
     assert_eq!(code, 0, "{out}\n--- stderr\n{err}");
     assert!(out.contains('4'), "{out}");
 }
+
+/// A form's outcome is told by its type, never by its text: an error whose message ends in
+/// "interrupted" is an error, shown whole, and a printed line that looks like an error is output.
+#[test]
+fn piped_forms_are_judged_by_their_outcome_not_their_text() {
+    let env = Env::new();
+    let (code, out, err) = piped(&env, None, "(error \"the download was interrupted\")\n");
+    assert_eq!(code, 1, "{out}\n--- stderr\n{err}");
+    assert!(
+        format!("{out}{err}").contains("the download was interrupted"),
+        "{out}\n{err}"
+    );
+
+    let (code, out, err) = piped(&env, None, "(print \"parse error: not really\")\n");
+    assert_eq!(code, 0, "{out}\n--- stderr\n{err}");
+    assert!(out.contains("parse error: not really"), "{out}\n{err}");
+}

@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::mpsc;
 
 use crate::lisp::Lisp;
-use crate::lisp::repl::{Interrupt, ReadRequest, drive_with};
+use crate::lisp::repl::{Interrupt, ReadRequest, Said, drive_with};
 use crate::session::Sessions;
 
 /// The running conversation.
 pub struct Repl {
     reads: mpsc::UnboundedReceiver<ReadRequest>,
-    out: mpsc::UnboundedReceiver<String>,
+    out: mpsc::UnboundedReceiver<Said>,
     pending: Option<ReadRequest>,
     interrupt: Interrupt,
     /// The conversation's coroutine (its pointer), to map it to another session.
@@ -79,9 +79,10 @@ impl Repl {
         self.interrupt.clone()
     }
 
-    /// Evaluate one complete input; `show` gets what the REPL writes (values, errors, `print`
-    /// output) as it comes. `false` when the conversation has ended.
-    pub async fn eval(&mut self, text: &str, mut show: impl FnMut(&str)) -> bool {
+    /// Evaluate one complete input; `show` gets what the REPL says (values, `print` output,
+    /// errors, interrupts, each as its own [`Said`]) as it comes. `false` when the conversation
+    /// has ended.
+    pub async fn eval(&mut self, text: &str, mut show: impl FnMut(&Said)) -> bool {
         let request = match self.pending.take() {
             Some(r) => r,
             None => match self.reads.recv().await {

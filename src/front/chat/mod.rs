@@ -33,6 +33,7 @@ use crate::cancel::CancelToken;
 use crate::front::signals::Shutdown;
 use crate::front::stdio::err;
 use crate::lisp::LispError;
+use crate::lisp::repl::Said;
 use crate::session::store::Store;
 use editor::{Names, Read, Reader};
 use input::{Input, attach_mentions, classify, join};
@@ -293,13 +294,14 @@ impl Chat {
         let (screen, color) = (&mut self.screen, self.caps.color);
         let mut failed = false;
         let alive = repl
-            .eval(src, |text| {
-                let error = text.contains(" error: ");
+            .eval(src, |said| {
+                let error = matches!(said, Said::Failed { .. });
                 failed |= error;
+                let text = said.text();
                 if error && color {
                     screen.text(&format!("\x1b[31m{text}\x1b[0m"));
                 } else {
-                    screen.text(text);
+                    screen.text(&text);
                 }
                 screen.flush();
             })

@@ -123,7 +123,7 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     use std::os::fd::AsRawFd as _;
     let fd = stream.as_raw_fd();
     let (read_half, write_half) = stream.into_split();
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<repl::Said>();
     let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
     let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
     let interrupt = Interrupt::new();
@@ -160,7 +160,7 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     let prompts = out_tx.clone();
     let frontend = tokio::spawn(async move {
         while let Some(req) = reads_rx.recv().await {
-            let _ = prompts.send(repl::prompt(req.continuation).to_string());
+            let _ = prompts.send(repl::Said::Prompt(repl::prompt(req.continuation)));
             let line = lines_rx.recv().await.map(|l| format!("{l}\n"));
             let done = line.is_none();
             let _ = req.reply.send(line);
@@ -196,7 +196,7 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
 /// every sender is gone: Lisp closures that hold a sender live until the garbage collector runs.
 async fn write_to_client(
     mut write_half: tokio::net::unix::OwnedWriteHalf,
-    mut out_rx: mpsc::UnboundedReceiver<String>,
+    mut out_rx: mpsc::UnboundedReceiver<repl::Said>,
     mut finish_rx: tokio::sync::oneshot::Receiver<()>,
 ) {
     loop {
@@ -204,7 +204,7 @@ async fn write_to_client(
             biased;
             text = out_rx.recv() => match text {
                 Some(text) => {
-                    if write_half.write_all(text.as_bytes()).await.is_err() {
+                    if write_half.write_all(text.text().as_bytes()).await.is_err() {
                         return;
                     }
                 }
@@ -212,7 +212,7 @@ async fn write_to_client(
             },
             _ = &mut finish_rx => {
                 while let Ok(text) = out_rx.try_recv() {
-                    if write_half.write_all(text.as_bytes()).await.is_err() {
+                    if write_half.write_all(text.text().as_bytes()).await.is_err() {
                         return;
                     }
                 }

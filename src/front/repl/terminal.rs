@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::lisp::repl::{Interrupt, ReadRequest, drive, forms_complete, prompt};
+use crate::lisp::repl::{Interrupt, ReadRequest, Said, drive, forms_complete, prompt};
 use crate::lisp::{Lisp, LispError};
 
 /// The greeting of the interactive REPL.
@@ -28,7 +28,7 @@ pub async fn interactive(
     history_size: usize,
 ) -> Result<(), LispError> {
     let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Said>();
     let interrupt = Interrupt::new();
 
     // Ctrl-C while a form runs (the terminal is not in raw mode then) interrupts it.
@@ -75,11 +75,12 @@ pub async fn interactive(
 /// gone: Lisp closures that hold a sender live until the garbage collector runs, so waiting for
 /// the channel to close would keep Ctrl-D from exiting.
 async fn write_output(
-    mut out_rx: mpsc::UnboundedReceiver<String>,
+    mut out_rx: mpsc::UnboundedReceiver<Said>,
     mut finish_rx: oneshot::Receiver<()>,
 ) {
     use std::io::Write as _;
-    let write = |text: String| {
+    let write = |said: Said| {
+        let text = said.text();
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();

@@ -1,7 +1,7 @@
 ;; The REPL driver: Fennel's own `fennel.repl` with oml's macros in its scope.
 ;;
 ;; Compiled to bytecode by build.rs; src/lisp/repl.rs runs it for each REPL conversation, with
-;; READ and WRITE from Rust. It knows nothing about terminals or sockets.
+;; READ, WRITE and FAIL from Rust. It knows nothing about terminals or sockets.
 
 (local fennel (require :fennel))
 
@@ -16,9 +16,10 @@
                     :__newindex (fn [t k v] (if (. private k) (rawset t k v) (tset _G k v)))
                     :__pairs (fn [] (values next _G nil))}))
 
-(fn drive [oml-scope read write]
+(fn drive [oml-scope read write fail]
   "Run `fennel.repl` until READ (called with true inside an unfinished form) returns nil. WRITE
-gets the rendered values, the errors and the prompt-free output; OML-SCOPE holds oml's macros."
+gets the rendered values; FAIL each error as Fennel's kind, the error value itself (Rust tells an
+interrupt by its type, never by its text) and its text; OML-SCOPE holds oml's macros."
   (fennel.repl
     {:env (repl-env)
      :readChunk (fn [state] (read (< 0 (or (. state :stack-size) 0))))
@@ -29,9 +30,7 @@ gets the rendered values, the errors and the prompt-free output; OML-SCOPE holds
                 (let [text (pick-values 1 (-> (tostring msg)
                                               (: :gsub "\nstack traceback:.*" "")
                                               (: :gsub "%[string \".-\"%]:(%d+):" "repl:%1:")))]
-                  (if (text:match "interrupted$")
-                      (write "interrupted\n")
-                      (write (.. kind " error: " text "\n")))))
+                  (fail kind msg text)))
      :init (fn [opts]
              (each [k v (pairs oml-scope.macros)] (tset opts.scope.macros k v)))
      :view-opts {:depth 6}
