@@ -151,7 +151,8 @@ entries {:name :fn :table} sorted by name."
 (fn agent.tool-schema [f]
   "The JSON schema of the tool F's arguments: each key its first parameter destructures is a
 required string, unless `:params {key [type description & flags]}` metadata says otherwise
-(flag :optional). Keys listed only in :params are added."
+(flag :optional; a table flag is more of the key's schema, such as an array's {:items …}).
+Keys listed only in :params are added."
   (let [params (or (meta f :params) {})
         keys (arglist-keys f)
         seen (collect [_ k (ipairs keys)] k true)
@@ -166,7 +167,11 @@ required string, unless `:params {key [type description & flags]}` metadata says
             desc (and spec (. spec 2))
             optional (and spec (accumulate [o false i flag (ipairs spec)]
                                  (or o (and (> i 2) (= flag :optional)))))]
-        (tset props k (if desc {:type ty :description desc} {:type ty}))
+        (tset props k (let [prop (if desc {:type ty :description desc} {:type ty})]
+                        (each [i flag (ipairs (or spec []))]
+                          (when (and (> i 2) (= :table (type flag)))
+                            (each [fk fv (pairs flag)] (tset prop fk fv))))
+                        prop))
         (when (not optional) (table.insert required k))))
     {:type :object
      :properties (if (next props) props (json.object))
