@@ -702,7 +702,7 @@ fn json_mode_writes_one_event_per_line() {
         .lines()
         .map(|line| {
             let mut v: Value = serde_json::from_str(line).expect("each line is JSON");
-            for (key, stable) in [("session", "<id>"), ("duration-ms", "<ms>")] {
+            for (key, stable) in [("session", "<id>"), ("duration_ms", "<ms>")] {
                 if v.get(key).is_some() {
                     v[key] = json!(stable);
                 }

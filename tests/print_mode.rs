@@ -5,12 +5,15 @@
 mod common;
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::process::Stdio;
 
 use common::{Env, Run};
-use serde_json::Value;
-use support::fake_model::{FakeModel, Reply, Step, text_chunks};
+use serde_json::{Value, json};
+use support::fake_model::{
+    FakeModel, Reply, Step, reasoning_chunks, text_chunks, tool_call_chunks, usage_chunk,
+};
 
 /// `oml ARGS…` with `stdin` piped in (or /dev/null), against a fake model that answers "ok".
 fn oml(args: &[&str], stdin: Option<&[u8]>) -> (Run, Vec<Value>) {
@@ -188,9 +191,9 @@ fn max_turns_stops_the_turn_with_its_own_status() {
     assert_eq!(run.code, 4, "{run:?}");
     assert_eq!(fake.requests().len(), 1);
     let result: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
-    assert_eq!(result["stop-reason"], "max-turns");
+    assert_eq!(result["stop_reason"], "max_turn_requests");
     assert_eq!(result["status"], 4);
-    assert_eq!(result["model-calls"], 1);
+    assert_eq!(result["model_calls"], 1);
 }
 
 #[test]
@@ -500,4 +503,201 @@ fn print_mode_help_lists_every_exit_status() {
     ] {
         assert!(run.stdout.contains(status), "{status}: {}", run.stdout);
     }
+}
+
+/// Every line of a JSON stream, parsed.
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+/// Issue #26 item 8: `update_plan`'s schema describes a step (`{step, status}`, the status an
+/// enum) under an argument named `steps`, which editors do not show as a proposed plan; plain
+/// strings are pending steps, and the old `plan` argument still works.
+#[test]
+fn update_plan_describes_its_steps_and_takes_plain_strings() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_1",
+            "update_plan",
+            &[r#"{"steps": ["Read the code", "Fix the bug"]}"#],
+        )),
+        Reply::from(tool_call_chunks(
+            "call_2",
+            "update_plan",
+            &[r#"{"plan": [{"step": "Read the code", "status": "completed"}]}"#],
+        )),
+        Reply::from(text_chunks(&["planned"])),
+    ]);
+    let run = env.run(Some(&fake), &["-p", "--json", "plan it"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let plans: Vec<Value> = json_lines(&run.stdout)
+        .into_iter()
+        .filter(|l| l["type"] == "plan")
+        .map(|l| l["entries"].clone())
+        .collect();
+    let entry = |content: &str, status: &str| json!({"content": content, "priority": "medium", "status": status});
+    assert_eq!(
+        plans,
+        [
+            json!([
+                entry("Read the code", "pending"),
+                entry("Fix the bug", "pending")
+            ]),
+            json!([entry("Read the code", "completed")]),
+        ],
+        "{run:?}"
+    );
+    let body = &fake.requests()[0].body;
+    let spec = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "update_plan")
+        .expect("update_plan is offered");
+    let params = &spec["function"]["parameters"];
+    assert_eq!(params["required"], json!(["steps"]), "{params}");
+    assert!(params["properties"].get("plan").is_none(), "{params}");
+    assert_eq!(params["properties"]["steps"]["type"], "array");
+    let items = &params["properties"]["steps"]["items"];
+    assert_eq!(items["required"], json!(["step", "status"]), "{params}");
+    assert_eq!(items["properties"]["step"]["type"], "string");
+    assert_eq!(
+        items["properties"]["status"],
+        json!({"type": "string", "enum": ["pending", "in_progress", "completed"]})
+    );
+}
+
+/// The fields docs/src/print-mode.md documents for each `type` of the JSON stream: the names in
+/// code spans of a row's Fields cell, outside parentheses.
+fn documented_fields() -> BTreeMap<String, BTreeSet<String>> {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/print-mode.md"),
+    )
+    .unwrap();
+    let section = &page[page
+        .find("## The JSON stream")
+        .expect("the JSON stream section")..];
+    let mut out = BTreeMap::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let kind = cells[0]
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .to_owned();
+        if kind == "type" {
+            continue; // the header row
+        }
+        let (mut depth, mut span, mut in_code) = (0, String::new(), false);
+        let mut fields = BTreeSet::new();
+        for c in cells[2].chars() {
+            match c {
+                '`' if in_code => {
+                    in_code = false;
+                    let plain = span.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                    if depth == 0 && plain && !span.is_empty() {
+                        fields.insert(span.clone());
+                    }
+                }
+                '`' => {
+                    in_code = true;
+                    span.clear();
+                }
+                _ if in_code => span.push(c),
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+        }
+        fields.insert("type".to_owned());
+        out.insert(kind, fields);
+    }
+    out
+}
+
+/// Every object key in `value`, at any depth, with the path it is at; the values of `args`
+/// and of the provider's `usage` are not oml's and are skipped.
+fn keys(value: &Value, at: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(format!("{at}.{k}"));
+                let foreign = k == "args" || (k == "usage" && at == "usage");
+                if !foreign {
+                    keys(v, &format!("{at}.{k}"), out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| keys(v, at, out)),
+        _ => {}
+    }
+}
+
+/// Issue #26 item 11: every line of the JSON stream speaks JSON's conventions: snake_case keys
+/// at every depth, snake_case types, ACP's stop reason, token counts named as `claude -p` names
+/// them; and each type has exactly the fields docs/src/print-mode.md lists.
+#[test]
+fn every_json_event_has_snake_case_keys_and_the_documented_fields() {
+    let env = Env::new();
+    env.init("(setq llm.retry-base-delay 0.01)");
+    let mut thinking_write = reasoning_chunks("reasoning_content", &["Hmm."]);
+    thinking_write.extend(tool_call_chunks(
+        "call_1",
+        "write",
+        &[r#"{"path": "a.txt", "content": "x\n"}"#],
+    ));
+    thinking_write.push(usage_chunk(10, 2));
+    let fake = FakeModel::start([
+        Reply::error(503, "busy"),
+        Reply::from(thinking_write),
+        Reply::from(tool_call_chunks(
+            "call_2",
+            "update_plan",
+            &[r#"{"steps": ["Write a.txt"]}"#],
+        )),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let run = env.run(Some(&fake), &["-p", "--json", "write it"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let mut lines = json_lines(&run.stdout);
+    let failed = env.run(
+        Some(&FakeModel::start([Reply::error(400, "bad request")])),
+        &["-p", "--json", "again"],
+    );
+    assert_eq!(failed.code, 3, "{failed:?}");
+    lines.extend(json_lines(&failed.stdout));
+
+    let documented = documented_fields();
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let snake = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    for line in &lines {
+        let kind = line["type"].as_str().expect("a type").to_owned();
+        assert!(snake(&kind), "type {kind} is not snake_case: {line}");
+        let mut all = Vec::new();
+        keys(line, &kind, &mut all);
+        for key in &all {
+            let last = key.rsplit('.').next().unwrap();
+            assert!(snake(last), "{key} is not snake_case: {line}");
+        }
+        let fields = line.as_object().unwrap().keys().cloned();
+        seen.entry(kind).or_default().extend(fields);
+    }
+    assert_eq!(
+        seen, documented,
+        "the stream's fields against print-mode.md"
+    );
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["schema"], 2);
+    assert_eq!(result["stop_reason"], "end_turn");
+    assert_eq!(
+        result["usage"],
+        json!({"input_tokens": 10, "output_tokens": 2})
+    );
+    assert_eq!(lines.last().unwrap()["stop_reason"], "error");
 }

@@ -304,8 +304,8 @@ fn print_mode_exits_6_when_the_turn_cannot_be_saved() {
     );
     let result = lines.last().unwrap();
     assert_eq!(
-        (result["status"].clone(), result["stop-reason"].clone()),
-        (json!(6), json!("end-turn"))
+        (result["status"].clone(), result["stop_reason"].clone()),
+        (json!(6), json!("end_turn"))
     );
     assert!(
         result["unsaved"]["entries"].as_u64().is_some_and(|n| n > 0),
