@@ -429,7 +429,11 @@ fn an_answer_cut_off_mid_stream_is_kept_replayed_and_marked() {
         cut["content"].as_str().unwrap().contains("cut off"),
         "marked as cut off: {cut}"
     );
-    for call in messages.iter().filter_map(|m| m["tool_calls"].as_array()).flatten() {
+    for call in messages
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+    {
         let id = &call["id"];
         assert!(
             messages
@@ -438,4 +442,92 @@ fn an_answer_cut_off_mid_stream_is_kept_replayed_and_marked() {
             "tool call {id} has its result: {messages:?}"
         );
     }
+}
+
+/// Item 13: `read` of a FIFO that nobody writes does not hold the turn: the tool refuses it at
+/// once, and a cancel then ends the turn.
+#[test]
+fn reading_a_fifo_does_not_hold_the_turn_past_a_cancel() {
+    let env = Env::new();
+    let fifo = env.project.join("pipe");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let read = json!({"path": "pipe"});
+    let fake = FakeModel::start([
+        tool_call("call_1", "read", &read, 10, 1),
+        Reply::from(vec![Step::Hang]),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, json!({}));
+    let id = ed.prompt(&sid, "read the pipe");
+    let done = ed
+        .until(|m| update(m) == "tool_call_update" && m["params"]["update"]["status"] == "failed");
+    let text = done["params"]["update"].to_string();
+    assert!(text.contains("not a regular file"), "{text}");
+    fake.wait_for_requests(2, WAIT);
+    ed.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+}
+
+/// The rows of the permission modes table in docs/src/editors.md: `[id, name, description]`.
+fn documented_modes() -> Vec<[String; 3]> {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/editors.md"),
+    )
+    .unwrap();
+    let begin = page.find("<!-- modes:begin").expect("a modes:begin marker");
+    let end = page.find("<!-- modes:end -->").expect("a modes:end marker");
+    page[begin..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|row| {
+            let cells: Vec<String> = row
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().trim_matches('`').to_owned())
+                .collect();
+            [cells[0].clone(), cells[1].clone(), cells[2].clone()]
+        })
+        .collect()
+}
+
+/// Issue #26 item 10: the modes an editor is offered, as ACP modes and as the `mode` config
+/// option, say what each does, and say what docs/src/editors.md says: accept-edits runs edits
+/// inside the workspace and confined commands, not "bash asks".
+#[test]
+fn the_modes_offered_say_what_they_do_as_the_docs_do() {
+    let env = Env::new();
+    let fake = FakeModel::start([answer("unused")]);
+    let mut ed = start(&env, &fake, json!({}));
+    let r = ed.call(
+        "session/new",
+        json!({"cwd": env.project.display().to_string(), "mcpServers": []}),
+    );
+    let row = |m: &Value, id: &str| {
+        [m[id].clone(), m["name"].clone(), m["description"].clone()]
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+    };
+    let offered: Vec<[String; 3]> = r["result"]["modes"]["availableModes"]
+        .as_array()
+        .expect("availableModes")
+        .iter()
+        .map(|m| row(m, "id"))
+        .collect();
+    assert_eq!(offered, documented_modes(), "{r}");
+    let option = r["result"]["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .expect("the mode config option");
+    let choices: Vec<[String; 3]> = option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| row(m, "value"))
+        .collect();
+    assert_eq!(choices, offered);
+    let accept = &offered[1][2];
+    assert!(accept.contains("confines") && !accept.contains("bash asks"), "{accept}");
 }

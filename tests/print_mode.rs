@@ -295,7 +295,8 @@ fn keep_alives_without_content_end_the_call_at_the_content_timeout() {
         "{run:?}"
     );
     assert!(run.stdout.starts_with("partial"), "{run:?}");
-    // What streamed before the failure stays in the conversation, as a cancel's does.
+    // What streamed before the failure stays in the conversation, as a cancel's does, marked as
+    // cut off.
     let next = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
     let run = env.run(Some(&next), &["-p", "--continue", "go on"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -314,7 +315,15 @@ fn keep_alives_without_content_end_the_call_at_the_content_timeout() {
         .collect();
     assert_eq!(
         roles,
-        [("user", "hi"), ("assistant", "partial "), ("user", "go on")]
+        [
+            ("user", "hi"),
+            (
+                "assistant",
+                "partial \n\n[This answer was cut off: the model sent no content for 0.5s \
+                 (llm.content-timeout)]"
+            ),
+            ("user", "go on")
+        ]
     );
 }
 

@@ -22,7 +22,6 @@
 //! Compare with pi: `packages/coding-agent/src/core/tools/read.ts`.
 //! Compare with oml.clj: `oml.tools/read`.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -98,7 +97,7 @@ fn try_read(
             io::Error::other("not a regular file"),
         ));
     }
-    let file = File::open(path).map_err(|e| ToolError::io("read", path, e))?;
+    let file = super::regular::open_regular(path).map_err(|e| ToolError::io("read", path, e))?;
     read_from(path, file, offset, limit, limits)
 }
 
