@@ -327,6 +327,40 @@ fn keep_alives_without_content_end_the_call_at_the_content_timeout() {
     );
 }
 
+/// Issue #26 item 15: a secret the user evaluates, or a tool reads, is not written into the
+/// session file: the API key and a `sandbox.drop-env` variable's value are replaced by their
+/// names in everything stored.
+#[test]
+fn secrets_are_redacted_in_the_session_file() {
+    let env = Env::new();
+    let key = "sk-test-0123456789abcdef";
+    let db = "postgres://app:hunter2-secret@db/prod";
+    env.init("(setq sandbox.drop-env [\"DATABASE_URL\"])");
+    env.file("secrets.txt", &format!("key={key}\ndb={db}\n"));
+    let vars = [("OPENAI_API_KEY", key), ("DATABASE_URL", db)];
+    let run = env.run_with(None, &vars, &["-p", "/eval llm.api-key"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(key), "the user sees the value: {run:?}");
+    let read = support::fake_model::tool_call_chunks("c1", "read", &[r#"{"path": "secrets.txt"}"#]);
+    let fake = FakeModel::start([Reply::from(read), Reply::from(text_chunks(&["Read."]))]);
+    let run = env.run_with(Some(&fake), &vars, &["-p", "--continue", "read secrets.txt"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = fake.requests()[1].body["messages"].to_string();
+    assert!(results.contains(key), "the model reads the file as it is");
+
+    let dir = env.root.join("state/oml/sessions");
+    let mut stored = String::new();
+    for file in std::fs::read_dir(&dir).expect("the sessions folder") {
+        stored.push_str(&std::fs::read_to_string(file.unwrap().path()).unwrap());
+    }
+    assert!(stored.contains("read secrets.txt"), "{stored}");
+    for secret in [key, db] {
+        assert!(!stored.contains(secret), "{secret} is stored: {stored}");
+    }
+    assert!(stored.contains("[redacted OPENAI_API_KEY]"), "{stored}");
+    assert!(stored.contains("[redacted DATABASE_URL]"), "{stored}");
+}
+
 #[test]
 fn llm_headers_go_with_every_request() {
     let env = Env::new();

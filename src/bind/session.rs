@@ -1,6 +1,6 @@
 //! The agent's session primitives: the `session.*` functions, `oml.compile-string` and
 //! `oml.reload`. The Rust implementations of the built-in tools and the tool settings are in
-//! [`tools`].
+//! [`tools`]. What is recorded has the known secrets taken out ([`secrets`]).
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
@@ -10,6 +10,7 @@
 
 mod descriptors;
 mod preview;
+mod secrets;
 pub(crate) mod tools;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use serde_json::Value as Json;
 use crate::bind::llm::DeltaSink;
 use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua, to_lua_list};
 use crate::llm::StreamEvent;
-use crate::session::{AgentEvent, Entry, Sessions};
+use crate::session::{AgentEvent, Entry, Redactions, Sessions};
 
 /// The `session.put!` keys whose changes are recorded in the session's file (and restored when
 /// it is loaded).
@@ -174,12 +175,13 @@ const SESSION: &[HostFn] = &[
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 let msgs = messages(lua, msgs)?;
+                let redactions = secrets::redactions(lua);
                 s.with(&id, |s| {
                     // Each message is recorded and then moved into the transcript, never
                     // copied: a message can be as large as a file the model wrote.
                     for message in msgs {
                         let entry = Entry::Message { message };
-                        s.record(&entry);
+                        s.record(&entry, &redactions);
                         if let Entry::Message { message } = entry {
                             s.transcript.push(Arc::new(message));
                         }
@@ -202,10 +204,11 @@ const SESSION: &[HostFn] = &[
                     Value::Nil => Vec::new(),
                     other => messages(lua, other)?,
                 };
+                let redactions = secrets::redactions(lua);
                 s.with(&id, |s| {
                     // Recorded, then moved into the transcript: no message is copied.
                     let entry = Entry::Transcript { messages: msgs };
-                    s.record(&entry);
+                    s.record(&entry, &redactions);
                     if let Entry::Transcript { messages } = entry {
                         s.transcript = messages.into_iter().map(Arc::new).collect();
                     }
@@ -300,7 +303,8 @@ const SESSION: &[HostFn] = &[
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 let value = from_lua(lua, value)?;
-                s.with(&id, |s| put(s, key, value));
+                let redactions = secrets::redactions(lua);
+                s.with(&id, |s| put(s, key, value, &redactions));
                 Ok(())
             })
         },
@@ -315,7 +319,10 @@ const SESSION: &[HostFn] = &[
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 let data = from_lua(lua, data)?;
-                s.with(&id, |s| s.record(&Entry::Custom { kind, data }));
+                let redactions = secrets::redactions(lua);
+                s.with(&id, |s| {
+                    s.record(&Entry::Custom { kind, data }, &redactions)
+                });
                 Ok(())
             })
         },
@@ -336,12 +343,15 @@ const OML: &[HostFn] = &[HostFn {
 }];
 
 /// `session.put!` on one session.
-fn put(s: &mut crate::session::Session, key: String, value: Json) {
+fn put(s: &mut crate::session::Session, key: String, value: Json, redactions: &Redactions) {
     if RECORDED_KEYS.contains(&key.as_str()) && s.data.get(&key) != Some(&value) {
-        s.record(&Entry::Data {
-            key: key.clone(),
-            value: value.clone(),
-        });
+        s.record(
+            &Entry::Data {
+                key: key.clone(),
+                value: value.clone(),
+            },
+            redactions,
+        );
     }
     if value.is_null() {
         s.data.remove(&key);

@@ -1,6 +1,7 @@
 //! Sessions without Lisp: the in-memory registry of conversations (`registry`), the events a
 //! session's loop reports (`event`), the append-only store of session files (`store`), the
-//! writer thread of one file (`writer`) and the entries those files hold (`entry`).
+//! writer thread of one file (`writer`), the entries those files hold (`entry`) and the secrets
+//! taken out of them (`redact`).
 //!
 //! This layer knows nothing of Lisp, the model, ACP or the terminal: the agent loop drives a
 //! session through the `session` namespace (`crate::bind::session`), and the front ends read
@@ -9,10 +10,12 @@
 pub mod entry;
 pub mod event;
 pub mod lock;
+pub mod redact;
 pub mod registry;
 pub mod store;
 pub mod writer;
 
 pub use entry::Entry;
 pub use event::AgentEvent;
+pub use redact::Redactions;
 pub use registry::{EventSink, PromptState, Session, Sessions};

@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 use super::AgentEvent;
 use super::entry::Entry;
+use super::redact::Redactions;
 use super::store::{Flushed, Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
 
@@ -94,10 +95,11 @@ impl Session {
         self.prompt = PromptState::Idle;
     }
 
-    /// Record `entry` in the session's file (nothing happens without one).
-    pub fn record(&self, entry: &Entry) {
+    /// Record `entry` in the session's file (nothing happens without one), with the secrets of
+    /// `redactions` replaced by their names.
+    pub fn record(&self, entry: &Entry, redactions: &Redactions) {
         if let Some(log) = &self.log {
-            log.append(entry);
+            log.append_redacted(entry, redactions);
         }
     }
 }

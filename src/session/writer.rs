@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::entry::Entry;
 use super::lock::SessionLock;
+use super::redact::Redactions;
 
 /// What a session's file is missing: entries written to memory only, because the disk refused
 /// them (they are written when it takes them again).
@@ -61,9 +62,14 @@ pub struct SessionLog {
 impl SessionLog {
     /// Queue one entry; `at` is added.
     pub fn append(&self, entry: &Entry) {
+        self.append_redacted(entry, &Redactions::default());
+    }
+
+    /// Queue one entry with the secrets of `redactions` replaced by their names.
+    pub fn append_redacted(&self, entry: &Entry, redactions: &Redactions) {
         match entry.to_line(super::store::now()) {
             Ok(line) => {
-                let _ = self.tx.send(Command::Append(line));
+                let _ = self.tx.send(Command::Append(redactions.apply(line)));
             }
             Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
         }
