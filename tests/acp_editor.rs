@@ -529,5 +529,8 @@ fn the_modes_offered_say_what_they_do_as_the_docs_do() {
         .collect();
     assert_eq!(choices, offered);
     let accept = &offered[1][2];
-    assert!(accept.contains("confines") && !accept.contains("bash asks"), "{accept}");
+    assert!(
+        accept.contains("confines") && !accept.contains("bash asks"),
+        "{accept}"
+    );
 }

@@ -111,6 +111,60 @@ fn the_agents_page_shows_the_catalog_the_code_has() {
     );
 }
 
+/// The permission modes table in docs/src/editors.md, the setting's doc and the ACP mode list
+/// are all made from `agent.permission-modes`: the page's table is the one the data gives, and
+/// the other two say what it says.
+#[test]
+fn the_permission_modes_are_described_by_one_table() {
+    let runtime = runtime();
+    let lisp = runtime.block_on(host());
+    let json_of = |expr: &str| -> serde_json::Value {
+        let src = format!("(json.encode {expr})");
+        let values = runtime
+            .block_on(lisp.eval(&src, "modes"))
+            .expect("evaluates");
+        let text: String = match values.into_iter().next() {
+            Some(Value::String(s)) => s.to_str().expect("UTF-8").to_owned(),
+            other => panic!("{expr} gave {other:?}"),
+        };
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let modes = json_of("agent.permission-modes");
+    let modes = modes.as_array().expect("a list of modes");
+    let field = |m: &serde_json::Value, k: &str| m[k].as_str().unwrap_or_default().to_owned();
+    let mut table = String::from("| Mode | Name | What it does |\n|---|---|---|\n");
+    for m in modes {
+        let (id, name, what) = (field(m, "id"), field(m, "name"), field(m, "description"));
+        writeln!(table, "| `{id}` | {name} | {what} |").unwrap();
+    }
+    let page = read(&docs_src().join("editors.md"));
+    let begin = page
+        .find("<!-- modes:begin")
+        .expect("a <!-- modes:begin ... --> marker");
+    let start = begin + page[begin..].find("-->").expect("the marker ends") + 3;
+    let end = page
+        .find("<!-- modes:end -->")
+        .expect("a <!-- modes:end --> marker");
+    assert_eq!(
+        page[start..end].trim(),
+        table.trim(),
+        "the modes table in docs/src/editors.md is stale: make it from agent.permission-modes"
+    );
+    assert_eq!(
+        &json_of("acp.modes"),
+        &serde_json::Value::from(modes.clone())
+    );
+    let doc = json_of(r#"(. oml.settings-registry "agent.permission-mode" :doc)"#);
+    let doc = doc.as_str().expect("the setting has a doc");
+    for m in modes {
+        let said = format!(":{}: {}.", field(m, "id"), field(m, "description"));
+        assert!(
+            doc.contains(&said),
+            "the setting's doc lacks {said:?}: {doc}"
+        );
+    }
+}
+
 #[test]
 fn every_tested_fennel_block_evaluates() {
     let runtime = runtime();

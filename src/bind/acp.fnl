@@ -111,11 +111,10 @@ turn is its usage. Must not wait on anything."
       (when (= :string (type hint)) (set c.input {: hint}))
       c)))
 
+;; The session modes the client is offered: `agent.permission-modes`, as ACP SessionMode objects.
 (set acp.modes
-     [{:id :ask :name "Ask" :description "write, edit and bash ask before they run"}
-      {:id :accept-edits :name "Accept edits" :description "write and edit run; bash asks"}
-      {:id :yolo :name "Yolo" :description "every tool runs without asking"}
-      {:id :read-only :name "Read only" :description "write, edit and bash are refused"}])
+     (icollect [_ m (ipairs agent.permission-modes)]
+       {:id m.id :name m.name :description m.description}))
 
 (fn acp.current-model [?session-id]
   "The model shown in the session's model picker: `agent.current-model`, or \"none\" when no
