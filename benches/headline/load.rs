@@ -142,6 +142,7 @@ pub fn big_write(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
 
 /// Part `sessions`: `sizes.sessions` sessions in one process, each prompted at once into a tool
 /// turn; wall time from the first prompt to the last answer, and the resident sizes after.
+/// Every command must succeed.
 pub fn sessions(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
     let home = Home::new();
     let fake = FakeModel::start(Vec::<Reply>::new());
@@ -177,9 +178,9 @@ pub fn concurrent_tool_turns(agent: &mut Agent, fake: &FakeModel, sids: &[String
         fake.push(Reply::from(tool_call_chunks("call_1", "bash", &[&args])));
     }
     let mut prompts: HashSet<u64> = sids.iter().map(|sid| agent.prompt(sid, "run")).collect();
-    let mut questions = Vec::new();
+    let (mut questions, mut failed) = (Vec::new(), 0);
     while questions.len() < sids.len() {
-        let v = next_message(agent);
+        let v = next_message(agent, &mut failed);
         if v["method"] == "session/request_permission" {
             questions.push(v["id"].clone());
         } else {
@@ -193,24 +194,27 @@ pub fn concurrent_tool_turns(agent: &mut Agent, fake: &FakeModel, sids: &[String
         agent.answer(q, allow_once());
     }
     while !prompts.is_empty() {
-        let v = next_message(agent);
+        let v = next_message(agent, &mut failed);
         let id = v["id"].as_u64().expect("a response");
         assert!(prompts.remove(&id), "an unexpected message: {v}");
         assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
     }
+    assert_eq!(failed, 0, "tool calls failed");
 }
 
 fn push_answer(fake: &FakeModel) {
     fake.push(Reply::from(text_chunks(&["done"])));
 }
 
-/// The next message that is not a `session/update`, parsed.
-fn next_message(agent: &mut Agent) -> Value {
+/// The next message that is not a `session/update`, parsed; counts the failed tool calls'
+/// updates on the way in `failed`.
+fn next_message(agent: &mut Agent, failed: &mut usize) -> Value {
     loop {
         let line = agent.line();
         if !is_update(&line) {
             return serde_json::from_str(&line).expect("a JSON line");
         }
+        *failed += usize::from(line.contains(r#""status":"failed""#));
     }
 }
 
