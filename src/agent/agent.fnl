@@ -34,24 +34,17 @@
   "Names of the tables whose documented functions are tools; later tables win on a name clash.")
 (defsetting "agent.command-tables" [:commands] :table
   "Names of the tables whose documented functions are slash commands; later tables win.")
-;; The permission modes and what each does, as `agent.check-permission` decides: the one table
-;; the setting's doc, the ACP mode list (`acp.modes`) and docs/src/editors.md are made from
-;; (tests/docs.rs checks the page against it).
+;; The permission modes and what each does, as `agent.check-permission` decides: the one table the
+;; setting's doc, `acp.modes` and docs/src/editors.md are made from (tests/docs.rs checks them).
 (set agent.permission-modes
-     [{:id :ask :name "Ask"
-       :description "edits, commands and MCP tools not marked read-only ask before they run"}
-      {:id :accept-edits :name "Accept edits"
-       :description "edits inside the workspace run, except in .oml/, .git/ and oml's own folders; commands run while the sandbox confines them; the rest asks"}
-      {:id :yolo :name "Yolo"
-       :description "every tool runs without asking; commands stay confined unless the sandbox is off"}
-      {:id :read-only :name "Read only"
-       :description "edits, commands and MCP tools not marked read-only are refused"}])
+     [{:id :ask :name "Ask" :description "edits, commands and MCP tools not marked read-only ask before they run"}
+      {:id :accept-edits :name "Accept edits" :description "edits inside the workspace run, except in .oml/, .git/ and oml's own folders; commands run while the sandbox confines them; the rest asks"}
+      {:id :yolo :name "Yolo" :description "every tool runs without asking; commands stay confined unless the sandbox is off"}
+      {:id :read-only :name "Read only" :description "edits, commands and MCP tools not marked read-only are refused"}])
 (local modes (icollect [_ m (ipairs agent.permission-modes)] m.id))
 (defsetting "agent.permission-mode" :ask modes
   (.. "Default permission mode of new sessions, one of `agent.permission-modes`:"
-      (table.concat (icollect [_ m (ipairs agent.permission-modes)]
-                      (.. " :" m.id ": " m.description "."))
-                    "")))
+      (table.concat (icollect [_ m (ipairs agent.permission-modes)] (.. " :" m.id ": " m.description ".")))))
 (defsetting "agent.print-mode-permission" :accept-edits modes
   "Permission mode of `oml -p` when --mode is not given: :accept-edits, so edits inside the project and sandboxed commands run and everything else is refused (nobody can be asked).")
 
