@@ -284,6 +284,12 @@ every tool."
     {:messages msgs
      :tools (icollect [_ e (ipairs (agent.tools))] (agent.tool-spec e))}))
 
+(fn agent.cut-off-message [text err]
+  "The assistant message kept for TEXT, what streamed before the model call failed with ERR:
+TEXT, then a line saying that the answer was cut off and why (the model and a replay read it)."
+  {:role :assistant
+   :content (.. text "\n\n[This answer was cut off: " (oml.error-message err) "]")})
+
 (fn agent.call-model [request]
   "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
 and thought deltas to the session unless :silent?; returns llm.chat's response
@@ -303,11 +309,11 @@ else this session's override (/model), else `llm.model`."
                                {: on-event :session sid})]
       (when (not ok)
         ;; Text streamed before the failure stays in the conversation, as a cancelled call's
-        ;; does (tool calls without results would not be a valid transcript, so only text).
+        ;; does (only text: tool calls without results are no valid transcript), marked cut off.
         (let [text (and (= :table (type response)) (= :table (type response.partial))
                         response.partial.text)]
           (when (and sid (not request.silent?) (= :string (type text)) (text:find "%S"))
-            (session.append-message! {:role :assistant :content text} sid)))
+            (session.append-message! (agent.cut-off-message text response) sid)))
         (error response 0))
       (agent.add-usage! response.usage (or request.model (agent.current-model)))
       (when (and sid (= :table (type response.usage)))
