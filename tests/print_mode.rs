@@ -343,7 +343,11 @@ fn secrets_are_redacted_in_the_session_file() {
     assert!(run.stdout.contains(key), "the user sees the value: {run:?}");
     let read = support::fake_model::tool_call_chunks("c1", "read", &[r#"{"path": "secrets.txt"}"#]);
     let fake = FakeModel::start([Reply::from(read), Reply::from(text_chunks(&["Read."]))]);
-    let run = env.run_with(Some(&fake), &vars, &["-p", "--continue", "read secrets.txt"]);
+    let run = env.run_with(
+        Some(&fake),
+        &vars,
+        &["-p", "--continue", "read secrets.txt"],
+    );
     assert_eq!(run.code, 0, "{run:?}");
     let results = fake.requests()[1].body["messages"].to_string();
     assert!(results.contains(key), "the model reads the file as it is");
