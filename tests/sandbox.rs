@@ -159,7 +159,11 @@ fn tcp_is_denied_with_the_network_off_or_the_status_says_it_is_not() {
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; echo rc=$?");
     let status = s.eval("(let [s (oml.sandbox-status)] (.. s.enforced \"|\" (or s.reason \"\")))");
     if abi >= 4 {
-        assert_eq!(status, "full|");
+        // Before ABI 6 the status is partial for the scopes, not for the network.
+        assert!(
+            status == "full|" || (abi < 6 && !status.contains("no TCP rules")),
+            "{status}"
+        );
         let out = s.bash(&connect);
         assert!(!out.contains("connected"), "{out}");
         assert!(
