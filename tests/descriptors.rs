@@ -7,14 +7,11 @@ mod common;
 mod support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt as _;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use common::Env;
 use serde_json::{Value, json};
+use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
 /// The descriptor limit (soft and hard) of the many-sessions test: a common default soft limit.
@@ -24,98 +21,32 @@ const SESSIONS: usize = 200;
 /// The soft and hard limits of the test that sees the soft one raised.
 const SOFT: libc::rlim_t = 256;
 const HARD: libc::rlim_t = 1024;
-/// Generous: a debug binary on a loaded 2-core machine. Only a hang reaches it.
-const WAIT: Duration = Duration::from_secs(120);
 
-/// `oml acp` in `env` against `fake`, started with `RLIMIT_NOFILE` at `soft`/`hard`.
-struct Agent {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next: u64,
-}
-
-impl Agent {
-    fn spawn(env: &Env, fake: &FakeModel, soft: libc::rlim_t, hard: libc::rlim_t) -> Agent {
-        let mut cmd = env.command(Some(fake), &["acp"]);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let limit = libc::rlimit {
-            rlim_cur: soft,
-            rlim_max: hard,
-        };
-        // SAFETY: the closure only calls setrlimit, which is async-signal-safe, with a copy of
-        // a plain struct.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn oml acp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
+/// `oml acp` in `env` against `fake`, started with `RLIMIT_NOFILE` at `soft`/`hard`, driven by
+/// the scripted editor.
+fn spawn(env: &Env, fake: &FakeModel, soft: libc::rlim_t, hard: libc::rlim_t) -> Editor {
+    let mut cmd = env.command(Some(fake), &["acp"]);
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: the closure only calls setrlimit, which is async-signal-safe, with a copy of a
+    // plain struct.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
             }
         });
-        Agent {
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            next: 0,
-        }
     }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write to the agent");
-        stdin.flush().expect("flush");
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> u64 {
-        self.next += 1;
-        let id = self.next;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// The next message that is not a `session/update`.
-    fn next_message(&mut self) -> Value {
-        loop {
-            let line = self.lines.recv_timeout(WAIT).expect("a message in time");
-            if !line.contains(r#""method":"session/update""#) {
-                return serde_json::from_str(&line).expect("a JSON line");
-            }
-        }
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.request(method, params);
-        loop {
-            let v = self.next_message();
-            if v["id"] == json!(id) && v.get("method").is_none() {
-                return v;
-            }
-        }
-    }
+    Editor::start(cmd)
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        if common::wait_within(&mut self.child, Duration::from_secs(10)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// The next message that is not a `session/update`.
+fn next_message(agent: &mut Editor) -> Value {
+    agent.until(|m| m["method"] != "session/update")
 }
 
 /// The soft `RLIMIT_NOFILE` of process `pid`, from `/proc/PID/limits`.
@@ -135,10 +66,10 @@ fn soft_nofile(pid: u32) -> String {
 fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
     let env = Env::new();
     let fake = FakeModel::start(Vec::<Reply>::new());
-    let mut agent = Agent::spawn(&env, &fake, SOFT, HARD);
+    let mut agent = spawn(&env, &fake, SOFT, HARD);
     // Once initialize answers, main has long run.
     agent.call("initialize", json!({"protocolVersion": 1}));
-    assert_eq!(soft_nofile(agent.child.id()), HARD.to_string());
+    assert_eq!(soft_nofile(agent.pid()), HARD.to_string());
 }
 
 /// Every session is prompted at once; the model's first replies are all `bash` calls, and the
@@ -149,7 +80,7 @@ fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
 fn two_hundred_sessions_each_running_a_command_fit_in_256_descriptors() {
     let env = Env::new();
     let fake = FakeModel::start(Vec::<Reply>::new());
-    let mut agent = Agent::spawn(&env, &fake, LOW_LIMIT, LOW_LIMIT);
+    let mut agent = spawn(&env, &fake, LOW_LIMIT, LOW_LIMIT);
     agent.call("initialize", json!({"protocolVersion": 1}));
     let cwd = env.project.display().to_string();
     let sids: Vec<String> = (0..SESSIONS)
@@ -174,7 +105,7 @@ fn two_hundred_sessions_each_running_a_command_fit_in_256_descriptors() {
         .collect();
     let mut questions = Vec::new();
     while questions.len() < SESSIONS {
-        let v = agent.next_message();
+        let v = next_message(&mut agent);
         assert_eq!(v["method"], "session/request_permission", "{v}");
         questions.push(v["id"].clone());
     }
@@ -186,7 +117,7 @@ fn two_hundred_sessions_each_running_a_command_fit_in_256_descriptors() {
         agent.send(&json!({"jsonrpc": "2.0", "id": q, "result": allow}));
     }
     while !prompts.is_empty() {
-        let v = agent.next_message();
+        let v = next_message(&mut agent);
         let id = v["id"]
             .as_u64()
             .unwrap_or_else(|| panic!("not a response: {v}"));
