@@ -231,6 +231,24 @@ fn a_failing_command_gets_a_cross_and_its_exit_status() {
     exit(&term);
 }
 
+/// How a command ended travels as data: a tool whose error text merely ends like a command's
+/// (a `read` of a file named `[exit code 4]`) gets no exit status on its card.
+#[test]
+fn only_a_command_card_shows_an_exit_status() {
+    let env = Env::new();
+    let args = json!({ "path": "[exit code 4]" }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("r1", "read", &[&args])),
+        answer(&["Not there."]),
+    ]);
+    let term = open(&env, Some(&fake), &["--mode", "yolo"], &[]);
+    let screen = say(&term, "read it", "Not there.");
+    assert!(screen.contains("File not found"), "{screen}");
+    assert!(screen.contains("✗ "), "{screen}");
+    assert!(!screen.contains("  exit 4"), "{screen}");
+    exit(&term);
+}
+
 /// The question asked before `command` runs, as the screen shows it.
 fn question_shown(screen: &str, cwd: &str, command: &str) {
     assert!(

@@ -705,11 +705,21 @@ fn every_json_event_has_snake_case_keys_and_the_documented_fields() {
             "update_plan",
             &[r#"{"steps": ["Write a.txt"]}"#],
         )),
+        Reply::from(tool_call_chunks(
+            "call_3",
+            "bash",
+            &[r#"{"command": "cat a.txt"}"#],
+        )),
         Reply::from(text_chunks(&["Done."])),
     ]);
-    let run = env.run(Some(&fake), &["-p", "--json", "write it"]);
+    let run = env.run(Some(&fake), &["-p", "--json", "--mode", "yolo", "write it"]);
     assert_eq!(run.code, 0, "{run:?}");
     let mut lines = json_lines(&run.stdout);
+    let command_end = lines
+        .iter()
+        .find(|l| l["type"] == "tool_end" && l["id"] == "call_3")
+        .expect("the command's end");
+    assert_eq!(command_end["exit"], json!({"code": 0}), "{command_end}");
     let failed = env.run(
         Some(&FakeModel::start([Reply::error(400, "bad request")])),
         &["-p", "--json", "again"],

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use oml::cancel::CancelToken;
+use oml::tools::bash::CommandEnd;
 use oml::tools::{self, Edit, FileDiff, ReadLimits, ToolOutput};
 use tempfile::TempDir;
 
@@ -52,6 +53,11 @@ fn ok(text: &str) -> ToolOutput {
 
 fn err(text: &str) -> ToolOutput {
     ToolOutput::error(text)
+}
+
+/// A command's result that also says, as data, that it exited with `n`.
+fn code(n: i32, out: ToolOutput) -> ToolOutput {
+    out.with_end(CommandEnd::Code(n))
 }
 
 // --- read
@@ -683,7 +689,7 @@ async fn bash_output_exit_and_timeout() {
     let dir = temp();
     assert_eq!(
         run_bash("echo out; echo err >&2", dir.path()).await,
-        ok("out\nerr")
+        code(0, ok("out\nerr"))
     );
     let out = run_bash("exit 3", dir.path()).await;
     assert!(
@@ -701,7 +707,10 @@ async fn bash_output_exit_and_timeout() {
         &cancel,
     )
     .await;
-    assert_eq!(out, err("[command timed out after 0.5s]"));
+    assert_eq!(
+        out,
+        err("[command timed out after 0.5s]").with_end(CommandEnd::TimedOut)
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -726,7 +735,10 @@ async fn bash_cancel_kills_the_command() {
         &cancel,
     )
     .await;
-    assert_eq!(out, err("started\n[cancelled]"));
+    assert_eq!(
+        out,
+        err("started\n[cancelled]").with_end(CommandEnd::Cancelled)
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -735,19 +747,22 @@ async fn bash_results_match_the_original() {
     let dir = temp();
     let cwd = dir.path().display().to_string();
     let cases = [
-        ("echo out; echo err >&2; echo out2", ok("out\nerr\nout2")),
-        ("true", ok("(no output)")),
-        ("printf '   \\n\\n'", ok("(no output)")),
-        ("printf '  indented  \\n\\n\\n'", ok("  indented")),
-        ("echo hi; exit 2", err("hi\n[exit code 2]")),
+        (
+            "echo out; echo err >&2; echo out2",
+            code(0, ok("out\nerr\nout2")),
+        ),
+        ("true", code(0, ok("(no output)"))),
+        ("printf '   \\n\\n'", code(0, ok("(no output)"))),
+        ("printf '  indented  \\n\\n\\n'", code(0, ok("  indented"))),
+        ("echo hi; exit 2", code(2, err("hi\n[exit code 2]"))),
         (
             "printf '\\n\\n  spaced\\n'; exit 1",
-            err("spaced\n[exit code 1]"),
+            code(1, err("spaced\n[exit code 1]")),
         ),
-        ("kill -9 $$", err("[exit code 137]")),
-        ("cat; echo stdin-was-empty", ok("stdin-was-empty")),
-        ("pwd", ok(&cwd)),
-        ("printf 'caf\\xe9'", ok("caf\u{FFFD}")),
+        ("kill -9 $$", code(137, err("[exit code 137]"))),
+        ("cat; echo stdin-was-empty", code(0, ok("stdin-was-empty"))),
+        ("pwd", code(0, ok(&cwd))),
+        ("printf 'caf\\xe9'", code(0, ok("caf\u{FFFD}"))),
         ("  ", err("command is required")),
     ];
     for (command, expected) in cases {
@@ -779,7 +794,7 @@ async fn bash_keeps_the_tail_of_ten_megabytes_of_output() {
         "[output truncated: first {} characters dropped]\n{tail}",
         10_000_003 - tools::BASH_MAX_CHARS
     );
-    assert_eq!(out, ok(&expected));
+    assert_eq!(out, code(0, ok(&expected)));
 }
 
 #[tokio::test]
@@ -795,7 +810,7 @@ async fn bash_cancel_kills_grandchildren() {
         found
     };
     let (out, found) = tokio::join!(run, watcher);
-    assert_eq!(out, err("[cancelled]"));
+    assert_eq!(out, err("[cancelled]").with_end(CommandEnd::Cancelled));
     assert_eq!(survivors(&found, Duration::from_secs(2)), Vec::<i32>::new());
 }
 
@@ -813,7 +828,10 @@ async fn bash_timeout_kills_a_grandchild_that_ignores_sigterm() {
         &cancel,
     )
     .await;
-    assert_eq!(out, err("[command timed out after 0.7s]"));
+    assert_eq!(
+        out,
+        err("[command timed out after 0.7s]").with_end(CommandEnd::TimedOut)
+    );
     let found = wait_for_pids(&dir.path().join("pids"), 1).await;
     assert_eq!(survivors(&found, Duration::from_secs(1)), Vec::<i32>::new());
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -860,7 +878,7 @@ async fn bash_killed_by_dropping_its_future_leaves_no_process() {
 async fn bash_child_process_probe() {
     let dir = temp();
     let out = run_bash("echo probe-7c1e-out; echo probe-7c1e-err >&2", dir.path()).await;
-    assert_eq!(out, ok("probe-7c1e-out\nprobe-7c1e-err"));
+    assert_eq!(out, code(0, ok("probe-7c1e-out\nprobe-7c1e-err")));
 }
 
 #[test]

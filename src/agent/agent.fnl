@@ -350,7 +350,8 @@ else this session's override (/model), else `llm.model`."
       (= nil r) {:content "" :error? false}
       (and (= :table (type r)) (not= nil r.content))
       {:content (if (= :string (type r.content)) r.content (fennel.view r.content))
-       :error? (= true r.error?) :diff r.diff :terminal-id (. r :terminal-id) :images r.images}
+       :error? (= true r.error?) :diff r.diff :terminal-id (. r :terminal-id) :images r.images
+       :exit r.exit}
       {:content (fennel.view r) :error? false}))
 
 ;; What a replay may show of a thought or a diff the transcript does not keep, at most.
@@ -387,7 +388,7 @@ turn a pending card in_progress."
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
 tool card (tool-start, its :status from `agent.tool-card-status`), call `agent.execute-tool`,
 report the end (tool-end). Returns
-{:content :error? :diff :terminal-id}. Never throws: a parse error, an unknown tool or a failing tool is an
+{:content :error? :diff :terminal-id :exit}. Never throws: a parse error, an unknown tool or a failing tool is an
 error result the model reads."
   (let [id call.id
         fun (or (. call :function) {})
@@ -409,7 +410,7 @@ error result the model reads."
                      (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp : status :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
-                      :diff result.diff :terminal-id (. result :terminal-id)})
+                      :diff result.diff :terminal-id (. result :terminal-id) :exit result.exit})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
       (session.record! :tool {: id : name : title : kind :error? (= true result.error?)
                               :diff (replay-diff result.diff)})

@@ -63,25 +63,25 @@ TEXT itself when the chat draws without colour or the theme has no such style."
                         event.title
                         event.name)))))
 
-(fn exit-status [content]
-  (or (content:match "%[exit code (%-?%d+)%]%s*$")
-      (and (content:match "%[command timed out after [^%]]*%]%s*$") "timeout")
-      (and (content:match "%[cancelled%]%s*$") "cancelled")))
+(fn exit-status [exit]
+  "How the command of a tool-end event ended, from its EXIT data, in a few words; nil without."
+  (when (= :table (type exit))
+    (if exit.code (.. "exit " exit.code)
+        exit.signal (.. "killed by " exit.signal)
+        (. exit :timed-out) "timeout"
+        exit.cancelled "cancelled")))
 
 (fn chat.card-header [event status]
   "The first line of the card of the tool call EVENT in STATUS (:running, :ok or :failed): a mark,
-the title, and for a finished bash its exit status."
+the title, and for a finished command how it ended (the event's :exit)."
   (let [title (chat.card-title event)
-        content (or event.content "")]
+        ended (exit-status event.exit)]
     (case status
       :running (.. (chat.style :running "●") " " (chat.style :bold title))
       :ok (.. (chat.style :ok "✓") " " (chat.style :bold title)
-              (if (= event.name :bash) (chat.style :dim "  exit 0") ""))
-      _ (let [code (exit-status content)]
-          (.. (chat.style :error "✗") " " (chat.style :bold title)
-              (if (and code (code:match "^%-?%d+$")) (chat.style :error (.. "  exit " code))
-                  code (chat.style :error (.. "  " code))
-                  ""))))))
+              (if ended (chat.style :dim (.. "  " ended)) ""))
+      _ (.. (chat.style :error "✗") " " (chat.style :bold title)
+            (if ended (chat.style :error (.. "  " ended)) "")))))
 
 (fn chat.clip [line ?max]
   "LINE cleaned of control characters (`chat.clean`) and cut to ?MAX characters (default

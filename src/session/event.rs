@@ -43,6 +43,9 @@ pub enum AgentEvent {
         /// `{path, old-text, new-text}` for `write` and `edit`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<Value>,
+        /// How a command ended (`bash`): `{code}`, `{signal}`, `{timed-out}` or `{cancelled}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<Value>,
         /// The ACP client's terminal the command ran in (`acp.terminal-bash`), which the card
         /// keeps showing.
         #[serde(

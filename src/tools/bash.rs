@@ -139,21 +139,21 @@ pub enum CommandEnd {
 /// The tool result for a command that ended as `end` after printing `output` (the original's
 /// result texts; see the module doc).
 pub fn outcome(end: CommandEnd, output: String, timeout: Duration) -> ToolOutput {
-    let suffix = match end {
+    let suffix = match &end {
         CommandEnd::Code(0) => {
             let text = if output.trim().is_empty() {
                 "(no output)".to_owned()
             } else {
                 output
             };
-            return ToolOutput::ok(text);
+            return ToolOutput::ok(text).with_end(end);
         }
         CommandEnd::Code(code) => format!("[exit code {code}]"),
         CommandEnd::Signal(signal) => format!("[killed by {signal}]"),
         CommandEnd::TimedOut => format!("[command timed out after {}s]", timeout.as_secs_f64()),
         CommandEnd::Cancelled => "[cancelled]".to_owned(),
     };
-    ToolOutput::error(format!("{output}\n{suffix}").trim_start())
+    ToolOutput::error(format!("{output}\n{suffix}").trim_start()).with_end(end)
 }
 
 /// The original's result texts.
@@ -353,7 +353,10 @@ mod tests {
         ];
         for (timeout, expected) in cases {
             let out = finish(End::TimedOut, String::new(), timeout);
-            assert_eq!(out, ToolOutput::error(expected));
+            assert_eq!(
+                out,
+                ToolOutput::error(expected).with_end(CommandEnd::TimedOut)
+            );
         }
     }
 
@@ -361,23 +364,35 @@ mod tests {
     fn results_follow_the_original_shapes() {
         let exited = |code: i32| End::Exited(ExitStatus::from_raw(code << 8));
         let cases = [
-            (exited(0), "  out", ToolOutput::ok("  out")),
-            (exited(0), "", ToolOutput::ok("(no output)")),
-            (exited(3), "", ToolOutput::error("[exit code 3]")),
+            (
+                exited(0),
+                "  out",
+                ToolOutput::ok("  out").with_end(CommandEnd::Code(0)),
+            ),
+            (
+                exited(0),
+                "",
+                ToolOutput::ok("(no output)").with_end(CommandEnd::Code(0)),
+            ),
+            (
+                exited(3),
+                "",
+                ToolOutput::error("[exit code 3]").with_end(CommandEnd::Code(3)),
+            ),
             (
                 exited(1),
                 "  oops",
-                ToolOutput::error("oops\n[exit code 1]"),
+                ToolOutput::error("oops\n[exit code 1]").with_end(CommandEnd::Code(1)),
             ),
             (
                 End::Exited(ExitStatus::from_raw(9)),
                 "",
-                ToolOutput::error("[exit code 137]"),
+                ToolOutput::error("[exit code 137]").with_end(CommandEnd::Code(137)),
             ),
             (
                 End::Cancelled,
                 "partial",
-                ToolOutput::error("partial\n[cancelled]"),
+                ToolOutput::error("partial\n[cancelled]").with_end(CommandEnd::Cancelled),
             ),
         ];
         for (end, output, expected) in cases {

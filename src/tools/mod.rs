@@ -76,6 +76,8 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// What a successful `write` or `edit` changed, for ACP's `diff` tool-call content.
     pub diff: Option<FileDiff>,
+    /// How a command ended (`bash`), as data: front ends show it without reading `content`.
+    pub end: Option<bash::CommandEnd>,
 }
 
 /// A whole-file change, shaped like ACP's `diff` content (`path`, `oldText`, `newText`).
@@ -217,6 +219,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             diff: None,
+            end: None,
         }
     }
 
@@ -226,6 +229,15 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             diff: None,
+            end: None,
+        }
+    }
+
+    /// The same result, carrying how its command ended.
+    pub fn with_end(self, end: bash::CommandEnd) -> Self {
+        Self {
+            end: Some(end),
+            ..self
         }
     }
 

@@ -299,26 +299,31 @@ mod tests {
         let t = Duration::from_secs(2);
         let out = |s: &str| Some(json!({"output": s, "truncated": false}));
         let code = |n| Some(CommandEnd::Code(n));
-        assert_eq!(result(code(0), out("hi\n"), t, 100), ToolOutput::ok("hi"));
+        let ended = |o: ToolOutput, n| o.with_end(CommandEnd::Code(n));
+        assert_eq!(
+            result(code(0), out("hi\n"), t, 100),
+            ended(ToolOutput::ok("hi"), 0)
+        );
         assert_eq!(
             result(code(2), out("bad\n"), t, 100),
-            ToolOutput::error("bad\n[exit code 2]")
+            ended(ToolOutput::error("bad\n[exit code 2]"), 2)
         );
         assert_eq!(
             result(Some(CommandEnd::TimedOut), out(""), t, 100),
-            ToolOutput::error("[command timed out after 2s]")
+            ToolOutput::error("[command timed out after 2s]").with_end(CommandEnd::TimedOut)
         );
         let signalled = json!({"output": "x", "truncated": true,
                                "exitStatus": {"exitCode": null, "signal": "SIGKILL"}});
         assert_eq!(
             result(None, Some(signalled), t, 100),
             ToolOutput::error("[earlier output was dropped by the editor]\nx\n[killed by SIGKILL]")
+                .with_end(CommandEnd::Signal("SIGKILL".into()))
         );
         assert!(result(None, None, t, 100).is_error);
         // What Toad's pty gives: the model reads it as the terminal showed it.
         assert_eq!(
             result(code(0), out("early\r\n10%\r100%\r\nlate\r\n"), t, 100),
-            ToolOutput::ok("early\n100%\nlate")
+            ended(ToolOutput::ok("early\n100%\nlate"), 0)
         );
     }
 }

@@ -413,6 +413,20 @@ fn list_dir(lua: &Lua, path: Option<String>) -> mlua::Result<(Value, Value)> {
     Ok((Value::Table(out), Value::Nil))
 }
 
+/// How a command ended, as Lisp sees it: `{:code N}`, `{:signal "SIGKILL"}`, `{:timed-out true}`
+/// or `{:cancelled true}`.
+fn exit_table(lua: &Lua, end: crate::tools::bash::CommandEnd) -> mlua::Result<Table> {
+    use crate::tools::bash::CommandEnd;
+    let t = lua.create_table()?;
+    match end {
+        CommandEnd::Code(code) => t.set("code", code)?,
+        CommandEnd::Signal(signal) => t.set("signal", signal)?,
+        CommandEnd::TimedOut => t.set("timed-out", true)?,
+        CommandEnd::Cancelled => t.set("cancelled", true)?,
+    }
+    Ok(t)
+}
+
 /// Run a blocking tool on tokio's blocking pool; a panic there is a failed result.
 pub(crate) async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
     tokio::task::spawn_blocking(f)
@@ -420,11 +434,14 @@ pub(crate) async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) ->
         .unwrap_or_else(|e| ToolOutput::error(format!("the tool failed: {e}")))
 }
 
-/// A tool result as Lisp sees it: `{:content :error? :diff}`.
+/// A tool result as Lisp sees it: `{:content :error? :diff :exit}`.
 pub(crate) fn output_table(lua: &Lua, out: ToolOutput) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("content", out.content)?;
     t.set("error?", out.is_error)?;
+    if let Some(end) = out.end {
+        t.set("exit", exit_table(lua, end)?)?;
+    }
     if let Some(diff) = out.diff {
         let d = lua.create_table()?;
         d.set("path", diff.path.display().to_string())?;

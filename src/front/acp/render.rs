@@ -388,6 +388,7 @@ mod tests {
             content: "done".into(),
             is_error: false,
             diff: None,
+            exit: None,
             terminal_id: None,
         };
         assert!(
