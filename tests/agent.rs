@@ -1373,6 +1373,26 @@ fn a_context_length_error_compacts_once_and_retries_once_and_resuming_keeps_the_
     assert_eq!(retry[2]["content"], "second question");
 }
 
+/// A rate limit that speaks of tokens is not a context refusal: the conversation is not
+/// compacted away for it (the provider's wording is read once, where the answer is parsed).
+#[test]
+fn a_rate_limit_about_tokens_is_reported_not_compacted_for() {
+    let env = Env::new();
+    env.home.write_user_init("(setq llm.max-retries 0)");
+    let limit = r#"{"error":{"message":"Rate limit reached: too many tokens per minute","code":"rate_limit_exceeded"}}"#;
+    let fake = FakeModel::start([
+        Reply::from(text_chunks(&["First answer."])),
+        Reply::error(429, limit),
+        Reply::from(text_chunks(&["SUMMARY"])),
+    ]);
+    assert_eq!(env.run(Some(&fake), &["-p", "first question"]).code, 0);
+    let run = env.run(Some(&fake), &["-p", "second question", "-c"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("too many tokens per minute"), "{run:?}");
+    assert!(!run.stdout.contains("Compacting"), "{run:?}");
+    assert_eq!(fake.requests().len(), 2, "no summary call was made");
+}
+
 #[test]
 fn a_second_context_length_error_is_reported_not_retried_again() {
     let env = Env::new();

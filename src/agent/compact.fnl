@@ -91,15 +91,10 @@ Returns the number of messages replaced (0 when there is nothing to compact)."
           (- cut 1)))))
 
 (fn agent.context-exceeded? [err]
-  "Whether ERR, the error of a model call, says the request was longer than the model's context
-(the wordings of OpenAI, OpenRouter, DeepSeek, Anthropic-compatible gateways, vLLM and llama.cpp)."
-  (let [text (string.lower (oml.error-message err))]
-    (accumulate [hit false _ needle (ipairs ["context_length_exceeded" "context length"
-                                             "maximum context" "context window"
-                                             "prompt is too long" "too many tokens"
-                                             "exceeds the context"])
-                 &until hit]
-      (not= nil (text:find needle 1 true)))))
+  "Whether ERR, the error of a model call, is the provider's refusal of a request longer than the
+model's context: its :context-exceeded? field, which `llm.chat` sets where it reads the
+provider's answer (an HTTP 400 or 413 saying so, or an error inside the stream saying so)."
+  (and (= :table (type err)) (= true (. err :context-exceeded?))))
 
 (fn compaction-notice [why]
   "Tell the frontend, as reasoning, that the loop compacts now and WHY: a summary call takes a

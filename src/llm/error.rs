@@ -20,6 +20,24 @@ pub const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
 /// kept.
 pub const MAX_QUOTED_CHUNK_CHARS: usize = 500;
 
+/// How providers word a refusal of a request longer than the model's context, in their error
+/// bodies (OpenAI, OpenRouter, DeepSeek, Anthropic-compatible gateways, vLLM, llama.cpp), lower
+/// case. Read once here, where the provider's answer is parsed, so the rest of oml asks
+/// [`LlmError::exceeds_context`] instead of reading messages.
+const CONTEXT_EXCEEDED_WORDINGS: &[&str] = &[
+    "context_length_exceeded",
+    "context length",
+    "maximum context",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the context",
+];
+
+/// The HTTP statuses a context refusal comes with: 400 (OpenAI, Anthropic, vLLM), 413 (gateways
+/// that size the body first). A 429 that speaks of tokens is a rate limit, never this.
+const CONTEXT_EXCEEDED_STATUSES: &[u16] = &[400, 413];
+
 /// A failed model call.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
@@ -105,6 +123,23 @@ impl LlmError {
         }
     }
 
+    /// Whether the provider refused the request as longer than the model's context: an HTTP 400
+    /// or 413 whose body says so ([`CONTEXT_EXCEEDED_WORDINGS`]), or an error reported inside
+    /// the stream that says so.
+    pub fn exceeds_context(&self) -> bool {
+        let says_so = |text: &str| {
+            let text = text.to_lowercase();
+            CONTEXT_EXCEEDED_WORDINGS.iter().any(|w| text.contains(w))
+        };
+        match self {
+            Self::Http { status, body } => {
+                CONTEXT_EXCEEDED_STATUSES.contains(status) && says_so(body)
+            }
+            Self::Provider { message, .. } => says_so(message),
+            _ => false,
+        }
+    }
+
     /// The HTTP status, for [`LlmError::Http`].
     pub fn status(&self) -> Option<u16> {
         if let Self::Http { status, .. } = self {
@@ -126,6 +161,48 @@ pub(crate) fn cap_chars(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_for_length_exceeds_the_context() {
+        let http = |status, body: &str| LlmError::Http {
+            status,
+            body: body.to_owned(),
+        };
+        let provider = |message: &str| LlmError::Provider {
+            message: message.to_owned(),
+            partial: Box::new(ChatOutcome {
+                message: serde_json::Value::Null,
+                text: String::new(),
+                reasoning: String::new(),
+                tool_calls: Vec::new(),
+                finish_reason: None,
+                usage: None,
+                cancelled: false,
+            }),
+        };
+        let cases = [
+            (
+                http(400, r#"{"error":{"code":"context_length_exceeded"}}"#),
+                true,
+            ),
+            (
+                http(400, "This model's Maximum Context length is 8192"),
+                true,
+            ),
+            (http(413, "prompt is too long: 210000 tokens"), true),
+            (provider("input exceeds the context window"), true),
+            (
+                http(429, "Rate limit reached: too many tokens per minute"),
+                false,
+            ),
+            (http(500, "context length"), false),
+            (http(400, "invalid tool schema"), false),
+            (LlmError::Config("context window".to_owned()), false),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(error.exceeds_context(), expected, "{error}");
+        }
+    }
 
     #[test]
     fn caps_keep_the_head_and_respect_char_boundaries() {

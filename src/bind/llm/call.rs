@@ -400,7 +400,7 @@ fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
-/// `{:kind :message :status :body :partial}`; the wrapper gives it a `__tostring` (the message)
+/// `{:kind :message :status :body :context-exceeded? :partial}`; the wrapper gives it a `__tostring` (the message)
 /// and raises it.
 fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
     let kind = match error {
@@ -418,6 +418,9 @@ fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
     let mut table = Map::new();
     table.insert("kind".into(), kind.into());
     table.insert("message".into(), error.to_string().into());
+    if error.exceeds_context() {
+        table.insert("context-exceeded?".into(), true.into());
+    }
     if let LlmError::Http { status, body } = error {
         table.insert("status".into(), (*status).into());
         table.insert("body".into(), body.clone().into());
