@@ -1888,14 +1888,22 @@ fn bash_runs_in_the_clients_terminal_when_it_offers_one() {
     assert_eq!(p["sessionId"], sid.as_str());
     assert_eq!(p["command"], env!("CARGO_BIN_EXE_oml"));
     assert_eq!(p["cwd"], env.project.display().to_string().as_str());
-    assert_eq!(p["env"], json!([]), "no environment is passed: {create}");
+    // The only variable passed is the sandbox's flags; the command line is short, and it is
+    // what the editor's terminal title shows.
+    let vars = p["env"].as_array().expect("env");
+    assert_eq!(vars.len(), 1, "{create}");
+    assert_eq!(vars[0]["name"], "OML_SANDBOX");
+    let flags: Vec<String> = serde_json::from_str(vars[0]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(flags[..2], ["--mode", "workspace-write"]);
+    let secrets = flags.iter().filter(|f| *f == "OPENAI_API_KEY").count();
+    assert_eq!(secrets, 1, "the key's name is passed once: {flags:?}");
     assert!(p["outputByteLimit"].as_u64().unwrap() > 0);
     let argv: Vec<String> = serde_json::from_value(p["args"].clone()).unwrap();
-    assert_eq!(argv[..3], ["sandbox-exec", "--mode", "workspace-write"]);
-    assert_eq!(argv[argv.len() - 3..], ["bash", "-c", command]);
+    assert_eq!(argv, ["sandbox-exec", "--", "bash", "-c", command]);
     // The editor runs what it was asked, in an environment that has secrets of its own.
     let ran = Command::new(p["command"].as_str().unwrap())
         .args(&argv)
+        .env("OML_SANDBOX", vars[0]["value"].as_str().unwrap())
         .current_dir(&env.project)
         .env("OPENAI_API_KEY", "sk-editor")
         .env("MY_TOKEN", "tok")

@@ -183,15 +183,22 @@ pub(crate) fn prepare(lua: &Lua, dir: &Path) -> Result<Prepared, String> {
     Ok(prepared.scrub_env(&secrets))
 }
 
-/// The program and arguments that run `bash -c command` in `dir` under the sandbox of the
+/// How an ACP client's terminal runs one command through oml's launcher.
+pub(crate) struct Launcher {
+    /// oml's own program, by its absolute path.
+    pub program: String,
+    /// `sandbox-exec -- bash -c <command>`: what the editor's terminal title shows.
+    pub args: Vec<String>,
+    /// The variable that carries the sandbox's flags ([`sandbox::LAUNCHER_POLICY_ENV`]) and its
+    /// value.
+    pub env: (String, String),
+}
+
+/// How to run `bash -c command` in `dir` under the sandbox of the
 /// settings as they are now, through the launcher `oml sandbox-exec` (for a process that oml
 /// does not start itself: an ACP client's terminal). `Err` as for [`prepare`]: the sandbox
 /// cannot be set up here, or a setting is wrong.
-pub(crate) fn launcher(
-    lua: &Lua,
-    dir: &Path,
-    command: &str,
-) -> Result<(String, Vec<String>), String> {
+pub(crate) fn launcher(lua: &Lua, dir: &Path, command: &str) -> Result<Launcher, String> {
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
     let policy = policy(&lisp, dir).map_err(|e| e.to_string())?;
     let secrets = secrets(&lisp).map_err(|e| e.to_string())?;
@@ -200,24 +207,21 @@ pub(crate) fn launcher(
         return Err(format!("{refusal}; {TURN_OFF_HINT}"));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find oml's own program: {e}"))?;
-    let mut args = vec![
-        "sandbox-exec".to_owned(),
-        "--mode".to_owned(),
-        policy.mode.name().to_owned(),
-    ];
+    let mut flags = vec!["--mode".to_owned(), policy.mode.name().to_owned()];
     if policy.mode == Mode::WorkspaceWrite {
-        for path in &policy.writable {
-            args.extend(["--writable".to_owned(), path.display().to_string()]);
-        }
-        for path in &policy.protected {
-            args.extend(["--protect".to_owned(), path.display().to_string()]);
-        }
-        for path in &policy.guarded {
-            args.extend(["--guard".to_owned(), path.display().to_string()]);
+        let lists = [
+            ("--writable", &policy.writable),
+            ("--protect", &policy.protected),
+            ("--guard", &policy.guarded),
+        ];
+        for (flag, paths) in lists {
+            for path in paths {
+                flags.extend([flag.to_owned(), path.display().to_string()]);
+            }
         }
     }
     if policy.network {
-        args.push("--network".to_owned());
+        flags.push("--network".to_owned());
     }
     let lists = [
         ("--secret", &secrets.also),
@@ -226,16 +230,18 @@ pub(crate) fn launcher(
     ];
     for (flag, names) in lists {
         for name in names {
-            args.extend([flag.to_owned(), name.clone()]);
+            flags.extend([flag.to_owned(), name.clone()]);
         }
     }
-    args.extend([
-        "--".to_owned(),
-        "bash".to_owned(),
-        "-c".to_owned(),
-        command.to_owned(),
-    ]);
-    Ok((exe.display().to_string(), args))
+    let args = ["sandbox-exec", "--", "bash", "-c", command].map(str::to_owned);
+    Ok(Launcher {
+        program: exe.display().to_string(),
+        args: args.to_vec(),
+        env: (
+            sandbox::LAUNCHER_POLICY_ENV.to_owned(),
+            serde_json::to_string(&flags).map_err(|e| e.to_string())?,
+        ),
+    })
 }
 
 /// A list-of-strings setting (an empty table counts as an empty list).

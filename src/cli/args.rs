@@ -123,13 +123,15 @@ pub enum Command {
     SandboxExec(SandboxExecArgs),
 }
 
-/// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out,
-/// and the program to run in it.
+/// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out
+/// (in these flags, or the same flags as a JSON array in the environment variable
+/// `OML_SANDBOX`, which keeps the editor's terminal title short), and the program to run in it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SandboxExecArgs {
-    /// The setting `sandbox.mode`.
+    /// The setting `sandbox.mode`; without it, the flags come from `OML_SANDBOX`, and without
+    /// that nothing runs.
     #[arg(long = "mode", value_parser = SANDBOX_MODES)]
-    pub mode: String,
+    pub mode: Option<String>,
     /// A folder (or file) the command may write beneath, under workspace-write.
     #[arg(long = "writable", value_name = "PATH")]
     pub writable: Vec<PathBuf>,

@@ -11,8 +11,13 @@
 //! launcher ends the command and exits, instead of being orphaned while the command runs on.
 //!
 //! It boots no Lisp and no async runtime, and reads no setting: the sandbox comes spelt out in
-//! its arguments. A sandbox that cannot be set up here is refused (exit status
-//! [`SANDBOX_REFUSED`]) with the reason on stderr, which is what the editor's terminal shows.
+//! its arguments, or, as `oml acp` passes it, in the same flags as a JSON array in the
+//! environment variable [`POLICY_ENV`](crate::sandbox::LAUNCHER_POLICY_ENV) (so that the editor's terminal title reads
+//! `oml sandbox-exec -- bash -c <command>`, not a screen of flags). Without either, nothing runs:
+//! an editor that drops the environment it was given gets a refusal, never an unconfined
+//! command. The variable is removed from the command's environment. A sandbox that cannot be set
+//! up here is refused (exit status [`SANDBOX_REFUSED`]) with the reason on stderr, which is what
+//! the editor's terminal shows.
 
 use std::os::unix::process::ExitStatusExt;
 
@@ -24,11 +29,52 @@ use crate::sandbox::{self, Mode, Policy, Secrets};
 /// cannot be started (the shells' "found but not executable").
 pub const SANDBOX_REFUSED: i32 = 126;
 
-/// Run `args.argv` in the sandbox `args` describes; its exit status (128 + the signal that
-/// killed it).
+use crate::sandbox::LAUNCHER_POLICY_ENV as POLICY_ENV;
+
+/// The flags `args` gives, or, without `--mode`, the flags [`POLICY_ENV`] holds with `args`'s
+/// program; the reason when there are none.
+fn spelt_out(args: &SandboxExecArgs) -> Result<SandboxExecArgs, String> {
+    use clap::{FromArgMatches, Parser};
+    if args.mode.is_some() {
+        return Ok(args.clone());
+    }
+    let flags = std::env::var(POLICY_ENV)
+        .map_err(|_| format!("no sandbox given (no --mode, and {POLICY_ENV} is not set)"))?;
+    let flags: Vec<String> = serde_json::from_str(&flags)
+        .map_err(|e| format!("{POLICY_ENV} is not a JSON array of strings: {e}"))?;
+    #[derive(Parser)]
+    #[command(name = "oml sandbox-exec")]
+    struct Launcher {
+        #[command(flatten)]
+        args: SandboxExecArgs,
+    }
+    let line = std::iter::once("sandbox-exec".to_owned())
+        .chain(flags)
+        .chain(std::iter::once("--".to_owned()))
+        .chain(args.argv.iter().cloned());
+    let matches = <Launcher as clap::CommandFactory>::command()
+        .try_get_matches_from(line)
+        .map_err(|e| format!("{POLICY_ENV}: {}", e.kind()))?;
+    let parsed = Launcher::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+    match parsed.args.mode {
+        Some(_) => Ok(parsed.args),
+        None => Err(format!("{POLICY_ENV} names no --mode")),
+    }
+}
+
+/// Run `args.argv` in the sandbox `args` (or [`POLICY_ENV`]) describes; its exit status (128 +
+/// the signal that killed it).
 pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
-    let Some(mode) = Mode::from_name(&args.mode) else {
-        err!("oml sandbox-exec: unknown mode {}", args.mode);
+    let args = match spelt_out(args) {
+        Ok(args) => args,
+        Err(why) => {
+            err!("oml sandbox-exec: {why}; not running the command");
+            return SANDBOX_REFUSED;
+        }
+    };
+    let name = args.mode.as_deref().unwrap_or_default();
+    let Some(mode) = Mode::from_name(name) else {
+        err!("oml sandbox-exec: unknown mode {name}");
         return SANDBOX_REFUSED;
     };
     let policy = Policy {
@@ -48,7 +94,7 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         return SANDBOX_REFUSED;
     };
     let mut cmd = std::process::Command::new(program);
-    cmd.args(rest);
+    cmd.args(rest).env_remove(POLICY_ENV);
     if let Err(e) = sandbox::prepare(&policy)
         .scrub_env(&secrets)
         .confine(&mut cmd)

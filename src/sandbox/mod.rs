@@ -46,6 +46,12 @@ use std::sync::{Arc, Once};
 
 pub use env::{SECRET_PATTERNS, Secrets, secret_names};
 
+/// The environment variable in which `oml acp` hands an editor's terminal the sandbox's flags
+/// for `oml sandbox-exec` (a JSON array of strings), so that the terminal's command line stays
+/// `oml sandbox-exec -- bash -c <command>`. The launcher refuses to run without a sandbox and
+/// removes the variable from the command's environment.
+pub const LAUNCHER_POLICY_ENV: &str = "OML_SANDBOX";
+
 /// What a confined command may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

@@ -322,3 +322,44 @@ fn a_user_other_than_root_gets_the_read_only_view_too() {
         "chmod outside the workspace worked as nobody"
     );
 }
+
+/// The editor's terminal runs `oml sandbox-exec -- bash -c …` with the sandbox's flags in
+/// `OML_SANDBOX`. An editor that drops that variable, or anything that sets it badly, gets a
+/// refusal, never an unconfined command; the command never sees the variable.
+#[test]
+fn the_terminal_launcher_runs_nothing_without_its_sandbox() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let marker = t.outside.join("escaped");
+    let command = format!("touch {}; echo policy=[$OML_SANDBOX]", marker.display());
+    let launch = |policy: Option<&str>| {
+        let mut cmd = t.command(None, &["sandbox-exec", "--", "bash", "-c", &command]);
+        cmd.current_dir(&t.env.project).env_remove("OML_SANDBOX");
+        if let Some(policy) = policy {
+            cmd.env("OML_SANDBOX", policy);
+        }
+        Run::from(cmd.output().expect("run the launcher"))
+    };
+    let workspace = t.env.project.display().to_string();
+    let refused = [
+        None,
+        Some("not json"),
+        Some(r#"["--network"]"#),
+        Some(r#"["--mode", "wide-open"]"#),
+        Some(r#"{"mode": "off"}"#),
+    ];
+    for policy in refused {
+        let run = launch(policy);
+        assert_eq!(run.code, 126, "{policy:?}: {run:?}");
+        assert!(
+            run.stderr.contains("not running") || run.stderr.contains("unknown mode"),
+            "{run:?}"
+        );
+        assert!(!marker.exists(), "{policy:?} ran the command");
+    }
+    let flags = serde_json::json!(["--mode", "workspace-write", "--writable", workspace]);
+    let run = launch(Some(&flags.to_string()));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "policy=[]\n", "{run:?}");
+    assert!(!marker.exists(), "the sandbox held: {run:?}");
+}

@@ -70,9 +70,11 @@ class Editor(Recorder):
 
     async def create_terminal(self, session_id, command, args=None, env=None, cwd=None,
                               output_byte_limit=None, **kwargs):
-        self.terminal_calls.append(("create", env or []))
+        self.terminal_calls.append(("create", [v.name for v in env or []]))
+        # As an editor does: its own environment plus the variables the agent asked for.
+        merged = dict(os.environ, **{v.name: v.value for v in env or []})
         proc = await asyncio.create_subprocess_exec(
-            command, *(args or []), cwd=cwd,
+            command, *(args or []), cwd=cwd, env=merged,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         tid = "term-%d" % (len(self.terminals) + 1)
         self.terminals[tid] = (proc, asyncio.create_task(proc.stdout.read()))
@@ -122,7 +124,7 @@ async def as_editor(binary, cwd, env):
     assert not os.path.exists(out), "oml did not write the disk itself"
     kinds = [c[0] for c in editor.terminal_calls]
     assert kinds == ["create", "wait", "output", "release"], editor.terminal_calls
-    assert editor.terminal_calls[0][1] == [], "no environment passed"
+    assert editor.terminal_calls[0][1] == ["OML_SANDBOX"], "only the sandbox's flags passed"
     assert editor.terminals == {}, "every terminal released"
     return kinds
 

@@ -81,7 +81,7 @@ fn terminal_bash(
                 ToolOutput::error("No ACP client to run the command in"),
                 None,
             ),
-            (Some(conn), Some(sessions), Some(sid), Ok((program, args))) => {
+            (Some(conn), Some(sessions), Some(sid), Ok(launcher)) => {
                 hub.barrier(&sid).await;
                 let run = Run {
                     conn: &conn,
@@ -89,8 +89,9 @@ fn terminal_bash(
                     cancel: &cancel,
                 };
                 let request = json!({
-                    "sessionId": sid, "command": program, "args": args,
-                    "cwd": dir.display().to_string(), "env": [],
+                    "sessionId": sid, "command": launcher.program, "args": launcher.args,
+                    "cwd": dir.display().to_string(),
+                    "env": [{"name": launcher.env.0, "value": launcher.env.1}],
                     "outputByteLimit": TERMINAL_OUTPUT_BYTE_LIMIT,
                 });
                 run.go(&sessions, request, timeout, max_chars).await
