@@ -59,6 +59,10 @@ const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// Past the last capability the kernel knows, `PR_CAPBSET_DROP` fails with EINVAL.
 const CAP_PROBE_MAX: libc::c_ulong = 63;
 
+/// The size of the stack the watcher runs on. It makes system calls only, a few frames deep;
+/// the memory is reserved, not touched, until it is used.
+const WATCHER_STACK_BYTES: usize = 256 * 1024;
+
 /// The last signal number whose handler the watcher resets to the default.
 const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 
@@ -73,9 +77,16 @@ pub(super) fn install(
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
     let lifeline = lifeline();
     let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+    // The watcher's stack, reserved here because nothing may be allocated after the fork.
+    let mut stack: Vec<u8> = Vec::with_capacity(WATCHER_STACK_BYTES);
+    let stack_top = stack.as_mut_ptr().wrapping_add(WATCHER_STACK_BYTES);
+    let watcher = lifeline.map(|fd| Watcher {
+        lifeline: fd,
+        stack_top,
+    });
     let steps = move || {
-        let _open = &ruleset;
-        in_child(parent, ruleset_fd, mounts.as_deref(), confined, lifeline)
+        let _open = (&ruleset, &stack);
+        in_child(parent, ruleset_fd, mounts.as_deref(), confined, watcher)
     };
     // SAFETY: the closure runs in the forked child before exec and only makes system calls
     // (setsid, prctl, getppid, clone, unshare, mount, landlock_restrict_self, _exit) on values
@@ -107,7 +118,7 @@ fn in_child(
     ruleset: RawFd,
     mounts: Option<&Plan>,
     confined: bool,
-    lifeline: Option<RawFd>,
+    watcher: Option<Watcher>,
 ) -> io::Result<()> {
     // oml ignores SIGXFSZ (a full file is an error it handles); the command gets the default
     // action back, as it would from a shell.
@@ -130,8 +141,8 @@ fn in_child(
     }
     // The watcher is forked before any confinement: it stays outside the command's Landlock
     // domain, where signals from the command cannot reach it (Landlock's signal scope, ABI 6).
-    if let Some(fd) = lifeline {
-        spawn_watcher(fd)?;
+    if let Some(watcher) = watcher {
+        spawn_watcher(watcher)?;
     }
     if let Some(plan) = mounts.filter(|_| confined) {
         super::mounts::enter(plan)?;
@@ -196,19 +207,69 @@ fn drop_capabilities() -> io::Result<()> {
     Ok(())
 }
 
-/// Fork the watcher of this process's group (this process leads it after `setsid`).
-fn spawn_watcher(lifeline: RawFd) -> io::Result<()> {
+/// What the watcher needs: the lifeline to watch, and the top of the stack it runs on.
+#[derive(Clone, Copy)]
+struct Watcher {
+    lifeline: RawFd,
+    stack_top: *mut u8,
+}
+
+// SAFETY: the stack pointer is only used in the forked child, whose memory it points into.
+unsafe impl Send for Watcher {}
+// SAFETY: as above; the parent never dereferences it.
+unsafe impl Sync for Watcher {}
+
+/// Start the watcher of this process's group (this process leads it after `setsid`).
+///
+/// It is a process of its own (`clone` without `CLONE_THREAD`) that shares this child's memory
+/// (`CLONE_VM`) on a stack of its own: forking a copy of oml's address space a second time cost
+/// a page-table copy per megabyte oml has touched, on every command. Until this child execs,
+/// the two run side by side in one address space, so the watcher writes nothing but its own
+/// region (and, on a failed system call, errno, which this child's steps read only after calls
+/// of their own); after the exec, the memory is the watcher's alone. glibc's `clone` wrapper
+/// runs no atfork handler.
+fn spawn_watcher(watcher: Watcher) -> io::Result<()> {
     // SAFETY: getpid takes no arguments.
     let leader = unsafe { libc::getpid() };
-    let flags = libc::SIGCHLD as libc::c_long;
-    // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork handlers;
-    // the child runs `watch`, which makes only system calls and never returns.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
-    match pid {
-        p if p < 0 => Err(io::Error::last_os_error()),
-        0 => watch(lifeline, leader),
-        _ => Ok(()),
+    // The arguments go at the top of the watcher's own region, where nothing else writes, and
+    // the stack grows down from below them, 16-byte aligned as x86_64 and aarch64 require.
+    let at = ((watcher.stack_top as usize) - std::mem::size_of::<WatchArgs>()) & !15;
+    let args = at as *mut WatchArgs;
+    // SAFETY: `at` lies inside the reserved region of WATCHER_STACK_BYTES, aligned for WatchArgs.
+    unsafe {
+        args.write(WatchArgs {
+            lifeline: watcher.lifeline,
+            leader,
+        })
+    };
+    // SAFETY: the region below `at` is reserved memory that lives as long as this address space
+    // (until this process execs, then as the watcher's); `watch_entry` makes system calls only
+    // and never returns.
+    let pid = unsafe {
+        libc::clone(
+            watch_entry,
+            args.cast(),
+            libc::CLONE_VM | libc::SIGCHLD,
+            args.cast(),
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// The arguments of [`watch_entry`].
+struct WatchArgs {
+    lifeline: RawFd,
+    leader: libc::pid_t,
+}
+
+/// The watcher's entry point.
+extern "C" fn watch_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the WatchArgs `spawn_watcher` wrote in the watcher's own region.
+    let WatchArgs { lifeline, leader } = unsafe { std::ptr::read(arg.cast::<WatchArgs>()) };
+    watch(lifeline, leader)
 }
 
 /// The watcher's life: kill group `leader` when the lifeline closes, exit once it is empty.
