@@ -11,8 +11,9 @@
 //!   card's `completed` update;
 //! - `print`: the same turn in print mode (`oml -p`), spawn to exit;
 //! - `start`: spawn to the `initialize` answer, and VmRSS after `session/new`;
-//! - `stream`: one reply of `DELTAS` one-character deltas as `session/update`s a second, against
-//!   the fake model's own rate to a bare client, and oml's CPU time per update (utime + stime);
+//! - `stream`: one reply of `DELTAS` one-character deltas, delivered as `session/update`s: the
+//!   deltas a second, against the fake model's own rate to a bare client, oml's CPU time per
+//!   delta (utime + stime), and how many updates carried them (queued deltas are merged);
 //! - `write`: a 20 MB `write` call, allowed: peak resident size (VmHWM) over the content's size;
 //! - `sessions`: `SESSIONS` sessions in one process, each prompted into a `bash` turn at once:
 //!   wall time and resident size.

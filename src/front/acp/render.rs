@@ -3,7 +3,10 @@
 //! default), and the typed payloads it sends.
 //!
 //! The forwarder keeps a session's updates in order and answers barriers, so a turn's updates are
-//! queued before its response. A running command's output is gathered into a bounded tail and
+//! queued before its response. Text (or thought) deltas already queued one after another are
+//! sent as one update ([`MERGED_DELTA_MAX_BYTES`] at most): a model that streams faster than the
+//! client reads gets fewer, longer chunks instead of a growing queue, and a slow one is sent as
+//! it comes. A running command's output is gathered into a bounded tail and
 //! sent at most ten times a second. It knows nothing of requests or of what a session is doing.
 
 use std::time::Duration;
@@ -25,6 +28,9 @@ pub const TOOL_OUTPUT_TAIL_LINES: usize = 20;
 /// Bytes of a running command's output kept for its card at most.
 pub const TOOL_OUTPUT_TAIL_BYTES: usize = 8 * 1024;
 
+/// The most text one merged delta carries (see the module doc).
+pub const MERGED_DELTA_MAX_BYTES: usize = 64 * 1024;
+
 /// Turn the session's loop events into `session/update` notifications, in order; on a barrier
 /// request, queue every event already emitted, then acknowledge. The output of a running tool
 /// (`tool-output` events) is gathered into its tail and rendered at most every
@@ -37,17 +43,27 @@ pub(super) async fn forward(
     mut barriers: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
 ) {
     let mut tail = Tail::default();
+    let mut held = None;
     loop {
+        if let Some(event) = held.take() {
+            let event = merge_queued(event, &mut events, &mut held);
+            tail.event(&renderer, &conn, &sid, event).await;
+            continue;
+        }
         let due = tail.due();
         tokio::select! {
             biased;
             event = events.recv() => match event {
-                Some(event) => tail.event(&renderer, &conn, &sid, event).await,
+                Some(event) => {
+                    let event = merge_queued(event, &mut events, &mut held);
+                    tail.event(&renderer, &conn, &sid, event).await;
+                }
                 None => break,
             },
             ack = barriers.recv() => match ack {
                 Some(ack) => {
-                    while let Ok(event) = events.try_recv() {
+                    while let Some(event) = held.take().or_else(|| events.try_recv().ok()) {
+                        let event = merge_queued(event, &mut events, &mut held);
                         tail.event(&renderer, &conn, &sid, event).await;
                     }
                     tail.flush(&renderer, &conn, &sid).await;
@@ -59,6 +75,36 @@ pub(super) async fn forward(
                 tail.flush(&renderer, &conn, &sid).await;
             }
         }
+    }
+}
+
+/// `event` and, when it is a text or thought delta, the deltas of the same kind queued right
+/// behind it, as one delta; merging stops once the text reaches [`MERGED_DELTA_MAX_BYTES`]. The first queued event that does not join is left in `held`, to go next.
+fn merge_queued(
+    event: AgentEvent,
+    events: &mut mpsc::UnboundedReceiver<AgentEvent>,
+    held: &mut Option<AgentEvent>,
+) -> AgentEvent {
+    let (mut text, thought) = match event {
+        AgentEvent::TextDelta { text } => (text, false),
+        AgentEvent::ThoughtDelta { text } => (text, true),
+        other => return other,
+    };
+    while text.len() < MERGED_DELTA_MAX_BYTES {
+        match events.try_recv() {
+            Ok(AgentEvent::TextDelta { text: more }) if !thought => text.push_str(&more),
+            Ok(AgentEvent::ThoughtDelta { text: more }) if thought => text.push_str(&more),
+            Ok(other) => {
+                *held = Some(other);
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    if thought {
+        AgentEvent::ThoughtDelta { text }
+    } else {
+        AgentEvent::TextDelta { text }
     }
 }
 
@@ -336,6 +382,47 @@ pub(super) async fn update(ctx: &Ctx, sid: &str, update: Value) {
 mod tests {
     use super::*;
     use crate::agent::Agent;
+
+    /// Queued deltas of one kind become one, in order; any other event ends the run and goes
+    /// next, unchanged.
+    #[test]
+    fn queued_deltas_merge_without_reordering() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let text = |t: &str| AgentEvent::TextDelta { text: t.into() };
+        let thought = |t: &str| AgentEvent::ThoughtDelta { text: t.into() };
+        for e in [
+            text("b"),
+            text("c"),
+            thought("t1"),
+            thought("t2"),
+            text("d"),
+        ] {
+            tx.send(e).unwrap();
+        }
+        tx.send(AgentEvent::Notice { text: "n".into() }).unwrap();
+        tx.send(text("e")).unwrap();
+        let mut held = None;
+        let mut out = Vec::new();
+        let mut next = Some(text("a"));
+        while let Some(event) = next
+            .take()
+            .or_else(|| held.take())
+            .or_else(|| rx.try_recv().ok())
+        {
+            out.push(merge_queued(event, &mut rx, &mut held));
+        }
+        let shown: Vec<String> = out.iter().map(|e| format!("{e:?}")).collect();
+        assert_eq!(
+            shown,
+            [
+                format!("{:?}", text("abc")),
+                format!("{:?}", thought("t1t2")),
+                format!("{:?}", text("d")),
+                format!("{:?}", AgentEvent::Notice { text: "n".into() }),
+                format!("{:?}", text("e")),
+            ]
+        );
+    }
 
     #[test]
     fn updates_have_a_stable_key_order() {
