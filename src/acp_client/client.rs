@@ -4,10 +4,11 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -210,11 +211,7 @@ impl Client {
 
     /// The out-of-turn updates (late ones, and those before any turn), once.
     pub fn take_out_of_turn(&self) -> Option<mpsc::UnboundedReceiver<OutOfTurn>> {
-        self.inner
-            .out_of_turn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        self.inner.out_of_turn.lock().take()
     }
 
     /// Sends a request that fails as soon as the connection is unusable, mapping failures to

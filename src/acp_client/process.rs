@@ -9,9 +9,10 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
@@ -92,7 +93,7 @@ impl AgentProcess {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         tracing::debug!(agent = %name, "stderr: {}", String::from_utf8_lossy(&buf[..n]).trim_end());
-                        let mut tail = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mut tail = sink.lock();
                         tail.extend(&buf[..n]);
                         let excess = tail.len().saturating_sub(STDERR_TAIL_BYTES);
                         tail.drain(..excess);
@@ -149,11 +150,7 @@ impl AgentProcess {
 
     /// The last [`STDERR_TAIL_BYTES`] of stderr, decoded lossily.
     pub fn stderr_tail(&self) -> String {
-        let tail = self
-            .inner
-            .stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let tail = self.inner.stderr.lock();
         let (a, b) = tail.as_slices();
         let mut bytes = Vec::with_capacity(tail.len());
         bytes.extend_from_slice(a);
@@ -214,8 +211,8 @@ impl Drop for DropSignal {
 /// reaches only the direct child.
 static LIVE_GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
-fn live_groups() -> std::sync::MutexGuard<'static, Option<HashSet<i32>>> {
-    LIVE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner)
+fn live_groups() -> parking_lot::MutexGuard<'static, Option<HashSet<i32>>> {
+    LIVE_GROUPS.lock()
 }
 
 /// SIGKILL every agent process group this process started and has not shut down. Called once by

@@ -20,8 +20,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
@@ -109,7 +110,7 @@ impl TurnShared {
     }
 
     fn lock(&self) -> MutexGuard<'_, TurnBuf> {
-        self.buf.lock().unwrap_or_else(PoisonError::into_inner)
+        self.buf.lock()
     }
 
     /// The next batch of updates, or the result once they are all out. One consumer.
@@ -163,14 +164,11 @@ impl Router {
     }
 
     fn state(&self) -> MutexGuard<'_, RouterState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     pub(super) fn fatal_error(&self) -> Option<ClientError> {
-        self.fatal_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.fatal_error.lock().clone()
     }
 
     /// The handler given to the JSON-RPC reader; it stops the reader at the line that makes the
@@ -193,10 +191,7 @@ impl Router {
                     let message = format!(
                         "the agent wrote {consecutive} unusable lines in a row on stdout; giving up"
                     );
-                    let mut fatal = self
-                        .fatal_error
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
+                    let mut fatal = self.fatal_error.lock();
                     if fatal.is_none() {
                         *fatal = Some(ClientError::new(Category::Protocol, message.clone()));
                         drop(fatal);

@@ -6,10 +6,11 @@
 //! init file can redefine every `chat.*` function. This module knows nothing of terminals: it
 //! passes questions and session requests to whoever holds the hub's other end.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use mlua::{Lua, Value};
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define};
@@ -78,8 +79,8 @@ fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }
 
 static CHAT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_chat.luac"));

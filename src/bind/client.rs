@@ -16,13 +16,14 @@ mod turns;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mlua::{
     Function, Lua, MultiValue, RegistryKey, Table, UserData, UserDataMethods, UserDataRef, Value,
 };
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::acp_client::{Category, Client, ClientError, ConnectOptions, Spawn};
@@ -79,14 +80,7 @@ struct Spawned {
 impl UserData for Spawned {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method("__tostring", |_, _, ()| Ok("#<coroutine-handle>"));
-        methods.add_method("done?", |_, this, ()| {
-            Ok(this
-                .slot
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some())
-        });
+        methods.add_method("done?", |_, this, ()| Ok(this.slot.0.lock().is_some()));
     }
 }
 
@@ -418,7 +412,7 @@ fn spawn(lua: &Lua, f: Function) -> mlua::Result<Spawned> {
                 }
             }
         };
-        *slot.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+        *slot.0.lock() = Some(value);
         slot.1.notify_waiters();
     });
     Ok(handle)
@@ -431,12 +425,7 @@ async fn wait(_: Lua, handle: UserDataRef<Spawned>) -> mlua::Result<Value> {
         let notified = slot.1.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if let Some(v) = slot
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-        {
+        if let Some(v) = slot.0.lock().clone() {
             return Ok(v);
         }
         notified.await;

@@ -11,10 +11,11 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mlua::{Lua, Value};
+use parking_lot::Mutex;
 use serde_json::{Value as Json, json};
 
 use super::session::tools::session_cancel;
@@ -44,25 +45,13 @@ pub struct McpHub {
 
 impl McpHub {
     fn get(&self, sid: &str) -> Option<Arc<ServerSet>> {
-        self.sets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(sid)
-            .cloned()
+        self.sets.lock().get(sid).cloned()
     }
     fn take(&self, sid: &str) -> Option<Arc<ServerSet>> {
-        self.sets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(sid)
+        self.sets.lock().remove(sid)
     }
     fn take_all(&self) -> Vec<Arc<ServerSet>> {
-        self.sets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .map(|(_, s)| s)
-            .collect()
+        self.sets.lock().drain().map(|(_, s)| s).collect()
     }
 }
 
@@ -171,11 +160,7 @@ pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<Server
     }
     let timeout = seconds(lisp, "mcp.start-timeout", START_TIMEOUT_SECS);
     let set = ServerSet::start(specs, cwd.to_path_buf(), timeout, notify);
-    let old = hub(lisp.lua())
-        .sets
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(sid.to_owned(), set);
+    let old = hub(lisp.lua()).sets.lock().insert(sid.to_owned(), set);
     if let Some(old) = old {
         old.stop().await;
     }

@@ -11,10 +11,11 @@ mod saved;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mlua::{Lua, Table};
+use parking_lot::Mutex;
 
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define};
 use crate::paths::Paths;
@@ -201,6 +202,6 @@ fn rt_msg(msg: &str) -> mlua::Error {
     mlua::Error::RuntimeError(msg.to_owned())
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }

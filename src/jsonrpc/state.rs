@@ -4,8 +4,9 @@
 //! It does no I/O; it routes a response to its waiter and fails waiters when a side stops.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -77,7 +78,7 @@ pub(super) enum WriterStop {
 impl Shared {
     pub(super) fn state(&self) -> MutexGuard<'_, State> {
         // The lock is never held across a panic point that could leave the state half-changed.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     pub(super) fn register(

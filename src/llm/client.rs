@@ -26,9 +26,9 @@
 //! Compare with oml.clj: `oml.llm/stream-chat` had no retries and no timeouts; cancellation
 //! closed the body stream from a cancel hook, as here.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -145,7 +145,7 @@ impl LlmClient {
 
     /// The pooled HTTP client for `config`'s connect timeout.
     pub(super) fn http(&self, config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-        let mut cached = self.http.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cached = self.http.lock();
         if let Some((timeout, client)) = cached.as_ref()
             && *timeout == config.connect_timeout
         {

@@ -8,10 +8,11 @@
 //! know sessions, Lisp or the permission policy.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest,
     Implementation, ServerResult,
@@ -155,7 +156,7 @@ impl Server {
             }
         }
         let (tools, notices) = parse_tools(&self.spec.name, &raw);
-        *self.tools.lock().unwrap_or_else(PoisonError::into_inner) = tools;
+        *self.tools.lock() = tools;
         Ok(notices)
     }
 
@@ -172,20 +173,13 @@ impl Server {
                 )),
             }
         }
-        let tools = self
-            .tools
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let tools = self.tools.lock().clone();
         (tools, notices)
     }
 
     /// How many tools the last listing offered.
     pub fn tool_count(&self) -> usize {
-        self.tools
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.tools.lock().len()
     }
 
     /// Whether the connection is still up.

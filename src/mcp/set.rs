@@ -6,9 +6,10 @@
 //! with, once each. It knows nothing of sessions or Lisp.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -93,8 +94,8 @@ impl ServerSet {
         set
     }
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    fn slots(&self) -> parking_lot::MutexGuard<'_, Vec<Slot>> {
+        self.slots.lock()
     }
 
     /// Start `spec` in the background, in its slot (replacing what the slot held).

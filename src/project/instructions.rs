@@ -13,8 +13,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::SystemTime;
+
+use parking_lot::Mutex;
 
 /// Characters of instructions kept in all, by default (Codex caps its project docs at 32 KiB):
 /// the files come in order and the one that crosses the cap is cut.
@@ -123,10 +124,7 @@ impl Cache {
     fn read(&self, path: &Path) -> Result<String, String> {
         let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
         let key = (meta.len(), meta.modified().ok());
-        let mut files = self
-            .files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut files = self.files.lock();
         if let Some(seen) = files.get(path).filter(|seen| seen.key == key) {
             return seen.text.clone();
         }

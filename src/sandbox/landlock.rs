@@ -25,12 +25,13 @@
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
+use parking_lot::Mutex;
 
 use super::{Mode, Policy, Status};
 
@@ -129,7 +130,7 @@ type Cached = (Policy, Status, Arc<OwnedFd>);
 pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
     static LAST: Mutex<Option<Cached>> = Mutex::new(None);
     let abi = probe()?;
-    let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut last = LAST.lock();
     if let Some((_, status, fd)) = last.as_ref().filter(|(cached, ..)| cached == policy) {
         return Ok((status.clone(), fd.clone()));
     }

@@ -14,7 +14,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// The session files this process holds, with how many open sessions use each.
 static HELD: Mutex<BTreeMap<PathBuf, Held>> = Mutex::new(BTreeMap::new());
@@ -38,7 +40,7 @@ impl SessionLock {
     /// descriptor to write through: `file` itself, or, when this process has the session open
     /// already, the one the lock is on (and `file` is closed).
     pub fn acquire(path: &Path, id: &str, file: File) -> io::Result<(SessionLock, Arc<File>)> {
-        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = HELD.lock();
         // Made only once the lock is ours: dropping one gives a hold back (and takes `HELD`).
         let lock = || SessionLock {
             path: path.to_owned(),
@@ -76,7 +78,7 @@ impl SessionLock {
 
 impl Drop for SessionLock {
     fn drop(&mut self) {
-        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = HELD.lock();
         if let Some(h) = held.get_mut(&self.path) {
             h.users -= 1;
             if h.users == 0 {

@@ -24,8 +24,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
 
 use super::ToolError;
 
@@ -89,9 +90,9 @@ pub(crate) fn write_atomic(
 
 /// Serialises read-modify-write cycles of `write` and `edit` within this process, so two
 /// sessions editing one file cannot lose each other's change. Other processes are not covered.
-pub(crate) fn file_lock() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn file_lock() -> parking_lot::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    LOCK.lock()
 }
 
 // --- private helpers

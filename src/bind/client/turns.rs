@@ -4,7 +4,6 @@
 //! This module does not start connections or answer permission requests.
 
 use std::path::PathBuf;
-use std::sync::PoisonError;
 
 use mlua::{Function, Lua, LuaSerdeExt as _, MultiValue, Table, Value};
 use serde_json::json;
@@ -26,10 +25,7 @@ pub(super) async fn deliver_out_of_turn(
     let mut callback: Option<Function> = None;
     // A late update of a prompt that has not returned yet waits until it has.
     let running = {
-        let turns = state
-            .last_turns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let turns = state.last_turns.lock();
         turns
             .get(&event.session_id)
             .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
@@ -40,10 +36,7 @@ pub(super) async fn deliver_out_of_turn(
         while returned.changed().await.is_ok() {}
     }
     {
-        let turns = state
-            .last_turns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let turns = state.last_turns.lock();
         if let Some(last) = turns
             .get(&event.session_id)
             .and_then(|kept| kept.iter().find(|l| Some(l.number) == event.update.turn))
@@ -241,11 +234,7 @@ fn start_turn(
     updates: Option<&Table>,
 ) -> Result<(crate::acp_client::Turn, tokio::sync::watch::Sender<()>), ClientError> {
     let (returned, returned_rx) = tokio::sync::watch::channel(());
-    let mut turns = conn
-        .state
-        .last_turns
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut turns = conn.state.last_turns.lock();
     let turn = conn.client.prompt(sid, blocks, timeout)?;
     let key = |v: mlua::Value| lua.create_registry_value(v).map_err(lua_error);
     let last = LastTurn {

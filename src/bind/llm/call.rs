@@ -5,9 +5,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use mlua::{Function, Lua, MultiValue, Table, UserData, UserDataRef, Value};
+use parking_lot::Mutex;
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::mpsc;
 
@@ -66,7 +67,7 @@ enum Step {
 
 impl ChatCall {
     fn close(&self) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        self.0.lock().take();
     }
 
     /// The next events, or the result once every event has been delivered: `("events", [table
@@ -74,7 +75,7 @@ impl ChatCall {
     /// `("ok", outcome)` or `("error", error)`. Taking what is queued in one step spares a
     /// streaming reply one trip through the async call machinery per token.
     async fn next(&self, lua: &Lua) -> mlua::Result<MultiValue> {
-        let taken = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let taken = self.0.lock().take();
         let Some(mut state) = taken else {
             return Err(mlua::Error::RuntimeError(
                 "llm.chat: this call has ended (or is read by another coroutine)".to_owned(),
@@ -83,7 +84,7 @@ impl ChatCall {
         let (kind, value) = match state.step().await {
             Step::Event(event) => {
                 let batch = state.take_events(lua, event)?;
-                *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(state);
+                *self.0.lock() = Some(state);
                 ("events", Value::Table(batch))
             }
             Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome)?),

@@ -7,10 +7,11 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use mlua::Lua;
+use parking_lot::Mutex;
 
 use crate::lisp::{HostFn, Lisp, create_async_function};
 use crate::llm::LlmClient;
@@ -61,7 +62,7 @@ fn models(lua: Lua, (): ()) -> impl Future<Output = mlua::Result<Vec<String>>> {
         }
         let key = config.base_url.clone();
         {
-            let cached = cache().lock().unwrap_or_else(PoisonError::into_inner);
+            let cached = cache().lock();
             if let Some((at, ttl, ids)) = cached.get(&key)
                 && at.elapsed() < *ttl
             {
@@ -77,7 +78,6 @@ fn models(lua: Lua, (): ()) -> impl Future<Output = mlua::Result<Vec<String>>> {
         };
         cache()
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .insert(key, (Instant::now(), ttl, ids.clone()));
         Ok(ids)
     }

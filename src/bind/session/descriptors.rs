@@ -8,9 +8,9 @@
 //! It counts descriptors (`/proc/self/fd`) and running commands; it knows nothing of what a
 //! command runs or why.
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::cancel::CancelToken;
@@ -74,7 +74,7 @@ fn try_room() -> Option<Room> {
 }
 
 fn running() -> MutexGuard<'static, usize> {
-    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+    RUNNING.lock()
 }
 
 /// The soft `RLIMIT_NOFILE`, where it is finite.

@@ -7,9 +7,10 @@
 
 use std::io::BufRead as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
+use parking_lot::Mutex;
 use rustyline::completion::{Completer, Pair};
 use rustyline::history::FileHistory;
 use rustyline::{Cmd, Editor, EventHandler, KeyCode, KeyEvent, Modifiers};
@@ -222,7 +223,7 @@ impl Completer for Helper {
             .rfind(|c: char| c.is_whitespace() || c == '(' || c == '[' || c == '{')
             .map_or(0, |i| i + 1);
         let word = &before[start..];
-        let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let names = self.names.lock();
         let candidates = if let Some(cmd) = word.strip_prefix('/').filter(|_| start == 0) {
             prefixed(&names.commands, cmd, "/")
         } else if let Some(path) = word.strip_prefix('@') {

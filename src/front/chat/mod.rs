@@ -22,8 +22,9 @@ mod sessions;
 mod term;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
@@ -438,7 +439,7 @@ impl Chat {
 
     fn refresh_names(&self, names: &Arc<Mutex<Names>>) {
         let (commands, lisp) = sessions::completion_names(&self.agent, COMPLETION_NAMES_MAX);
-        let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+        let mut names = names.lock();
         names.commands = commands;
         names.lisp = lisp;
     }
