@@ -407,6 +407,8 @@ pub(super) async fn acp(
     no_init: bool,
     sandbox: Option<&str>,
 ) -> anyhow::Result<i32> {
+    // The editor's `initialize` is answered while the image is built.
+    let opened = crate::front::acp::open_stdio(crate::front::acp::max_line_bytes_from_env());
     let lisp = new_host(paths, Output::Stderr)?;
     let hub = crate::front::acp::install(&lisp).context("cannot install the ACP agent")?;
     // Project init files run per session, in the session's directory.
@@ -435,9 +437,8 @@ pub(super) async fn acp(
         paths: paths.clone(),
         no_init,
         startup_messages: report.messages(),
-        max_line_bytes: crate::front::acp::max_line_bytes_from_env(),
     };
-    let code = crate::front::acp::serve(agent, hub, options).await;
+    let code = crate::front::acp::serve(agent, hub, options, opened).await;
     drop(repl);
     Ok(code)
 }

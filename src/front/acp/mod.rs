@@ -18,8 +18,11 @@
 //! one, `-32603` for failures inside (a model error). Notifications are never answered; unknown
 //! ones are ignored. A cancelled prompt always answers `stopReason: "cancelled"`, never an error.
 //!
+//! `initialize` is answered from the moment the connection is opened, before the image is built
+//! (`early`); everything else waits for the image, in line order.
+//!
 //! This file holds the serve loop, the dispatch and `initialize`; the rest is one concern a file:
-//! `params` (the typed requests), `sessions` (new, load, resume, list, close, delete), `prompt`,
+//! `early` (the connection while the image is built), `params` (the typed requests), `sessions` (new, load, resume, list, close, delete), `prompt`,
 //! `config` (modes and config options), `calls` (into Lisp), `replay` (stored history as updates)
 //! and `render` (the forwarder and the renderer).
 //!
@@ -43,6 +46,7 @@ use crate::session::store::Store;
 mod calls;
 mod config;
 mod content;
+mod early;
 mod params;
 mod prompt;
 mod render;
@@ -52,6 +56,8 @@ mod sessions;
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
 pub use content::{PromptContent, prompt_content, prompt_text};
+use early::Greeted;
+pub use early::Opened;
 use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
 pub use prompt::stop_reason;
@@ -79,7 +85,6 @@ pub struct ServeOptions {
     pub no_init: bool,
     /// Errors and notices from the user init file, shown to every new session as warnings.
     pub startup_messages: Vec<String>,
-    pub max_line_bytes: usize,
 }
 
 /// Install the `acp` namespace (see [`crate::bind::acp::install`]).
@@ -98,32 +103,39 @@ struct Ctx {
     shutdown: CancelToken,
 }
 
-/// Serve ACP on stdin/stdout until stdin ends, SIGTERM or SIGHUP; returns the exit status.
-pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions) -> i32 {
-    serve_on(agent, hub, options, tokio::io::stdin(), tokio::io::stdout()).await
+/// Open the ACP connection on stdin and stdout, with lines of at most `max_line_bytes`: from
+/// now on `initialize` is answered, while the caller builds the image (see [`early`]).
+pub fn open_stdio(max_line_bytes: usize) -> Opened {
+    open(tokio::io::stdin(), tokio::io::stdout(), max_line_bytes)
 }
 
-/// [`serve`] on any reader and writer.
-pub async fn serve_on<R, W>(
-    agent: Agent,
-    hub: Arc<Hub>,
-    options: ServeOptions,
-    reader: R,
-    writer: W,
-) -> i32
+/// [`open_stdio`] on any reader and writer.
+pub fn open<R, W>(reader: R, writer: W, max_line_bytes: usize) -> Opened
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (conn, mut incoming) = Connection::start(
+    let (conn, incoming) = Connection::start(
         reader,
         writer,
         jsonrpc::Options {
-            max_line_bytes: options.max_line_bytes,
+            max_line_bytes,
             peer: "ACP client".to_owned(),
             ..jsonrpc::Options::default()
         },
     );
+    early::open(conn, incoming)
+}
+
+/// Serve ACP on the `opened` connection until its input ends, SIGTERM or SIGHUP; returns the
+/// exit status. What was read while the image was built is served first, in line order.
+pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: Opened) -> i32 {
+    let (conn, greeted) = opened.ready().await;
+    let Greeted {
+        mut incoming,
+        held,
+        capabilities,
+    } = greeted;
     hub.set_connection(conn.clone());
     if agent.sessions().store().is_none() {
         agent
@@ -138,13 +150,20 @@ where
         options,
         shutdown: CancelToken::new(),
     });
+    if let Some(capabilities) = &capabilities {
+        remember_client(&ctx, capabilities);
+    }
+    let mut held = held.into_iter();
     let mut tasks = JoinSet::new();
     let mut signals = crate::front::signals::Shutdown::listen();
     tracing::info!("ACP agent ready on stdio");
     loop {
-        let message = tokio::select! {
-            m = incoming.recv() => m,
-            _ = signals.recv() => None,
+        let message = match held.next() {
+            Some(m) => Some(m),
+            None => tokio::select! {
+                m = incoming.recv() => m,
+                _ = signals.recv() => None,
+            },
         };
         let Some(message) = message else { break };
         while tasks.try_join_next().is_some() {}
@@ -241,6 +260,8 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
     };
 }
 
+/// The answer to `initialize`: the same whatever the image holds, so that it can be given
+/// before the image is built.
 fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
     let Some(asked) = &params.protocol_version else {
         return Err(RpcError::invalid_params("protocolVersion is required"));

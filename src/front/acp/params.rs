@@ -110,6 +110,14 @@ pub(super) struct InitializeParams {
     pub client_capabilities: Value,
 }
 
+impl InitializeParams {
+    /// Reads `initialize`'s params alone (see [`super::early`], which answers it before the
+    /// other methods can be served).
+    pub(super) fn parse(params: Option<Value>) -> Result<InitializeParams, RpcError> {
+        read(params)
+    }
+}
+
 /// `session/new`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

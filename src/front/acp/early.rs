@@ -1,0 +1,113 @@
+//! The ACP connection as it is opened, before the Lisp image exists: `initialize` is answered at
+//! once, everything else is held, in line order, until the image is built.
+//!
+//! An editor starts `oml acp` and sends `initialize` first; its answer is the same whatever the
+//! init files say (it is built in Rust, see [`super::initialize`]), so nothing makes the editor
+//! wait for the Lisp boot to read it. The boot then overlaps the editor's own work between
+//! `initialize` and `session/new`. What the answer's request tells the agent (the client's
+//! capabilities) is kept and given to the Lisp side when it is there.
+//!
+//! It knows the `initialize` request and the transport; not sessions, prompts or Lisp.
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::initialize;
+use super::params::InitializeParams;
+use crate::jsonrpc::{Connection, Incoming};
+
+/// What the opened connection saw before the image was built.
+pub struct Greeted {
+    /// The rest of the incoming messages (closed when stdin ended meanwhile).
+    pub incoming: mpsc::UnboundedReceiver<Incoming>,
+    /// Messages read before the image was ready, other than the answered `initialize`s, in line
+    /// order.
+    pub held: Vec<Incoming>,
+    /// The client capabilities of the last `initialize` answered.
+    pub capabilities: Option<Value>,
+}
+
+/// The connection and the task that answers `initialize` while the image is built.
+pub struct Opened {
+    pub conn: Connection,
+    ready: oneshot::Sender<()>,
+    answering: JoinHandle<Greeted>,
+}
+
+/// Start the transport on `conn`'s channel and answer `initialize` until [`Opened::ready`].
+pub fn open(conn: Connection, incoming: mpsc::UnboundedReceiver<Incoming>) -> Opened {
+    let (ready, ready_rx) = oneshot::channel();
+    let answering = tokio::spawn(answer_until_ready(conn.clone(), incoming, ready_rx));
+    Opened {
+        conn,
+        ready,
+        answering,
+    }
+}
+
+impl Opened {
+    /// The image is built: stop answering and hand over what was read.
+    pub async fn ready(self) -> (Connection, Greeted) {
+        let _ = self.ready.send(());
+        let greeted = match self.answering.await {
+            Ok(greeted) => greeted,
+            // The task never panics; if it did, the messages it held are lost with it and the
+            // session starts from what comes next.
+            Err(e) => {
+                tracing::error!("the early ACP answerer failed: {e}");
+                let (_, incoming) = mpsc::unbounded_channel();
+                Greeted {
+                    incoming,
+                    held: Vec::new(),
+                    capabilities: None,
+                }
+            }
+        };
+        (self.conn, greeted)
+    }
+}
+
+async fn answer_until_ready(
+    conn: Connection,
+    mut incoming: mpsc::UnboundedReceiver<Incoming>,
+    mut ready: oneshot::Receiver<()>,
+) -> Greeted {
+    let mut held = Vec::new();
+    let mut capabilities = None;
+    loop {
+        let message = tokio::select! {
+            biased;
+            _ = &mut ready => break,
+            m = incoming.recv() => m,
+        };
+        let Some(message) = message else { break };
+        match message {
+            Incoming::Request(r) if r.method == "initialize" => {
+                let answer = InitializeParams::parse(r.params).and_then(|p| {
+                    let answer = initialize(&p)?;
+                    capabilities = Some(p.client_capabilities);
+                    Ok(answer)
+                });
+                respond(&conn, &r.id, answer).await;
+            }
+            other => held.push(other),
+        }
+    }
+    Greeted {
+        incoming,
+        held,
+        capabilities,
+    }
+}
+
+async fn respond(
+    conn: &Connection,
+    id: &crate::jsonrpc::RequestId,
+    answer: Result<Value, crate::jsonrpc::RpcError>,
+) {
+    let _ = match answer {
+        Ok(value) => conn.respond(id, value).await,
+        Err(error) => conn.respond_error(id, error).await,
+    };
+}
