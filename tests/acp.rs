@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Env;
 use serde_json::{Value, json};
@@ -728,7 +728,7 @@ fn cancel_kills_a_running_command() {
         "call_sleep",
         "bash",
         // The sleep is the scenario, the command to cancel; `started` says it runs.
-        &[r#"{"command":"touch started; sleep 30"}"#],
+        &[r#"{"command":"touch started; sleep 3600"}"#],
     ))]);
     let mut c = Client::start(&env, Some(&fake));
     c.initialize();
@@ -745,10 +745,9 @@ fn cancel_kills_a_running_command() {
         common::poll_until(WAIT, || started.exists()),
         "the command never started"
     );
-    let start = Instant::now();
     c.notify("session/cancel", json!({"sessionId": sid}));
+    // The command never ends by itself: an answer at all means the cancel stopped it.
     let (updates, r) = c.until_response(id);
-    assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(r["result"]["stopReason"], "cancelled");
     let end = updates
         .iter()

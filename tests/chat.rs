@@ -16,7 +16,7 @@
 mod common;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Env;
 use serde_json::{Value, json};
@@ -447,12 +447,10 @@ fn ctrl_c_while_the_answer_streams_stops_the_turn_and_keeps_the_text() {
     let term = open(&env, Some(&fake), &[], &[]);
     term.type_line("tell me");
     term.wait_for("The first half", DEADLINE);
-    let pressed = Instant::now();
+    // The stream hangs: the turn stopping at all is the Ctrl-C's doing.
     term.ctrl_c();
     let screen = term.wait_for("stopped: cancelled", DEADLINE);
     wait_ready(&term);
-    let took = pressed.elapsed();
-    assert!(took < Duration::from_secs(10), "took {took:?}");
     assert!(screen.contains("The first half"), "{screen}");
     assert!(!screen.contains("of the answer"), "{screen}");
 
@@ -468,16 +466,17 @@ fn ctrl_c_while_a_command_runs_kills_it_and_the_chat_goes_on() {
     let env = Env::new();
     let pid_file = env.project.join("sleep.pid");
     let background = env.project.join("background.pid");
-    // The shell becomes `sleep 30`, with another sleep in the background of its group.
+    // The shell becomes `sleep 3600`, with another sleep in the background of its group:
+    // neither ends by itself while the test runs.
     let command = format!(
-        "sleep 31 & echo $! > {}; echo $$ > {}; exec sleep 30",
+        "sleep 3601 & echo $! > {}; echo $$ > {}; exec sleep 3600",
         background.display(),
         pid_file.display()
     );
     let fake = FakeModel::start([bash_call("c1", &command), answer(&["After."])]);
     let term = open(&env, Some(&fake), &["--mode", "yolo"], &[]);
     term.type_line("sleep");
-    term.wait_for("● $ sleep 31 &", DEADLINE);
+    term.wait_for("● $ sleep 3601 &", DEADLINE);
     assert!(
         common::poll_until(DEADLINE, || std::fs::read_to_string(&pid_file)
             .is_ok_and(|s| s.ends_with('\n'))),
@@ -491,13 +490,10 @@ fn ctrl_c_while_a_command_runs_kills_it_and_the_chat_goes_on() {
             .unwrap()
     };
     let (pid, background) = (pid_in(&pid_file), pid_in(&background));
-    let pressed = Instant::now();
     term.ctrl_c();
     let screen = term.wait_for("stopped: cancelled", DEADLINE);
     wait_ready(&term);
-    let took = pressed.elapsed();
-    assert!(took < Duration::from_secs(10), "took {took:?}:\n{screen}");
-    assert!(screen.contains("✗ $ sleep 31 &"), "{screen}");
+    assert!(screen.contains("✗ $ sleep 3601 &"), "{screen}");
     for pid in [pid, background] {
         assert!(
             common::await_exit(pid, Duration::from_secs(5)),

@@ -4,7 +4,7 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oml::cancel::CancelToken;
 use oml::llm::fold::Fold;
@@ -419,15 +419,14 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
         retry_max_delay: Duration::from_secs(5),
         ..config(&fake)
     };
-    let started = Instant::now();
     let (result, events) = chat(&config, &user("hi")).await;
     assert_eq!(result.expect("the retry succeeds").text, "ok");
-    assert_eq!(fake.requests().len(), 2);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
     assert_eq!(retries(&events), [Duration::from_secs(1)]);
-    assert!(
-        started.elapsed() >= Duration::from_millis(900),
-        "waited as asked"
-    );
+    // What the server saw: the second request a second after the first, as it asked.
+    let gap = requests[1].arrived - requests[0].arrived;
+    assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
     let StreamEvent::Retry {
         attempt, reason, ..
     } = &events[0]
@@ -628,11 +627,10 @@ async fn cancelling_on_the_first_delta_returns_the_partial_text_quickly() {
             first
         })
     };
-    let started = Instant::now();
+    // The stream hangs after its first delta: a result at all is the cancel's doing.
     let result = LlmClient::new()
         .stream_chat(&config(&fake), &user("hi"), &events, &cancel)
         .await;
-    let elapsed = started.elapsed();
     let outcome = result.expect("a cancel is not an error");
     assert!(outcome.cancelled);
     assert_eq!(outcome.text, "partial");
@@ -644,7 +642,6 @@ async fn cancelling_on_the_first_delta_returns_the_partial_text_quickly() {
         outcome.tool_calls.is_empty(),
         "half-received tool calls are dropped"
     );
-    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     assert_eq!(watcher.await.expect("watcher"), Some(text("partial")));
 }
 

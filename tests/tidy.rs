@@ -427,3 +427,149 @@ fn fennel_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Production code only: the text before a file's `#[cfg(test)]` module, without comments.
+fn production_code(text: &str) -> String {
+    code(
+        &text
+            .lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// The calls that judge an error by its text: `contains`, `starts_with`, `ends_with` or `find`
+/// on a value named like an error (`e`, `err`, `error`, their `to_string()`, a `.message`), in
+/// Rust, and `string.find`/`:find`/`:match` on one in Fennel.
+fn error_text_tests(code: &str) -> Vec<String> {
+    const NAMES: [&str; 5] = ["e", "err", "error", "e.message", "error.message"];
+    const CALLS: [&str; 4] = [".contains(", ".starts_with(", ".ends_with(", ".find("];
+    let mut found = Vec::new();
+    for line in code.lines() {
+        let hit = NAMES.iter().any(|name| {
+            [name.to_string(), format!("{name}.to_string()")]
+                .iter()
+                .any(|receiver| {
+                    CALLS.iter().any(|call| {
+                        line.match_indices(&format!("{receiver}{call}"))
+                            .any(|(i, _)| i == 0 || !is_ident(line.as_bytes()[i - 1]))
+                    })
+                })
+        }) || [
+            "(string.find err",
+            "(string.match err",
+            "(: err :find",
+            "(: err :match",
+        ]
+        .iter()
+        .any(|f| line.contains(f));
+        if hit {
+            found.push(line.trim().to_owned());
+        }
+    }
+    found
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+#[test]
+fn errors_are_told_apart_by_type_not_by_their_text() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    fennel_files(&root.join("src"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).expect("readable source");
+        let code = if path.extension().is_some_and(|e| e == "rs") {
+            production_code(&text)
+        } else {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with(';'))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for line in error_text_tests(&code) {
+            offenders.push(format!("{}: {line}", path.display()));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "errors judged by their text (give the error a kind and match on it): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_error_text_check_finds_a_planted_violation() {
+    let planted = "let gone = e.to_string().ends_with(\"interrupted\");\n\
+                   if err.contains(\"timed out\") {}\n\
+                   (when (string.find err \"interrupted\") nil)\n\
+                   let fine = line.contains(\"e.\") && self.error_count > 0;";
+    assert_eq!(error_text_tests(planted).len(), 3, "{planted}");
+}
+
+/// Assertions about how long something took: a statement from `assert!`/`assert_eq!`/… to its
+/// `;` that reads `.elapsed()` or a variable named `took`/`elapsed`. (A bounded wait's
+/// `Instant::now() < deadline` is a guard against a hang, not a measurement.)
+fn timed_assertions(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("assert") {
+        let statement = &rest[i..];
+        let end = statement.find(';').unwrap_or(statement.len());
+        let statement = &statement[..end];
+        let is_macro = statement["assert".len()..]
+            .trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            .starts_with('!');
+        if is_macro
+            && [".elapsed()", "took", "elapsed"]
+                .iter()
+                .any(|clock| statement.contains(clock))
+        {
+            found.push(
+                statement
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            );
+        }
+        rest = &rest[i + "assert".len()..];
+    }
+    found
+}
+
+#[test]
+fn tests_assert_what_happened_not_how_long_it_took() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("tests"), &mut files);
+    rust_files(&root.join("src"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        if path.ends_with("tests/tidy.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&path).expect("readable source");
+        for line in timed_assertions(&code(&text)) {
+            offenders.push(format!("{}: {line}", path.display()));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "speed is measured in the benchmarks, not asserted in tests; check what happened \
+         (exited, killed, answered) instead: {offenders:?}"
+    );
+}
+
+#[test]
+fn the_timing_check_finds_a_planted_violation() {
+    let planted = "assert!(started.elapsed() < Duration::from_secs(5));\n\
+                   assert!(took < LIMIT, \"took {took:?}\");\n\
+                   assert_eq!(out.code, 0);";
+    assert_eq!(timed_assertions(planted).len(), 2, "{planted}");
+}

@@ -9,7 +9,7 @@ mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oml::cancel::CancelToken;
 use oml::tools::bash::CommandEnd;
@@ -612,13 +612,12 @@ fn edit_refuses_missing_files_directories_and_non_text() {
 }
 
 #[test]
-fn edit_is_quick_on_a_ten_megabyte_file() {
+fn edit_finds_its_line_in_a_ten_megabyte_file() {
     let dir = temp();
     let text: String = (0..400_000)
         .map(|n| format!("row {n:>8} abcdefghij\n"))
         .collect();
     let path = put(&dir, "big.txt", &text);
-    let started = Instant::now();
     let out = tools::edit(&path, &[edit("row   200000 ", "ROW   200000 ")]);
     assert!(!out.is_error, "{}", out.content);
     assert!(
@@ -629,13 +628,11 @@ fn edit_is_quick_on_a_ten_megabyte_file() {
         "Edited {}\n@@ -199998,7 +199998,7 @@",
         path.display()
     )));
-    // Generous: this is a smoke check, the benchmark measures.
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 // --- bash
 //
-// A `sleep 30` in a command below is the scenario: a process that runs until it is cancelled,
+// A `sleep 3600` in a command below is the scenario: a process that runs until it is cancelled,
 // timed out or killed. No test waits a fixed time for the command to get somewhere: it waits
 // for a file the command writes.
 
@@ -697,10 +694,9 @@ async fn bash_output_exit_and_timeout() {
         "{out:?}"
     );
 
-    let started = Instant::now();
     let cancel = CancelToken::new();
     let out = tools::bash(
-        "sleep 30",
+        "sleep 3600",
         dir.path(),
         Duration::from_millis(500),
         1000,
@@ -711,7 +707,6 @@ async fn bash_output_exit_and_timeout() {
         out,
         err("[command timed out after 0.5s]").with_end(CommandEnd::TimedOut)
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
@@ -726,9 +721,8 @@ async fn bash_cancel_kills_the_command() {
         assert!(echoed, "the command never started");
         trigger.cancel();
     });
-    let started = Instant::now();
     let out = tools::bash(
-        "echo started; touch echoed; sleep 30",
+        "echo started; touch echoed; sleep 3600",
         dir.path(),
         Duration::from_secs(60),
         1000,
@@ -739,7 +733,6 @@ async fn bash_cancel_kills_the_command() {
         out,
         err("started\n[cancelled]").with_end(CommandEnd::Cancelled)
     );
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
@@ -801,7 +794,7 @@ async fn bash_keeps_the_tail_of_ten_megabytes_of_output() {
 async fn bash_cancel_kills_grandchildren() {
     let dir = temp();
     let pids = dir.path().join("pids");
-    let command = "sleep 30 & echo $! >> pids; (sleep 30 & echo $! >> pids; wait) & wait";
+    let command = "sleep 3600 & echo $! >> pids; (sleep 3600 & echo $! >> pids; wait) & wait";
     let cancel = CancelToken::new();
     let run = tools::bash(command, dir.path(), Duration::from_secs(60), 1000, &cancel);
     let watcher = async {
@@ -817,9 +810,8 @@ async fn bash_cancel_kills_grandchildren() {
 #[tokio::test]
 async fn bash_timeout_kills_a_grandchild_that_ignores_sigterm() {
     let dir = temp();
-    let command = "(trap '' TERM; exec sleep 30) & echo $! > pids; wait";
+    let command = "(trap '' TERM; exec sleep 3600) & echo $! > pids; wait";
     let cancel = CancelToken::new();
-    let started = Instant::now();
     let out = tools::bash(
         command,
         dir.path(),
@@ -834,15 +826,12 @@ async fn bash_timeout_kills_a_grandchild_that_ignores_sigterm() {
     );
     let found = wait_for_pids(&dir.path().join("pids"), 1).await;
     assert_eq!(survivors(&found, Duration::from_secs(1)), Vec::<i32>::new());
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test]
 async fn bash_returns_although_a_background_process_holds_the_pipe() {
     let dir = temp();
-    let started = Instant::now();
-    let out = run_bash("sleep 30 & echo $!", dir.path()).await;
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let out = run_bash("sleep 3600 & echo $!", dir.path()).await;
     let pid: i32 = out.content.trim().parse().expect("the background pid");
     assert!(!out.is_error);
     // It was asked to run in the background, so it still does; clean it up.
@@ -859,7 +848,7 @@ async fn bash_killed_by_dropping_its_future_leaves_no_process() {
     let pids = dir.path().join("pids");
     let cancel = CancelToken::new();
     let run = tools::bash(
-        "sleep 30 & echo $! > pids; wait",
+        "sleep 3600 & echo $! > pids; wait",
         dir.path(),
         Duration::from_secs(60),
         100,

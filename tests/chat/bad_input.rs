@@ -51,20 +51,13 @@ fn a_pasted_megabyte_reaches_the_model_whole() {
         n += 1;
     }
     let pasted = pasted.trim_end().to_owned();
-    let started = Instant::now();
     let mut keys = b"\x1b[200~".to_vec();
     keys.extend_from_slice(pasted.as_bytes());
     keys.extend_from_slice(b"\x1b[201~\r");
     term.write(&keys);
     let body = fake.wait_for_requests(1, DEADLINE)[0].body.clone();
-    let reached = started.elapsed();
     term.wait_for("Got it all.", DEADLINE);
     wait_ready(&term);
-    let answered = started.elapsed();
-    eprintln!(
-        "a pasted {} bytes: at the model after {reached:?}, answered after {answered:?}",
-        pasted.len()
-    );
     let user = body["messages"]
         .as_array()
         .unwrap()

@@ -97,6 +97,8 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body parsed as JSON (a JSON string holding the raw text if it is not JSON).
     pub body: Value,
+    /// When its last byte was read.
+    pub arrived: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -575,6 +577,7 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Recorded
         path,
         headers,
         body,
+        arrived: std::time::Instant::now(),
     }))
 }
 
