@@ -136,6 +136,7 @@ fn compile_prelude(
     // does not keep serving files compiled by the old one. Only needs to be stable within a build.
     let mut compiler_id = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&fennel_src, &mut compiler_id);
+    let mut macros: Option<mlua::Table> = None;
     for (name, rel) in PRELUDE {
         let rel = rel.to_string();
         let src = fs::read_to_string(manifest.join(&rel))
@@ -146,8 +147,12 @@ fn compile_prelude(
         opts.set("correlate", true).expect("opt");
         opts.set("useMetadata", true).expect("opt");
         opts.set("allowedGlobals", false).expect("opt");
+        if !WITHOUT_MACROS.contains(name) {
+            let macros = macros.as_ref().expect("macros.fnl comes first in PRELUDE");
+            opts.set("scope", scope_with(fennel, macros)).expect("opt");
+        }
         let lua_src: String = compile
-            .call((src, opts))
+            .call((src.as_str(), opts))
             .unwrap_or_else(|e| panic!("prelude {rel} does not compile:\n{e}"));
         let chunk = lua
             .load(&lua_src)
@@ -156,8 +161,44 @@ fn compile_prelude(
             .unwrap_or_else(|e| panic!("compiled prelude {rel} is not valid Lua: {e}"));
         fs::write(out.join(format!("prelude_{name}.luac")), chunk.dump(false))
             .expect("write prelude bytecode");
+        if *name == "macros" {
+            macros = Some(macro_table(lua, fennel, &src, &rel));
+        }
     }
     compiler_id
+}
+
+/// The files of [`PRELUDE`] compiled without oml's macros: the macro module itself, and the
+/// files that run before the macros are installed at run time (they define what the macros
+/// call).
+const WITHOUT_MACROS: [&str; 4] = ["macros", "host", "core", "repl"];
+
+/// The macros of `macros.fnl`, evaluated in Fennel's compiler environment (as the host installs
+/// them at run time, `src/lisp/mod.rs`), so that the built-in files declare their settings with
+/// `defsetting` as an init file does.
+fn macro_table(lua: &mlua::Lua, fennel: &mlua::Table, src: &str, rel: &str) -> mlua::Table {
+    let eval: mlua::Function = fennel.get("eval").expect("fennel.eval");
+    let opts = lua.create_table().expect("table");
+    opts.set("filename", rel).expect("opt");
+    opts.set("env", "_COMPILER").expect("opt");
+    eval.call((src, opts))
+        .unwrap_or_else(|e| panic!("{rel} does not evaluate as a macro module:\n{e}"))
+}
+
+/// The macros of `macros.fnl` the built-in files are compiled with: only those they use, so that
+/// their locals may still be called `doc` or `source`.
+const BUILTIN_MACROS: [&str; 1] = ["defsetting"];
+
+/// A fresh scope holding [`BUILTIN_MACROS`] of `macros`, as `fennel.scope` makes them.
+fn scope_with(fennel: &mlua::Table, macros: &mlua::Table) -> mlua::Table {
+    let make: mlua::Function = fennel.get("scope").expect("fennel.scope");
+    let scope: mlua::Table = make.call(()).expect("a scope");
+    let scope_macros: mlua::Table = scope.get("macros").expect("scope.macros");
+    for name in BUILTIN_MACROS {
+        let v: mlua::Value = macros.get(name).expect("a macro");
+        scope_macros.set(name, v).expect("set a macro");
+    }
+    scope
 }
 
 /// The global through which the embedded Fennel receives its precompiled built-in macros

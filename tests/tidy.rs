@@ -573,3 +573,42 @@ fn the_timing_check_finds_a_planted_violation() {
                    assert_eq!(out.code, 0);";
     assert_eq!(timed_assertions(planted).len(), 2, "{planted}");
 }
+
+/// Where a built-in Fennel file declares a setting other than with the prelude's `defsetting`
+/// macro: a helper of its own, or a direct call of `oml.defsetting*` (which only `core.fnl`,
+/// where it is defined, and the macro itself may call).
+fn own_setting_declarations(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with(';'))
+        .filter(|l| l.contains("(fn defsetting") || l.contains("oml.defsetting*"))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn fennel_declares_settings_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    fennel_files(&root.join("src"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        if path.ends_with("prelude/core.fnl") || path.ends_with("prelude/macros.fnl") {
+            continue;
+        }
+        let text = fs::read_to_string(&path).expect("readable source");
+        for line in own_setting_declarations(&text) {
+            offenders.push(format!("{}: {line}", path.display()));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "declare settings with the prelude's (defsetting name default type doc): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_setting_check_finds_a_planted_violation() {
+    let planted = "(fn defsetting [name default typ doc]\n  (oml.defsetting* name default {}))\n\
+                   ;; (oml.defsetting* in a comment is fine)\n(defsetting my.limit 1 :integer \"\")";
+    assert_eq!(own_setting_declarations(planted).len(), 2, "{planted}");
+}

@@ -20,19 +20,15 @@
 
 (local file "src/agent/agent.fnl")
 
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
 ;;; Settings
 
-(defsetting "agent.max-turns" 30 :integer
+(defsetting agent.max-turns 30 :integer
   "Model calls one prompt may make; the tools of the last call still run.")
-(defsetting "agent.append-system-prompt" nil :string?
+(defsetting agent.append-system-prompt nil :string?
   "Text added as the last part of the system prompt (print mode's --append-system-prompt); nil adds nothing.")
-(defsetting "agent.tool-tables" [:tools] :table
+(defsetting agent.tool-tables [:tools] :table
   "Names of the tables whose documented functions are tools; later tables win on a name clash.")
-(defsetting "agent.command-tables" [:commands] :table
+(defsetting agent.command-tables [:commands] :table
   "Names of the tables whose documented functions are slash commands; later tables win.")
 ;; The permission modes and what each does, as `agent.check-permission` decides: the one table the
 ;; setting's doc, `acp.modes` and docs/src/editors.md are made from (tests/docs.rs checks them).
@@ -42,18 +38,18 @@
       {:id :yolo :name "Yolo" :description "every tool runs without asking; commands stay confined unless the sandbox is off"}
       {:id :read-only :name "Read only" :description "edits, commands and MCP tools not marked read-only are refused"}])
 (local modes (icollect [_ m (ipairs agent.permission-modes)] m.id))
-(defsetting "agent.permission-mode" :ask modes
+(defsetting agent.permission-mode :ask modes
   (.. "Default permission mode of new sessions, one of `agent.permission-modes`:"
       (table.concat (icollect [_ m (ipairs agent.permission-modes)] (.. " :" m.id ": " m.description ".")))))
-(defsetting "agent.print-mode-permission" :accept-edits modes
+(defsetting agent.print-mode-permission :accept-edits modes
   "Permission mode of `oml -p` when --mode is not given: :accept-edits, so edits inside the project and sandboxed commands run and everything else is refused (nobody can be asked).")
 
 ;; Compaction
-(defsetting "llm.context-window" 128000 :integer
+(defsetting llm.context-window 128000 :integer
   "Tokens the model's context holds; compaction starts relative to it.")
-(defsetting "agent.compact-at" 0.8 :number
+(defsetting agent.compact-at 0.8 :number
   "Compact the transcript before a model call when its estimated size passes this fraction of `llm.context-window` (0 turns automatic compaction off).")
-(defsetting "agent.compact-keep" 0.3 :number
+(defsetting agent.compact-keep 0.3 :number
   "The fraction of `llm.context-window` that compaction keeps verbatim at the end of the transcript.")
 
 ;;; Helpers

@@ -16,17 +16,11 @@
 (local session _G.session)
 (local fennel (require :fennel))
 
-(local file "src/agent/delegate.fnl")
-
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "agent.delegate-agents" nil :table?
+(defsetting agent.delegate-agents nil :table?
   "The delegates the `delegate` tool offers, by name (of `agent.delegates` and `client.agents`); nil offers them all.")
-(defsetting "agent.delegate-timeout" 1800 :number
+(defsetting agent.delegate-timeout 1800 :number
   "Seconds one delegated turn may take; then the sub-agent is taken for hung, and closed.")
-(defsetting "agent.delegate-max-chars" 50000 :integer
+(defsetting agent.delegate-max-chars 50000 :integer
   "Characters of a sub-agent's final text the `delegate` tool returns at most; the head is kept and a footer says how much was cut.")
 
 ;; Lines of the tool card's live view: the sub-agent's tool calls kept at most, and characters

@@ -7,11 +7,7 @@
 
 (local file "src/agent/images.fnl")
 
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "llm.images?" true :boolean
+(defsetting llm.images? true :boolean
   "Whether the model takes images: a prompt's image blocks and `read` of an image file reach it as `image_url` parts with data URLs. False gives it a note instead (a model that only reads text).")
 
 (fn agent.user-content [text ?parts]

@@ -6,15 +6,9 @@
 (local agent _G.agent)
 (local session _G.session)
 
-(local file "src/agent/usage.fnl")
-
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "llm.prices" {} :table
+(defsetting llm.prices {} :table
   "Prices per million tokens by model id, e.g. {\"gpt-4o-mini\" {:input 0.15 :output 0.6}}: a session's usage then has a :cost, which `oml acp` sends in its usage_update. A model not listed costs nothing known (no cost is sent).")
-(defsetting "llm.price-currency" "USD" :string
+(defsetting llm.price-currency "USD" :string
   "The currency of `llm.prices` (an ISO 4217 code), as the usage_update's cost names it.")
 
 (fn agent.call-cost [model usage]

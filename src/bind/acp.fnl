@@ -15,19 +15,15 @@
 
 (local file "src/bind/acp.fnl")
 
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "acp.models" [] :table
+(defsetting acp.models [] :table
   "Model ids offered to the ACP client as the choices of the `model` config option, besides the session's current model.")
-(defsetting "acp.endpoint-models?" true :boolean
+(defsetting acp.endpoint-models? true :boolean
   "Offer the endpoint's own models (GET <llm.base-url>/models, see `llm.models`) in the model picker, after `acp.models`.")
-(defsetting "acp.use-client-fs?" true :boolean
+(defsetting acp.use-client-fs? true :boolean
   "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
-(defsetting "acp.use-client-terminal?" true :boolean
+(defsetting acp.use-client-terminal? true :boolean
   "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
-(defsetting "repl.server?" true :boolean
+(defsetting repl.server? true :boolean
   "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
 
 ;;; Rendering loop events as session/update payloads

@@ -18,23 +18,19 @@
 
 (local file "src/bind/chat.fnl")
 
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "chat.show-reasoning?" false :boolean
+(defsetting chat.show-reasoning? false :boolean
   "Show the model's reasoning in full (dimmed) as it streams; otherwise it is folded to one line.")
-(defsetting "chat.tool-output-lines" 5 :integer
+(defsetting chat.tool-output-lines 5 :integer
   "Lines of a running command's output shown live under its card; 0 shows none.")
-(defsetting "chat.result-lines" 4 :integer
+(defsetting chat.result-lines 4 :integer
   "Lines of a finished tool's output shown under its card.")
-(defsetting "chat.diff-max-lines" 40 :integer
+(defsetting chat.diff-max-lines 40 :integer
   "Lines of an edit's diff shown under its card and in the permission question.")
-(defsetting "chat.line-max-chars" 1000 :integer
+(defsetting chat.line-max-chars 1000 :integer
   "Characters of one line shown in a diff, a tool's output or a permission question's arguments; the rest is counted (\"… N more characters\"). A command to run is always shown whole.")
-(defsetting "chat.history-size" 1000 :integer
+(defsetting chat.history-size 1000 :integer
   "Inputs kept in the chat's history file (shared by every directory).")
-(defsetting "chat.theme"
+(defsetting chat.theme
   {:dim "2" :bold "1" :italic "3" :code "36" :heading "1;35" :ok "32" :error "31"
    :running "33" :added "32" :removed "31" :hunk "36" :prompt "1;36" :question "1;33"}
   :table

@@ -10,13 +10,7 @@
 (local oml _G.oml)
 (local fennel (require :fennel))
 
-(local file "src/bind/client.fnl")
-
-(fn defsetting [name default typ doc]
-  (oml.defsetting* name default {:type typ : doc : file
-                                 :line (. (debug.getinfo 2 :l) :currentline)}))
-
-(defsetting "client.default-agent" nil :string?
+(defsetting client.default-agent nil :string?
   "The name of the agent (client.defagent) that (client.connect) with no command starts.")
 
 (local error-mt
