@@ -8,6 +8,7 @@
 //! `acp.request!` waits until that session's forwarder has queued every event emitted so far, so
 //! the tool card reaches the client before the question about it.
 
+use super::rt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -263,10 +264,6 @@ fn request(
             ) => Err(rt(format!("ACP client closed before answering {method}"))),
         }
     }
-}
-
-fn rt(msg: impl Into<String>) -> mlua::Error {
-    mlua::Error::RuntimeError(msg.into())
 }
 
 fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {

@@ -6,6 +6,7 @@
 //! init file can redefine every `chat.*` function. This module knows nothing of terminals: it
 //! passes questions and session requests to whoever holds the hub's other end.
 
+use super::rt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -73,10 +74,6 @@ impl Hub {
     pub fn take_requests(&self) -> Vec<Request> {
         std::mem::take(&mut *lock(&self.requests))
     }
-}
-
-fn rt(msg: impl Into<String>) -> mlua::Error {
-    mlua::Error::RuntimeError(msg.into())
 }
 
 fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {

@@ -36,6 +36,12 @@ pub mod session;
 use crate::lisp::{Lisp, LispError};
 use crate::paths::Paths;
 
+/// A Lua runtime error with `msg`: what a host function of `bind/` raises for a problem that has
+/// no error type of its own (a bad argument, an unknown session).
+pub(crate) fn rt(msg: impl Into<String>) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
+}
+
 /// Install the `llm`, `catalog`, `client` and `sandbox` namespaces and `oml.reload` (which loads
 /// the init files of `paths`), before the init files run so that they can `setq`, redefine and
 /// advise everything. Each step says which namespace failed.

@@ -108,8 +108,12 @@ const PROJECT: &[HostFn] = &[
         make: |lua| {
             lua.create_function(|lua, dir: String| {
                 let lisp = Lisp::from_lua(lua).ok_or_else(|| rt_msg("no Lisp host"))?;
-                let names: Vec<String> = lisp.setting("project.instruction-files").map_err(rt)?;
-                let max: i64 = lisp.setting("project.instructions-max-chars").map_err(rt)?;
+                let names: Vec<String> = lisp
+                    .setting("project.instruction-files")
+                    .map_err(LispError::into_lua)?;
+                let max: i64 = lisp
+                    .setting("project.instructions-max-chars")
+                    .map_err(LispError::into_lua)?;
                 let state = state(lua)?;
                 let dir = PathBuf::from(dir);
                 let root = project::find_root(&dir);
@@ -192,10 +196,6 @@ fn read_only() -> crate::sandbox::Prepared {
         protected: Vec::new(),
         guarded: Vec::new(),
     })
-}
-
-fn rt(e: LispError) -> mlua::Error {
-    mlua::Error::RuntimeError(e.to_string())
 }
 
 fn rt_msg(msg: &str) -> mlua::Error {

@@ -13,6 +13,7 @@ mod preview;
 mod secrets;
 pub(crate) mod tools;
 
+use super::rt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -367,10 +368,6 @@ pub(crate) fn sessions(lua: &Lua) -> mlua::Result<Arc<Sessions>> {
     lua.app_data_ref::<Arc<Sessions>>()
         .map(|s| Arc::clone(&s))
         .ok_or_else(|| rt("the agent is not installed"))
-}
-
-fn rt(msg: impl Into<String>) -> mlua::Error {
-    mlua::Error::RuntimeError(msg.into())
 }
 
 fn thread_key(lua: &Lua) -> usize {
