@@ -12,6 +12,24 @@ use common::{Home, write};
 // ---------------------------------------------------------------------------------------------
 // oml eval
 
+/// The one character-counted truncation, as Lisp reaches it: never a split character.
+#[tokio::test]
+async fn lisp_truncates_by_characters_never_splitting_one() {
+    let home = Home::new();
+    let cases = [
+        (r#"(oml.keep-tail "ééé" 2)"#, r#""éé""#),
+        (r#"(oml.keep-tail "abc" 5)"#, r#""abc""#),
+        (
+            r#"(oml.cap-head "日本語です" 2)"#,
+            "\"日本\n[output truncated: 3 more characters]\"",
+        ),
+        (r#"(oml.cap-head "ab" 2)"#, r#""ab""#),
+    ];
+    for (expr, expected) in cases {
+        assert_eq!(home.eval(expr).await, expected, "{expr}");
+    }
+}
+
 #[tokio::test]
 async fn eval_prints_the_value_of_the_expression() {
     let home = Home::new();

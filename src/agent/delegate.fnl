@@ -218,12 +218,6 @@ outside a session), at once, each bounded in time. Called when an oml session en
 
 ;;; The tool
 
-(fn cap [text max]
-  (let [n (or (utf8.len text) (length text))]
-    (if (<= n max) text
-        (.. (text:sub 1 (- (or (utf8.offset text (+ max 1)) (+ max 1)) 1))
-            "\n[output truncated: " (- n max) " more characters]"))))
-
 (fn new-view []
   "The tool card's live view of a sub-agent's turn: its text, one line per tool call."
   (let [tools [] by-id {}]
@@ -233,8 +227,10 @@ outside a session), at once, each bounded in time. Called when an oml session en
                  :agent-message-chunk
                  (when (and (= :table (type u.content)) (= :string (type u.content.text)))
                    (set text (.. text u.content.text))
-                   (when (> (length text) (* 2 view-max-text))
-                     (set text (text:sub (- view-max-text)))))
+                   ;; Bytes against characters: 8x leaves room for 4-byte characters, so one
+                   ;; cut lasts for many updates.
+                   (when (> (length text) (* 8 view-max-text))
+                     (set text (oml.keep-tail text view-max-text))))
                  :tool-call
                  (let [t {:title (if (= :string (type u.title)) u.title (or u.toolCallId "tool"))
                           :status (if (= :string (type u.status)) u.status :pending)
@@ -251,9 +247,9 @@ outside a session), at once, each bounded in time. Called when an oml session en
      :text (fn []
              (let [out []]
                (each [_ t (ipairs tools)]
-                 (when (t.before:find "%S") (table.insert out (t.before:sub (- view-max-text))))
+                 (when (t.before:find "%S") (table.insert out (oml.keep-tail t.before view-max-text)))
                  (table.insert out (.. "- " t.title " (" t.status ")")))
-               (table.insert out (text:sub (- view-max-text)))
+               (table.insert out (oml.keep-tail text view-max-text))
                (table.concat out "\n")))}))
 
 (fn tools.delegate [{:agent name : prompt}]
@@ -271,7 +267,7 @@ outside a session), at once, each bounded in time. Called when an oml session en
           (if (not ok)
               {:content (.. "The agent " name " failed: " (oml.error-message r)) :error? true}
               (let [text (if (r.text:find "%S") r.text "(no answer text)")]
-                {:content (.. (cap text (oml.setting "agent.delegate-max-chars"))
+                {:content (.. (oml.cap-head text (oml.setting "agent.delegate-max-chars"))
                               "\n\n[" name " stopped: " r.stop-reason "]")
                  :error? (= r.stop-reason :cancelled)}))))))
 

@@ -1,7 +1,8 @@
 //! The Rust side of the built-in tools (`oml.tool-read`, `oml.tool-write`, `oml.tool-edit`,
 //! `oml.tool-bash`, `oml.image-mime` and `oml.read-image`, which the documented Lisp tools in
 //! `tools.fnl` call), primitives for user tools (`oml.list-dir`, `oml.run-process`,
-//! `oml.tool-progress`, `oml.running-tool`), and the `tools.*` settings those Lisp tools pass
+//! `oml.tool-progress`, `oml.running-tool`, and `oml.cap-head`/`oml.keep-tail`, the one
+//! character-counted truncation, for Lisp), and the `tools.*` settings those Lisp tools pass
 //! them, with the defaults of `crate::tools`.
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
@@ -240,6 +241,33 @@ const TOOLS: &[HostFn] = &[
                     }
                 },
             )
+        },
+    },
+    HostFn {
+        name: "cap-head",
+        args: "text max",
+        doc: "TEXT capped to its first MAX characters (never splitting one), followed by \
+              \"\\n[output truncated: N more characters]\" when anything was cut: the form of \
+              `read`'s and `delegate`'s long results.",
+        make: |lua| {
+            lua.create_function(|_, (text, max): (mlua::LuaString, usize)| {
+                Ok(tools::truncate::cap_head(
+                    &String::from_utf8_lossy(&text.as_bytes()),
+                    max,
+                ))
+            })
+        },
+    },
+    HostFn {
+        name: "keep-tail",
+        args: "text max",
+        doc: "The last MAX characters of TEXT (never splitting one); TEXT itself when it is \
+              no longer.",
+        make: |lua| {
+            lua.create_function(|lua, (text, max): (mlua::LuaString, usize)| {
+                let text = String::from_utf8_lossy(&text.as_bytes()).into_owned();
+                lua.create_string(tools::truncate::truncate_tail(&text, max).kept)
+            })
         },
     },
     HostFn {
