@@ -21,7 +21,9 @@ use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use crate::bind::llm::DeltaSink;
-use crate::lisp::{HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua, to_lua_list};
+use crate::lisp::{
+    DefaultWatch, HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua, to_lua_list,
+};
 use crate::llm::StreamEvent;
 use crate::session::{AgentEvent, Entry, Redactions, Sessions};
 
@@ -62,15 +64,13 @@ fn delta_shortcut(s: Arc<Sessions>) -> crate::bind::llm::DeltaShortcut {
         };
         let id = u.borrow::<DeltaForwarder>().ok()?.session.clone();
         let s = s.clone();
-        // Held for the call: the `session` table and the default `session.emit!`, so that
-        // each check is one table read.
+        // Held for the call: the `session` table and the default `session.emit!`, read on the
+        // first delta and then every `RECHECK_EVERY` (see `DefaultWatch`).
         let default: mlua::Function = lua.named_registry_value(DEFAULT_EMIT).ok()?;
         let namespace: Table = lua.globals().raw_get("session").ok()?;
+        let watch = DefaultWatch::new(namespace, "emit!", default);
         Some(DeltaSink {
-            open: Box::new(move |_| {
-                matches!(namespace.raw_get::<Value>("emit!"),
-                         Ok(Value::Function(f)) if f.to_pointer() == default.to_pointer())
-            }),
+            open: Box::new(move |_| watch.holds_default()),
             deliver: Box::new(move |event| match event {
                 StreamEvent::TextDelta(text) => s.emit(&id, AgentEvent::TextDelta { text }),
                 StreamEvent::ThoughtDelta(text) => s.emit(&id, AgentEvent::ThoughtDelta { text }),

@@ -23,6 +23,7 @@ pub mod repl;
 mod run;
 mod settings;
 pub mod surface;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ pub use error::{LispError, RuntimeError};
 pub use run::{HOOK_INSTRUCTIONS, create_async_function};
 pub use settings::SettingDecl;
 pub use surface::{HostFn, define, document};
+pub use watch::{DefaultWatch, RECHECK_EVERY};
 
 static FENNEL_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fennel.luac"));
 /// Fennel's built-in macros as bytecode, which the embedded `fennel.lua` loads from the global

@@ -36,6 +36,7 @@ use tokio::time::Instant;
 
 use super::error::{MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS, cap_chars};
 use super::fold::{Fold, FoldError};
+use super::quiet::Quiet;
 use super::request::{chat_completions_url, encode_body, model_for};
 use super::sse::SseDecoder;
 use super::{ChatOutcome, ChatRequest, LlmConfig, LlmError, StreamEvent};
@@ -322,11 +323,11 @@ impl Call<'_> {
         let idle = self.config.idle_timeout;
         let cancelled = self.cancel.cancelled();
         tokio::pin!(cancelled);
-        let timer = tokio::time::sleep(idle);
-        tokio::pin!(timer);
+        // Watchdogs rather than timers reset per chunk (see `quiet`): a stall is reported
+        // between 1 and 1.25 times its limit after the last byte (or content).
+        let mut idle_watch = Quiet::new(idle);
         let quiet = self.config.content_timeout;
-        let no_content = tokio::time::sleep(quiet);
-        tokio::pin!(no_content);
+        let mut content_watch = Quiet::new(quiet);
         let mut content = 0;
         let mut decoder = SseDecoder::new();
         let mut fold = Fold::new();
@@ -338,13 +339,13 @@ impl Call<'_> {
             let read = tokio::select! {
                 biased;
                 () = &mut cancelled => return Ok(fold.into_partial(true)),
-                () = &mut timer => {
+                () = idle_watch.expired() => {
                     return Err(Failure::Fatal(LlmError::IdleTimeout {
                         idle,
                         partial: Box::new(fold.into_partial(false)),
                     }));
                 }
-                () = &mut no_content => {
+                () = content_watch.expired() => {
                     return Err(Failure::Fatal(LlmError::NoContent {
                         quiet,
                         partial: Box::new(fold.into_partial(false)),
@@ -367,7 +368,7 @@ impl Call<'_> {
                 }
                 Err(error) => return Err(broken(chain(&error.without_url()), fold)),
             };
-            timer.as_mut().reset(Instant::now() + idle);
+            idle_watch.touch();
             decoder.push(&bytes);
             loop {
                 let payload = match decoder.next_payload() {
@@ -386,7 +387,7 @@ impl Call<'_> {
             }
             if fold.content_len() != content {
                 content = fold.content_len();
-                no_content.as_mut().reset(Instant::now() + quiet);
+                content_watch.touch();
             }
             if decoder.is_done() {
                 break;

@@ -31,6 +31,7 @@ pub mod error;
 pub mod fold;
 pub mod models;
 pub mod provider;
+pub mod quiet;
 pub mod request;
 pub mod sse;
 

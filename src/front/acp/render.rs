@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Ctx;
 use crate::agent::AgentEvent;
 use crate::jsonrpc::Connection;
-use crate::lisp::{Lisp, from_lua, to_lua};
+use crate::lisp::{DefaultWatch, Lisp, from_lua, to_lua};
 
 /// How often a running command's card gets its output tail at most.
 pub const TOOL_OUTPUT_UPDATE_EVERY: Duration = Duration::from_millis(100);
@@ -67,6 +67,7 @@ pub(super) async fn forward(
                         tail.event(&renderer, &conn, &sid, event).await;
                     }
                     tail.flush(&renderer, &conn, &sid).await;
+                    renderer.expire();
                     let _ = ack.send(());
                 }
                 None => break,
@@ -253,19 +254,30 @@ pub(super) struct TextBlock<'a> {
 /// Renders loop events as `session/update` payloads through `acp.render-event`.
 pub(super) struct Renderer {
     lisp: Lisp,
-    /// The function acp.fnl defined as `acp.render-event`, if it did.
-    default: Option<mlua::Function>,
-    /// The `acp` table, where the renderer is looked up for each event.
-    namespace: Option<mlua::Table>,
+    /// Whether `acp.render-event` is still the function acp.fnl defined (when it did).
+    default: Option<DefaultWatch>,
 }
 
 impl Renderer {
-    /// The renderer of `ctx`'s Lisp host, holding the default `acp.render-event` the hub kept.
+    /// The renderer of `ctx`'s Lisp host, watching for the default `acp.render-event` the hub
+    /// kept.
     pub(super) fn new(ctx: &Ctx) -> Renderer {
-        Renderer {
-            lisp: ctx.lisp.clone(),
-            default: ctx.hub.default_render(),
-            namespace: ctx.lisp.lua().globals().raw_get("acp").ok(),
+        Renderer::watching(ctx.lisp.clone(), ctx.hub.default_render())
+    }
+
+    fn watching(lisp: Lisp, default: Option<mlua::Function>) -> Renderer {
+        let namespace = lisp.lua().globals().raw_get::<mlua::Table>("acp").ok();
+        let default = default
+            .zip(namespace)
+            .map(|(f, acp)| DefaultWatch::new(acp, "render-event", f));
+        Renderer { lisp, default }
+    }
+
+    /// Look `acp.render-event` up again for the next event: the end of a burst (a barrier, so
+    /// each turn starts from a fresh look).
+    fn expire(&self) {
+        if let Some(watch) = &self.default {
+            watch.expire();
         }
     }
 
@@ -276,12 +288,10 @@ impl Renderer {
     /// every event. A failing renderer is logged and the event dropped: rendering never stops a
     /// turn.
     fn render<'e>(&self, sid: &str, event: &'e AgentEvent) -> Option<Rendered<'e>> {
-        let current = match &self.namespace {
-            Some(acp) => acp.raw_get::<mlua::Value>("render-event").ok()?,
-            None => mlua::Value::Nil,
-        };
-        if let (Some(default), mlua::Value::Function(f)) = (&self.default, &current)
-            && default.to_pointer() == f.to_pointer()
+        if self
+            .default
+            .as_ref()
+            .is_some_and(DefaultWatch::holds_default)
             && let Some(update) = chunk_update(event)
         {
             return Some(Rendered::Chunk(update));
@@ -445,11 +455,7 @@ mod tests {
         let default = hub
             .default_render()
             .expect("acp.fnl defines acp.render-event");
-        let renderer = Renderer {
-            namespace: lisp.lua().globals().raw_get("acp").ok(),
-            lisp,
-            default: Some(default.clone()),
-        };
+        let renderer = Renderer::watching(lisp, Some(default.clone()));
         let texts = [
             "",
             "x",
