@@ -36,9 +36,7 @@ use tokio::time::Instant;
 
 use super::error::{MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS, cap_chars};
 use super::fold::{Fold, FoldError};
-use super::quiet::Quiet;
 use super::request::{chat_completions_url, encode_body, model_for};
-use super::sse::SseDecoder;
 use super::{ChatOutcome, ChatRequest, LlmConfig, LlmError, StreamEvent};
 use crate::cancel::CancelToken;
 
@@ -47,6 +45,8 @@ use crate::cancel::CancelToken;
 pub const MAX_JSON_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Sent as `User-Agent`, so server logs can tell oml's requests apart.
+mod stream;
+
 const USER_AGENT: &str = concat!("oml/", env!("CARGO_PKG_VERSION"));
 
 /// A model client. Cheap to share: it holds a connection pool that is reused across calls (and
@@ -316,84 +316,6 @@ impl Call<'_> {
             content_type,
             body: crate::llm::error::cap_chars(&body, NOT_A_STREAM_QUOTE_CHARS),
         }
-    }
-
-    /// Decode and fold a streamed reply.
-    async fn stream(&self, mut response: reqwest::Response) -> Result<ChatOutcome, Failure> {
-        let idle = self.config.idle_timeout;
-        let cancelled = self.cancel.cancelled();
-        tokio::pin!(cancelled);
-        // Watchdogs rather than timers reset per chunk (see `quiet`): a stall is reported
-        // between 1 and 1.25 times its limit after the last byte (or content).
-        let mut idle_watch = Quiet::new(idle);
-        let quiet = self.config.content_timeout;
-        let mut content_watch = Quiet::new(quiet);
-        let mut content = 0;
-        let mut decoder = SseDecoder::new();
-        let mut fold = Fold::new();
-        let mut emit = |event: StreamEvent| {
-            // A dropped receiver only means nobody listens; the call still completes.
-            let _ = self.events.send(event);
-        };
-        loop {
-            let read = tokio::select! {
-                biased;
-                () = &mut cancelled => return Ok(fold.into_partial(true)),
-                () = idle_watch.expired() => {
-                    return Err(Failure::Fatal(LlmError::IdleTimeout {
-                        idle,
-                        partial: Box::new(fold.into_partial(false)),
-                    }));
-                }
-                () = content_watch.expired() => {
-                    return Err(Failure::Fatal(LlmError::NoContent {
-                        quiet,
-                        partial: Box::new(fold.into_partial(false)),
-                    }));
-                }
-                read = response.chunk() => read,
-            };
-            let bytes = match read {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => {
-                    if let Some(payload) = decoder.finish()
-                        && let Err(error) = self.fold_payload(&mut fold, &payload, &mut emit)
-                    {
-                        return Err(Failure::Fatal(fold_failure(error, fold)));
-                    }
-                    if decoder.is_done() || fold.finish_reason().is_some() {
-                        break;
-                    }
-                    return Err(broken("the stream ended before [DONE]".to_owned(), fold));
-                }
-                Err(error) => return Err(broken(chain(&error.without_url()), fold)),
-            };
-            idle_watch.touch();
-            decoder.push(&bytes);
-            loop {
-                let payload = match decoder.next_payload() {
-                    Ok(Some(payload)) => payload,
-                    Ok(None) => break,
-                    Err(error) => {
-                        return Err(Failure::Fatal(LlmError::StreamBroken {
-                            reason: error.to_string(),
-                            partial: Box::new(fold.into_partial(false)),
-                        }));
-                    }
-                };
-                if let Err(error) = self.fold_payload(&mut fold, &payload, &mut emit) {
-                    return Err(Failure::Fatal(fold_failure(error, fold)));
-                }
-            }
-            if fold.content_len() != content {
-                content = fold.content_len();
-                content_watch.touch();
-            }
-            if decoder.is_done() {
-                break;
-            }
-        }
-        Ok(fold.finish(self.config.reasoning_policy().send, &mut emit))
     }
 
     /// A server that ignored `stream: true` sent the whole completion as JSON: fold its
