@@ -26,8 +26,8 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// commands and compaction (`src/agent/*.fnl`); the agent module
 /// loads them, in this order, after installing its host functions. `llm` and `client` complete
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
-/// (`src/bind/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
-/// (`src/bind/chat.fnl`), loaded only by the chat; `mcp` completes the `mcp` namespace and is loaded
+/// (`src/front/acp/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
+/// (`src/front/chat/chat.fnl`), loaded only by the chat; `mcp` completes the `mcp` namespace and is loaded
 /// by the agent.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
@@ -45,8 +45,8 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
-    ("acp", "src/bind/acp.fnl"),
-    ("chat", "src/bind/chat.fnl"),
+    ("acp", "src/front/acp/acp.fnl"),
+    ("chat", "src/front/chat/chat.fnl"),
     ("mcp", "src/bind/mcp.fnl"),
 ];
 
@@ -54,8 +54,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=OML_FENNEL_LUA");
     println!("cargo:rerun-if-changed=src/lisp/prelude");
     println!("cargo:rerun-if-changed=src/agent");
-    println!("cargo:rerun-if-changed=src/bind/acp.fnl");
-    println!("cargo:rerun-if-changed=src/bind/chat.fnl");
+    println!("cargo:rerun-if-changed=src/front/acp/acp.fnl");
+    println!("cargo:rerun-if-changed=src/front/chat/chat.fnl");
     println!("cargo:rerun-if-changed=src/bind/llm.fnl");
     println!("cargo:rerun-if-changed=src/bind/client.fnl");
     println!("cargo:rerun-if-changed=src/bind/mcp.fnl");

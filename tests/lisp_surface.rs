@@ -895,8 +895,8 @@ async fn booted(dir: &Path) -> Lisp {
     let (lisp, _) = oml::cli::boot(&paths, true, Output::Stderr)
         .await
         .expect("the Lisp image starts");
-    oml::bind::acp::install(&lisp).expect("the ACP layer installs");
-    oml::bind::chat::install(&lisp).expect("the chat layer installs");
+    oml::front::acp::surface::install(&lisp).expect("the ACP layer installs");
+    oml::front::chat::surface::install(&lisp).expect("the chat layer installs");
     lisp
 }
 

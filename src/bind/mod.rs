@@ -1,7 +1,8 @@
-//! The Lisp surface: each file installs one namespace table's functions and settings, with the
-//! Fennel that completes it beside it (`acp.rs` and `acp.fnl`, `client.rs` and `client.fnl`,
-//! `llm.rs` and `llm.fnl`). The subsystems below know nothing of Lisp; the agent loop and the
-//! front ends above reach them through these names.
+//! The Lisp surface of the layers below: each file installs one namespace table's functions and
+//! settings, with the Fennel that completes it beside it (`client.rs` and `client.fnl`, `llm.rs`
+//! and `llm.fnl`). The subsystems below know nothing of Lisp; the agent loop and the front ends
+//! above reach them through these names. The front ends' own namespaces (`acp`, `chat`) are
+//! theirs, in `crate::front`.
 //!
 //! Where each namespace comes from:
 //!
@@ -13,18 +14,16 @@
 //! | `client` | [`client::install`] (with `client.fnl`) |
 //! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`, `tools.fnl`) |
-//! | `acp` | [`acp::install`] (with `acp.fnl`), only in `oml acp` |
+//! | `acp` | `crate::front::acp::surface::install` (with `acp.fnl`), only in `oml acp` |
 //! | `mcp` | [`mcp::install`] (with `mcp.fnl`), called by `Agent::install` |
-//! | `chat` | [`chat::install`] (with `chat.fnl`), only in the terminal chat |
+//! | `chat` | `crate::front::chat::surface::install` (with `chat.fnl`), only in the terminal chat |
 //! | `sandbox` settings, `oml.sandbox-status` | [`sandbox::install`] |
 //! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
 //!
 //! [`install`] installs every namespace that does not depend on the agent, in order; the CLI
-//! calls it, then `Agent::install`, then (for `oml acp`) [`acp::install`].
+//! calls it, then `Agent::install`, then (for `oml acp` and the chat) the front end's own.
 
-pub mod acp;
 pub mod catalog;
-pub mod chat;
 pub mod client;
 pub mod llm;
 pub mod mcp;

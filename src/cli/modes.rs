@@ -23,7 +23,7 @@ use crate::session::store::Store;
 /// Lisp surface is installed before the init files, so that they can restyle it.
 pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stdout)?;
-    let hub = crate::bind::chat::install(&lisp).context("cannot install the chat")?;
+    let hub = crate::front::chat::surface::install(&lisp).context("cannot install the chat")?;
     super::boot::load_inits(&lisp, paths, cli.no_init).await;
     if is_terminal() && !cli.no_init && !cli.no_input {
         offer_agents(&lisp, paths).await;

@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-pub use crate::bind::acp::Hub;
+pub use surface::Hub;
 
 use crate::agent::Agent;
 use crate::cancel::CancelToken;
@@ -52,6 +52,7 @@ mod prompt;
 mod render;
 mod replay;
 mod sessions;
+pub mod surface;
 
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
@@ -87,9 +88,9 @@ pub struct ServeOptions {
     pub startup_messages: Vec<String>,
 }
 
-/// Install the `acp` namespace (see [`crate::bind::acp::install`]).
+/// Install the `acp` namespace (see [`surface::install`]).
 pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
-    crate::bind::acp::install(lisp)
+    surface::install(lisp)
 }
 
 /// Everything a request handler needs.

@@ -16,9 +16,9 @@ use super::config::advertise_commands;
 use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
 use super::render::{Renderer, forward, say, update};
 use super::replay::replay_updates;
+use super::surface::AcpSession;
 use super::{Ctx, SHUTDOWN_GRACE};
 use crate::agent::{AgentEvent, PromptState};
-use crate::bind::acp::AcpSession;
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
 

@@ -19,6 +19,7 @@ mod markdown;
 mod render;
 mod screen;
 mod sessions;
+pub mod surface;
 mod term;
 
 use std::path::PathBuf;
@@ -29,7 +30,6 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{Agent, AgentEvent};
-use crate::bind::chat::{Ask, Hub, Request};
 use crate::cancel::CancelToken;
 use crate::front::signals::Shutdown;
 use crate::front::stdio::err;
@@ -40,6 +40,7 @@ use editor::{Names, Read, Reader};
 use input::{Input, attach_mentions, classify, join};
 use lisp::Repl;
 use screen::Screen;
+use surface::{Ask, Hub, Request};
 use term::Caps;
 
 pub use sessions::Start;

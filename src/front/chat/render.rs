@@ -16,9 +16,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::markdown::Markdown;
 use super::screen::Screen;
+use super::surface::{Ask, clean};
 use super::term::{self, Key};
 use crate::agent::{Agent, AgentEvent};
-use crate::bind::chat::{Ask, clean};
 use crate::lisp::{Lisp, from_lua, to_lua};
 
 /// How long nothing must arrive before the spinner shows.

@@ -119,7 +119,7 @@ fn pick(list: &[SessionSummary]) -> Result<String, String> {
             "{:>3}  {}  {}",
             i + 1,
             s.updated_at,
-            crate::bind::chat::clean(s.title.as_deref().unwrap_or("(untitled)"))
+            super::surface::clean(s.title.as_deref().unwrap_or("(untitled)"))
         );
     }
     let shown = list.len().min(RESUME_CHOICES);

@@ -1,7 +1,7 @@
 ;; oml as an ACP agent: the Lisp side of `oml acp`.
 ;;
 ;; Loaded only in ACP mode, after the agent (agent.fnl) and before the init files, so that init
-;; files can redefine and advise everything here. The host (src/bind/acp.rs) has put
+;; files can redefine and advise everything here. The host (src/front/acp/surface.rs) has put
 ;; `acp.request!` in place before this file runs. Rust calls `acp.render-event`,
 ;; `acp.available-commands`, `acp.config-options` and the entries of `acp.methods` by name at call
 ;; time.
@@ -13,7 +13,7 @@
 (local session _G.session)
 (local json _G.json)
 
-(local file "src/bind/acp.fnl")
+(local file "src/front/acp/acp.fnl")
 
 (defsetting acp.models [] :table
   "Model ids offered to the ACP client as the choices of the `model` config option, besides the session's current model.")

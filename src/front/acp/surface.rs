@@ -8,7 +8,7 @@
 //! `acp.request!` waits until that session's forwarder has queued every event emitted so far, so
 //! the tool card reaches the client before the question about it.
 
-use super::rt;
+use crate::bind::rt;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -118,7 +118,7 @@ impl Hub {
 }
 
 static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
-const ACP_FILE: &str = "src/bind/acp.fnl";
+const ACP_FILE: &str = "src/front/acp/acp.fnl";
 
 /// Install the ACP layer's Lisp surface (`acp.*`, the ACP `agent.ask-permission`,
 /// `session.on-session-start`) into a host where the agent is installed: the host functions, then

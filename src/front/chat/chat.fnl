@@ -3,7 +3,7 @@
 ;;
 ;; Loaded only by the chat (`oml` on a terminal, or with lines piped in), after the agent and
 ;; before the init files, so that an init file can redefine or advise every function here. The
-;; host (src/bind/chat.rs) has put `chat.ask-key!`, `chat.color?`, `chat.width`,
+;; host (src/front/chat/surface.rs) has put `chat.ask-key!`, `chat.color?`, `chat.width`,
 ;; `chat.diff-lines`, `chat.clean`, `chat.request!` and `chat.stored-sessions` in place. The
 ;; front end (src/front/chat/) calls `chat.card-header`, `chat.card-body`, `chat.status-line`,
 ;; `chat.welcome` and `chat.permission-question` by name each time; the streamed text itself is
@@ -16,7 +16,7 @@
 (local session _G.session)
 (local commands _G.commands)
 
-(local file "src/bind/chat.fnl")
+(local file "src/front/chat/chat.fnl")
 
 (defsetting chat.show-reasoning? false :boolean
   "Show the model's reasoning in full (dimmed) as it streams; otherwise it is folded to one line.")

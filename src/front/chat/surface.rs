@@ -6,7 +6,7 @@
 //! init file can redefine every `chat.*` function. This module knows nothing of terminals: it
 //! passes questions and session requests to whoever holds the hub's other end.
 
-use super::rt;
+use crate::bind::rt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -81,7 +81,7 @@ fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
 }
 
 static CHAT_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_chat.luac"));
-const CHAT_FILE: &str = "src/bind/chat.fnl";
+const CHAT_FILE: &str = "src/front/chat/chat.fnl";
 
 /// Install `chat.*` (the host functions, then `chat.fnl`, which also redefines
 /// `agent.ask-permission` and adds `/new`, `/sessions` and `/resume`) into a host where the
