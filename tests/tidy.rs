@@ -612,3 +612,96 @@ fn the_setting_check_finds_a_planted_violation() {
                    ;; (oml.defsetting* in a comment is fine)\n(defsetting my.limit 1 :integer \"\")";
     assert_eq!(own_setting_declarations(planted).len(), 2, "{planted}");
 }
+
+/// The layer (of [`LAYERS`]) whose module owns a Lisp namespace, for the namespaces oml's own
+/// Fennel defines things in.
+const NAMESPACE_OWNERS: &[(&str, &str)] = &[
+    ("oml", "lisp"),
+    ("json", "lisp"),
+    ("repl", "lisp"),
+    ("init", "lisp"),
+    ("llm", "bind"),
+    ("client", "bind"),
+    ("catalog", "bind"),
+    ("session", "bind"),
+    ("mcp", "bind"),
+    ("project", "bind"),
+    ("sandbox", "bind"),
+    ("agent", "agent"),
+    ("tools", "agent"),
+    ("commands", "agent"),
+    ("acp", "front"),
+    ("chat", "front"),
+];
+
+/// The namespaces a Fennel text defines, redefines or advises a name in: `(fn ns.name`,
+/// `(set ns.name`, `(tset ns`, `(advise! ns.name`, `(oml.advise* "ns.name"`.
+fn fennel_definitions(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with(';')) {
+        for form in ["(fn ", "(set ", "(tset ", "(advise! ", "(oml.advise* \""] {
+            for (at, _) in line.match_indices(form) {
+                let name: String = line[at + form.len()..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | '"' | '['))
+                    .collect();
+                if let Some((ns, _)) = name.split_once('.') {
+                    found.push((
+                        ns.trim_start_matches('_').to_owned(),
+                        line.trim().to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Where a built-in Fennel file of one layer changes a function of a layer above it.
+fn upward_definitions(file_module: &str, text: &str) -> Vec<String> {
+    let Some(file_layer) = layer_of(file_module) else {
+        return vec![format!("{file_module} has no layer")];
+    };
+    fennel_definitions(text)
+        .into_iter()
+        .filter_map(|(ns, line)| {
+            let (_, owner) = NAMESPACE_OWNERS.iter().find(|(n, _)| *n == ns)?;
+            let owner_layer = layer_of(owner)?;
+            (owner_layer > file_layer).then(|| format!("{ns}.* (layer of {owner}): {line}"))
+        })
+        .collect()
+}
+
+#[test]
+fn built_in_fennel_changes_nothing_of_a_layer_above_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    fennel_files(&root.join("src"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        let rel = path
+            .strip_prefix(root)
+            .expect("under the root")
+            .display()
+            .to_string();
+        let module = module_of(&rel).expect("a module").to_owned();
+        let text = fs::read_to_string(&path).expect("readable source");
+        for problem in upward_definitions(&module, &text) {
+            offenders.push(format!("{rel}: {problem}"));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a layer's Fennel redefines or advises a layer above it (let the upper layer install \
+         its behaviour through a hook the lower one calls by name): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_fennel_layer_check_finds_a_planted_violation() {
+    let planted = "(fn agent.ask-permission [call] true)\n\
+                   (advise! tools.bash :mine (fn [f ...] (f ...)))\n\
+                   (fn llm.helper [] nil)\n;; (fn agent.in-a-comment [] nil)";
+    assert_eq!(upward_definitions("bind", planted).len(), 2, "{planted}");
+    assert_eq!(upward_definitions("front", planted).len(), 0, "{planted}");
+}

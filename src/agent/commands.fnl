@@ -106,3 +106,33 @@
     (if (= 0 n)
         "Nothing to compact."
         (.. "Compacted " n " messages into a summary."))))
+
+;;; MCP servers (the `mcp` namespace is installed after this file, so it is read at call time)
+
+(fn server-line [s]
+  (.. "- `" s.name "` " s.state " — " s.transport " `" s.target "`"
+      (if (= s.state :running)
+          (.. ", " s.tools (if (= 1 s.tools) " tool" " tools")
+              (if (and (= :string (type s.info)) (not= "" s.info)) (.. " (" s.info ")") ""))
+          "")
+      (if (= :string (type s.error)) (.. ": " s.error) "")))
+
+(fn commands.mcp [input]
+  {:fnl/docstring "Show this session's MCP servers with their state, tools and errors; `tools` lists their tools, `restart NAME` restarts one."
+   :hint "[tools | restart NAME]"}
+  (let [mcp _G.mcp
+        servers (mcp.servers)
+        name (input:match "^restart%s+(%S+)$")]
+    (if (= 0 (length servers))
+        "No MCP servers in this session. Declare one with `(mcp.defserver name {:command …})` in an init file, or add one in your editor."
+        name
+        (let [(ok err) (pcall mcp.restart name)]
+          (if ok (.. "Restarted `" name "`.") (.. "`" name "` did not restart: " (tostring err))))
+        (= input :tools)
+        (let [tools (mcp.tools)]
+          (if (= 0 (length tools))
+              "The MCP servers offer no tools."
+              (table.concat (icollect [_ t (ipairs tools)]
+                              (.. "- `" t.name "` (" t.kind ") " (mcp.tool-description t)))
+                            "\n")))
+        (table.concat (icollect [_ s (ipairs servers)] (server-line s)) "\n"))))

@@ -1,10 +1,10 @@
 ;; The Lisp side of MCP servers: declaring them (`mcp.defserver`), which servers a session
-;; starts with (`mcp.server-specs`), their tools as entries of `agent.tools`
-;; (`mcp.tool-entries`), and the /mcp command. The host functions (`mcp.servers`, `mcp.tools`,
-;; `mcp.call`, `mcp.restart`) are in src/bind/mcp.rs. Loaded after the agent.
+;; starts with (`mcp.server-specs`), and their tools as entries of `agent.tools`
+;; (`mcp.tool-entries`, which the agent calls by name). The host functions (`mcp.servers`,
+;; `mcp.tools`, `mcp.call`, `mcp.restart`) are in src/bind/mcp.rs; the /mcp command that shows
+;; them is the agent's (src/agent/commands.fnl).
 
 (local mcp _G.mcp)
-(local commands _G.commands)
 
 (set mcp.declared (or mcp.declared {}))
 
@@ -29,7 +29,8 @@ servers are added, and win over a declared one of the same name. Returns NAME."
 spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers by project."
   (let [_ dir] mcp.declared))
 
-(fn description-of [t]
+(fn mcp.tool-description [t]
+  "What the MCP tool T (an entry of `mcp.tools`) says it does, or a sentence naming it."
   (if (and (= :string (type t.description)) (not= "" t.description))
       t.description
       (.. "The " t.tool " tool of the MCP server " t.server ".")))
@@ -43,33 +44,6 @@ spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers b
         []
         (icollect [_ t (ipairs tools)]
           {:name t.name :table :mcp :kind t.kind :title (.. t.server ": " (if (= :string (type t.title)) t.title t.tool))
-           :spec {:name t.name :description (description-of t) :parameters t.parameters}
+           :spec {:name t.name :description (mcp.tool-description t) :parameters t.parameters}
            :mcp {:server t.server :tool t.tool :read-only? t.read-only? :destructive? t.destructive?}
            :fn (fn [args] (mcp.call t.server t.tool (or args {})))}))))
-
-(fn server-line [s]
-  (.. "- `" s.name "` " s.state " — " s.transport " `" s.target "`"
-      (if (= s.state :running)
-          (.. ", " s.tools (if (= 1 s.tools) " tool" " tools")
-              (if (and (= :string (type s.info)) (not= "" s.info)) (.. " (" s.info ")") ""))
-          "")
-      (if (= :string (type s.error)) (.. ": " s.error) "")))
-
-(fn commands.mcp [input]
-  {:fnl/docstring "Show this session's MCP servers with their state, tools and errors; `tools` lists their tools, `restart NAME` restarts one."
-   :hint "[tools | restart NAME]"}
-  (let [servers (mcp.servers)
-        name (input:match "^restart%s+(%S+)$")]
-    (if (= 0 (length servers))
-        "No MCP servers in this session. Declare one with `(mcp.defserver name {:command …})` in an init file, or add one in your editor."
-        name
-        (let [(ok err) (pcall mcp.restart name)]
-          (if ok (.. "Restarted `" name "`.") (.. "`" name "` did not restart: " (tostring err))))
-        (= input :tools)
-        (let [tools (mcp.tools)]
-          (if (= 0 (length tools))
-              "The MCP servers offer no tools."
-              (table.concat (icollect [_ t (ipairs tools)]
-                              (.. "- `" t.name "` (" t.kind ") " (description-of t)))
-                            "\n")))
-        (table.concat (icollect [_ s (ipairs servers)] (server-line s)) "\n"))))
