@@ -705,3 +705,78 @@ fn the_fennel_layer_check_finds_a_planted_violation() {
     assert_eq!(upward_definitions("bind", planted).len(), 2, "{planted}");
     assert_eq!(upward_definitions("front", planted).len(), 0, "{planted}");
 }
+
+/// The top-level `(fn …)` forms of a Fennel text longer than `max` lines: (line, length, name).
+/// Strings (docstrings with brackets) and `;` comments do not count towards the nesting.
+fn long_fennel_functions(text: &str, max: usize) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].starts_with("(fn ") {
+            i += 1;
+            continue;
+        }
+        let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
+        let mut end = i;
+        'form: for (j, line) in lines.iter().enumerate().skip(i) {
+            end = j;
+            for c in line.chars() {
+                match (in_string, escaped, c) {
+                    (true, true, _) => escaped = false,
+                    (true, false, '\\') => escaped = true,
+                    (true, false, '"') => in_string = false,
+                    (true, false, _) => {}
+                    (false, _, ';') => break,
+                    (false, _, '"') => in_string = true,
+                    (false, _, '(' | '[' | '{') => depth += 1,
+                    (false, _, ')' | ']' | '}') => depth -= 1,
+                    _ => {}
+                }
+            }
+            if depth <= 0 {
+                break 'form;
+            }
+        }
+        let length = end - i + 1;
+        if length > max {
+            let name = lines[i].split_whitespace().nth(1).unwrap_or("?").to_owned();
+            found.push((i + 1, length, name));
+        }
+        i = end + 1;
+    }
+    found
+}
+
+#[test]
+fn fennel_functions_are_short() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    fennel_files(&root.join("src"), &mut files);
+    let mut offenders = Vec::new();
+    for path in files {
+        let text = fs::read_to_string(&path).expect("readable source");
+        for (line, length, name) in long_fennel_functions(&text, MAX_FN_LINES) {
+            offenders.push(format!(
+                "{}:{line}: {name} is {length} lines",
+                path.display()
+            ));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "Fennel functions over {MAX_FN_LINES} lines (cut them at their seams): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_fennel_length_check_finds_a_planted_violation() {
+    let body = "  (print \"(unbalanced in a string\") ; ) in a comment\n".repeat(5);
+    let planted =
+        format!("(fn short [] nil)\n(fn long []\n  \"doc [\"\n{body}  nil)\n(fn after [] nil)");
+    assert_eq!(
+        long_fennel_functions(&planted, 5),
+        vec![(2, 8, "long".to_owned())],
+        "{planted}"
+    );
+}
