@@ -780,3 +780,28 @@ fn the_fennel_length_check_finds_a_planted_violation() {
         "{planted}"
     );
 }
+
+/// The most lines a test file holds: tests read as tables and share their helpers
+/// (`tests/common/`, `tests/support/`), so a file over this is two concerns.
+const MAX_TEST_FILE_LINES: usize = 1000;
+
+#[test]
+fn test_files_hold_one_concern() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("tests"), &mut files);
+    let offenders: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = fs::read_to_string(path)
+                .expect("readable test")
+                .lines()
+                .count();
+            (lines > MAX_TEST_FILE_LINES).then(|| format!("{}: {lines} lines", path.display()))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "test files over {MAX_TEST_FILE_LINES} lines (split them by what they test): {offenders:?}"
+    );
+}

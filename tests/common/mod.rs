@@ -7,6 +7,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 #![allow(dead_code)]
 
+pub mod acp;
+pub mod model;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output, Stdio};

@@ -1,5 +1,5 @@
 //! A scripted editor: `oml acp` (or any ACP agent) driven over its pipes, one JSON line at a
-//! time, for the tests that need only the plain protocol (tests/acp.rs has a fuller client with
+//! time, for the tests that need only the plain protocol (tests/common/acp.rs is a fuller client with
 //! snapshots). Its stderr is kept, for tests that check it stays quiet.
 
 use std::io::{BufRead, BufReader, Read, Write};
