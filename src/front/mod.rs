@@ -3,11 +3,13 @@
 //! `repl` is the terminal REPL (`oml repl`) and the REPL socket. Each front end owns its stdout; nothing below this layer writes to it.
 //!
 //! Front ends know the agent, the bindings and the host; they do not know each other or `cli`.
-//! `stdio` and `signals` are what they share: writing to the terminal without panicking on a
-//! closed pipe, and SIGTERM and SIGHUP run as the end of input.
+//! `stdio`, `signals` and `lines` are what they share: writing to the terminal without
+//! panicking on a closed pipe, SIGTERM and SIGHUP run as the end of input, and the line editor
+//! of the chat and the REPLs.
 
 pub mod acp;
 pub mod chat;
+pub mod lines;
 pub mod print;
 pub mod repl;
 pub mod signals;

@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use rustyline::completion::{Completer, Pair};
-use rustyline::history::FileHistory;
-use rustyline::{Cmd, Editor, EventHandler, KeyCode, KeyEvent, Modifiers};
+use rustyline::{Cmd, EventHandler, KeyCode, KeyEvent, Modifiers};
 use tokio::sync::oneshot;
 
 use super::input::needs_more;
+use crate::front::lines;
 
 /// Completion candidates that change while the chat runs, refreshed before each read.
 #[derive(Default)]
@@ -113,42 +113,26 @@ fn edit_lines(
     history_size: usize,
     names: Arc<Mutex<Names>>,
 ) {
-    let config = rustyline::Config::builder()
-        .max_history_size(history_size)
-        .map(|b| b.auto_add_history(false).build())
-        .unwrap_or_default();
-    let mut editor: Editor<Helper, FileHistory> = match Editor::with_config(config) {
-        Ok(e) => e,
-        Err(e) => {
-            crate::front::stdio::err!("oml: cannot start line editing: {e}");
-            return;
-        }
-    };
     let empty = Arc::new(AtomicBool::new(true));
-    editor.set_helper(Some(Helper {
+    let helper = Helper {
         names,
         empty: empty.clone(),
-    }));
+    };
+    let Some(mut editor) = lines::editor(Some(helper), history_size, history.as_deref()) else {
+        return;
+    };
     editor.bind_sequence(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
         EventHandler::Simple(Cmd::Newline),
     );
-    if let Some(h) = &history {
-        let _ = editor.load_history(h);
-    }
     while let Ok(req) = requests.recv() {
         empty.store(true, Ordering::Relaxed);
-        let read = match editor.readline(&req.prompt) {
-            Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = editor.add_history_entry(line.as_str());
-                }
-                Read::Line(line)
-            }
-            Err(rustyline::error::ReadlineError::Interrupted) => Read::Interrupted {
+        let read = match lines::read(&mut editor, &req.prompt) {
+            lines::Read::Line(line) => Read::Line(line),
+            lines::Read::Interrupted => Read::Interrupted {
                 empty: empty.load(Ordering::Relaxed),
             },
-            Err(_) => Read::Eof,
+            lines::Read::Eof => Read::Eof,
         };
         let eof = read == Read::Eof;
         let _ = req.reply.send(read);
@@ -157,10 +141,7 @@ fn edit_lines(
         }
     }
     if let Some(h) = &history {
-        if let Some(dir) = h.parent() {
-            let _ = crate::paths::ensure_private_dir(dir);
-        }
-        let _ = editor.save_history(h);
+        lines::save_history(&mut editor, h);
     }
 }
 

@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
+use crate::front::lines;
 use crate::lisp::Lisp;
 use crate::lisp::repl::{self, Interrupt, ReadRequest};
 use crate::paths::{self, Paths};
@@ -290,19 +291,15 @@ pub async fn connect(socket: &Path) -> io::Result<()> {
     let (line_tx, mut line_rx) = mpsc::unbounded_channel::<Option<String>>();
     let (want_tx, want_rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
-        let mut editor = match rustyline::DefaultEditor::new() {
-            Ok(e) => e,
-            Err(_) => return,
+        let Some(mut editor) = lines::editor::<()>(None, lines::CLIENT_HISTORY, None) else {
+            return;
         };
         while let Ok(prompt) = want_rx.recv() {
             let line = loop {
-                match editor.readline(&prompt) {
-                    Ok(l) => {
-                        let _ = editor.add_history_entry(l.as_str());
-                        break Some(l);
-                    }
-                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                    Err(_) => break None,
+                match lines::read(&mut editor, &prompt) {
+                    lines::Read::Line(l) => break Some(l),
+                    lines::Read::Interrupted => continue,
+                    lines::Read::Eof => break None,
                 }
             };
             let done = line.is_none();

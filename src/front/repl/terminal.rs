@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::front::lines::{self, Read};
 use crate::lisp::repl::{Interrupt, ReadRequest, Said, drive, forms_complete, prompt};
 use crate::lisp::{Lisp, LispError};
 
@@ -109,33 +110,15 @@ fn edit_lines(
     history: Option<PathBuf>,
     history_size: usize,
 ) {
-    let config = rustyline::Config::builder()
-        .max_history_size(history_size)
-        .map(|b| b.auto_add_history(false).build())
-        .unwrap_or_default();
-    let mut editor: rustyline::Editor<Complete, rustyline::history::FileHistory> =
-        match rustyline::Editor::with_config(config) {
-            Ok(e) => e,
-            Err(e) => {
-                crate::front::stdio::err!("oml: cannot start line editing: {e}");
-                return;
-            }
-        };
-    editor.set_helper(Some(Complete));
-    if let Some(h) = &history {
-        let _ = editor.load_history(h);
-    }
+    let Some(mut editor) = lines::editor(Some(Complete), history_size, history.as_deref()) else {
+        return;
+    };
     while let Ok(req) = requests.recv() {
         let answer = loop {
-            match editor.readline(prompt(req.continuation)) {
-                Ok(line) => {
-                    if !line.trim().is_empty() {
-                        let _ = editor.add_history_entry(line.as_str());
-                    }
-                    break Some(format!("{line}\n"));
-                }
-                Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                Err(_) => break None,
+            match lines::read(&mut editor, prompt(req.continuation)) {
+                Read::Line(line) => break Some(format!("{line}\n")),
+                Read::Interrupted => continue,
+                Read::Eof => break None,
             }
         };
         let done = answer.is_none();
@@ -145,10 +128,7 @@ fn edit_lines(
         }
     }
     if let Some(h) = &history {
-        if let Some(dir) = h.parent() {
-            let _ = crate::paths::ensure_private_dir(dir);
-        }
-        let _ = editor.save_history(h);
+        lines::save_history(&mut editor, h);
     }
 }
 
