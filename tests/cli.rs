@@ -10,222 +10,205 @@ mod support;
 use common::{Home, write};
 
 // ---------------------------------------------------------------------------------------------
-// oml eval
+// oml eval, the REPL on a pipe and oml run: one table of command lines and what they give
 
-/// The one character-counted truncation, as Lisp reaches it: never a split character.
-#[tokio::test]
-async fn lisp_truncates_by_characters_never_splitting_one() {
-    let home = Home::new();
-    let cases = [
-        (r#"(oml.keep-tail "ééé" 2)"#, r#""éé""#),
-        (r#"(oml.keep-tail "abc" 5)"#, r#""abc""#),
-        (
+/// What one of a run's streams must be.
+#[derive(Clone, Copy, Debug)]
+enum Text {
+    Is(&'static str),
+    Starts(&'static str),
+    Has(&'static str),
+    Ends(&'static str),
+    Lacks(&'static str),
+}
+
+impl Text {
+    fn holds(self, text: &str) -> bool {
+        match self {
+            Text::Is(t) => text == t,
+            Text::Starts(t) => text.starts_with(t),
+            Text::Has(t) => text.contains(t),
+            Text::Ends(t) => text.ends_with(t),
+            Text::Lacks(t) => !text.contains(t),
+        }
+    }
+}
+
+/// A command line: the files it finds in the project, its arguments and stdin, and what it must
+/// give: its exit status and what its stdout and stderr must be.
+struct Case {
+    files: Vec<(&'static str, &'static str)>,
+    args: Vec<&'static str>,
+    stdin: &'static str,
+    code: i32,
+    stdout: Vec<Text>,
+    stderr: Vec<Text>,
+}
+
+/// `oml eval EXPR`, which prints VALUE and nothing on stderr.
+fn eval(expr: &'static str, value: &'static str) -> Case {
+    Case {
+        files: vec![],
+        args: vec!["eval", expr],
+        stdin: "",
+        code: 0,
+        stdout: vec![Text::Is(value)],
+        stderr: vec![Text::Is("")],
+    }
+}
+
+/// `oml eval EXPR`, which fails with status 1 and an error on stderr starting with ERROR.
+fn eval_fails(expr: &'static str, error: &'static str) -> Case {
+    Case {
+        files: vec![],
+        args: vec!["eval", expr],
+        stdin: "",
+        code: 1,
+        stdout: vec![Text::Is("")],
+        stderr: vec![Text::Starts(error)],
+    }
+}
+
+/// `oml run exit.fnl` with SRC in it, which exits with CODE, quietly, and never prints `after`.
+fn exits(src: &'static str, code: i32) -> Case {
+    Case {
+        files: vec![("exit.fnl", src)],
+        args: vec!["run", "exit.fnl"],
+        stdin: "",
+        code,
+        stdout: vec![Text::Lacks("after")],
+        stderr: vec![Text::Is("")],
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        eval("(+ 1 2)", "3\n"),
+        eval("\"text\"", "\"text\"\n"),
+        eval("[1 2 3]", "[1 2 3]\n"),
+        eval("{:a 1}", "{:a 1}\n"),
+        eval("(values 1 :two)", "1\t\"two\"\n"),
+        eval("nil", "nil\n"),
+        eval("(let [x 20] (+ x 22))", "42\n"),
+        // The one character-counted truncation, as Lisp reaches it: never a split character.
+        eval(r#"(oml.keep-tail "ééé" 2)"#, "\"éé\"\n"),
+        eval(r#"(oml.keep-tail "abc" 5)"#, "\"abc\"\n"),
+        eval(
             r#"(oml.cap-head "日本語です" 2)"#,
-            "\"日本\n[output truncated: 3 more characters]\"",
+            "\"日本\n[output truncated: 3 more characters]\"\n",
         ),
-        (r#"(oml.cap-head "ab" 2)"#, r#""ab""#),
-    ];
-    for (expr, expected) in cases {
-        assert_eq!(home.eval(expr).await, expected, "{expr}");
-    }
-}
-
-#[tokio::test]
-async fn eval_prints_the_value_of_the_expression() {
-    let home = Home::new();
-    let cases = [
-        ("(+ 1 2)", "3"),
-        ("\"text\"", "\"text\""),
-        ("[1 2 3]", "[1 2 3]"),
-        ("{:a 1}", "{:a 1}"),
-        ("(values 1 :two)", "1\t\"two\""),
-        ("nil", "nil"),
-        ("(let [x 20] (+ x 22))", "42"),
-    ];
-    for (expr, expected) in cases {
-        let out = home.oml(&["eval", expr]).await;
-        assert_eq!(
-            (out.code, out.stdout.as_str(), out.stderr.as_str()),
-            (0, format!("{expected}\n").as_str(), ""),
-            "oml eval {expr:?}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn eval_of_a_failing_expression_exits_1_with_the_error_on_stderr() {
-    let home = Home::new();
-    let out = home.oml(&["eval", "(error \"boom\")"]).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert_eq!(out.stdout, "");
-    assert!(
-        out.stderr.starts_with("error: eval:1: boom"),
-        "{:?}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn eval_of_a_syntax_error_exits_1_and_says_parse_error() {
-    let home = Home::new();
-    let out = home.oml(&["eval", "(+ 1 2))"]).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(
-        out.stderr.starts_with("error: eval:1:")
-            && out
-                .stderr
-                .contains("Parse error: unexpected closing delimiter )"),
-        "{:?}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn setq_of_an_unknown_setting_names_it() {
-    let home = Home::new();
-    let out = home.oml(&["eval", "(setq agent.no-such-setting 5)"]).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(
-        out.stderr
-            .starts_with("error: eval:1: setq: unknown setting agent.no-such-setting\n"),
-        "{:?}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn setq_of_a_wrong_type_names_the_setting_and_the_expected_type() {
-    let home = Home::new();
-    let out = home
-        .oml(&["eval", "(setq repl.history-size \"many\")"])
-        .await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(
-        out.stderr.starts_with(
-            "error: eval:1: setq: repl.history-size expects an integer, got string \"many\"\n"
+        eval(r#"(oml.cap-head "ab" 2)"#, "\"ab\"\n"),
+        // setq sets several settings and returns the last value.
+        eval(
+            "[(setq repl.history-size 5 init.project-init :never) repl.history-size init.project-init]",
+            "[\"never\" 5 \"never\"]\n",
         ),
-        "{:?}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn setq_sets_several_settings_and_returns_the_last_value() {
-    let home = Home::new();
-    let out = home
-        .eval("[(setq repl.history-size 5 init.project-init :never) repl.history-size init.project-init]")
-        .await;
-    assert_eq!(out, "[\"never\" 5 \"never\"]");
-}
-
-// ---------------------------------------------------------------------------------------------
-// The REPL on a pipe
-
-#[tokio::test]
-async fn repl_on_piped_stdin_prints_each_value_and_exits_at_end_of_input() {
-    let home = Home::new();
-    let out = home.oml_with_stdin(&["repl"], "(+ 1 2)\n").await;
-    assert_eq!(
-        (out.code, out.stdout.as_str(), out.stderr.as_str()),
-        (0, "3\n", "")
-    );
-}
-
-#[tokio::test]
-async fn repl_on_piped_stdin_reads_forms_over_several_lines() {
-    let home = Home::new();
-    let input = "(fn _G.twice [x]\n  \"Double X.\"\n  (* 2 x))\n(twice\n  21)\n(print \"side\n effect\")\n(+ 1 1)\n";
-    let out = home.oml_with_stdin(&["repl"], input).await;
-    assert_eq!(out.code, 0, "{out:?}");
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    // The fn form's value is the function itself; then the call, the print and the sum.
-    assert_eq!(lines.len(), 5, "{:?}", out.stdout);
-    assert!(lines[0].starts_with("#<function: "), "{:?}", lines[0]);
-    assert_eq!(&lines[1..], ["42", "side", " effect", "2"]);
-}
-
-#[tokio::test]
-async fn repl_on_piped_stdin_reports_an_error_and_reads_on() {
-    let home = Home::new();
-    let out = home
-        .oml_with_stdin(&["repl"], "(error \"boom\")\n(+ 1 2)\n")
-        .await;
-    assert_eq!(out.code, 0, "{out:?}");
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{:?}", out.stdout);
-    assert!(
-        lines[0].starts_with("Runtime error: ") && lines[0].ends_with("boom"),
-        "{:?}",
-        lines[0]
-    );
-    assert_eq!(lines[1], "3");
-}
-
-// ---------------------------------------------------------------------------------------------
-// oml run
-
-#[tokio::test]
-async fn run_passes_the_arguments_in_the_arg_table() {
-    let home = Home::new();
-    let prog = home.project.join("prog.fnl");
-    write(
-        &prog,
-        "(print (length arg) (. arg 1) (. arg 2) (. arg 3))\n(print (= (. arg 0) \"prog.fnl\"))\n",
-    );
-    let out = home.oml(&["run", "prog.fnl", "one", "--two", "3"]).await;
-    assert_eq!(
-        (out.code, out.stdout.as_str(), out.stderr.as_str()),
-        (0, "3\tone\t--two\t3\ntrue\n", "")
-    );
-}
-
-#[tokio::test]
-async fn run_exits_with_the_status_given_to_os_exit() {
-    let home = Home::new();
-    let cases = [
-        ("(os.exit 3)", 3),
-        ("(os.exit 0)", 0),
-        ("(os.exit true)", 0),
-        ("(os.exit false)", 1),
-        ("(print :before)\n(os.exit 7)\n(print :after)", 7),
+        eval_fails("(error \"boom\")", "error: eval:1: boom"),
+        Case {
+            stderr: vec![
+                Text::Starts("error: eval:1:"),
+                Text::Has("Parse error: unexpected closing delimiter )"),
+            ],
+            ..eval_fails("(+ 1 2))", "")
+        },
+        eval_fails(
+            "(setq agent.no-such-setting 5)",
+            "error: eval:1: setq: unknown setting agent.no-such-setting\n",
+        ),
+        eval_fails(
+            "(setq repl.history-size \"many\")",
+            "error: eval:1: setq: repl.history-size expects an integer, got string \"many\"\n",
+        ),
+        // The REPL on a pipe: each value printed, forms over several lines, an error reported and
+        // the next form read, end of input the end.
+        Case {
+            files: vec![],
+            args: vec!["repl"],
+            stdin: "(+ 1 2)\n",
+            code: 0,
+            stdout: vec![Text::Is("3\n")],
+            stderr: vec![Text::Is("")],
+        },
+        Case {
+            files: vec![],
+            args: vec!["repl"],
+            stdin: "(fn _G.twice [x]\n  \"Double X.\"\n  (* 2 x))\n(twice\n  21)\n(print \"side\n effect\")\n(+ 1 1)\n",
+            code: 0,
+            // The fn form's value is the function itself; then the call, the print and the sum.
+            stdout: vec![
+                Text::Starts("#<function: "),
+                Text::Ends(">\n42\nside\n effect\n2\n"),
+            ],
+            stderr: vec![Text::Is("")],
+        },
+        Case {
+            files: vec![],
+            args: vec!["repl"],
+            stdin: "(error \"boom\")\n(+ 1 2)\n",
+            code: 0,
+            stdout: vec![Text::Starts("Runtime error: "), Text::Ends("boom\n3\n")],
+            stderr: vec![Text::Is("")],
+        },
+        // oml run: the arguments in `arg`, os.exit's status, a failure's file and line.
+        Case {
+            files: vec![(
+                "prog.fnl",
+                "(print (length arg) (. arg 1) (. arg 2) (. arg 3))\n(print (= (. arg 0) \"prog.fnl\"))\n",
+            )],
+            args: vec!["run", "prog.fnl", "one", "--two", "3"],
+            stdin: "",
+            code: 0,
+            stdout: vec![Text::Is("3\tone\t--two\t3\ntrue\n")],
+            stderr: vec![Text::Is("")],
+        },
+        exits("(os.exit 3)", 3),
+        exits("(os.exit 0)", 0),
+        exits("(os.exit true)", 0),
+        exits("(os.exit false)", 1),
+        exits("(print :before)\n(os.exit 7)\n(print :after)", 7),
         // From inside a function called by the program.
-        ("(fn stop [] (os.exit 4))\n(stop)", 4),
-    ];
-    for (src, status) in cases {
-        let prog = home.project.join("exit.fnl");
-        write(&prog, src);
-        let out = home.oml(&["run", "exit.fnl"]).await;
-        assert_eq!(out.code, status, "{src:?}: {out:?}");
-        assert_eq!(out.stderr, "", "{src:?}");
-        assert!(!out.stdout.contains("after"), "{src:?}: {out:?}");
+        exits("(fn stop [] (os.exit 4))\n(stop)", 4),
+        Case {
+            files: vec![("fails.fnl", "(print :start)\n\n(error \"went wrong\")\n")],
+            args: vec!["run", "fails.fnl"],
+            stdin: "",
+            code: 1,
+            stdout: vec![Text::Is("start\n")],
+            stderr: vec![Text::Starts("error: fails.fnl:3: went wrong")],
+        },
+        Case {
+            files: vec![],
+            args: vec!["run", "nowhere.fnl"],
+            stdin: "",
+            code: 1,
+            stdout: vec![Text::Is("")],
+            stderr: vec![Text::Starts("error: nowhere.fnl: ")],
+        },
+    ]
+}
+
+#[tokio::test]
+async fn each_command_line_gives_its_status_and_output() {
+    let home = Home::new();
+    let mut failures = Vec::new();
+    for case in cases() {
+        for (path, text) in &case.files {
+            write(&home.project.join(path), text);
+        }
+        let out = home.oml_with_stdin(&case.args, case.stdin).await;
+        let wrong: Vec<String> = (case.stdout.iter().map(|t| ("stdout", t, &out.stdout)))
+            .chain(case.stderr.iter().map(|t| ("stderr", t, &out.stderr)))
+            .filter(|(_, t, text)| !t.holds(text))
+            .map(|(stream, t, _)| format!("{stream} is not {t:?}"))
+            .collect();
+        if out.code != case.code || !wrong.is_empty() {
+            failures.push(format!(
+                "oml {:?} (stdin {:?}): want status {}, {wrong:?}; got {out:?}",
+                case.args, case.stdin, case.code
+            ));
+        }
     }
-}
-
-#[tokio::test]
-async fn run_of_a_program_that_fails_exits_1_with_the_file_and_line_on_stderr() {
-    let home = Home::new();
-    let prog = home.project.join("fails.fnl");
-    write(&prog, "(print :start)\n\n(error \"went wrong\")\n");
-    let out = home.oml(&["run", "fails.fnl"]).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert_eq!(out.stdout, "start\n");
-    assert!(
-        out.stderr.starts_with("error: fails.fnl:3: went wrong"),
-        "{:?}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn run_of_a_missing_file_exits_1_and_names_it() {
-    let home = Home::new();
-    let out = home.oml(&["run", "nowhere.fnl"]).await;
-    assert_eq!(out.code, 1, "{out:?}");
-    assert!(
-        out.stderr.starts_with("error: nowhere.fnl: "),
-        "{:?}",
-        out.stderr
-    );
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 // ---------------------------------------------------------------------------------------------
