@@ -244,6 +244,21 @@ fn a_prompt_returns_its_ordered_updates_and_stop_reason() {
 }
 
 #[test]
+fn a_permission_request_naming_no_session_is_refused_not_asked() {
+    let out = lines(
+        r#"
+(let [conn (client.connect (. arg 1) [:prompt-permission-sessionless]
+                           {:on-permission (fn [req] :allow)})
+      s (client.new-session conn)
+      r (client.prompt conn s.session-id "write it")]
+  (client.close conn)
+  (print (. r.updates (length r.updates) :content :text)))
+"#,
+    );
+    assert_eq!(out, ["refused -32602"]);
+}
+
+#[test]
 fn the_permission_handler_decides_and_failures_reject_safely() {
     let out = lines(
         r#"

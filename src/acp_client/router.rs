@@ -23,6 +23,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
@@ -315,9 +316,10 @@ impl Router {
     async fn answer(self: Arc<Self>, request: Request) {
         let Some(rpc) = self.rpc.get() else { return };
         let outcome = match request.method.as_str() {
-            "session/request_permission" => {
-                Ok(self.permission(request.params.unwrap_or(Value::Null)).await)
-            }
+            "session/request_permission" => match PermissionParams::parse(request.params) {
+                Ok(params) => Ok(self.permission(params).await),
+                Err(error) => Err(error),
+            },
             other => {
                 tracing::debug!(method = %other, "the agent asked for a method we do not offer");
                 Err(RpcError::method_not_found(other))
@@ -334,13 +336,12 @@ impl Router {
 
     /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers
     /// `cancelled` at once, whatever the handler is doing.
-    async fn permission(&self, params: Value) -> Value {
-        let session_id = params
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let options = params.get("options").cloned().unwrap_or(json!([]));
+    async fn permission(&self, params: PermissionParams) -> Value {
+        let PermissionParams {
+            session_id,
+            tool_call,
+            options,
+        } = params;
         let cancel = self
             .running_turn(&session_id)
             .map(|t| t.cancel.clone())
@@ -353,8 +354,8 @@ impl Router {
             Some(handler) => {
                 let request = PermissionRequest {
                     session_id,
-                    tool_call: params.get("toolCall").cloned().unwrap_or(Value::Null),
-                    options: options.clone(),
+                    tool_call,
+                    options: serde_json::to_value(&options).unwrap_or(Value::Null),
                     cancel: cancel.clone(),
                 };
                 tokio::select! {
@@ -374,6 +375,35 @@ impl Router {
     }
 }
 
+/// `session/request_permission`'s params, read once: a request without a session is refused
+/// (-32602), not asked under an empty id. The tool call goes to the handler as sent.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PermissionParams {
+    session_id: String,
+    #[serde(default)]
+    tool_call: Value,
+    #[serde(default)]
+    options: Vec<PermissionOption>,
+}
+
+impl PermissionParams {
+    fn parse(params: Option<Value>) -> Result<PermissionParams, RpcError> {
+        serde_json::from_value(params.unwrap_or(Value::Null)).map_err(RpcError::invalid_params)
+    }
+}
+
+/// One option of a permission request: its id and kind, which `choose` reads, and the rest
+/// (its name, extensions) kept for the handler as sent.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    pub option_id: String,
+    pub kind: String,
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
 fn cancelled_outcome() -> Value {
     json!({"outcome": {"outcome": "cancelled"}})
 }
@@ -381,15 +411,13 @@ fn cancelled_outcome() -> Value {
 /// The outcome for a decision: an option id as given (if the agent offered it), or the first
 /// option of the wanted kind (`_once` preferred). A denial never falls back to another kind;
 /// with no reject option at all the answer is `cancelled`.
-pub fn choose(options: &Value, decision: &PermissionDecision) -> Value {
-    let options = options.as_array().map(Vec::as_slice).unwrap_or_default();
-    let id_of = |o: &Value| o.get("optionId").and_then(Value::as_str).map(str::to_owned);
+pub fn choose(options: &[PermissionOption], decision: &PermissionDecision) -> Value {
     let by_kind = |kinds: &[&str]| {
         kinds.iter().find_map(|kind| {
             options
                 .iter()
-                .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
-                .and_then(id_of)
+                .find(|o| o.kind == *kind)
+                .map(|o| o.option_id.clone())
         })
     };
     let reject = || by_kind(&["reject_once", "reject_always"]);
@@ -398,7 +426,7 @@ pub fn choose(options: &Value, decision: &PermissionDecision) -> Value {
         PermissionDecision::Allow => by_kind(&["allow_once", "allow_always"]),
         PermissionDecision::Reject => reject(),
         PermissionDecision::Option(id) => {
-            if options.iter().any(|o| id_of(o).as_deref() == Some(id)) {
+            if options.iter().any(|o| o.option_id == *id) {
                 Some(id.clone())
             } else {
                 tracing::warn!(option = %id, "the permission handler chose an option the agent did not offer; rejecting");
@@ -416,12 +444,16 @@ pub fn choose(options: &Value, decision: &PermissionDecision) -> Value {
 mod tests {
     use super::*;
 
-    fn opts() -> Value {
-        json!([
+    fn options(v: Value) -> Vec<PermissionOption> {
+        serde_json::from_value(v).expect("options")
+    }
+
+    fn opts() -> Vec<PermissionOption> {
+        options(json!([
             {"optionId": "always", "name": "Always", "kind": "allow_always"},
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
             {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-        ])
+        ]))
     }
 
     #[test]
@@ -439,12 +471,14 @@ mod tests {
 
     #[test]
     fn a_denial_without_a_reject_option_is_cancelled_not_the_first_option() {
-        let only_allow = json!([{"optionId": "a", "name": "A", "kind": "allow_once"}]);
+        let only_allow = options(json!([{"optionId": "a", "name": "A", "kind": "allow_once"}]));
         assert_eq!(
             choose(&only_allow, &PermissionDecision::Reject),
             json!({"outcome": {"outcome": "cancelled"}})
         );
-        let only_always = json!([{"optionId": "r", "name": "R", "kind": "reject_always"}, {"optionId": "a", "name": "A", "kind": "allow_once"}]);
+        let only_always = options(
+            json!([{"optionId": "r", "name": "R", "kind": "reject_always"}, {"optionId": "a", "name": "A", "kind": "allow_once"}]),
+        );
         assert_eq!(
             choose(&only_always, &PermissionDecision::Reject)["outcome"]["optionId"],
             "r"

@@ -267,6 +267,20 @@ impl Agent {
                 };
                 self.answer(id, json!({"stopReason": stop}));
             }
+            "prompt-permission-sessionless" => {
+                // A request naming no session: the client must refuse it, not ask under "".
+                let params = json!({"toolCall": {"toolCallId": "c"}, "options":
+                    [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]});
+                let said = match self.ask(None, "session/request_permission", params) {
+                    Some(a) if a.get("error").is_some() => {
+                        format!("refused {}", a["error"]["code"])
+                    }
+                    Some(a) => format!("answered {}", a["result"]),
+                    None => "no answer".to_owned(),
+                };
+                self.chunk(sid, &said);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
             "prompt-cancel" => {
                 self.chunk(sid, "working");
                 // The permission request stays pending until the client cancels the turn.
