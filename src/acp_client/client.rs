@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::capabilities::Initialized;
 use super::process::{self, AgentProcess};
 use super::router::{self, OutOfTurn};
 use super::{
@@ -31,7 +32,7 @@ struct ClientInner {
     rpc: Connection,
     process: AgentProcess,
     router: Arc<router::Router>,
-    initialize: Value,
+    initialized: Initialized,
     /// The method `connect` authenticated with by itself, if any.
     authenticated: Option<String>,
     request_timeout: Duration,
@@ -84,7 +85,7 @@ impl Client {
                 rpc,
                 process,
                 router,
-                initialize: Value::Null,
+                initialized: Initialized::default(),
                 authenticated: None,
                 request_timeout: options.request_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 out_of_turn: Mutex::new(Some(out_of_turn)),
@@ -101,7 +102,7 @@ impl Client {
         // Only this function has the Arc so far (the router holds no client), so it can be filled.
         let mut client = client;
         let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
-        inner.initialize = answer;
+        inner.initialized = Initialized::read(answer);
         inner.authenticated = method;
         Ok(client)
     }
@@ -161,7 +162,7 @@ impl Client {
 
     /// `name (pid N)`, for `tostring`.
     pub fn describe(&self) -> String {
-        let info = self.inner.initialize.get("agentInfo");
+        let info = Some(&self.inner.initialized.agent_info).filter(|v| !v.is_null());
         let agent = info
             .and_then(|i| i.get("title").or_else(|| i.get("name")))
             .and_then(Value::as_str)
@@ -185,28 +186,30 @@ impl Client {
     /// The whole `initialize` answer (`protocolVersion`, `agentCapabilities`, `authMethods`,
     /// `agentInfo`, ...), as on the wire.
     pub fn initialize_response(&self) -> &Value {
-        &self.inner.initialize
+        &self.inner.initialized.answer
     }
 
-    fn agent_capabilities(&self) -> &Value {
-        self.inner
-            .initialize
-            .get("agentCapabilities")
-            .unwrap_or(&Value::Null)
+    /// The `initialize` answer as read when the agent connected: its capabilities typed.
+    pub fn initialized(&self) -> &Initialized {
+        &self.inner.initialized
     }
 
     /// Whether the agent advertises `session/load`.
     pub fn can_load_session(&self) -> bool {
-        truthy(self.agent_capabilities().get("loadSession"))
+        self.inner.initialized.capabilities.load_session.0
     }
 
-    /// Whether the agent advertises `sessionCapabilities.<name>` (`list`, `close`, `resume`, ...).
+    /// Whether the agent advertises `sessionCapabilities.<name>` (`list`, `close`, `resume`,
+    /// `delete`).
     pub fn has_session_capability(&self, name: &str) -> bool {
-        truthy(
-            self.agent_capabilities()
-                .get("sessionCapabilities")
-                .and_then(|s| s.get(name)),
-        )
+        let s = &self.inner.initialized.capabilities.session_capabilities;
+        match name {
+            "list" => s.list.0,
+            "close" => s.close.0,
+            "resume" => s.resume.0,
+            "delete" => s.delete.0,
+            _ => false,
+        }
     }
 
     /// The out-of-turn updates (late ones, and those before any turn), once.
@@ -293,12 +296,7 @@ impl Client {
             e.data = error.data;
             return e;
         }
-        let methods = self
-            .inner
-            .initialize
-            .get("authMethods")
-            .cloned()
-            .unwrap_or(json!([]));
+        let methods = &self.inner.initialized.auth_methods;
         let names: Vec<String> = methods
             .as_array()
             .into_iter()
@@ -448,13 +446,6 @@ fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
     match spawn.env.iter().rev().find(|(k, _)| k == name) {
         Some((_, v)) => !v.is_empty(),
         None => std::env::var_os(name).is_some_and(|v| !v.is_empty()),
-    }
-}
-
-fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
-        Some(_) => true,
     }
 }
 

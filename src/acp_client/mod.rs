@@ -17,6 +17,7 @@
 //! 2-core builder buys nothing here.
 
 pub mod auth;
+pub mod capabilities;
 mod client;
 pub mod process;
 mod router;

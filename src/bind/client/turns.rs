@@ -62,35 +62,31 @@ pub(super) async fn deliver_out_of_turn(
 }
 
 pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientError> {
-    let init = client.initialize_response();
-    let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
-    let flag = |v: Option<&serde_json::Value>| {
-        !matches!(
-            v,
-            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false))
-        )
-    };
-    let session = caps.get("sessionCapabilities");
-    let prompt = caps.get("promptCapabilities");
-    let mcp = caps.get("mcpCapabilities");
+    let init = client.initialized();
+    let c = &init.capabilities;
+    let (session, prompt, mcp) = (
+        &c.session_capabilities,
+        &c.prompt_capabilities,
+        &c.mcp_capabilities,
+    );
     let data = json!({
-        "protocol-version": init.get("protocolVersion"),
-        "load-session": flag(caps.get("loadSession")),
-        "list-sessions": flag(session.and_then(|s| s.get("list"))),
-        "close-session": flag(session.and_then(|s| s.get("close"))),
-        "resume-session": flag(session.and_then(|s| s.get("resume"))),
-        "delete-session": flag(session.and_then(|s| s.get("delete"))),
-        "additional-directories": flag(session.and_then(|s| s.get("additionalDirectories"))),
-        "system-prompt": flag(session.and_then(|s| s.get("systemPrompt"))),
-        "image-content": flag(prompt.and_then(|s| s.get("image"))),
-        "audio-content": flag(prompt.and_then(|s| s.get("audio"))),
-        "embedded-context": flag(prompt.and_then(|s| s.get("embeddedContext"))),
-        "mcp-http": flag(mcp.and_then(|s| s.get("http"))),
-        "mcp-sse": flag(mcp.and_then(|s| s.get("sse"))),
-        "logout": flag(caps.get("auth").and_then(|s| s.get("logout"))),
-        "agent-capabilities": caps,
-        "auth-methods": init.get("authMethods").cloned().unwrap_or(json!([])),
-        "agent-info": init.get("agentInfo"),
+        "protocol-version": init.protocol_version,
+        "load-session": c.load_session.0,
+        "list-sessions": session.list.0,
+        "close-session": session.close.0,
+        "resume-session": session.resume.0,
+        "delete-session": session.delete.0,
+        "additional-directories": session.additional_directories.0,
+        "system-prompt": session.system_prompt.0,
+        "image-content": prompt.image.0,
+        "audio-content": prompt.audio.0,
+        "embedded-context": prompt.embedded_context.0,
+        "mcp-http": mcp.http.0,
+        "mcp-sse": mcp.sse.0,
+        "logout": c.auth.logout.0,
+        "agent-capabilities": init.capabilities_as_sent,
+        "auth-methods": init.auth_methods,
+        "agent-info": init.agent_info,
     });
     let Value::Table(t) = to_lua(lua, &data).map_err(lua_error)? else {
         unreachable!("an object converts to a table")
