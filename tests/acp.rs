@@ -50,7 +50,6 @@ fn a_session_with_a_tool_call() {
             "agent_message_chunk",
             "tool_call",
             "tool_call_update",
-            "agent_message_chunk",
             "agent_message_chunk"
         ]
     );
@@ -512,11 +511,7 @@ fn reasoning_streams_as_thought_chunks() {
     let (updates, _) = c.until_response(id);
     assert_eq!(
         kinds(&updates),
-        [
-            "agent_thought_chunk",
-            "agent_thought_chunk",
-            "agent_message_chunk"
-        ]
+        ["agent_thought_chunk", "agent_message_chunk"]
     );
 }
 

@@ -241,8 +241,40 @@ pub fn update_kind(m: &Value) -> Option<String> {
     })
 }
 
+/// `ms` with each run of text (or thought) chunks of one session as one chunk, their text
+/// joined: how many updates carry a stream's deltas depends on timing (oml merges the deltas
+/// queued together), what they say does not.
+pub fn merged(ms: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for m in ms {
+        let kind = update_kind(m);
+        let joinable = matches!(
+            kind.as_deref(),
+            Some("agent_message_chunk" | "agent_thought_chunk")
+        );
+        if let Some(last) = out.last_mut()
+            && joinable
+            && update_kind(last) == kind
+            && last["params"]["sessionId"] == m["params"]["sessionId"]
+        {
+            let text = |v: &Value| {
+                v["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            let joined = text(last) + &text(m);
+            last["params"]["update"]["content"]["text"] = json!(joined);
+            continue;
+        }
+        out.push(m.clone());
+    }
+    out
+}
+
+/// The kinds of the updates in `ms`, runs of chunks counted once (see [`merged`]).
 pub fn kinds(ms: &[Value]) -> Vec<String> {
-    ms.iter().filter_map(update_kind).collect()
+    merged(ms).iter().filter_map(update_kind).collect()
 }
 
 pub fn texts(ms: &[Value]) -> String {
@@ -273,7 +305,8 @@ pub fn partial_then_hang(text: &str) -> Reply {
 }
 
 pub fn normalise(ms: &[Value], sid: &str, env: &Env) -> String {
-    ms.iter()
+    merged(ms)
+        .iter()
         .map(|m| {
             let mut m = m.clone();
             if m["params"]["update"].get("updatedAt").is_some() {
