@@ -265,7 +265,8 @@ const TOOLS: &[HostFn] = &[
               no longer.",
         make: |lua| {
             lua.create_function(|lua, (text, max): (mlua::LuaString, usize)| {
-                let text = String::from_utf8_lossy(&text.as_bytes()).into_owned();
+                let bytes = text.as_bytes();
+                let text = String::from_utf8_lossy(&bytes);
                 lua.create_string(tools::truncate::truncate_tail(&text, max).kept)
             })
         },
