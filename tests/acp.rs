@@ -322,6 +322,59 @@ fn the_live_repl_changes_the_running_agent() {
     assert_eq!(r["result"]["stopReason"], "cancelled");
 }
 
+/// A `write` of a long text: its card and its question show the input capped
+/// (`agent.card-arg-max-chars`), saying how much was cut, while the diff the question shows and
+/// the file written are whole. (A 20 MB write was sent to the editor as input three times.)
+#[test]
+fn a_long_argument_is_capped_on_the_card_but_written_whole() {
+    let env = Env::new();
+    env.init("(setq agent.card-arg-max-chars 10)");
+    let content = "0123456789abcdef";
+    let args = json!({"path": "long.txt", "content": content}).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("call_1", "write", &[&args])),
+        Reply::from(text_chunks(&["written"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "write it");
+    let card = c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
+    let capped = "0123456789\n[output truncated: 6 more characters]";
+    assert_eq!(card["params"]["update"]["rawInput"]["content"], capped);
+    assert_eq!(card["params"]["update"]["rawInput"]["path"], "long.txt");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    let tool_call = &ask["params"]["toolCall"];
+    assert_eq!(tool_call["rawInput"]["content"], capped);
+    assert_eq!(tool_call["content"][0]["newText"], content);
+    c.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (updates, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let end = updates
+        .iter()
+        .find(|m| {
+            update_kind(m).as_deref() == Some("tool_call_update")
+                && m["params"]["update"]["status"] == "completed"
+        })
+        .expect("the write completes");
+    let diff = end["params"]["update"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "diff")
+        .expect("the card shows the diff");
+    assert_eq!(diff["newText"], content);
+    let written = std::fs::read_to_string(env.project.join("long.txt")).unwrap();
+    assert_eq!(written, content);
+    // The model's own record of its call is whole too.
+    let replayed =
+        &fake.requests()[1].body["messages"][2]["tool_calls"][0]["function"]["arguments"];
+    assert_eq!(replayed, args.as_str());
+}
+
 #[test]
 fn permission_requests_round_trip() {
     let env = Env::new();

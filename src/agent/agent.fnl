@@ -399,7 +399,7 @@ error result the model reads."
         (loc-ok locations) (pcall tool-locations shown)
         (status-ok status) (pcall agent.tool-card-status {: id : name :args shown : kind : mcp})
         status (when (and status-ok (= :string (type status))) status)]
-    (session.emit! {:type :tool-start : id : name :args shown : kind : title : status
+    (session.emit! {:type :tool-start : id : name :args (agent.card-args shown) : kind : title : status
                     :locations (if loc-ok locations (json.array))})
     (let [result (if perr
                      {:content perr :error? true}

@@ -13,12 +13,29 @@
 (local session _G.session)
 (local project _G.project)
 (local commands _G.commands)
+(local oml _G.oml)
 
 (local edit-kinds {:edit true :delete true :move true})
 
 ;; Characters that chain, substitute or redirect in a shell command: a command holding one of
 ;; them never matches a prefix rule.
 (local shell-specials "[;&|`$<>()\n\\]")
+
+;;; What a call shows: its card and its question
+
+(defsetting agent.card-arg-max-chars 65536 :integer
+  "Characters of one argument a tool card shows (the tool-start event's :args, the editor's rawInput); a longer one keeps its head and says how much was cut. The tool gets its arguments whole.")
+
+(fn agent.card-args [args]
+  "ARGS (a tool call's arguments) as its card shows them: a string longer than
+`agent.card-arg-max-chars` keeps its head and says how many characters were cut (`oml.cap-head`),
+so a `write` of a large file does not go to the front end again as input next to its diff. ARGS
+itself when nothing is that long."
+  (let [max (oml.setting "agent.card-arg-max-chars")
+        long? (fn [v] (and (= :string (type v)) (> (length v) max)))]
+    (if (accumulate [any false _ v (pairs args) &until any] (long? v))
+        (collect [k v (pairs args)] k (if (long? v) (oml.cap-head v max) v))
+        args)))
 
 (fn agent.ask-permission [request]
   "Ask the frontend whether the tool call REQUEST {:id :name :args :kind :title :locations} may

@@ -58,15 +58,12 @@ fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
     }))
 }
 
-/// The change writing `content` to `path` would make, written nowhere: what a permission
-/// question shows before the write runs (`old_text` is `None` for a new file).
-pub fn preview_write(path: &Path, content: &str) -> Result<FileDiff, ToolError> {
+/// What writing to `path` would replace, written nowhere: the file's text before the write
+/// (`None` for a new file, or one that is not text), or why the write would fail. A permission
+/// question's diff is this and the new content, which the caller holds and need not copy.
+pub fn preview_write(path: &Path) -> Result<Option<String>, ToolError> {
     check_target(path)?;
-    Ok(FileDiff {
-        path: path.to_path_buf(),
-        old_text: old_text(path),
-        new_text: content.to_owned(),
-    })
+    Ok(old_text(path))
 }
 
 /// A directory, a FIFO or a device cannot be written (a FIFO would block, and either would be

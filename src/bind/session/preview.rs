@@ -85,23 +85,53 @@ fn preview(
     lua: &Lua,
     (tool, args): (String, Value),
 ) -> mlua::Result<(Option<Table>, Option<String>)> {
-    let args = from_lua(lua, args)?;
-    let path = args.get("path").and_then(|p| p.as_str()).unwrap_or("");
+    if tool != "write" && tool != "edit" {
+        return Ok((None, None));
+    }
+    let path = match &args {
+        Value::Table(t) => t.get::<Option<String>>("path").ok().flatten(),
+        _ => None,
+    };
     let cwd = current_cwd(lua, &*sessions(lua)?);
-    let abs = match tools::resolve_real(&cwd, path) {
+    let abs = match tools::resolve_real(&cwd, path.as_deref().unwrap_or("")) {
         Ok(abs) => abs,
         Err(e) => return Ok((None, Some(e.to_string()))),
     };
-    let diff = match tool.as_str() {
-        "write" => {
-            let content = args.get("content").and_then(|c| c.as_str()).unwrap_or("");
-            tools::preview_write(&abs, content)
-        }
-        "edit" => tools::parse_edit_args(&args).and_then(|edits| tools::preview_edit(&abs, &edits)),
-        _ => return Ok((None, None)),
-    };
+    if tool == "write" {
+        return preview_write(lua, &abs, &args);
+    }
+    let diff = tools::parse_edit_args(&from_lua(lua, args)?)
+        .and_then(|edits| tools::preview_edit(&abs, &edits));
     match diff {
         Ok(diff) => Ok((Some(diff_table(lua, diff)?), None)),
+        Err(e) => Ok((None, Some(e.to_string()))),
+    }
+}
+
+/// The write's diff, its new text the very Lua string of the call's `content` (the file a
+/// model writes can be large: it is not copied for the question).
+fn preview_write(
+    lua: &Lua,
+    abs: &Path,
+    args: &Value,
+) -> mlua::Result<(Option<Table>, Option<String>)> {
+    let content = match args {
+        Value::Table(t) => match t.get::<Value>("content")? {
+            Value::String(s) => Value::String(s),
+            _ => Value::String(lua.create_string("")?),
+        },
+        _ => Value::String(lua.create_string("")?),
+    };
+    match tools::preview_write(abs) {
+        Ok(old) => {
+            let t = lua.create_table()?;
+            t.set("path", abs.display().to_string())?;
+            if let Some(old) = old {
+                t.set("old-text", old)?;
+            }
+            t.set("new-text", content)?;
+            Ok((Some(t), None))
+        }
         Err(e) => Ok((None, Some(e.to_string()))),
     }
 }

@@ -194,7 +194,7 @@ while waiting). An error answer is an error."
 
 (fn acp.permission-tool-call [call]
   "The `toolCall` of the permission request for the tool CALL {:id :name :args :kind :title
-:locations}: the card's own title, kind, raw input and locations, status pending, and for write
+:locations}: the card's own title, kind, raw input (`agent.card-args`) and locations, status pending, and for write
 and edit the proposed change as `diff` content (`acp.preview-change`: from the editor's buffer
 when the tool writes through the editor), computed before anything is written (or the reason it
 would fail, as text); a call with :content (a delegated agent's) carries that."
@@ -202,7 +202,7 @@ would fail, as text); a call with :content (a delegated agent's) carries that."
             :title (if (and (= :string (type call.title)) (call.title:find "%S")) call.title call.name)
             :kind (if (. tool-kinds call.kind) call.kind :other)
             :status :pending
-            :rawInput (or call.args (json.object))}]
+            :rawInput (agent.card-args (or call.args (json.object)))}]
     (when (and (= :table (type call.locations)) (< 0 (length call.locations)))
       (set tc.locations call.locations))
     ;; A delegated agent's request brings its own content (its proposed diffs).

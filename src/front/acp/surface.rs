@@ -24,7 +24,8 @@ use mlua::{Lua, Value};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::jsonrpc::{Connection, RequestError};
+use crate::jsonrpc::{Connection, RequestError, SendError};
+use crate::lisp::encode::LuaJson;
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
 use crate::session::{PromptState, Sessions};
 
@@ -230,19 +231,22 @@ fn request(
         (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
         _ => None,
     };
-    let params = from_lua(&lua, params);
     async move {
         let hub = hub?;
-        let mut params = params?;
-        if params.is_null() {
-            params = json!({});
-        }
         let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
         if let Some(id) = &sid {
             hub.barrier(id).await;
         }
+        // The params are encoded from the Lua tables into the request's line, never copied
+        // into JSON values first: a question about a `write` holds the whole file (its diff).
+        let params = match params {
+            Value::Nil => Value::Table(lua.create_table()?),
+            Value::LightUserData(null) if null.0.is_null() => Value::Table(lua.create_table()?),
+            params => params,
+        };
+        let encoded = LuaJson::new(&lua, &params);
         match conn
-            .request_with(&method, params, None, cancel.as_ref())
+            .request_with(&method, encoded, None, cancel.as_ref())
             .await
         {
             Ok(v) => to_lua(&lua, &v),
@@ -259,6 +263,10 @@ fn request(
                 Err(LispError::Cancelled { what: method }.into_lua())
             }
             Err(RequestError::Timeout { .. }) => Err(rt(format!("{method} got no answer in time"))),
+            Err(RequestError::Send {
+                source: SendError::Encode { reason },
+                ..
+            }) => Err(rt(format!("cannot send {method}: {reason}"))),
             Err(
                 RequestError::Closed { .. } | RequestError::Io { .. } | RequestError::Send { .. },
             ) => Err(rt(format!("ACP client closed before answering {method}"))),
