@@ -133,8 +133,7 @@ pub fn check_private_dir(dir: &Path) -> Result<(), String> {
     if !meta.is_dir() {
         return Err("it is not a directory".into());
     }
-    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
         return Err(format!(
             "it belongs to user {}, not to user {me}",

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
@@ -159,18 +160,13 @@ impl AgentProcess {
     }
 
     /// Sends `signal` to the whole process group; a group that is already gone is fine.
-    pub fn signal_group(&self, signal: i32) {
+    pub fn signal_group(&self, signal: Signal) {
         if self.inner.pid <= 0 {
             return;
         }
-        // SAFETY: killpg has no memory effects; a stale or empty group gives ESRCH.
-        let rc = unsafe { libc::killpg(self.inner.pid, signal) };
-        if rc != 0 {
-            tracing::trace!(
-                "killpg({}, {signal}): {}",
-                self.inner.pid,
-                std::io::Error::last_os_error()
-            );
+        // A stale or empty group gives ESRCH.
+        if let Err(error) = kill_group(self.inner.pid, signal) {
+            tracing::trace!("killpg({}, {signal:?}): {error}", self.inner.pid);
         }
     }
 
@@ -182,11 +178,11 @@ impl AgentProcess {
     pub async fn shutdown(&self) -> bool {
         let graceful = self.wait_exit(CLOSE_GRACE).await.is_some();
         // Even after a graceful exit, children the agent left in its group are ended.
-        self.signal_group(libc::SIGTERM);
+        self.signal_group(Signal::TERM);
         if !graceful {
             self.wait_exit(TERM_GRACE).await;
         }
-        self.signal_group(libc::SIGKILL);
+        self.signal_group(Signal::KILL);
         if self.wait_exit(KILL_WAIT).await.is_none() {
             tracing::warn!(pid = self.inner.pid, "the agent did not die after SIGKILL");
         }
@@ -220,11 +216,15 @@ fn live_groups() -> parking_lot::MutexGuard<'static, Option<HashSet<i32>>> {
 pub fn kill_remaining_groups() {
     let groups = live_groups().take().unwrap_or_default();
     for pgid in groups {
-        // SAFETY: killpg has no memory effects; a group that is already gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+        // A group that is already gone gives ESRCH.
+        let _ = kill_group(pgid, Signal::KILL);
     }
+}
+
+/// `killpg(pgid, signal)`; a pgid that is not a process id is an error.
+fn kill_group(pgid: i32, signal: Signal) -> std::io::Result<()> {
+    let pid = Pid::from_raw(pgid).ok_or_else(|| std::io::Error::other("no process group"))?;
+    Ok(rustix::process::kill_process_group(pid, signal)?)
 }
 
 /// An exit status in words: `exit status 3` or `signal 9`.

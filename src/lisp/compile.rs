@@ -66,8 +66,7 @@ const CACHE_HEADER: &str = "-- oml compiled for ";
 fn read_cached(path: &Path, key: &str) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(path).ok()?;
-    // SAFETY: geteuid takes no arguments.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if !meta.file_type().is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
         return None;
     }

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::fs::TryLockError;
 use std::io;
-use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,11 +49,10 @@ impl SessionLock {
             h.users += 1;
             return Ok((lock(), Arc::clone(&h.file)));
         }
-        // SAFETY: flock acts on the descriptor we own and touches no memory of ours.
-        let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        if !taken {
-            let error = io::Error::last_os_error();
-            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        // `flock(2)` on Linux, exclusive, without waiting.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
                 return Err(io::Error::new(
                     io::ErrorKind::ResourceBusy,
                     format!(
@@ -62,7 +61,7 @@ impl SessionLock {
                     ),
                 ));
             }
-            return Err(error);
+            Err(TryLockError::Error(error)) => return Err(error),
         }
         let file = Arc::new(file);
         held.insert(
@@ -111,9 +110,7 @@ mod tests {
         drop((first, second, a, b));
         // Another open file description holds the lock, as another process would.
         let other = open();
-        // SAFETY: flock on a descriptor this test owns; it touches no memory.
-        let taken = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(taken, 0);
+        other.try_lock().expect("the lock is free");
         for _ in 0..2 {
             let e = SessionLock::acquire(&path, "s", open()).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");

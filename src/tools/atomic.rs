@@ -20,21 +20,23 @@
 use std::ffi::{CString, OsStr};
 use std::fs::{File, Permissions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use rustix::fs::{self, AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use super::ToolError;
 
 /// Mode of a folder `write` creates, before the umask (what `mkdir -p` uses).
-const NEW_DIR_MODE: libc::mode_t = 0o777;
+const NEW_DIR_MODE: u32 = 0o777;
 
 /// Mode of the temporary file, before the umask, for a new target (what `fs::write` uses).
-const NEW_FILE_MODE: libc::c_uint = 0o666;
+const NEW_FILE_MODE: u32 = 0o666;
 
 /// Temporary names tried before giving up when each is taken.
 const TEMP_NAME_TRIES: usize = 16;
@@ -71,8 +73,7 @@ pub(crate) fn write_atomic(
             .map_err(|e| ToolError::io("write", &temp_path, e))?;
     }
     if let Some(st) = &existing {
-        #[allow(clippy::useless_conversion)] // `mode_t` is u16 on macOS, u32 on Linux
-        let mode = Permissions::from_mode(u32::from(st.st_mode) & 0o7777);
+        let mode = Permissions::from_mode(st.st_mode & 0o7777);
         file.set_permissions(mode)
             .map_err(|e| ToolError::io("set permissions on", &temp_path, e))?;
         // Keeping the owner only works as root or for our own files; elsewhere it is a no-op.
@@ -105,10 +106,8 @@ fn open_dir(target: &Path, dir: &Path, create: bool) -> Result<OwnedFd, ToolErro
         let error = io::Error::other("the path is not absolute");
         return Err(ToolError::io("write", target, error));
     }
-    let root = CString::new("/").unwrap_or_default();
-    // SAFETY: `root` is a valid NUL-terminated string; the flags ask for a new descriptor.
-    let fd = unsafe { libc::open(root.as_ptr(), dir_flags()) };
-    let mut fd = owned(fd).map_err(|e| ToolError::io("open folder", "/", e))?;
+    let mut fd = fs::open("/", dir_flags(), Mode::empty())
+        .map_err(|e| ToolError::io("open folder", "/", e.into()))?;
     let mut walked = PathBuf::from("/");
     for component in dir.components() {
         let name = match component {
@@ -144,74 +143,49 @@ fn link_or_io(
     e: io::Error,
 ) -> ToolError {
     match stat_at(parent, name) {
-        Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => ToolError::LinkInPath {
-            path: target.to_path_buf(),
-            link: walked.to_path_buf(),
-        },
+        Some(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+            ToolError::LinkInPath {
+                path: target.to_path_buf(),
+                link: walked.to_path_buf(),
+            }
+        }
         _ => ToolError::io("open folder", walked, e),
     }
 }
 
 /// Flags of every folder opened on the way: read-only, a folder, no link, not inherited.
-fn dir_flags() -> libc::c_int {
-    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 fn open_at_dir(dir: &OwnedFd, name: &CString) -> io::Result<OwnedFd> {
-    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
-    owned(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), dir_flags()) })
+    Ok(fs::openat(
+        dir,
+        name.as_c_str(),
+        dir_flags(),
+        Mode::empty(),
+    )?)
 }
 
 fn make_dir_at(dir: &OwnedFd, name: &CString) -> io::Result<()> {
-    // SAFETY: `dir` is an open descriptor and `name` a valid NUL-terminated string.
-    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), NEW_DIR_MODE) };
-    match rc {
-        0 => Ok(()),
-        _ => match io::Error::last_os_error() {
-            // Another writer made it first: it is opened (without following) next.
-            e if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            e => Err(e),
-        },
+    match fs::mkdirat(dir, name.as_c_str(), Mode::from_raw_mode(NEW_DIR_MODE)) {
+        // Another writer made it first: it is opened (without following) next.
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// `lstat` of `name` in `dir`; `None` when there is nothing (or nothing readable) there.
-fn stat_at(dir: &OwnedFd, name: &CString) -> Option<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `dir` is open, `name` NUL-terminated, and `st` points to writable memory of the
-    // right size, which `fstatat` fills when it returns 0.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    // SAFETY: `fstatat` returned 0, so it initialised `st`.
-    (rc == 0).then(|| unsafe { st.assume_init() })
+fn stat_at(dir: &OwnedFd, name: &CString) -> Option<fs::Stat> {
+    fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()
 }
 
-fn is_regular(mode: libc::mode_t) -> bool {
-    mode & libc::S_IFMT == libc::S_IFREG
+fn is_regular(mode: u32) -> bool {
+    FileType::from_raw_mode(mode) == FileType::RegularFile
 }
 
 fn rename_at(dir: &OwnedFd, from: &CString, to: &CString) -> io::Result<()> {
-    let fd = dir.as_raw_fd();
-    // SAFETY: `fd` is open and both names are valid NUL-terminated strings.
-    match unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-/// A descriptor returned by a system call, or its error.
-fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned open by the kernel and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(fs::renameat(dir, from.as_c_str(), dir, to.as_c_str())?)
 }
 
 fn c_name(name: &OsStr, path: &Path) -> Result<CString, ToolError> {
@@ -230,7 +204,7 @@ fn create_temp(dir_fd: &OwnedFd, name: &OsStr, dir: &Path) -> Result<(File, CStr
         .chars()
         .take(TEMP_NAME_KEEP_CHARS)
         .collect();
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut last_error = None;
     for _ in 0..TEMP_NAME_TRIES {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -242,12 +216,15 @@ fn create_temp(dir_fd: &OwnedFd, name: &OsStr, dir: &Path) -> Result<(File, CStr
                 io::Error::other("NUL in name"),
             )
         })?;
-        // SAFETY: `dir_fd` is open and `temp` a valid NUL-terminated string.
-        let fd = unsafe { libc::openat(dir_fd.as_raw_fd(), temp.as_ptr(), flags, NEW_FILE_MODE) };
-        match owned(fd) {
+        match fs::openat(
+            dir_fd,
+            temp.as_c_str(),
+            flags,
+            Mode::from_raw_mode(NEW_FILE_MODE),
+        ) {
             Ok(fd) => return Ok((File::from(fd), temp)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_error = Some(e),
-            Err(e) => return Err(ToolError::io("create a temporary file in", dir, e)),
+            Err(Errno::EXIST) => last_error = Some(Errno::EXIST.into()),
+            Err(e) => return Err(ToolError::io("create a temporary file in", dir, e.into())),
         }
     }
     let error = last_error.unwrap_or_else(|| io::Error::other("no free temporary name"));
@@ -269,8 +246,7 @@ impl RemoveOnDrop<'_> {
 impl Drop for RemoveOnDrop<'_> {
     fn drop(&mut self) {
         if let Some(name) = self.name.take() {
-            // SAFETY: the folder's descriptor is open and `name` NUL-terminated.
-            let _ = unsafe { libc::unlinkat(self.dir.as_raw_fd(), name.as_ptr(), 0) };
+            let _ = fs::unlinkat(self.dir, name.as_c_str(), AtFlags::empty());
         }
     }
 }

@@ -39,6 +39,7 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
@@ -288,7 +289,7 @@ impl GroupKiller {
         let Some(pgid) = self.pgid else {
             return;
         };
-        signal_group(pgid, libc::SIGTERM);
+        signal_group(pgid, Signal::TERM);
         let grace = tokio::time::sleep(BASH_KILL_GRACE);
         tokio::pin!(grace);
         let mut poll = tokio::time::interval_at(Instant::now() + KILL_POLL, KILL_POLL);
@@ -306,7 +307,7 @@ impl GroupKiller {
                 () = output.read(pipe), if !output.eof => {}
             }
         }
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::KILL);
         self.pgid = None;
         // The leader cannot outlive SIGKILL; reap it so no zombie is left behind.
         let _ = tokio::time::timeout(BASH_KILL_GRACE, child.wait()).await;
@@ -316,25 +317,28 @@ impl GroupKiller {
 impl Drop for GroupKiller {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            signal_group(pgid, libc::SIGKILL);
+            signal_group(pgid, Signal::KILL);
         }
     }
 }
 
 /// Send `signal` to every process in group `pgid`; a group that is already gone is fine.
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; it touches no memory of ours. `pgid` is the group we
-    // created for the command (its leader's pid), positive by construction.
-    unsafe {
-        libc::killpg(pgid, signal);
+fn signal_group(pgid: libc::pid_t, signal: Signal) {
+    // `pgid` is the group made for the command (its leader's pid), positive by construction.
+    if let Some(pid) = Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
 
 /// Whether any process (zombies included) is still in group `pgid`.
 fn group_exists(pgid: libc::pid_t) -> bool {
-    // SAFETY: as above; signal 0 only checks for existence and permission.
-    let result = unsafe { libc::killpg(pgid, 0) };
-    result == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    // Signal 0 only checks for existence and permission.
+    Pid::from_raw(pgid).is_some_and(|pid| {
+        !matches!(
+            rustix::process::test_kill_process_group(pid),
+            Err(rustix::io::Errno::SRCH)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -39,9 +39,14 @@ mod tests {
     fn a_fifo_or_a_device_is_refused_without_blocking() {
         let dir = tempfile::tempdir().expect("temp dir");
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: mkfifo with a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
         for path in [fifo.as_path(), Path::new("/dev/zero")] {
             let error = open_regular(path).expect_err("refused");
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{path:?}");

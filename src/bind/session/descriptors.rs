@@ -79,15 +79,8 @@ fn running() -> MutexGuard<'static, usize> {
 
 /// The soft `RLIMIT_NOFILE`, where it is finite.
 fn soft_limit() -> Option<usize> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into a live local of the type it expects.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    (ok && limit.rlim_cur != libc::RLIM_INFINITY)
-        .then(|| usize::try_from(limit.rlim_cur).ok())
-        .flatten()
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.current.and_then(|soft| usize::try_from(soft).ok())
 }
 
 /// The descriptors this process has open (Linux; `None` elsewhere or when unreadable). The

@@ -7,6 +7,13 @@
 //! while it reads a line; [`RawInput`] is only used while no line is being read.
 
 use std::io::IsTerminal as _;
+use std::os::fd::BorrowedFd;
+
+use rustix::io::Errno;
+use rustix::stdio;
+use rustix::termios::{
+    self, InputModes, LocalModes, OptionalActions, QueueSelector, SpecialCodeIndex, Termios,
+};
 
 /// Columns assumed when the width cannot be read (not a terminal, or the ioctl fails).
 pub const DEFAULT_WIDTH: usize = 80;
@@ -40,19 +47,10 @@ impl Caps {
 
 /// The width of the terminal on stdout in columns, [`DEFAULT_WIDTH`] when unknown.
 pub fn width() -> usize {
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we own and pass by pointer; on a
-    // descriptor that is not a terminal it fails and writes nothing.
-    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
-    if ok && size.ws_col > 0 {
-        usize::from(size.ws_col)
-    } else {
-        DEFAULT_WIDTH
+    // TIOCGWINSZ; on a descriptor that is not a terminal it fails.
+    match termios::tcgetwinsize(stdio::stdout()) {
+        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
+        _ => DEFAULT_WIDTH,
     }
 }
 
@@ -73,13 +71,13 @@ pub enum Key {
 /// Start it before the question is drawn: a key pressed once the question shows is then read,
 /// never flushed with the keys typed ahead.
 pub struct RawInput {
-    saved: libc::termios,
+    saved: Termios,
 }
 
 impl RawInput {
     /// Raw mode on stdin, or `None` when stdin is not a terminal.
     pub fn start() -> Option<RawInput> {
-        raw_mode(libc::STDIN_FILENO).map(|saved| RawInput { saved })
+        raw_mode(stdio::stdin()).map(|saved| RawInput { saved })
     }
 
     /// Read one key. Escape sequences (arrow keys) are skipped. Blocks: call it from a blocking
@@ -87,15 +85,12 @@ impl RawInput {
     pub fn read_key(&self) -> Key {
         loop {
             let mut buf = [0u8; 16];
-            // SAFETY: read(2) writes at most `buf.len()` bytes into the buffer we own.
-            let n = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if n <= 0 {
-                return Key::Gone;
-            }
-            match &buf[..n as usize] {
+            let n = match rustix::io::read(stdio::stdin(), &mut buf) {
+                Err(Errno::INTR) => continue,
+                Ok(0) | Err(_) => return Key::Gone,
+                Ok(n) => n,
+            };
+            match &buf[..n] {
                 [3] | [0x1b] => return Key::Cancel,
                 [b'\r'] | [b'\n'] => return Key::Enter,
                 [0x1b, ..] => continue,
@@ -114,55 +109,40 @@ impl RawInput {
 
 impl Drop for RawInput {
     fn drop(&mut self) {
-        // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
-        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
+        let _ = termios::tcsetattr(stdio::stdin(), OptionalActions::Now, &self.saved);
     }
 }
 
 /// The terminal's modes on stdin as they were when the chat started, to put back when a signal
 /// ends the chat while the line editor has the terminal in raw mode.
-pub struct SavedModes(Option<libc::termios>);
+pub struct SavedModes(Option<Termios>);
 
 impl SavedModes {
     /// The modes of stdin now (nothing when it is not a terminal).
     pub fn save() -> SavedModes {
-        // SAFETY: an all-zero termios is a valid value to be overwritten by tcgetattr.
-        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: tcgetattr writes into the termios we own; it fails on a non-terminal.
-        let ok = unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } == 0;
-        SavedModes(ok.then_some(saved))
+        SavedModes(termios::tcgetattr(stdio::stdin()).ok())
     }
 
     /// Put the saved modes back.
     pub fn restore(&self) {
         if let Some(saved) = &self.0 {
-            // SAFETY: restores the attributes tcgetattr filled in for this descriptor.
-            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, saved) };
+            let _ = termios::tcsetattr(stdio::stdin(), OptionalActions::Now, saved);
         }
     }
 }
 
 /// Put `fd` in raw mode after flushing pending input; the attributes to restore, or `None`
 /// when `fd` is not a terminal.
-fn raw_mode(fd: libc::c_int) -> Option<libc::termios> {
-    // SAFETY: an all-zero termios is a valid value to be overwritten by tcgetattr.
-    let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: tcgetattr writes into the termios we own; it fails on a non-terminal.
-    if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
-        return None;
-    }
-    let mut raw = saved;
-    raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
-    raw.c_iflag &= !(libc::IXON | libc::ICRNL);
-    raw.c_cc[libc::VMIN] = 1;
-    raw.c_cc[libc::VTIME] = 0;
-    // SAFETY: tcflush and tcsetattr act on the terminal `fd` with a termios we own; typed-ahead
-    // keys are dropped so that they cannot answer a question the user has not seen.
-    unsafe {
-        libc::tcflush(fd, libc::TCIFLUSH);
-        if libc::tcsetattr(fd, libc::TCSANOW, &raw) != 0 {
-            return None;
-        }
-    }
+fn raw_mode(fd: BorrowedFd<'_>) -> Option<Termios> {
+    let saved = termios::tcgetattr(fd).ok()?;
+    let mut raw = saved.clone();
+    raw.local_modes &=
+        !(LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG | LocalModes::IEXTEN);
+    raw.input_modes &= !(InputModes::IXON | InputModes::ICRNL);
+    raw.special_codes[SpecialCodeIndex::VMIN] = 1;
+    raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+    // Typed-ahead keys are dropped so that they cannot answer a question the user has not seen.
+    let _ = termios::tcflush(fd, QueueSelector::IFlush);
+    termios::tcsetattr(fd, OptionalActions::Now, &raw).ok()?;
     Some(saved)
 }

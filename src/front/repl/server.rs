@@ -121,8 +121,13 @@ async fn refuse(mut stream: UnixStream, why: sandbox::peer::PeerRefused) {
 /// One client: a reader task feeding lines, a writer task draining output, and the REPL
 /// coroutine between them.
 async fn serve(lisp: Lisp, stream: UnixStream) {
-    use std::os::fd::AsRawFd as _;
-    let fd = stream.as_raw_fd();
+    use std::os::fd::AsFd as _;
+    // The watchdog's own descriptor of the socket: it sees the hang-up, and holds the socket
+    // open no longer than the thread lives.
+    let Ok(fd) = stream.as_fd().try_clone_to_owned() else {
+        tracing::warn!("cannot watch a REPL client: no descriptor left");
+        return;
+    };
     let (read_half, write_half) = stream.into_split();
     let (out_tx, out_rx) = mpsc::unbounded_channel::<repl::Said>();
     let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
@@ -142,7 +147,7 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
         let done = done.clone();
         std::thread::spawn(move || {
             while !done.load(Ordering::SeqCst) {
-                if peer_hung_up(fd, HANGUP_POLL) {
+                if peer_hung_up(fd.as_fd(), HANGUP_POLL) {
                     gone.close();
                     break;
                 }
@@ -229,16 +234,15 @@ const HANGUP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether the peer of the socket `fd` has closed the connection completely (not merely its
 /// sending side).
-fn peer_hung_up(fd: std::os::fd::RawFd, wait: std::time::Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is a valid pollfd for the duration of the call; `fd` belongs to a socket
-    // that `serve` keeps open until the watchdog thread has been joined.
-    let n = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
-    n > 0 && (pfd.revents & (libc::POLLHUP | libc::POLLERR)) != 0
+fn peer_hung_up(fd: std::os::fd::BorrowedFd<'_>, wait: std::time::Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
+    let timeout = Timespec::try_from(wait).unwrap_or(Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    });
+    let ready = poll(&mut fds, Some(&timeout)).unwrap_or(0);
+    ready > 0 && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
 /// The socket `oml repl --connect` uses when none is named: the one recorded in the state dir.
