@@ -9,51 +9,93 @@
 //! `_meta.type: "terminal"` as Qwen Code writes it) are never chosen: the client must not send
 //! `authenticate` for them. This module sends nothing and knows no connection.
 
+use serde::Deserialize;
 use serde_json::Value;
+
+/// One of the agent's `authMethods`, the fields the client reads. A field of another type
+/// counts as absent; an entry that is not an object, or has no id, is no method.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AuthMethod {
+    pub id: String,
+    #[serde(deserialize_with = "lenient")]
+    pub name: Option<String>,
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    pub kind: Option<String>,
+    #[serde(rename = "_meta", deserialize_with = "lenient")]
+    pub meta: Option<Meta>,
+    #[serde(deserialize_with = "lenient")]
+    pub vars: Option<Vec<EnvVar>>,
+    #[serde(deserialize_with = "lenient")]
+    pub var_name: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub description: Option<String>,
+}
+
+/// `_meta` of a method: its `type` (where Qwen Code marks a terminal method).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    pub kind: Option<String>,
+}
+
+/// One variable of an `env_var` method.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct EnvVar {
+    pub name: String,
+    #[serde(deserialize_with = "lenient")]
+    pub optional: Option<bool>,
+}
+
+fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
+/// The agent's `authMethods` (as sent), each read once; what is not a method is left out.
+pub fn methods(sent: &Value) -> Vec<AuthMethod> {
+    sent.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| AuthMethod::deserialize(m).ok())
+        .filter(|m| !m.id.is_empty())
+        .collect()
+}
 
 /// The id of the first method in `methods` (the agent's order) whose variables are all set,
 /// according to `is_set`; `None` when there is none.
-pub fn env_method(methods: &Value, is_set: impl Fn(&str) -> bool) -> Option<String> {
-    methods.as_array()?.iter().find_map(|m| {
-        let id = m.get("id").and_then(Value::as_str)?;
+pub fn env_method(methods: &[AuthMethod], is_set: impl Fn(&str) -> bool) -> Option<String> {
+    methods.iter().find_map(|m| {
         let vars = env_vars(m);
-        (!vars.is_empty() && vars.iter().all(|v| is_set(v))).then(|| id.to_owned())
+        (!vars.is_empty() && vars.iter().all(|v| is_set(v))).then(|| m.id.clone())
     })
 }
 
 /// The variables a method needs, or nothing when it is not an environment-variable method.
-fn env_vars(method: &Value) -> Vec<String> {
-    let kind = method.get("type").and_then(Value::as_str);
-    let meta_kind = method
-        .get("_meta")
-        .and_then(|m| m.get("type"))
-        .and_then(Value::as_str);
+fn env_vars(method: &AuthMethod) -> Vec<String> {
+    let kind = method.kind.as_deref();
+    let meta_kind = method.meta.as_ref().and_then(|m| m.kind.as_deref());
     if kind == Some("terminal") || meta_kind == Some("terminal") {
         return Vec::new();
     }
     if kind == Some("env_var") {
-        if let Some(vars) = method.get("vars").and_then(Value::as_array) {
+        if let Some(vars) = &method.vars {
             return vars
                 .iter()
-                .filter(|v| v.get("optional").and_then(Value::as_bool) != Some(true))
-                .filter_map(|v| v.get("name").and_then(Value::as_str))
-                .map(str::to_owned)
+                .filter(|v| v.optional != Some(true) && !v.name.is_empty())
+                .map(|v| v.name.clone())
                 .collect();
         }
-        return method
-            .get("varName")
-            .and_then(Value::as_str)
-            .map(|v| vec![v.to_owned()])
-            .unwrap_or_default();
+        return method.var_name.iter().cloned().collect();
     }
     if kind.is_some_and(|k| k != "agent") {
         return Vec::new();
     }
     // An agent method that names its variable: "Requires setting the `NAME` environment variable".
-    let description = method
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let description = method.description.as_deref().unwrap_or("");
     if !description.contains("environment variable") {
         return Vec::new();
     }
@@ -92,14 +134,14 @@ mod tests {
             {"id": "openai-api-key", "name": "Use OPENAI_API_KEY", "description": "Requires setting the `OPENAI_API_KEY` environment variable."},
         ]);
         assert_eq!(
-            env_method(&codex, set(&["OPENAI_API_KEY"])).as_deref(),
+            env_method(&methods(&codex), set(&["OPENAI_API_KEY"])).as_deref(),
             Some("openai-api-key")
         );
         assert_eq!(
-            env_method(&codex, set(&["CODEX_API_KEY", "OPENAI_API_KEY"])).as_deref(),
+            env_method(&methods(&codex), set(&["CODEX_API_KEY", "OPENAI_API_KEY"])).as_deref(),
             Some("codex-api-key")
         );
-        assert_eq!(env_method(&codex, set(&[])), None);
+        assert_eq!(env_method(&methods(&codex), set(&[])), None);
     }
 
     #[test]
@@ -109,13 +151,13 @@ mod tests {
              "vars": [{"name": "A_KEY"}, {"name": "B_KEY"}, {"name": "C_OPT", "optional": true}]},
             {"id": "old", "name": "Old", "type": "env_var", "varName": "OLD_KEY"},
         ]);
-        assert_eq!(env_method(&methods, set(&["A_KEY"])), None);
+        assert_eq!(env_method(&super::methods(&methods), set(&["A_KEY"])), None);
         assert_eq!(
-            env_method(&methods, set(&["A_KEY", "B_KEY"])).as_deref(),
+            env_method(&super::methods(&methods), set(&["A_KEY", "B_KEY"])).as_deref(),
             Some("two")
         );
         assert_eq!(
-            env_method(&methods, set(&["OLD_KEY"])).as_deref(),
+            env_method(&super::methods(&methods), set(&["OLD_KEY"])).as_deref(),
             Some("old")
         );
     }
@@ -129,7 +171,10 @@ mod tests {
             {"id": "vague", "name": "Key", "description": "Uses `OPENAI_API_KEY` somehow"},
             "not an object",
         ]);
-        assert_eq!(env_method(&methods, set(&["OPENAI_API_KEY"])), None);
-        assert_eq!(env_method(&json!(null), set(&["X"])), None);
+        assert_eq!(
+            env_method(&super::methods(&methods), set(&["OPENAI_API_KEY"])),
+            None
+        );
+        assert_eq!(env_method(&super::methods(&json!(null)), set(&["X"])), None);
     }
 }

@@ -8,6 +8,8 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use super::auth::AuthMethod;
+
 /// A capability: true when the agent marked it with anything but `null` or `false`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Flag(pub bool);
@@ -79,6 +81,25 @@ fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned + Default>(
     Ok(serde_json::from_value(v).unwrap_or_default())
 }
 
+/// `agentInfo`: how the agent names itself. A field of another type counts as absent.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct AgentInfo {
+    #[serde(deserialize_with = "lenient_field")]
+    pub name: Option<String>,
+    #[serde(deserialize_with = "lenient_field")]
+    pub title: Option<String>,
+    #[serde(deserialize_with = "lenient_field")]
+    pub version: Option<String>,
+}
+
+fn lenient_field<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
 /// The `initialize` answer, read once.
 #[derive(Clone, Debug, Default)]
 pub struct Initialized {
@@ -88,8 +109,12 @@ pub struct Initialized {
     pub capabilities_as_sent: Value,
     /// `authMethods` as sent (`[]` when absent).
     pub auth_methods: Value,
+    /// The auth methods, read (`super::auth`).
+    pub methods: Vec<AuthMethod>,
     /// `agentInfo` as sent (`null` when absent).
     pub agent_info: Value,
+    /// The agent's info, read.
+    pub agent: AgentInfo,
     /// The whole answer as sent.
     pub answer: Value,
 }
@@ -109,12 +134,16 @@ impl Initialized {
                 );
                 AgentCapabilities::default()
             });
+        let auth_methods = field("authMethods", Value::Array(Vec::new()));
+        let agent_info = field("agentInfo", Value::Null);
         Initialized {
             protocol_version: field("protocolVersion", Value::Null),
             capabilities,
             capabilities_as_sent,
-            auth_methods: field("authMethods", Value::Array(Vec::new())),
-            agent_info: field("agentInfo", Value::Null),
+            methods: super::auth::methods(&auth_methods),
+            auth_methods,
+            agent: AgentInfo::deserialize(&agent_info).unwrap_or_default(),
+            agent_info,
             answer,
         }
     }

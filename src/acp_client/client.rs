@@ -92,7 +92,7 @@ impl Client {
                 closed: tokio::sync::Mutex::new(None),
             }),
         };
-        let (answer, method) = match client.negotiate(&options).await {
+        let (initialized, method) = match client.negotiate(&options).await {
             Ok(negotiated) => negotiated,
             Err(e) => {
                 client.close().await;
@@ -102,17 +102,17 @@ impl Client {
         // Only this function has the Arc so far (the router holds no client), so it can be filled.
         let mut client = client;
         let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
-        inner.initialized = Initialized::read(answer);
+        inner.initialized = initialized;
         inner.authenticated = method;
         Ok(client)
     }
 
     /// `initialize`, the version check, and `authenticate` when an environment-variable method
-    /// applies: the answer, and the method authenticated with.
+    /// applies: the answer, read, and the method authenticated with.
     async fn negotiate(
         &self,
         options: &ConnectOptions,
-    ) -> Result<(Value, Option<String>), ClientError> {
+    ) -> Result<(Initialized, Option<String>), ClientError> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             // Explicitly nothing: the agent uses its own file and terminal tools.
@@ -120,13 +120,9 @@ impl Client {
             "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
         });
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
-        let answer = self.call("initialize", params, Some(startup)).await?;
-        let version = answer.get("protocolVersion").and_then(Value::as_u64);
-        if version != Some(PROTOCOL_VERSION) {
-            let shown = answer
-                .get("protocolVersion")
-                .cloned()
-                .unwrap_or(Value::Null);
+        let answer = Initialized::read(self.call("initialize", params, Some(startup)).await?);
+        if answer.protocol_version.as_u64() != Some(PROTOCOL_VERSION) {
+            let shown = answer.protocol_version.clone();
             let mut error = ClientError::new(
                 Category::Protocol,
                 format!(
@@ -136,10 +132,11 @@ impl Client {
             error.data = Some(json!({"protocolVersion": shown}));
             return Err(error);
         }
-        let methods = answer.get("authMethods").unwrap_or(&Value::Null);
         let method = options
             .auto_authenticate
-            .then(|| super::auth::env_method(methods, |name| variable_set(&options.spawn, name)))
+            .then(|| {
+                super::auth::env_method(&answer.methods, |name| variable_set(&options.spawn, name))
+            })
             .flatten();
         if let Some(method) = &method {
             self.authenticate(method).await?;
@@ -162,14 +159,11 @@ impl Client {
 
     /// `name (pid N)`, for `tostring`.
     pub fn describe(&self) -> String {
-        let info = Some(&self.inner.initialized.agent_info).filter(|v| !v.is_null());
-        let agent = info
-            .and_then(|i| i.get("title").or_else(|| i.get("name")))
-            .and_then(Value::as_str)
+        let info = &self.inner.initialized.agent;
+        let agent = (info.title.as_deref())
+            .or(info.name.as_deref())
             .unwrap_or(&self.inner.name);
-        let version = info
-            .and_then(|i| i.get("version"))
-            .and_then(Value::as_str)
+        let version = (info.version.as_deref())
             .map(|v| format!(" {v}"))
             .unwrap_or_default();
         format!(
@@ -296,17 +290,10 @@ impl Client {
             e.data = error.data;
             return e;
         }
-        let methods = &self.inner.initialized.auth_methods;
-        let names: Vec<String> = methods
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| {
-                let id = m.get("id").and_then(Value::as_str).unwrap_or("?");
-                match m.get("name").and_then(Value::as_str) {
-                    Some(name) => format!("{id} ({name})"),
-                    None => id.to_owned(),
-                }
+        let names: Vec<String> = (self.inner.initialized.methods.iter())
+            .map(|m| match &m.name {
+                Some(name) => format!("{} ({name})", m.id),
+                None => m.id.clone(),
             })
             .collect();
         e.message = format!(
@@ -317,7 +304,7 @@ impl Client {
                 names.join(", ")
             }
         );
-        let mut data = json!({"authMethods": methods});
+        let mut data = json!({"authMethods": &self.inner.initialized.auth_methods});
         if let Some(d) = &error.data {
             data["error"] = d.clone();
         }
@@ -380,7 +367,7 @@ impl Client {
                 .await;
             let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
             let result = match answer {
-                Ok(answer) => match answer.get("stopReason").and_then(Value::as_str) {
+                Ok(answer) => match super::answers::stop_reason(&answer) {
                     Some(reason) => Ok(StopReason(kebab(reason))),
                     None if cancelled => Ok(StopReason("cancelled".to_owned())),
                     None => Err(ClientError::new(

@@ -9,13 +9,15 @@
 //! returned by [`Client::take_out_of_turn`]. Permission requests go to a
 //! [`PermissionHandler`]; with none, or when it fails, the request is rejected safely.
 //!
-//! Wire types: plain `serde_json::Value` with careful field access rather than the
-//! `agent-client-protocol-schema` crate. The client hands every update to Lisp *as data on the
-//! wire*, unknown kinds and fields included, so a typed parse would only be converted back; the
-//! few fields the client itself reads (`protocolVersion`, `sessionId`, `stopReason`, capability
-//! flags, permission options) are read leniently, and the crate's compile cost on the shared
-//! 2-core builder buys nothing here.
+//! Wire types: the client hands every update to Lisp *as data on the wire*, unknown kinds and
+//! fields included, so messages are kept as `serde_json::Value` rather than the
+//! `agent-client-protocol-schema` crate's types (which would only be converted back, at a
+//! compile cost the shared 2-core builder pays for nothing). The fields the client itself reads
+//! are parsed once, with serde, into small types: the `initialize` answer ([`capabilities`]),
+//! a permission request ([`router`]), an update's discriminator and chunk text, the prompt's
+//! `stopReason` and the new session's `sessionId` ([`answers`]), the auth methods ([`auth`]).
 
+pub mod answers;
 pub mod auth;
 pub mod capabilities;
 mod client;

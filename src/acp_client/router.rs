@@ -223,12 +223,7 @@ impl Router {
         };
         let seq = session.next_seq;
         session.next_seq += 1;
-        let mut update = Update {
-            seq,
-            value: update,
-            turn: None,
-            late: false,
-        };
+        let mut update = Update::new(seq, update, None);
         if let Some(turn) = &session.turn {
             update.turn = Some(turn.number);
             let mut buf = turn.lock();
@@ -252,12 +247,7 @@ impl Router {
             .map(|value| {
                 let seq = session.next_seq;
                 session.next_seq += 1;
-                Update {
-                    seq,
-                    value,
-                    turn: None,
-                    late: false,
-                }
+                Update::new(seq, value, None)
             })
             .collect()
     }
@@ -294,12 +284,8 @@ impl Router {
             for value in held {
                 let seq = session.next_seq;
                 session.next_seq += 1;
-                buf.updates.push_back(Update {
-                    seq,
-                    value,
-                    turn: Some(turn.number),
-                    late: false,
-                });
+                buf.updates
+                    .push_back(Update::new(seq, value, Some(turn.number)));
             }
         }
         session.turn = Some(Arc::clone(&turn));

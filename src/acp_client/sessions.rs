@@ -30,7 +30,7 @@ impl Client {
                 json!({"cwd": cwd, "mcpServers": mcp_servers}),
             )
             .await?;
-        let Some(id) = answer.get("sessionId").and_then(Value::as_str) else {
+        let Some(id) = super::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,
                 "the agent's session/new answer has no sessionId",

@@ -1,6 +1,7 @@
 //! The client's data: error categories and errors, permission requests and decisions, updates as
 //! they came on the wire, stop reasons, and the options of a connection. No I/O.
 
+use super::answers::UpdateKind;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -102,6 +103,8 @@ pub struct Update {
     pub seq: u64,
     /// The `update` object exactly as on the wire.
     pub value: Value,
+    /// Its `sessionUpdate`, read once when it arrived.
+    pub kind: UpdateKind,
     /// The turn (1, 2, ... per session) it belongs to; `None` before any turn.
     pub turn: Option<u64>,
     /// It arrived after its turn's answer had been handed out.
@@ -109,12 +112,15 @@ pub struct Update {
 }
 
 impl Update {
-    /// The `sessionUpdate` discriminator in kebab-case (`tool-call`), or `unknown`.
-    pub fn kind(&self) -> String {
-        self.value
-            .get("sessionUpdate")
-            .and_then(Value::as_str)
-            .map_or_else(|| "unknown".to_owned(), kebab)
+    /// Update number `seq` of its session, `value` as received, its kind read now.
+    pub fn new(seq: u64, value: Value, turn: Option<u64>) -> Update {
+        Update {
+            seq,
+            kind: UpdateKind::of(&value),
+            value,
+            turn,
+            late: false,
+        }
     }
 }
 

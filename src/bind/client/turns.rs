@@ -9,6 +9,7 @@ use mlua::{Function, Lua, LuaSerdeExt as _, MultiValue, Table, Value};
 use serde_json::json;
 
 use super::{Conn, ConnState, LastTurn, lua_error, outcome, seconds};
+use crate::acp_client::answers::{self, UpdateKind};
 use crate::acp_client::{Category, Client, ClientError, OutOfTurn, TurnEvent, Update};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, from_lua, to_lua};
@@ -183,7 +184,7 @@ fn update_table(lua: &Lua, session_id: &str, u: &Update) -> mlua::Result<Table> 
             t
         }
     };
-    t.set("kind", u.kind())?;
+    t.set("kind", u.kind.kebab())?;
     t.set("seq", u.seq)?;
     t.set("session-id", session_id)?;
     if let Some(turn) = u.turn {
@@ -366,13 +367,10 @@ struct FinalText(String);
 
 impl FinalText {
     fn update(&mut self, u: &Update) {
-        match u.value.get("sessionUpdate").and_then(|k| k.as_str()) {
-            Some("tool_call") => self.0.clear(),
-            Some("agent_message_chunk") => {
-                let content = &u.value["content"];
-                if content["type"] == "text"
-                    && let Some(text) = content["text"].as_str()
-                {
+        match u.kind {
+            UpdateKind::ToolCall => self.0.clear(),
+            UpdateKind::AgentMessageChunk => {
+                if let Some(text) = answers::chunk_text(&u.value) {
                     self.0.push_str(text);
                 }
             }

@@ -1,0 +1,160 @@
+//! The few fields of an agent's messages that the client itself reads, each parsed once with
+//! serde from the value as received: an update's `sessionUpdate` discriminator and the text of
+//! a message chunk, the `stopReason` of a `session/prompt` answer, the `sessionId` of a
+//! `session/new` answer. The values themselves go on to Lisp as they came.
+//!
+//! Lenient, as agents differ: a field of another type counts as absent. It knows no
+//! connection and no Lisp.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::kebab;
+
+/// An update's `sessionUpdate`: the kinds the client tells apart, every other one by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateKind {
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    UserMessageChunk,
+    ToolCall,
+    ToolCallUpdate,
+    Plan,
+    /// Any other discriminator, as sent.
+    Other(String),
+    /// No `sessionUpdate` string.
+    Missing,
+}
+
+impl UpdateKind {
+    /// The discriminator of `update`.
+    pub fn of(update: &Value) -> UpdateKind {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(rename = "sessionUpdate", borrow)]
+            session_update: &'a str,
+        }
+        match Head::deserialize(update).map(|h| h.session_update) {
+            Ok("agent_message_chunk") => UpdateKind::AgentMessageChunk,
+            Ok("agent_thought_chunk") => UpdateKind::AgentThoughtChunk,
+            Ok("user_message_chunk") => UpdateKind::UserMessageChunk,
+            Ok("tool_call") => UpdateKind::ToolCall,
+            Ok("tool_call_update") => UpdateKind::ToolCallUpdate,
+            Ok("plan") => UpdateKind::Plan,
+            Ok(other) => UpdateKind::Other(other.to_owned()),
+            Err(_) => UpdateKind::Missing,
+        }
+    }
+
+    /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
+    /// sees as an update's `:kind`.
+    pub fn kebab(&self) -> String {
+        let wire = match self {
+            UpdateKind::AgentMessageChunk => "agent_message_chunk",
+            UpdateKind::AgentThoughtChunk => "agent_thought_chunk",
+            UpdateKind::UserMessageChunk => "user_message_chunk",
+            UpdateKind::ToolCall => "tool_call",
+            UpdateKind::ToolCallUpdate => "tool_call_update",
+            UpdateKind::Plan => "plan",
+            UpdateKind::Other(name) => name,
+            UpdateKind::Missing => "unknown",
+        };
+        kebab(wire)
+    }
+}
+
+/// The text of a chunk update whose content is a text block (`{content: {type: "text", text}}`).
+pub fn chunk_text(update: &Value) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct Chunk<'a> {
+        #[serde(borrow)]
+        content: Block<'a>,
+    }
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: &'a str,
+        #[serde(borrow)]
+        text: &'a str,
+    }
+    Chunk::deserialize(update)
+        .ok()
+        .filter(|c| c.content.kind == "text")
+        .map(|c| c.content.text)
+}
+
+/// The `stopReason` of a `session/prompt` answer.
+pub fn stop_reason(answer: &Value) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct PromptAnswer<'a> {
+        #[serde(rename = "stopReason", borrow)]
+        stop_reason: &'a str,
+    }
+    PromptAnswer::deserialize(answer)
+        .ok()
+        .map(|a| a.stop_reason)
+}
+
+/// The `sessionId` of a `session/new` answer.
+pub fn session_id(answer: &Value) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct NewSession<'a> {
+        #[serde(rename = "sessionId", borrow)]
+        session_id: &'a str,
+    }
+    NewSession::deserialize(answer).ok().map(|a| a.session_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kinds_are_read_once_and_named_in_kebab_case() {
+        let cases = [
+            (
+                json!({"sessionUpdate": "tool_call"}),
+                UpdateKind::ToolCall,
+                "tool-call",
+            ),
+            (
+                json!({"sessionUpdate": "usage_update", "used": 3}),
+                UpdateKind::Other("usage_update".into()),
+                "usage-update",
+            ),
+            (json!({"sessionUpdate": 7}), UpdateKind::Missing, "unknown"),
+            (json!({}), UpdateKind::Missing, "unknown"),
+            (json!([1]), UpdateKind::Missing, "unknown"),
+        ];
+        for (value, kind, name) in cases {
+            assert_eq!(UpdateKind::of(&value), kind, "{value}");
+            assert_eq!(kind.kebab(), name);
+        }
+    }
+
+    #[test]
+    fn only_a_text_block_gives_chunk_text() {
+        let text = json!({"sessionUpdate": "agent_message_chunk",
+                          "content": {"type": "text", "text": "hi \"there\""}});
+        assert_eq!(chunk_text(&text), Some("hi \"there\""));
+        let image = json!({"content": {"type": "image", "data": "…"}});
+        assert_eq!(chunk_text(&image), None);
+        assert_eq!(chunk_text(&json!({"content": "hi"})), None);
+    }
+
+    #[test]
+    fn answers_give_their_field_or_none() {
+        assert_eq!(
+            stop_reason(&json!({"stopReason": "end_turn"})),
+            Some("end_turn")
+        );
+        assert_eq!(stop_reason(&json!({"stopReason": null})), None);
+        assert_eq!(stop_reason(&json!(null)), None);
+        assert_eq!(
+            session_id(&json!({"sessionId": "s1", "modes": {}})),
+            Some("s1")
+        );
+        assert_eq!(session_id(&json!({"sessionId": 1})), None);
+    }
+}
