@@ -9,6 +9,7 @@
 //! module does not decide whether a tool may run: the tools it makes go through
 //! `agent.execute-tool` and the permission policy like every other.
 
+use rmcp::model::CallToolResult;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -223,8 +224,8 @@ struct CallOpts {
 /// A result as the loop's tool results are: {:content :error?}, the text cut to `max`, and,
 /// when the model takes images (`llm.images?`), :images as `image_url` parts that the loop
 /// passes on after the tool results.
-fn rendered(lisp: &Lisp, raw: &Json, max: usize) -> Json {
-    let r = crate::mcp::render(raw);
+fn rendered(lisp: &Lisp, result: &CallToolResult, max: usize) -> Json {
+    let r = crate::mcp::render(result);
     let mut out =
         json!({"content": crate::tools::truncate::cap_head(&r.text, max), "error?": r.is_error});
     let images: bool = lisp.setting("llm.images?").unwrap_or(false);
@@ -293,8 +294,9 @@ const MCP: &[HostFn] = &[
                     let max: usize = lisp.setting("mcp.max-chars").unwrap_or(MAX_CHARS);
                     let cancel = session_cancel(&lua);
                     let answer = match set.call(&server, &tool, args, &cancel, timeout).await {
-                        Ok(raw) if opts.raw => raw,
-                        Ok(raw) => rendered(&lisp, &raw, max),
+                        // As rmcp read it, written back as JSON: the raw result for Lisp.
+                        Ok(result) if opts.raw => serde_json::to_value(&result).map_err(lua_err)?,
+                        Ok(result) => rendered(&lisp, &result, max),
                         Err(e) => {
                             json!({"content": format!("MCP server {server}: {e}"), "error?": true})
                         }

@@ -1,4 +1,4 @@
-//! A `tools/call` result, as JSON on the wire, turned into what oml's tools return: one text
+//! A `tools/call` result, as rmcp reads it, turned into what oml's tools return: one text
 //! for the model and the card, and whether the tool failed.
 //!
 //! Text blocks are kept as they are; an embedded text resource is fenced with its URI; images,
@@ -7,7 +7,7 @@
 //! them; `structuredContent` is the text when there is no content block; `isError` marks the
 //! result as a failure. Pure: truncation is the caller's (it knows the setting).
 
-use serde_json::Value;
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
 /// The text of a tool result, whether the tool reported an error, and its images.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,17 +22,12 @@ pub struct Rendered {
 pub const IMAGE_MAX_BYTES: usize = 20 << 20;
 
 /// Render a `CallToolResult`.
-pub fn render(result: &Value) -> Rendered {
-    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    let blocks = result
-        .get("content")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let parts: Vec<String> = blocks.iter().map(block).collect();
+pub fn render(result: &CallToolResult) -> Rendered {
+    let is_error = result.is_error == Some(true);
+    let parts: Vec<String> = result.content.iter().map(block).collect();
     let mut text = parts.join("\n");
     if text.is_empty()
-        && let Some(structured) = result.get("structuredContent")
+        && let Some(structured) = &result.structured_content
     {
         text = serde_json::to_string_pretty(structured).unwrap_or_default();
     }
@@ -44,7 +39,7 @@ pub fn render(result: &Value) -> Rendered {
         }
         .to_owned();
     }
-    let images = blocks.iter().filter_map(image_url).collect();
+    let images = result.content.iter().filter_map(image_url).collect();
     Rendered {
         text,
         is_error,
@@ -53,17 +48,12 @@ pub fn render(result: &Value) -> Rendered {
 }
 
 /// The `data:` URL of an image block small enough to hand on.
-fn image_url(b: &Value) -> Option<String> {
-    let data = b.get("data").and_then(Value::as_str)?;
-    let mime = str_of(b, "mimeType");
-    (str_of(b, "type") == "image"
-        && mime.starts_with("image/")
-        && decoded_len(data.len()) <= IMAGE_MAX_BYTES)
-        .then(|| format!("data:{mime};base64,{data}"))
-}
-
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or_default()
+fn image_url(b: &ContentBlock) -> Option<String> {
+    let ContentBlock::Image(image) = b else {
+        return None;
+    };
+    (image.mime_type.starts_with("image/") && decoded_len(image.data.len()) <= IMAGE_MAX_BYTES)
+        .then(|| format!("data:{};base64,{}", image.mime_type, image.data))
 }
 
 /// The bytes a base64 text of `len` characters holds, about.
@@ -71,48 +61,70 @@ fn decoded_len(len: usize) -> usize {
     len / 4 * 3
 }
 
-fn block(b: &Value) -> String {
-    match str_of(b, "type") {
-        "text" => str_of(b, "text").to_owned(),
-        "image" | "audio" => format!(
-            "[{} {}, {} bytes, not shown as text]",
-            str_of(b, "type"),
-            str_of(b, "mimeType"),
-            decoded_len(str_of(b, "data").len())
+fn block(b: &ContentBlock) -> String {
+    let media = |kind: &str, mime: &str, data: &str| {
+        format!(
+            "[{kind} {mime}, {} bytes, not shown as text]",
+            decoded_len(data.len())
+        )
+    };
+    match b {
+        ContentBlock::Text(t) => t.text.clone(),
+        ContentBlock::Image(i) => media("image", &i.mime_type, &i.data),
+        ContentBlock::Audio(a) => media("audio", &a.mime_type, &a.data),
+        ContentBlock::Resource(r) => resource(&r.resource),
+        ContentBlock::ResourceLink(link) => format!(
+            "[resource link: {} <{}>]",
+            if link.name.is_empty() {
+                "(unnamed)"
+            } else {
+                &link.name
+            },
+            link.uri
         ),
-        "resource" => resource(b.get("resource").unwrap_or(&Value::Null)),
-        "resource_link" => {
-            let name = str_of(b, "name");
-            format!(
-                "[resource link: {} <{}>]",
-                if name.is_empty() { "(unnamed)" } else { name },
-                str_of(b, "uri")
-            )
-        }
-        other => format!("[a {other:?} content block, not shown]"),
+        // rmcp's list of blocks is open: one it learns later is named, not dropped silently.
+        other => format!(
+            "[a {:?} content block, not shown]",
+            serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.get("type").cloned())
+                .unwrap_or_default()
+        ),
     }
 }
 
-fn resource(r: &Value) -> String {
-    let uri = str_of(r, "uri");
-    match r.get("text").and_then(Value::as_str) {
-        Some(text) => format!("<resource uri=\"{uri}\">\n{text}\n</resource>"),
-        None => format!(
+fn resource(r: &ResourceContents) -> String {
+    match r {
+        ResourceContents::TextResourceContents { uri, text, .. } => {
+            format!("<resource uri=\"{uri}\">\n{text}\n</resource>")
+        }
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => format!(
             "[resource {uri}: {} {} bytes, binary, not shown]",
-            str_of(r, "mimeType"),
-            decoded_len(str_of(r, "blob").len())
+            mime_type.as_deref().unwrap_or_default(),
+            decoded_len(blob.len())
         ),
+        _ => "[a resource of a kind oml does not know, not shown]".to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// `value`, a result as a server sends it, read as rmcp reads it.
+    fn render(value: Value) -> Rendered {
+        super::render(&serde_json::from_value(value).expect("a CallToolResult"))
+    }
 
     #[test]
     fn blocks_become_text() {
-        let r = render(&json!({"content": [
+        let r = render(json!({"content": [
             {"type": "text", "text": "hello"},
             {"type": "image", "mimeType": "image/png", "data": "AAAA"},
             {"type": "resource", "resource": {"uri": "file:///a", "text": "body"}},
@@ -129,14 +141,14 @@ mod tests {
 
     #[test]
     fn structured_and_errors() {
-        let r = render(&json!({"content": [], "structuredContent": {"n": 1}}));
+        let r = render(json!({"content": [], "structuredContent": {"n": 1}}));
         assert_eq!(r.text, "{\n  \"n\": 1\n}");
-        let e = render(&json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
+        let e = render(json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
         assert_eq!((e.text.as_str(), e.is_error), ("boom", true));
         assert_eq!(
-            render(&json!({"isError": true})).text,
+            render(json!({"isError": true})).text,
             "(the tool failed without a message)"
         );
-        assert_eq!(render(&json!({})).text, "(no output)");
+        assert_eq!(render(json!({"content": []})).text, "(no output)");
     }
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest,
-    Implementation, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
+    CustomRequest, Implementation, ServerResult,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -191,8 +191,8 @@ impl Server {
                 .is_none_or(|p| p.exit_status().is_none())
     }
 
-    /// Call the tool `tool` (its name on the server) with `args` (a JSON object); the raw
-    /// `CallToolResult` as JSON. Cancelling `cancel` or reaching `timeout` abandons the call
+    /// Call the tool `tool` (its name on the server) with `args` (a JSON object); its
+    /// `CallToolResult` as rmcp read it. Cancelling `cancel` or reaching `timeout` abandons the call
     /// (rmcp tells the server with `notifications/cancelled`).
     pub async fn call(
         &self,
@@ -200,7 +200,7 @@ impl Server {
         args: Value,
         cancel: &CancelToken,
         timeout: Duration,
-    ) -> Result<Value, McpError> {
+    ) -> Result<CallToolResult, McpError> {
         let arguments = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -215,7 +215,7 @@ impl Server {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         tokio::select! {
             result = self.peer.call_tool(params) => match result {
-                Ok(result) => Ok(serde_json::to_value(result).unwrap_or_default()),
+                Ok(result) => Ok(result),
                 Err(e) => Err(self.failure(&e.to_string()).await),
             },
             () = cancel.cancelled() => Err(McpError::Cancelled),

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use rmcp::model::CallToolResult;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -238,7 +240,7 @@ impl ServerSet {
         args: Value,
         cancel: &CancelToken,
         timeout: Duration,
-    ) -> Result<Value, McpError> {
+    ) -> Result<CallToolResult, McpError> {
         self.ready().await;
         self.server(server)?.call(tool, args, cancel, timeout).await
     }
