@@ -613,6 +613,39 @@ fn the_setting_check_finds_a_planted_violation() {
     assert_eq!(own_setting_declarations(planted).len(), 2, "{planted}");
 }
 
+/// Where Rust code declares a setting other than with `SettingDecl::new` (which records where
+/// it was called): a `SettingDecl { .. }` literal, or a closure of its own filling one in.
+fn own_rust_setting_declarations(code: &str) -> Vec<String> {
+    code.lines()
+        .filter(|l| l.contains("SettingDecl {") && !l.contains("pub struct SettingDecl"))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn rust_declares_settings_one_way() {
+    let mut offenders = Vec::new();
+    for (rel, text) in sources() {
+        if rel == "src/lisp/settings.rs" {
+            continue;
+        }
+        for line in own_rust_setting_declarations(&code(&text)) {
+            offenders.push(format!("{rel}: {line}"));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "declare settings with SettingDecl::new(name, type, default, doc): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_rust_setting_check_finds_a_planted_violation() {
+    let planted = "let decl = |name, line| SettingDecl {\n    name,\n    line,\n};\n\
+                   SettingDecl::new(\"a.b\", \"integer\", 1, \"doc\");";
+    assert_eq!(own_rust_setting_declarations(planted).len(), 1, "{planted}");
+}
+
 /// The layer (of [`LAYERS`]) whose module owns a Lisp namespace, for the namespaces oml's own
 /// Fennel defines things in.
 const NAMESPACE_OWNERS: &[(&str, &str)] = &[

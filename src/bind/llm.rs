@@ -157,128 +157,95 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
 pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
     let env = |name: &str| env(name).filter(|value| !value.is_empty());
     let or_nil = |value: Option<String>| value.map_or(Json::Null, Json::String);
-    let decl = |name, doc, ty: &str, default, secret, line| SettingDecl {
-        name,
-        doc,
-        ty: ty.into(),
-        default,
-        secret,
-        file: file!(),
-        line,
-    };
-    // A one-of setting whose values are `:auto` and `names`, `:auto` by default.
-    let choice_decl = |name, doc, names: &[&str], line| SettingDecl {
-        ty: std::iter::once(AUTO).chain(names.iter().copied()).collect(),
-        ..decl(name, doc, "string", Json::String(AUTO.into()), false, line)
-    };
+    // The values of a one-of setting that is `:auto` by default: `:auto` and `names`.
+    let auto_or =
+        |names: &[&str]| -> Json { std::iter::once(AUTO).chain(names.iter().copied()).collect() };
     vec![
-        decl(
+        SettingDecl::new(
             "llm.base-url",
-            "The OpenAI-compatible base URL; requests go to <base-url>/chat/completions (trailing slashes removed). Default: $OPENAI_BASE_URL, else https://api.openai.com/v1.",
             "string",
             Json::String(env(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())),
-            false,
-            line!(),
+            "The OpenAI-compatible base URL; requests go to <base-url>/chat/completions (trailing slashes removed). Default: $OPENAI_BASE_URL, else https://api.openai.com/v1.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.api-key",
-            "Sent as `Authorization: Bearer <key>`; nil sends no Authorization header. Secret: never shown. Default: $OPENAI_API_KEY.",
             "string?",
             or_nil(env(ENV_API_KEY)),
-            true,
-            line!(),
-        ),
-        decl(
+            "Sent as `Authorization: Bearer <key>`; nil sends no Authorization header. Secret: never shown. Default: $OPENAI_API_KEY.",
+        )
+        .secret(),
+        SettingDecl::new(
             "llm.model",
-            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL.",
             "string?",
             or_nil(env(ENV_MODEL)),
-            false,
-            line!(),
+            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL.",
         ),
-        choice_decl(
+        SettingDecl::new(
             PROVIDER,
+            auto_or(&Provider::ALL.map(Provider::name)),
+            AUTO,
             "Whose rules the reasoning of earlier assistant messages follows on the way back: :auto (the default) picks by the host of llm.base-url (api.deepseek.com, api.moonshot.ai/.cn and api.kimi.com, dashscope*.aliyuncs.com, openrouter.ai, else :generic).",
-            &Provider::ALL.map(Provider::name),
-            line!(),
         ),
-        choice_decl(
+        SettingDecl::new(
             SEND_REASONING,
+            auto_or(&SendReasoning::ALL.map(SendReasoning::name)),
+            AUTO,
             "Which earlier assistant messages send their reasoning back to the model: :never, :tool-turns (those with tool calls), :always, or :auto (the default: the provider's own rule, see llm.provider; nothing for :generic).",
-            &SendReasoning::ALL.map(SendReasoning::name),
-            line!(),
         ),
-        decl(
+        SettingDecl::new(
             "llm.extra-body",
+            "table",
+            json!({}),
             "Extra top-level fields for every request body, e.g. {:temperature 0.2 :max_tokens 4096}. They cannot replace model, messages, stream, stream_options or tools.",
-            "table",
-            json!({}),
-            false,
-            line!(),
         ),
-        decl(
+        SettingDecl::new(
             "llm.headers",
-            "Extra HTTP headers for every request, e.g. {:HTTP-Referer \"https://example.com\" :X-Title \"oml\"} for OpenRouter or {:api-key \"...\"} for Azure. Secret: /settings hides it.",
             "table",
             json!({}),
-            true,
-            line!(),
-        ),
-        decl(
+            "Extra HTTP headers for every request, e.g. {:HTTP-Referer \"https://example.com\" :X-Title \"oml\"} for OpenRouter or {:api-key \"...\"} for Azure. Secret: /settings hides it.",
+        )
+        .secret(),
+        SettingDecl::new(
             "llm.connect-timeout",
-            "Seconds connecting to the model server (TCP and TLS) may take; a timeout is retried like any connect failure.",
             "number",
             secs_json(DEFAULT_CONNECT_TIMEOUT),
-            false,
-            line!(),
+            "Seconds connecting to the model server (TCP and TLS) may take; a timeout is retried like any connect failure.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.idle-timeout",
-            "The longest silence, in seconds, once a request is sent: before the reply starts and between two pieces of it. Exceeding it fails the call without a retry.",
             "number",
             secs_json(DEFAULT_IDLE_TIMEOUT),
-            false,
-            line!(),
+            "The longest silence, in seconds, once a request is sent: before the reply starts and between two pieces of it. Exceeding it fails the call without a retry.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.content-timeout",
-            "The longest time, in seconds, a reply may stream without content (text, reasoning or a tool call): keep-alive comments and empty deltas do not count. Exceeding it fails the call, keeping what arrived.",
             "number",
             secs_json(DEFAULT_CONTENT_TIMEOUT),
-            false,
-            line!(),
+            "The longest time, in seconds, a reply may stream without content (text, reasoning or a tool call): keep-alive comments and empty deltas do not count. Exceeding it fails the call, keeping what arrived.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.max-retries",
-            "How many times a request that failed before any reply arrived (429, 5xx, connect errors) is sent again; 0 turns retries off.",
             "integer",
-            DEFAULT_MAX_RETRIES.into(),
-            false,
-            line!(),
+            DEFAULT_MAX_RETRIES,
+            "How many times a request that failed before any reply arrived (429, 5xx, connect errors) is sent again; 0 turns retries off.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.retry-base-delay",
-            "Seconds to wait before the first retry; each further retry waits twice as long.",
             "number",
             secs_json(DEFAULT_RETRY_BASE_DELAY),
-            false,
-            line!(),
+            "Seconds to wait before the first retry; each further retry waits twice as long.",
         ),
-        decl(
+        SettingDecl::new(
             "llm.retry-max-delay",
-            "The longest wait before a retry, in seconds, whatever the backoff or the server's Retry-After says.",
             "number",
             secs_json(DEFAULT_RETRY_MAX_DELAY),
-            false,
-            line!(),
+            "The longest wait before a retry, in seconds, whatever the backoff or the server's Retry-After says.",
         ),
-        decl(
+        SettingDecl::new(
             ON_CHUNK,
-            "A function called with every raw chunk of a model reply (the parsed JSON object), before oml folds it; nil (the default) costs nothing. It must not wait. An error in it is logged and the stream goes on.",
             "function?",
             Json::Null,
-            false,
-            line!(),
+            "A function called with every raw chunk of a model reply (the parsed JSON object), before oml folds it; nil (the default) costs nothing. It must not wait. An error in it is logged and the stream goes on.",
         ),
     ]
 }

@@ -26,8 +26,6 @@ use crate::lisp::{
 };
 use crate::mcp::{McpTool, ServerSet, ServerSpec};
 use crate::session::{AgentEvent, Sessions};
-
-const FILE: &str = "src/bind/mcp.rs";
 static MCP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_mcp.luac"));
 const MCP_FILE: &str = "src/bind/mcp.fnl";
 
@@ -74,36 +72,24 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
 }
 
 fn settings() -> Vec<SettingDecl> {
-    let decl = |name, doc, ty: &str, default: Json, line| SettingDecl {
-        name,
-        doc,
-        ty: ty.into(),
-        default,
-        secret: false,
-        file: FILE,
-        line,
-    };
     vec![
-        decl(
+        SettingDecl::new(
             "mcp.start-timeout",
-            "Seconds an MCP server has to start, answer `initialize` and list its tools; then it counts as failed (the session goes on without it).",
             "number",
             json!(START_TIMEOUT_SECS),
-            line!(),
+            "Seconds an MCP server has to start, answer `initialize` and list its tools; then it counts as failed (the session goes on without it).",
         ),
-        decl(
+        SettingDecl::new(
             "mcp.call-timeout",
-            "Seconds one MCP tool call may take; then it is abandoned (the server is told) and the model reads an error.",
             "number",
             json!(CALL_TIMEOUT_SECS),
-            line!(),
+            "Seconds one MCP tool call may take; then it is abandoned (the server is told) and the model reads an error.",
         ),
-        decl(
+        SettingDecl::new(
             "mcp.max-chars",
-            "Characters of an MCP tool's result the model reads at most; the head is kept and a footer says how much was cut.",
             "integer",
             json!(MAX_CHARS),
-            line!(),
+            "Characters of an MCP tool's result the model reads at most; the head is kept and a footer says how much was cut.",
         ),
     ]
 }

@@ -28,31 +28,23 @@ pub const GIT_SUMMARY_TTL: Duration = Duration::from_secs(2);
 /// The user-wide instruction file's name in oml's config folder.
 pub const USER_INSTRUCTIONS: &str = "AGENTS.md";
 
-const FILE: &str = "src/bind/project.rs";
-
 /// The git summary last computed per directory, and when.
 type GitSummaries = HashMap<PathBuf, (Instant, Option<String>)>;
 
 fn settings() -> Vec<SettingDecl> {
     vec![
-        SettingDecl {
-            name: "project.instruction-files",
-            doc: "File names of project instructions, tried in order in each folder from the project root down to the session directory; the first that exists in a folder is used.",
-            ty: "table".into(),
-            default: serde_json::json!(["AGENTS.md", "CLAUDE.md"]),
-            secret: false,
-            file: FILE,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "project.instructions-max-chars",
-            doc: "Characters of instructions (all files together) put in the system prompt; the file that crosses the cap is cut and the prompt says so.",
-            ty: "integer".into(),
-            default: instructions::INSTRUCTIONS_MAX_CHARS.into(),
-            secret: false,
-            file: FILE,
-            line: line!(),
-        },
+        SettingDecl::new(
+            "project.instruction-files",
+            "table",
+            serde_json::json!(["AGENTS.md", "CLAUDE.md"]),
+            "File names of project instructions, tried in order in each folder from the project root down to the session directory; the first that exists in a folder is used.",
+        ),
+        SettingDecl::new(
+            "project.instructions-max-chars",
+            "integer",
+            instructions::INSTRUCTIONS_MAX_CHARS,
+            "Characters of instructions (all files together) put in the system prompt; the file that crosses the cap is cut and the prompt says so.",
+        ),
     ]
 }
 

@@ -19,8 +19,6 @@ use super::session::tools::cwd;
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, define};
 use crate::sandbox::{self, Mode, Policy, Prepared, Secrets, Status};
 
-const FILE: &str = "src/bind/sandbox.rs";
-
 /// What the tool result says when the sandbox is unavailable, after the reason.
 pub const TURN_OFF_HINT: &str = "set sandbox.mode to :off to run unconfined";
 
@@ -34,62 +32,47 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
 }
 
 fn settings() -> Vec<SettingDecl> {
-    let decl = |name, doc, ty: Json, default, line| SettingDecl {
-        name,
-        doc,
-        ty,
-        default,
-        secret: false,
-        file: FILE,
-        line,
-    };
     let modes = json!([
         Mode::WorkspaceWrite.name(),
         Mode::ReadOnly.name(),
         Mode::Off.name()
     ]);
     vec![
-        decl(
+        SettingDecl::new(
             "sandbox.mode",
-            "How `bash` and `oml.run-process` commands are confined (Linux Landlock): :workspace-write (read everywhere, write only in the project, the temp dir and sandbox.writable), :read-only (write nowhere) or :off (not confined). Every mode runs commands in a session of their own, with no terminal, killed when oml ends.",
             modes,
             json!(Mode::WorkspaceWrite.name()),
-            line!(),
+            "How `bash` and `oml.run-process` commands are confined (Linux Landlock): :workspace-write (read everywhere, write only in the project, the temp dir and sandbox.writable), :read-only (write nowhere) or :off (not confined). Every mode runs commands in a session of their own, with no terminal, killed when oml ends.",
         ),
-        decl(
+        SettingDecl::new(
             "sandbox.network?",
+            "boolean",
+            json!(false),
             "Whether confined commands may open TCP connections and listen on TCP ports. Denying needs Linux 6.7 (Landlock ABI 4); on older kernels oml.sandbox-status says the network is not restricted.",
-            "boolean".into(),
-            json!(false),
-            line!(),
         ),
-        decl(
+        SettingDecl::new(
             "sandbox.writable",
+            "table",
+            json!([]),
             "More folders (or files) where :workspace-write commands may write, besides the project root and the temp dir, e.g. [\"~/.cache\"]; relative paths are relative to the session's directory. oml's own folders (config, state, cache, runtime) stay read-only beneath them (see oml.sandbox-status).",
-            "table".into(),
-            json!([]),
-            line!(),
         ),
-        decl(
+        SettingDecl::new(
             "sandbox.git-writable?",
-            "Whether confined commands may write in the project's .git (commit, branch, fetch). Off by default, as in Codex: a command that can write .git can plant hooks or a core.fsmonitor in its config that your own git runs later, outside any sandbox. The project's .oml/ stays read-only either way.",
-            "boolean".into(),
+            "boolean",
             json!(false),
-            line!(),
+            "Whether confined commands may write in the project's .git (commit, branch, fetch). Off by default, as in Codex: a command that can write .git can plant hooks or a core.fsmonitor in its config that your own git runs later, outside any sandbox. The project's .oml/ stays read-only either way.",
         ),
-        decl(
+        SettingDecl::new(
             "sandbox.keep-env",
+            "table",
+            json!([]),
             "Environment variables passed to commands even though their names look secret (contain KEY, TOKEN, SECRET or PASSWORD), e.g. [\"SSH_KEY_PATH\"].",
-            "table".into(),
-            json!([]),
-            line!(),
         ),
-        decl(
+        SettingDecl::new(
             "sandbox.drop-env",
-            "More environment variables removed from commands' environment, besides those whose names look secret and the one holding llm.api-key, e.g. [\"DATABASE_URL\"].",
-            "table".into(),
+            "table",
             json!([]),
-            line!(),
+            "More environment variables removed from commands' environment, besides those whose names look secret and the one holding llm.api-key, e.g. [\"DATABASE_URL\"].",
         ),
     ]
 }

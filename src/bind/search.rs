@@ -39,15 +39,12 @@ struct PathParams {
 
 /// Install the search tools' host functions into `oml` and their setting into `tools`.
 pub fn install(lisp: &Lisp) -> Result<(), LispError> {
-    lisp.declare_setting(&SettingDecl {
-        name: "tools.grep-ripgrep?",
-        doc: "Whether `grep` runs ripgrep (`rg`) when it is on PATH; otherwise, or when this is false, a Rust search that honours the same ignore files does the work.",
-        ty: "boolean".into(),
-        default: true.into(),
-        secret: false,
-        file: file!(),
-        line: line!(),
-    })?;
+    lisp.declare_setting(&SettingDecl::new(
+        "tools.grep-ripgrep?",
+        "boolean",
+        true,
+        "Whether `grep` runs ripgrep (`rg`) when it is on PATH; otherwise, or when this is false, a Rust search that honours the same ignore files does the work.",
+    ))?;
     define(lisp.lua(), "oml", SEARCH)?;
     Ok(())
 }

@@ -30,15 +30,12 @@ const PROJECT_INIT: &str = "init.project-init";
 
 /// Declare the settings this module reads. `Lisp::new` calls it after the prelude.
 pub(super) fn declare_settings(lisp: &Lisp) -> Result<(), LispError> {
-    lisp.declare_setting(&SettingDecl {
-        name: PROJECT_INIT,
-        doc: "Whether a project's .oml/init.fnl runs: :trusted (only in directories recorded with `oml trust`), :always or :never.",
-        ty: serde_json::json!(["trusted", "always", "never"]),
-        default: "trusted".into(),
-        secret: false,
-        file: file!(),
-        line: line!(),
-    })
+    lisp.declare_setting(&SettingDecl::new(
+        PROJECT_INIT,
+        serde_json::json!(["trusted", "always", "never"]),
+        "trusted",
+        "Whether a project's .oml/init.fnl runs: :trusted (only in directories recorded with `oml trust`), :always or :never.",
+    ))
 }
 
 /// One init file that failed to load.

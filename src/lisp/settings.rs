@@ -20,6 +20,38 @@ pub struct SettingDecl {
     pub line: u32,
 }
 
+impl SettingDecl {
+    /// The setting `name` of type `ty` (a type name such as `"integer"` or `"string?"`, or a
+    /// JSON array of the values allowed), starting at `default` (`null`: nil), documented by
+    /// `doc`, declared where this is called. The one way Rust declares a setting.
+    #[track_caller]
+    pub fn new(
+        name: &'static str,
+        ty: impl Into<serde_json::Value>,
+        default: impl Into<serde_json::Value>,
+        doc: &'static str,
+    ) -> SettingDecl {
+        let at = std::panic::Location::caller();
+        SettingDecl {
+            name,
+            doc,
+            ty: ty.into(),
+            default: default.into(),
+            secret: false,
+            file: at.file(),
+            line: at.line(),
+        }
+    }
+
+    /// This setting, secret: `/settings` and `oml.settings` never show its value.
+    pub fn secret(self) -> SettingDecl {
+        SettingDecl {
+            secret: true,
+            ..self
+        }
+    }
+}
+
 impl Lisp {
     /// Declare a setting from Rust (the same registry `defsetting` writes).
     pub fn declare_setting(&self, decl: &SettingDecl) -> Result<(), LispError> {

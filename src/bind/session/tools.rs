@@ -31,44 +31,31 @@ pub(super) fn install(lisp: &Lisp) -> Result<(), LispError> {
 /// The tool settings, with the defaults of `src/tools/`.
 fn settings() -> Vec<SettingDecl> {
     use crate::tools::{BASH_MAX_CHARS, BASH_TIMEOUT, READ_DEFAULT_LIMIT, READ_MAX_CHARS};
-    let file = file!();
     vec![
-        SettingDecl {
-            name: "tools.read-max-chars",
-            doc: "Characters `read` returns at most; the head is kept and a footer says how much was cut.",
-            ty: "integer".into(),
-            default: READ_MAX_CHARS.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.read-default-limit",
-            doc: "Lines `read` returns when the model gives no limit.",
-            ty: "integer".into(),
-            default: READ_DEFAULT_LIMIT.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.bash-max-chars",
-            doc: "Characters of output `bash` returns at most; the tail is kept.",
-            ty: "integer".into(),
-            default: BASH_MAX_CHARS.into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
-        SettingDecl {
-            name: "tools.bash-timeout",
-            doc: "Seconds a `bash` command may run when the model gives no timeout; then its process group is killed.",
-            ty: "number".into(),
-            default: BASH_TIMEOUT.as_secs().into(),
-            secret: false,
-            file,
-            line: line!(),
-        },
+        SettingDecl::new(
+            "tools.read-max-chars",
+            "integer",
+            READ_MAX_CHARS,
+            "Characters `read` returns at most; the head is kept and a footer says how much was cut.",
+        ),
+        SettingDecl::new(
+            "tools.read-default-limit",
+            "integer",
+            READ_DEFAULT_LIMIT,
+            "Lines `read` returns when the model gives no limit.",
+        ),
+        SettingDecl::new(
+            "tools.bash-max-chars",
+            "integer",
+            BASH_MAX_CHARS,
+            "Characters of output `bash` returns at most; the tail is kept.",
+        ),
+        SettingDecl::new(
+            "tools.bash-timeout",
+            "number",
+            BASH_TIMEOUT.as_secs(),
+            "Seconds a `bash` command may run when the model gives no timeout; then its process group is killed.",
+        ),
     ]
 }
 
