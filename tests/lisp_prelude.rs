@@ -1,4 +1,4 @@
-//! The prelude's macros, as a user writes them.
+//! The prelude's macros and the host's print capture, as a user writes them.
 
 use oml::lisp::{Lisp, LispOptions, Output};
 
@@ -25,4 +25,29 @@ async fn setq_sets_several_settings_in_one_form() {
         .await
         .expect("evaluates");
     assert_eq!(text, r#"["careful" 20]"#);
+}
+
+/// What a coroutine prints between `oml.capture-begin` and `oml.capture-end` is kept, not
+/// written, also across a wait that suspends it; a capture inside another gives its own text
+/// and puts the outer one back.
+#[tokio::test]
+async fn print_is_captured_across_a_yield_and_captures_nest() {
+    let lisp = host();
+    let src = r#"
+        (let [outer (oml.capture-begin)]
+          (print "a" 1)
+          (oml.sleep 1)
+          (let [inner (oml.capture-begin)]
+            (print "inner")
+            (let [inner-text (oml.capture-end inner)]
+              (print "b")
+              (let [both (.. inner-text "|" (oml.capture-end outer))
+                    shown (both:gsub "\n" "/")]
+                (pick-values 1 (shown:gsub "\t" "_"))))))
+    "#;
+    let text = lisp
+        .eval_to_string(src, "test", &oml::cancel::CancelToken::new())
+        .await
+        .expect("evaluates");
+    assert_eq!(text, r#""inner/|a_1/b/""#);
 }

@@ -85,25 +85,13 @@
   (accumulate [hit nil _ e (ipairs entries) &until hit]
     (when (= e.name name) e)))
 
-;; Output capture for commands: `print` inside a captured coroutine goes to its buffer.
-(local host-print _G.print)
-(local captures (setmetatable {} {:__mode :k}))
-
-(fn _G.print [...]
-  (let [buf (. captures (coroutine.running))]
-    (if buf
-        (table.insert buf (.. (table.concat (icollect [_ v (ipairs (table.pack ...))] (tostring v)) "\t") "\n"))
-        (host-print ...))))
-
+;; Output capture for commands: what `print` writes while F runs (the host's capture, yield-safe
+;; because the call in between is Lua's own xpcall).
 (fn capture [f]
   "Call F with print captured; returns ok, value-or-error, printed text."
-  (let [co (coroutine.running)
-        prev (. captures co)
-        buf []]
-    (tset captures co buf)
-    (let [(ok v) (xpcall f (fn [e] e))]
-      (tset captures co prev)
-      (values ok v (table.concat buf)))))
+  (let [previous (oml.capture-begin)
+        (ok v) (xpcall f (fn [e] e))]
+    (values ok v (oml.capture-end previous))))
 
 ;;; Discovery
 

@@ -1,4 +1,5 @@
-//! The host's own functions: `print` (to the coroutine's sink or the default output), `os.exit`
+//! The host's own functions: `print` (to the coroutine's capture, its sink or the default
+//! output) and the capture of what a coroutine prints, `os.exit`
 //! (which unwinds instead of exiting), the `oml.*` primitives the prelude stands on, and the
 //! `json` namespace.
 //!
@@ -67,6 +68,18 @@ const OML: &[HostFn] = &[
             })
         },
     },
+    HostFn {
+        name: "capture-begin",
+        args: "",
+        doc: "Start capturing what `print` writes in the calling coroutine: until               `oml.capture-end`, its lines are kept instead of written. Returns the capture this               one stands in for (nil when none), to hand to `oml.capture-end`. A pair of calls               around an `xpcall` captures a function that may yield (what slash commands do).",
+        make: |lua| lua.create_function(capture_begin),
+    },
+    HostFn {
+        name: "capture-end",
+        args: "previous",
+        doc: "End the calling coroutine's capture, putting back PREVIOUS (what               `oml.capture-begin` returned), and return the printed text.",
+        make: |lua| lua.create_function(capture_end),
+    },
 ];
 
 /// The `oml.*` functions that read caught error values.
@@ -122,6 +135,46 @@ pub(super) fn install(lua: &Lua, output: Output) -> mlua::Result<()> {
     convert::install_json(lua)
 }
 
+/// The registry name of the captures: a table with weak keys, from each capturing coroutine to
+/// the list of lines it printed (weak, so that a coroutine that dies mid-capture takes its
+/// capture with it, and a new one at the same address has none).
+const CAPTURES: &str = "oml.captures";
+
+fn captures(lua: &Lua) -> mlua::Result<Table> {
+    if let Ok(t) = lua.named_registry_value::<Table>(CAPTURES) {
+        return Ok(t);
+    }
+    let t = lua.create_table()?;
+    let weak = lua.create_table()?;
+    weak.raw_set("__mode", "k")?;
+    t.set_metatable(Some(weak))?;
+    lua.set_named_registry_value(CAPTURES, &t)?;
+    Ok(t)
+}
+
+fn capture_begin(lua: &Lua, (): ()) -> mlua::Result<Value> {
+    let all = captures(lua)?;
+    let co = lua.current_thread();
+    let previous: Value = all.raw_get(&co)?;
+    all.raw_set(co, lua.create_table()?)?;
+    Ok(previous)
+}
+
+fn capture_end(lua: &Lua, previous: Value) -> mlua::Result<String> {
+    let all = captures(lua)?;
+    let co = lua.current_thread();
+    let lines: Option<Table> = all.raw_get(&co)?;
+    all.raw_set(co, previous)?;
+    let mut text = String::new();
+    for line in lines
+        .iter()
+        .flat_map(|t| t.sequence_values::<mlua::LuaString>())
+    {
+        text.push_str(&line?.to_string_lossy());
+    }
+    Ok(text)
+}
+
 fn print(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
     let mut line = String::new();
     for (i, v) in args.iter().enumerate() {
@@ -131,6 +184,12 @@ fn print(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
         line.push_str(&v.to_string()?);
     }
     line.push('\n');
+    // A capture (a slash command's output) first, then the coroutine's sink, then the default.
+    if let Ok(all) = lua.named_registry_value::<Table>(CAPTURES)
+        && let Ok(Value::Table(lines)) = all.raw_get(lua.current_thread())
+    {
+        return lines.raw_push(line);
+    }
     let Some(shared) = lua.app_data_ref::<Arc<Shared>>().map(|s| Arc::clone(&s)) else {
         return Ok(());
     };
