@@ -194,7 +194,7 @@ fn print(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
         return Ok(());
     };
     let key = lua.current_thread().to_pointer() as usize;
-    let sink = shared.sinks.lock().ok().and_then(|s| s.get(&key).cloned());
+    let sink = shared.sinks.lock().get(&key).cloned();
     match sink {
         Some(sink) => {
             let _ = sink.send(super::repl::Said::Printed(line));

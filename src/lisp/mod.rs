@@ -27,7 +27,9 @@ mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -135,7 +137,7 @@ impl Shared {
             .find(|(n, _)| *n == name)
             .map(|(_, s)| *s);
         found.or_else(|| {
-            let extra = self.sources.lock().ok()?;
+            let extra = self.sources.lock();
             extra.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
         })
     }
@@ -278,33 +280,25 @@ impl Lisp {
 
     /// Route `print` from the coroutine `thread` to `sink` until `detach_sink` is called.
     pub fn attach_sink(&self, thread: &mlua::Thread, sink: Sink) {
-        if let Ok(mut sinks) = self.shared.sinks.lock() {
-            sinks.insert(thread.to_pointer() as usize, sink);
-        }
+        (self.shared.sinks.lock()).insert(thread.to_pointer() as usize, sink);
     }
 
     pub fn detach_sink(&self, thread: &mlua::Thread) {
-        if let Ok(mut sinks) = self.shared.sinks.lock() {
-            sinks.remove(&(thread.to_pointer() as usize));
-        }
+        (self.shared.sinks.lock()).remove(&(thread.to_pointer() as usize));
     }
 
     /// Let `interrupt` end the waits of async host functions called from the coroutine
     /// `thread` (a REPL conversation), until `detach_interrupt`.
     pub fn attach_interrupt(&self, thread: &mlua::Thread, interrupt: repl::Interrupt) {
-        if let Ok(mut interrupts) = self.shared.interrupts.lock() {
-            interrupts.insert(thread.to_pointer() as usize, interrupt);
-        }
+        (self.shared.interrupts.lock()).insert(thread.to_pointer() as usize, interrupt);
     }
 
     pub fn detach_interrupt(&self, thread: &mlua::Thread) {
-        if let Ok(mut interrupts) = self.shared.interrupts.lock() {
-            interrupts.remove(&(thread.to_pointer() as usize));
-        }
+        (self.shared.interrupts.lock()).remove(&(thread.to_pointer() as usize));
     }
 
     fn interrupt_of(&self, thread: &mlua::Thread) -> Option<repl::Interrupt> {
-        let interrupts = self.shared.interrupts.lock().ok()?;
+        let interrupts = self.shared.interrupts.lock();
         interrupts.get(&(thread.to_pointer() as usize)).cloned()
     }
 
@@ -346,9 +340,7 @@ impl Lisp {
     /// Make `source` work on functions compiled from an embedded file `name` (a path relative to
     /// the crate root, as given to the compiler).
     pub fn register_source(&self, name: &'static str, text: &'static str) {
-        if let Ok(mut extra) = self.shared.sources.lock() {
-            extra.push((name, text));
-        }
+        self.shared.sources.lock().push((name, text));
     }
 
     /// The function `ns.name` as it is *now* (late binding), or `None`.
