@@ -838,3 +838,156 @@ fn test_files_hold_one_concern() {
         "test files over {MAX_TEST_FILE_LINES} lines (split them by what they test): {offenders:?}"
     );
 }
+
+/// Lua's own globals, which built-in Fennel may capture at load.
+const LUA_GLOBALS: &[&str] = &[
+    "print",
+    "string",
+    "table",
+    "math",
+    "io",
+    "os",
+    "coroutine",
+    "utf8",
+    "debug",
+    "package",
+    "require",
+    "pairs",
+    "ipairs",
+    "type",
+    "tostring",
+    "tonumber",
+    "error",
+    "pcall",
+    "xpcall",
+    "select",
+    "next",
+    "rawget",
+    "rawset",
+    "setmetatable",
+    "getmetatable",
+    "load",
+];
+
+/// The built-in Fennel files in the order they load (build.rs's `PRELUDE`).
+fn load_order(build_rs: &str) -> Vec<String> {
+    build_rs
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("(\""))
+        .filter_map(|l| l.split("\", \"").nth(1))
+        .filter_map(|p| p.strip_suffix("\"),"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The namespaces Rust creates before Fennel loads (`define(lua, "ns", …)`,
+/// `namespace(lua, "ns")`).
+fn rust_namespaces() -> Vec<String> {
+    let mut found = Vec::new();
+    for (_, text) in sources() {
+        for call in ["define(", "namespace("] {
+            for (at, _) in text.match_indices(call) {
+                let rest = &text[at + call.len()..];
+                let Some(quoted) = rest.split_once(", \"").map(|(_, q)| q) else {
+                    continue;
+                };
+                let Some((name, _)) = quoted.split_once('"') else {
+                    continue;
+                };
+                // The name is the call's second argument: no statement ends before it.
+                if !rest[..rest.find('"').unwrap_or(0)].contains([';', '\n']) {
+                    found.push(name.to_owned());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// What a Fennel text needs from the globals when it loads, and what it adds: the names of its
+/// top-level `(local x _G.name)` captures, and of its `(set _G.name …)` / `(rawset _G ns …)`
+/// definitions. Also every top-level `(local x ns.name)`, which freezes a function that must be
+/// called by name at call time.
+fn load_time_globals(text: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut needs, mut adds, mut frozen) = (Vec::new(), Vec::new(), Vec::new());
+    let namespaces: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("(local "))
+        .filter_map(|l| l.split_once(" _G."))
+        .map(|(local, _)| local.to_owned())
+        .collect();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("(local ")
+            && let Some((local, value)) = rest.split_once(' ')
+        {
+            let value = value.trim_end_matches(')');
+            if let Some(global) = value.strip_prefix("_G.") {
+                needs.push(global.to_owned());
+            } else if let Some((ns, _)) = value.split_once('.')
+                && namespaces.iter().any(|n| n == ns)
+                && !value.contains([' ', '('])
+            {
+                frozen.push(format!("(local {local} {value})"));
+            }
+        }
+        if let Some(rest) = line.trim_start().strip_prefix("(set _G.") {
+            adds.extend(rest.split([' ', ')']).next().map(str::to_owned));
+        }
+    }
+    (needs, adds, frozen)
+}
+
+#[test]
+fn built_in_fennel_needs_only_globals_that_exist_when_it_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let order = load_order(&fs::read_to_string(root.join("build.rs")).expect("build.rs"));
+    assert!(
+        order.len() > 10,
+        "the load order is read from build.rs: {order:?}"
+    );
+    let core = fs::read_to_string(root.join("src/lisp/prelude/core.fnl")).expect("core.fnl");
+    let list = core
+        .split_once("(local namespaces [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("core.fnl's namespace list");
+    let mut defined: Vec<String> = rust_namespaces();
+    defined.extend(LUA_GLOBALS.iter().map(|g| g.to_string()));
+    let mut offenders = Vec::new();
+    for file in &order {
+        let text = fs::read_to_string(root.join(file)).expect("a built-in file");
+        let (needs, adds, frozen) = load_time_globals(&text);
+        for need in needs.iter().filter(|n| !defined.contains(n)) {
+            offenders.push(format!(
+                "{file}: _G.{need} does not exist yet when it loads"
+            ));
+        }
+        offenders.extend(
+            frozen
+                .iter()
+                .map(|f| format!("{file}: {f} is captured at load")),
+        );
+        defined.extend(adds);
+        if file.ends_with("prelude/core.fnl") {
+            defined.extend(
+                list.split_whitespace()
+                    .map(|n| n.trim_start_matches(':').to_owned()),
+            );
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "built-in Fennel depends on the load order in a way nothing checks (capture only \
+         namespaces made before it loads; call functions by name): {offenders:?}"
+    );
+}
+
+#[test]
+fn the_load_order_check_finds_a_planted_violation() {
+    let planted = "(local agent _G.agent)\n(local run agent.run)\n(local ok (agent.x 1))\n\
+                   (set _G.mine {})\n  (local inner agent.run)";
+    let (needs, adds, frozen) = load_time_globals(planted);
+    assert_eq!(needs, ["agent"]);
+    assert_eq!(adds, ["mine"]);
+    assert_eq!(frozen, ["(local run agent.run)"]);
+}
