@@ -14,6 +14,7 @@ use common::Env;
 use common::acp::*;
 use common::model::roles;
 use serde_json::{Value, json};
+use support::editor::WAIT;
 use support::fake_model::{
     FakeModel, Reply, reasoning_chunks, text_chunks, tool_call_chunks, usage_chunk,
 };

@@ -24,13 +24,13 @@ fn fs_capabilities() -> Value {
 /// the project; the editor and the session id.
 fn session(env: &Env, fake: &FakeModel, capabilities: Value) -> (Editor, String) {
     let mut ed = start(env, fake, capabilities);
-    let (sid, _) = ed.new_session(&env.project, json!([]));
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
     (ed, sid)
 }
 
 /// `oml acp` in `env` against `fake`, initialised with `capabilities`.
 fn start(env: &Env, fake: &FakeModel, capabilities: Value) -> Editor {
-    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(fake), &["acp"]));
     let r = ed.call(
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
@@ -74,17 +74,17 @@ fn serve(ed: &mut Editor, id: u64, buffer: impl Fn(&str) -> String) -> Served {
         match m["method"].as_str() {
             Some("fs/read_text_file") => {
                 let path = m["params"]["path"].as_str().unwrap_or_default();
-                ed.answer(&m, json!({"content": buffer(path)}));
+                ed.answer(&m["id"], json!({"content": buffer(path)}));
             }
             Some("fs/write_text_file") => {
                 let content = m["params"]["content"].as_str().unwrap_or_default();
                 served.written.push(content.to_owned());
-                ed.answer(&m, json!({}));
+                ed.answer(&m["id"], json!({}));
             }
             Some("session/request_permission") => {
                 served.asked.push(m["params"]["toolCall"].clone());
                 ed.answer(
-                    &m,
+                    &m["id"],
                     json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
                 );
             }
@@ -361,13 +361,13 @@ fn output_from_the_editors_terminal_reaches_the_model_as_the_terminal_showed_it(
     loop {
         let m = ed.next();
         match m["method"].as_str() {
-            Some("terminal/create") => ed.answer(&m, json!({"terminalId": "t1"})),
-            Some("terminal/wait_for_exit") => ed.answer(&m, json!({"exitCode": 0})),
+            Some("terminal/create") => ed.answer(&m["id"], json!({"terminalId": "t1"})),
+            Some("terminal/wait_for_exit") => ed.answer(&m["id"], json!({"exitCode": 0})),
             Some("terminal/output") => ed.answer(
-                &m,
+                &m["id"],
                 json!({"output": "early\r\n10%\r55%\r100%\r\nlate\r\n", "truncated": false}),
             ),
-            Some("terminal/release") | Some("terminal/kill") => ed.answer(&m, json!({})),
+            Some("terminal/release") | Some("terminal/kill") => ed.answer(&m["id"], json!({})),
             None if m["id"] == json!(id) => break,
             _ => {}
         }

@@ -17,9 +17,9 @@ fn an_editor_refusing_our_notifications_leaves_stderr_silent() {
     let fake = FakeModel::start([Reply::Stream(text_chunks(&["hi"]))]);
     let mut cmd = env.home.blocking_command(&["acp"]);
     use_fake_model(&mut cmd, &fake.base_url());
-    let mut editor = Editor::start(cmd);
+    let mut editor = Editor::spawn(cmd);
     editor.initialize();
-    let (sid, _) = editor.new_session(&env.project, json!([]));
+    let (sid, _) = editor.new_session_with(&env.project, json!([]));
     let id = editor.prompt(&sid, "hello");
     let mut refused = 0;
     editor.until(|m| {

@@ -11,6 +11,7 @@ use common::Env;
 use common::acp::*;
 use common::model::roles;
 use serde_json::{Value, json};
+use support::editor::WAIT;
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
 };

@@ -33,7 +33,7 @@ fn initialize_is_answered_while_the_init_file_runs_and_the_rest_waits_for_it() {
         .expect("mkfifo");
     assert!(made.success());
     env.init(&init_waiting_on(&fifo));
-    let mut editor = Editor::start(env.home.blocking_command(&["acp"]));
+    let mut editor = Editor::spawn(env.home.blocking_command(&["acp"]));
 
     let init = editor.request(
         "initialize",
@@ -62,11 +62,11 @@ fn initialize_is_answered_while_the_init_file_runs_and_the_rest_waits_for_it() {
 #[test]
 fn a_malformed_initialize_while_booting_gets_its_error_and_the_next_one_its_answer() {
     let env = Env::new();
-    let mut editor = Editor::start(env.home.blocking_command(&["acp"]));
+    let mut editor = Editor::spawn(env.home.blocking_command(&["acp"]));
     let bad = editor.request("initialize", json!({"protocolVersion": "one"}));
     let (_, refused) = editor.until_response(bad);
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
-    let good = editor.initialize();
+    let good = editor.initialize_message();
     assert_eq!(good["result"]["protocolVersion"], 1, "{good}");
     editor.finish();
 }

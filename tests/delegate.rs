@@ -98,9 +98,9 @@ fn tool_result(body: &Value) -> String {
 
 /// `oml acp` in `env` against `fake`, with one new session (in `cwd`); the editor and the id.
 fn session(env: &Env, fake: &FakeModel, cwd: &Path) -> (Editor, String) {
-    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(fake), &["acp"]));
     ed.initialize();
-    let (sid, _) = ed.new_session(cwd, json!([]));
+    let (sid, _) = ed.new_session_with(cwd, json!([]));
     (ed, sid)
 }
 

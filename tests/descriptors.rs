@@ -41,7 +41,7 @@ fn spawn(env: &Env, fake: &FakeModel, soft: libc::rlim_t, hard: libc::rlim_t) ->
             }
         });
     }
-    Editor::start(cmd)
+    Editor::spawn(cmd)
 }
 
 /// The next message that is not a `session/update`.

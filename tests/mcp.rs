@@ -59,7 +59,7 @@ fn python() -> bool {
 
 /// `oml acp` in `env` against `fake`, initialised.
 fn start(env: &Env, fake: &FakeModel) -> Editor {
-    let mut ed = Editor::start(env.command(Some(fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(fake), &["acp"]));
     ed.initialize();
     ed
 }
@@ -209,7 +209,7 @@ fn reference_servers_over_stdio_and_http_serve_the_model() {
         stdio("files", &filesystem, &[&project], &token),
         {"type": "http", "name": "web", "url": web.url, "headers": [{"name": "X-Test", "value": "1"}]},
     ]);
-    let (sid, _) = acp.new_session(&env.project, servers);
+    let (sid, _) = acp.new_session_with(&env.project, servers);
     let (updates, reason) = acp.turn(&sid, "use the servers");
     assert_eq!(reason, "end_turn");
 
@@ -309,7 +309,7 @@ fn faults_are_reported_and_the_session_goes_on() {
         {"type": "sse", "name": "legacy", "url": "http://127.0.0.1:9/sse", "headers": []},
         {"name": "nameless-command"},
     ]);
-    let (sid, setup) = acp.new_session(&env.project, servers);
+    let (sid, setup) = acp.new_session_with(&env.project, servers);
     let (updates, reason) = acp.turn(&sid, "go");
     assert_eq!(reason, "end_turn");
     let shown = chunks(&setup) + &chunks(&updates);
@@ -382,7 +382,7 @@ fn destructive_tools_ask_and_read_only_ones_do_not() {
         Reply::from(text_chunks(&["fine"])),
     ]);
     let mut acp = start(&env, &fake);
-    let (sid, _) = acp.new_session(
+    let (sid, _) = acp.new_session_with(
         &env.project,
         json!([stdio(
             "fake",
@@ -397,7 +397,7 @@ fn destructive_tools_ask_and_read_only_ones_do_not() {
     assert_eq!(tool_call["kind"], "delete");
     assert_eq!(tool_call["title"], "fake: wipe");
     acp.answer(
-        &ask,
+        &ask["id"],
         json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
     );
     let (rest, _) = acp.until_response(id);
@@ -434,7 +434,7 @@ fn cancel_abandons_the_call_and_a_changed_list_is_read_again() {
         &[&fake_server(), "normal", &marker.display().to_string()],
         &token,
     );
-    let (sid, _) = acp.new_session(&env.project, json!([server]));
+    let (sid, _) = acp.new_session_with(&env.project, json!([server]));
     let id = acp.prompt(&sid, "go");
     acp.until(|m| update(m) == "tool_call" && m["params"]["update"]["toolCallId"] == "c3");
     acp.notify("session/cancel", json!({"sessionId": sid}));
@@ -509,7 +509,7 @@ fn load_and_resume_connect_their_servers_too() {
     let token = token(&env);
     let fake = FakeModel::start(Vec::<Reply>::new());
     let mut acp = start(&env, &fake);
-    let (sid, _) = acp.new_session(&env.project, json!([]));
+    let (sid, _) = acp.new_session_with(&env.project, json!([]));
     let (none, _) = acp.turn(&sid, "/mcp");
     assert!(
         chunks(&none).contains("No MCP servers in this session"),

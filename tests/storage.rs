@@ -123,7 +123,7 @@ fn command(env: &Env, disk: &TinyFs, fake: &FakeModel, args: &[&str]) -> Command
 
 /// `oml acp` from `cmd`, initialised: the scripted editor of `support::editor`.
 fn start(cmd: Command) -> Editor {
-    let mut ed = Editor::start(cmd);
+    let mut ed = Editor::spawn(cmd);
     ed.initialize();
     ed
 }

@@ -55,9 +55,9 @@ fn a_confined_command_cannot_drive_the_live_repl() {
     // runtime folder is hidden from them): the peer check itself is what is attacked here.
     cmd.env_remove("XDG_RUNTIME_DIR");
     use_fake_model(&mut cmd, &fake.base_url());
-    let mut editor = Editor::start(cmd);
+    let mut editor = Editor::spawn(cmd);
     editor.initialize();
-    let (sid, _) = editor.new_session(&t.env.project, serde_json::json!([]));
+    let (sid, _) = editor.new_session(&t.env.project);
     let (_, stop) = editor.turn(&sid, "look around");
     assert_eq!(stop, "end_turn");
     let result = tool_result(&fake, 1);

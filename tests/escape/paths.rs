@@ -174,9 +174,9 @@ fn over_acp_the_question_names_the_real_file_and_a_rejection_holds() {
         )),
         Reply::from(text_chunks(&["done"])),
     ]);
-    let mut ed = Editor::start(env.command(Some(&fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
-    let (sid, _) = ed.new_session(&env.project, json!([]));
+    let (sid, _) = ed.new_session(&env.project);
     let id = ed.prompt(&sid, "go");
     let ask =
         ed.until(|m| m["method"] == "session/request_permission" || m.get("method").is_none());
@@ -185,7 +185,7 @@ fn over_acp_the_question_names_the_real_file_and_a_rejection_holds() {
     let tool_call = &ask["params"]["toolCall"];
     assert_eq!(tool_call["locations"][0]["path"], real.as_str(), "{ask}");
     ed.answer(
-        &ask,
+        &ask["id"],
         json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
     );
     let (before, answer) = ed.until_response(id);
@@ -214,13 +214,13 @@ fn the_editor_is_sent_the_real_path() {
         )),
         Reply::from(text_chunks(&["done"])),
     ]);
-    let mut ed = Editor::start(env.command(Some(&fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.call(
         "initialize",
         json!({"protocolVersion": 1,
                "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
     );
-    let (sid, _) = ed.new_session(&env.project, json!([]));
+    let (sid, _) = ed.new_session(&env.project);
     let id = ed.prompt(&sid, "go");
     let real = out.join("x.txt").display().to_string();
     let read = ed.until(|m| m["method"] == "fs/read_text_file");
@@ -229,7 +229,7 @@ fn the_editor_is_sent_the_real_path() {
                     "error": {"code": -32603, "message": "no such file"}}));
     let write = ed.until(|m| m["method"] == "fs/write_text_file");
     assert_eq!(write["params"]["path"], real.as_str());
-    ed.answer(&write, json!(null));
+    ed.answer(&write["id"], json!(null));
     let (_, answer) = ed.until_response(id);
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     ed.finish();
@@ -326,9 +326,9 @@ fn a_workspace_under_a_linked_folder_still_holds_its_files() {
         )),
         Reply::from(text_chunks(&["done"])),
     ]);
-    let mut ed = Editor::start(env.command(Some(&fake), &["acp"]));
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
-    let (sid, _) = ed.new_session(&via, json!([]));
+    let (sid, _) = ed.new_session(&via);
     let (before, reason) = ed.turn(&sid, "go");
     assert_eq!(reason, "end_turn");
     let asked = before
