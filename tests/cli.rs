@@ -248,7 +248,19 @@ async fn no_init_skips_the_user_init_file() {
 }
 
 /// More bad init files: `(what, source, the message after "oml: error in FILE")`.
+/// Init files that fail, each run as the user's and as a (trusted) project's: what is wrong,
+/// the file, and what the report says after the file name.
 const BAD_INIT_FILES: &[(&str, &str, &str)] = &[
+    (
+        "syntax error: a closing delimiter too many",
+        "(set _G.before true)\n\n(print :x))\n",
+        ":3:10: Parse error: unexpected closing delimiter )",
+    ),
+    (
+        "runtime error: an error raised",
+        "(set _G.before true)\n\n\n(error \"init exploded\")\n(set _G.after true)\n",
+        ":4: init exploded",
+    ),
     (
         "syntax error: an unclosed form",
         "(set _G.before true)\n(fn f []\n",
@@ -326,42 +338,8 @@ async fn assert_bad_init_reported(which: InitFile, src: &str, message: &str) {
     );
 }
 
-const SYNTAX_ERROR: (&str, &str) = (
-    "(set _G.before true)\n\n(print :x))\n",
-    ":3:10: Parse error: unexpected closing delimiter )",
-);
-
-const RUNTIME_ERROR: (&str, &str) = (
-    "(set _G.before true)\n\n\n(error \"init exploded\")\n(set _G.after true)\n",
-    ":4: init exploded",
-);
-
 #[tokio::test]
-async fn a_syntax_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
-{
-    assert_bad_init_reported(InitFile::User, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
-}
-
-#[tokio::test]
-async fn a_runtime_error_in_the_user_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
- {
-    assert_bad_init_reported(InitFile::User, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
-}
-
-#[tokio::test]
-async fn a_syntax_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
- {
-    assert_bad_init_reported(InitFile::Project, SYNTAX_ERROR.0, SYNTAX_ERROR.1).await;
-}
-
-#[tokio::test]
-async fn a_runtime_error_in_a_project_init_file_is_reported_with_file_and_line_and_oml_keeps_working()
- {
-    assert_bad_init_reported(InitFile::Project, RUNTIME_ERROR.0, RUNTIME_ERROR.1).await;
-}
-
-#[tokio::test]
-async fn other_bad_init_files_are_reported_with_file_and_line_in_either_init_file() {
+async fn a_bad_init_file_is_reported_with_file_and_line_and_oml_keeps_working() {
     for (what, src, message) in BAD_INIT_FILES {
         for which in [InitFile::User, InitFile::Project] {
             println!("{which:?}: {what}");
