@@ -26,11 +26,27 @@ pub const MAX_DEPTH: usize = 128;
 pub struct LuaJson<'a> {
     lua: &'a Lua,
     value: &'a Value,
+    sorted: bool,
 }
 
 impl<'a> LuaJson<'a> {
+    /// `value`, its objects' keys in `pairs` order.
     pub fn new(lua: &'a Lua, value: &'a Value) -> Self {
-        Self { lua, value }
+        Self {
+            lua,
+            value,
+            sorted: false,
+        }
+    }
+
+    /// `value`, its objects' keys sorted: the same text from run to run (Lua's `pairs` order
+    /// depends on a per-state hash seed), for messages a peer or a snapshot reads.
+    pub fn sorted(lua: &'a Lua, value: &'a Value) -> Self {
+        Self {
+            lua,
+            value,
+            sorted: true,
+        }
     }
 }
 
@@ -41,6 +57,7 @@ impl Serialize for LuaJson<'_> {
             lua: self.lua,
             value: self.value,
             path: &path,
+            sorted: self.sorted,
         }
         .serialize(serializer)
     }
@@ -124,6 +141,8 @@ pub struct Nested<'a> {
     pub lua: &'a Lua,
     pub value: &'a Value,
     pub path: &'a RefCell<Vec<*const c_void>>,
+    /// Objects' keys sorted instead of in `pairs` order.
+    pub sorted: bool,
 }
 
 impl Serialize for Nested<'_> {
@@ -165,7 +184,10 @@ impl Nested<'_> {
             }
             return seq.end();
         }
-        let entries = object_entries(t).map_err(S::Error::custom)?;
+        let mut entries = object_entries(t).map_err(S::Error::custom)?;
+        if self.sorted {
+            entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+        }
         let mut map = serializer.serialize_map(Some(entries.len()))?;
         for (key, value) in &entries {
             map.serialize_entry(key, &self.inner(value))?;
@@ -179,6 +201,7 @@ impl Nested<'_> {
             lua: self.lua,
             value,
             path: self.path,
+            sorted: self.sorted,
         }
     }
 }

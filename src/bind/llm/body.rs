@@ -185,6 +185,7 @@ impl Serialize for LuaMessages<'_> {
                     lua: self.lua,
                     value: &message,
                     path: &path,
+                    sorted: false,
                 })?,
             }
         }
@@ -239,6 +240,7 @@ impl Assistant<'_> {
                 lua: self.lua,
                 value,
                 path: self.path,
+                sorted: false,
             };
             map.serialize_entry(key, &value)?;
         }

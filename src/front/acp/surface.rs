@@ -209,6 +209,8 @@ fn update(
             return Ok(None);
         };
         hub.barrier(&id).await;
+        // Keys in the renderer's stable order: the same line from run to run.
+        let update = super::render::stable_order(update, "sessionUpdate");
         let params = json!({"sessionId": id, "update": update});
         Ok(conn
             .notify("session/update", params)
@@ -244,7 +246,8 @@ fn request(
             Value::LightUserData(null) if null.0.is_null() => Value::Table(lua.create_table()?),
             params => params,
         };
-        let encoded = LuaJson::new(&lua, &params);
+        // Keys sorted: the same line from run to run, as the updates' (`render::stable_order`).
+        let encoded = LuaJson::sorted(&lua, &params);
         match conn
             .request_with(&method, encoded, None, cancel.as_ref())
             .await
