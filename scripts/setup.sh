@@ -9,7 +9,7 @@
 #     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), ripgrep and
 #     git (the search tools and the project's git state are tested with both), and, as root,
 #     e2fsprogs for `chattr` (root ignores a 0555 directory; the tools tests make one immutable).
-#     Under CI those tests fail rather than skip without them (tests/common/mod.rs, `skip`).
+#     Under CI those tests fail rather than skip without them (tests/support/home.rs, `skip`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"

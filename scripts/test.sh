@@ -6,7 +6,7 @@
 # and PyPI for the ACP Python SDK interop tests, util-linux `script` for the terminal tests, a
 # way to make a directory unwritable) fails and says how to install it, instead of skipping;
 # set OML_TEST_ALLOW_SKIP=1 to let it skip there too. Outside CI such a test skips with a
-# message. The rule is `skip` in tests/common/mod.rs.
+# message. The rule is `skip` in tests/support/home.rs.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -1,23 +1,22 @@
-//! `oml acp` end to end: the scripted ACP client (tests/common/acp.rs) drives the real binary
+//! `oml acp` end to end: the scripted ACP client (tests/support/acp.rs) drives the real binary
 //! over pipes, against the fake model server, with fresh XDG and HOME directories per test.
 //! This file: the original's end-to-end list and bad input; `acp_sessions.rs` interoperability
 //! and stored sessions; `acp_terminal.rs` the editor's terminal, images and the model picker.
 
-mod common;
 mod support;
 
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
 
-use common::Env;
-use common::acp::*;
-use common::model::roles;
 use serde_json::{Value, json};
+use support::acp::*;
 use support::editor::WAIT;
 use support::fake_model::{
     FakeModel, Reply, reasoning_chunks, text_chunks, tool_call_chunks, usage_chunk,
 };
+use support::home::Env;
+use support::model::roles;
 
 // --- the original's end-to-end list
 
@@ -501,7 +500,7 @@ fn cancel_kills_a_running_command() {
     c.until(|m| update_kind(m).as_deref() == Some("tool_call"));
     let started = env.project.join("started");
     assert!(
-        common::poll_until(WAIT, || started.exists()),
+        support::home::poll_until(WAIT, || started.exists()),
         "the command never started"
     );
     c.notify("session/cancel", json!({"sessionId": sid}));

@@ -2,7 +2,6 @@
 //! the Lisp API with the real `oml` binary (`oml run`), and through the Rust core directly where
 //! a condition is easier to await from Rust (late updates, reaping).
 
-mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -15,11 +14,11 @@ const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
 /// Only reached when a test is about to fail.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Runs a Fennel program with `oml run` in a fresh [`common::Home`]; `arg[1]` is the fake
+/// Runs a Fennel program with `oml run` in a fresh [`support::home::Home`]; `arg[1]` is the fake
 /// agent, `arg[2]` the project directory (the working directory). Returns (status, stdout,
 /// stderr).
 fn run_fennel(program: &str) -> (i32, String, String) {
-    let home = common::Home::new();
+    let home = support::home::Home::new();
     let file = home.write_project_file("prog.fnl", program);
     let out = home
         .blocking_command(&["--no-init", "run"])
@@ -485,7 +484,7 @@ async fn a_grandchild_in_the_agents_group_does_not_survive_close() {
     // The grandchild was SIGKILLed; the kill may land a moment after close returns: await its
     // end (a zombie has ended, waiting for init to reap it), bounded.
     assert!(
-        common::await_exit(grandchild, PATIENCE),
+        support::home::await_exit(grandchild, PATIENCE),
         "grandchild {grandchild} survived"
     );
 }
@@ -522,7 +521,7 @@ fn a_program_that_ends_without_close_leaves_no_agent_behind() {
     // oml has exited: the agent's whole group was killed on the way out. The kill may land a
     // moment later: await the grandchild's end (a zombie has ended), bounded.
     assert!(
-        common::await_exit(grandchild, PATIENCE),
+        support::home::await_exit(grandchild, PATIENCE),
         "grandchild {grandchild} survived oml's exit"
     );
 }
@@ -667,7 +666,7 @@ async fn updates_after_the_answer_are_late_every_time() {
 /// answer, and the late ones reach the turn's own callback and list afterwards, every time.
 #[test]
 fn through_lisp_late_updates_find_their_turn_every_time() {
-    let home = common::Home::new();
+    let home = support::home::Home::new();
     let turn = format!("{}{ANSWER}{}", chunk("in time"), chunk("late"));
     let ConnectOptions { spawn, .. } = scripted(&home.project, &turn);
     let program = format!(

@@ -4,24 +4,23 @@
 //! on request), session/new, a prompt with streamed updates and a permission request answered by
 //! the Lisp handler, a prompt cancelled from another coroutine, and a clean close.
 
-mod common;
 mod support;
 
 use std::path::Path;
 
-use common::Home;
+use support::home::Home;
 
 #[tokio::test]
 async fn omls_client_drives_an_agent_built_on_the_python_sdk() {
     let home = Home::new();
     let venv_dir = tempfile::tempdir().expect("temp dir");
-    let python = match common::python_sdk_venv(venv_dir.path()) {
+    let python = match support::home::python_sdk_venv(venv_dir.path()) {
         Ok(p) => p,
-        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
+        Err(why) => return support::home::skip(&why, support::home::INSTALL_PYTHON_SDK),
     };
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/acp_python_agent.py");
     let script = venv_dir.path().join("drive.fnl");
-    common::write(
+    support::home::write(
         &script,
         r#"(var asked nil)
 ;; Asked to log in on request: session/new is refused until client.authenticate.

@@ -5,15 +5,14 @@
 //! `session/load` replays (edit cards, the plan), and the token counts after a resume or a
 //! cancel.
 
-mod common;
 mod support;
 
-use common::Env;
 use serde_json::{Value, json};
 use support::editor::{Editor, WAIT, chunks, update};
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks, usage_chunk,
 };
+use support::home::Env;
 
 /// The client capabilities of an editor that serves its buffers (agent-shell, Zed).
 fn fs_capabilities() -> Value {

@@ -3,13 +3,12 @@
 //! `$/cancel_request` with -32601 and rejects `session_info_update` with -32602, both as
 //! id-less error responses.
 
-mod common;
 mod support;
 
-use common::{Env, use_fake_model};
 use serde_json::json;
 use support::editor::{Editor, update};
 use support::fake_model::{FakeModel, Reply, text_chunks};
+use support::home::{Env, use_fake_model};
 
 #[test]
 fn an_editor_refusing_our_notifications_leaves_stderr_silent() {

@@ -1,33 +1,32 @@
 //! `oml acp` end to end, continued: other clients driving it (the official Python SDK, oml's own
 //! client) and sessions that outlive the process (load, resume, list, a killed agent).
 
-mod common;
 mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::Env;
-use common::acp::*;
-use common::model::roles;
 use serde_json::{Value, json};
+use support::acp::*;
 use support::editor::WAIT;
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
 };
+use support::home::Env;
+use support::model::roles;
 
 // --- interoperability
 
 /// The official Python SDK drives `oml acp`: initialize, session/new, a prompt with a tool call
 /// and a permission request, a cancel, and (as an editor offering fs and a terminal) a read, a
 /// write and a command that go through the client. It needs `python3 -m venv` and `pip install
-/// agent-client-protocol` (network, once per run); without them [`common::skip`] rules.
+/// agent-client-protocol` (network, once per run); without them [`support::home::skip`] rules.
 #[test]
 fn the_official_python_sdk_drives_oml_acp() {
     let env = Env::new();
-    let python = match common::python_sdk_venv(&env.root) {
+    let python = match support::home::python_sdk_venv(&env.root) {
         Ok(p) => p,
-        Err(why) => return common::skip(&why, common::INSTALL_PYTHON_SDK),
+        Err(why) => return support::home::skip(&why, support::home::INSTALL_PYTHON_SDK),
     };
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks(

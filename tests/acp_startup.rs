@@ -2,14 +2,13 @@
 //! running), and serves what the editor sent meanwhile once it is built, in line order, with the
 //! client's capabilities from that early `initialize` known to Lisp.
 
-mod common;
 mod support;
 
 use std::io::Write as _;
 
-use common::Env;
 use serde_json::json;
 use support::editor::Editor;
+use support::home::Env;
 
 /// An init file that waits until the test opens `fifo` for writing, then installs an extension
 /// method that reports what Lisp knows of the client.

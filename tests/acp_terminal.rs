@@ -1,15 +1,14 @@
 //! `oml acp` end to end, continued: commands in the editor's terminal, images and attachments,
 //! the model picker and the cost of a session.
 
-mod common;
 mod support;
 
 use std::process::Command;
 
-use common::Env;
-use common::acp::*;
 use serde_json::{Value, json};
+use support::acp::*;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks, usage_chunk};
+use support::home::Env;
 
 // --- the editor's terminal, images and attachments
 

@@ -1,15 +1,14 @@
 //! The agent loop end to end: the real `oml -p` binary against the fake model server, with fresh
 //! XDG and HOME directories per test. Each test names the behaviour it checks.
 
-mod common;
 mod support;
 
 use std::process::Stdio;
 
-use common::model::*;
-use common::{Env, Run};
 use serde_json::{Value, json};
 use support::fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks};
+use support::home::{Env, Run};
+use support::model::*;
 
 // --- the loop
 

@@ -1,13 +1,12 @@
 //! The agent end to end through `oml -p`, continued: the Lisp recipes of examples/lisp
 //! installed as init files, and stored sessions (continuing, compaction, reasoning kept).
 
-mod common;
 mod support;
 
-use common::model::*;
-use common::{Env, Run};
 use serde_json::{Value, json};
 use support::fake_model::{FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks};
+use support::home::{Env, Run};
+use support::model::*;
 
 // --- recipes (examples/lisp)
 

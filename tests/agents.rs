@@ -4,7 +4,6 @@
 //! catalog command name, headless runs that never wait for input, and the start-up offer under a
 //! pseudo-terminal (`script`).
 
-mod common;
 mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -16,16 +15,16 @@ const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
 const OML: &str = env!("CARGO_BIN_EXE_oml");
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A throw-away [`common::Home`] whose `PATH` is only folders in it, filled by the test.
+/// A throw-away [`support::home::Home`] whose `PATH` is only folders in it, filled by the test.
 struct Env {
-    home: common::Home,
+    home: support::home::Home,
     path: String,
 }
 
 impl Env {
     fn new() -> Env {
         Env {
-            home: common::Home::new(),
+            home: support::home::Home::new(),
             path: String::new(),
         }
     }
@@ -333,8 +332,8 @@ fn output_within_patience(child: std::process::Child, what: &str) -> std::proces
 
 #[test]
 fn the_interactive_offer_under_a_pty() {
-    if !common::script_available() {
-        return common::skip("util-linux `script`", common::INSTALL_SCRIPT);
+    if !support::home::script_available() {
+        return support::home::skip("util-linux `script`", support::home::INSTALL_SCRIPT);
     }
     // Yes writes the file, once.
     let env = Env::new().with_path(&["bin"]);

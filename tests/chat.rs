@@ -13,16 +13,15 @@
 
 #![allow(clippy::print_stderr)] // the paste test reports how long the paste took
 
-mod common;
 mod support;
 
 use std::time::Duration;
 
-use common::Env;
 use serde_json::{Value, json};
 use support::fake_model::{
     FakeModel, Reply, Step, pieces, text_chunks, tool_call_chunks, usage_chunk,
 };
+use support::home::Env;
 use support::pty::{DEADLINE, Term};
 
 #[path = "chat/bad_input.rs"]
@@ -478,7 +477,7 @@ fn ctrl_c_while_a_command_runs_kills_it_and_the_chat_goes_on() {
     term.type_line("sleep");
     term.wait_for("● $ sleep 3601 &", DEADLINE);
     assert!(
-        common::poll_until(DEADLINE, || std::fs::read_to_string(&pid_file)
+        support::home::poll_until(DEADLINE, || std::fs::read_to_string(&pid_file)
             .is_ok_and(|s| s.ends_with('\n'))),
         "the command starts"
     );
@@ -496,7 +495,7 @@ fn ctrl_c_while_a_command_runs_kills_it_and_the_chat_goes_on() {
     assert!(screen.contains("✗ $ sleep 3601 &"), "{screen}");
     for pid in [pid, background] {
         assert!(
-            common::await_exit(pid, Duration::from_secs(5)),
+            support::home::await_exit(pid, Duration::from_secs(5)),
             "the command's process {pid} still runs"
         );
     }

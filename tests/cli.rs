@@ -4,10 +4,9 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 
-mod common;
 mod support;
 
-use common::{Home, write};
+use support::home::{Home, write};
 
 // ---------------------------------------------------------------------------------------------
 // oml eval, the REPL on a pipe and oml run: one table of command lines and what they give

@@ -3,16 +3,15 @@
 //! (`oml-fake-agent`) over real pipes and to `oml acp` itself. Each test checks that no
 //! sub-agent process is left.
 
-mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::Env;
 use serde_json::{Value, json};
 use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::Env;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_oml-fake-agent");
 const OML: &str = env!("CARGO_BIN_EXE_oml");
@@ -31,7 +30,7 @@ fn alive(pid: i32) -> bool {
 fn pid_in(path: &Path) -> i32 {
     let mut text = String::new();
     assert!(
-        common::poll_until(WAIT, || {
+        support::home::poll_until(WAIT, || {
             text = std::fs::read_to_string(path).unwrap_or_default();
             !text.trim().is_empty()
         }),
@@ -42,7 +41,7 @@ fn pid_in(path: &Path) -> i32 {
 }
 
 fn gone(pid: i32) -> bool {
-    common::poll_until(WAIT, || !alive(pid))
+    support::home::poll_until(WAIT, || !alive(pid))
 }
 
 /// The live processes (not zombies) started with this test's home, other than this one.
@@ -71,7 +70,7 @@ fn leftovers(env: &Env) -> Vec<i32> {
 
 fn nothing_left(env: &Env) {
     let mut left = Vec::new();
-    let clean = common::poll_until(WAIT, || {
+    let clean = support::home::poll_until(WAIT, || {
         left = leftovers(env);
         left.is_empty()
     });
@@ -225,7 +224,7 @@ fn cancelling_the_prompt_cancels_the_delegated_turn() {
 }
 
 /// Print mode: `oml -p PROMPT` against `fake`; returns the run.
-fn print(env: &Env, fake: &FakeModel, prompt: &str) -> common::Run {
+fn print(env: &Env, fake: &FakeModel, prompt: &str) -> support::home::Run {
     env.run(Some(fake), &["-p", prompt])
 }
 

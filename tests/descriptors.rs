@@ -3,16 +3,15 @@
 //! the limit set in `pre_exec` (as `prlimit` would), driven over pipes by a scripted client,
 //! against the fake model.
 
-mod common;
 mod support;
 
 use std::collections::HashSet;
 use std::os::unix::process::CommandExt as _;
 
-use common::Env;
 use serde_json::{Value, json};
 use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::Env;
 
 /// The descriptor limit (soft and hard) of the many-sessions test: a common default soft limit.
 const LOW_LIMIT: libc::rlim_t = 256;

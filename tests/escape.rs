@@ -5,11 +5,10 @@
 //! fails does. Each submodule holds one family of attacks; `docs/src/safety.md` names them.
 //!
 //! Tests that need Landlock fail under CI and skip elsewhere when the kernel has none
-//! (`common::skip`).
+//! (`support::home::skip`).
 
 #![allow(clippy::print_stderr)] // the skip notice
 
-mod common;
 mod support;
 
 #[path = "escape/confine.rs"]

@@ -2,13 +2,11 @@
 //! in-process against the fake OpenAI-compatible server over real TCP, and through the real
 //! `oml eval` binary for the environment defaults and start-up.
 
-mod common;
 mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Env, Run};
 use oml::bind::llm;
 use oml::cancel::CancelToken;
 use oml::lisp::{Lisp, LispError, LispOptions, Output as LispOutput, from_lua};
@@ -21,6 +19,7 @@ use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
     usage_chunk,
 };
+use support::home::{Env, Run};
 
 /// Far more than any call here needs; only a hang would reach it.
 const PATIENCE: Duration = Duration::from_secs(60);

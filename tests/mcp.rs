@@ -6,17 +6,16 @@
 //! The npm servers come from `tests/mcp/package.json` (installed by `scripts/setup-mcp.sh`);
 //! without them, or without `python3`, a test skips outside CI and fails under it.
 
-mod common;
 mod support;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Env;
 use serde_json::{Value, json};
 use support::editor::{Editor, WAIT, chunks, update};
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::Env;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,7 +38,7 @@ fn npm_server(name: &str) -> Option<String> {
     if node && bin.exists() {
         return Some(bin.display().to_string());
     }
-    common::skip(
+    support::home::skip(
         "the reference MCP servers (Node.js and tests/mcp/node_modules)",
         "bash scripts/setup-mcp.sh",
     );
@@ -52,7 +51,7 @@ fn python() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        common::skip("python3", "apt-get install python3");
+        support::home::skip("python3", "apt-get install python3");
     }
     ok
 }

@@ -6,15 +6,14 @@
 //! request; each holds it at some point, and the bound says that they do not hold it all at
 //! once (ARCHITECTURE.md, "Large values").
 
-mod common;
 mod support;
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{ExitStatus, Stdio};
 
-use common::Env;
 use serde_json::json;
 use support::fake_model::{FakeModel, Reply, pieces, text_chunks, tool_call_chunks};
+use support::home::Env;
 
 /// The size of the file the model writes.
 const CONTENT_BYTES: usize = 20 << 20;

@@ -2,11 +2,10 @@
 //! the tool inside the workspace. Driven through print mode in `ask` mode, with the answers
 //! scripted by redefining `agent.ask-permission` in the init file, against a fake model over TCP.
 
-mod common;
 mod support;
 
-use common::{Env, Run};
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::{Env, Run};
 
 /// Run the tool calls in one print-mode turn in `ask` mode, answering the questions in order
 /// with `answers`; the tool results, and the output of the slash command `last` run in the

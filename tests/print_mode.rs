@@ -2,18 +2,17 @@
 //! order, the prompt from stdin, words and piped stdin together, the flags scripts need, and
 //! the exit statuses; against the real binary and the fake model.
 
-mod common;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::process::Stdio;
 
-use common::{Env, Run};
 use serde_json::{Value, json};
 use support::fake_model::{
     FakeModel, Reply, Step, reasoning_chunks, text_chunks, tool_call_chunks, usage_chunk,
 };
+use support::home::{Env, Run};
 
 /// `oml ARGS…` with `stdin` piped in (or /dev/null), against a fake model that answers "ok".
 fn oml(args: &[&str], stdin: Option<&[u8]>) -> (Run, Vec<Value>) {
@@ -531,7 +530,8 @@ fn a_closed_stdout_stops_print_mode_at_once_with_status_141() {
     let mut byte = [0u8; 1];
     stdout.read_exact(&mut byte).expect("the first byte");
     drop(stdout);
-    let status = common::wait_within(&mut child, common::DEADLINE).expect("oml stopped");
+    let status =
+        support::home::wait_within(&mut child, support::home::DEADLINE).expect("oml stopped");
     assert_eq!(status.code(), Some(141));
     assert_eq!(
         fake.requests().len(),

@@ -2,15 +2,14 @@
 //! the fake model: the `AGENTS.md` files from the project root down to the session directory
 //! (and `CLAUDE.md` as a fallback name), capped; the environment with the git state; `/context`.
 
-mod common;
 mod support;
 
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use common::{Env, Run};
 use support::fake_model::{FakeModel, Reply, text_chunks};
+use support::home::{Env, Run};
 
 /// The system message of the first request of `oml -p hi` run in `dir`.
 fn system_prompt(env: &Env, dir: &Path) -> String {
@@ -127,7 +126,7 @@ fn instructions_come_from_the_root_down_to_the_session_directory() {
 fn the_user_wide_instructions_come_first() {
     let env = Env::new();
     repo(&env);
-    common::write(
+    support::home::write(
         &env.home.user_init().with_file_name("AGENTS.md"),
         "USER-RULE",
     );

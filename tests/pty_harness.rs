@@ -2,12 +2,11 @@
 //! of the given size, typed keys, Ctrl-C as `SIGINT`, `SIGWINCH` on a resize) and what the test
 //! reads back (the rendered screen, bold and colour, the rows scrolled off, the exit status).
 
-mod common;
 mod support;
 
 use std::process::Command;
 
-use common::Home;
+use support::home::Home;
 use support::pty::{DEADLINE, Term};
 
 /// `sh -c SCRIPT`.

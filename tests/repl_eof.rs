@@ -3,7 +3,6 @@
 //! because its output task and its line editor waited for channels whose senders Lisp closures
 //! keep alive until a garbage collection.
 
-mod common;
 mod support;
 
 use std::io::Write as _;
@@ -26,7 +25,7 @@ fn the_repl_exits_at_the_exit_command() {
 
 /// Run `oml repl --no-init` with `input` on stdin; fail if it has not exited 30 s later.
 fn run_repl(input: &[u8]) -> std::process::Output {
-    let home = common::Home::new();
+    let home = support::home::Home::new();
     let mut child = home
         .blocking_command(&["repl", "--no-init"])
         .stdin(Stdio::piped())
@@ -41,7 +40,7 @@ fn run_repl(input: &[u8]) -> std::process::Output {
         .write_all(input)
         .expect("write the forms");
 
-    if common::wait_within(&mut child, Duration::from_secs(30)).is_none() {
+    if support::home::wait_within(&mut child, Duration::from_secs(30)).is_none() {
         let _ = child.kill();
         panic!("oml did not exit within 30 s of the end of its input");
     }

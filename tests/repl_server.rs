@@ -2,12 +2,11 @@
 //! as `socat` or `nc -U` would: answers, multi-line forms, several clients at once, clients that
 //! vanish mid-form or while a form loops forever, the socket's permissions and its clean-up.
 
-mod common;
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{Client, Home, Prompt, Server};
+use support::home::{Client, Home, Prompt, Server};
 use tokio::io::AsyncWriteExt;
 
 #[tokio::test]
@@ -212,7 +211,7 @@ async fn what_a_running_form_prints_reaches_its_client_while_it_runs() {
     ))
     .await;
     c.read_until("working\n").await;
-    common::write(&stop_file, "");
+    support::home::write(&stop_file, "");
     assert_eq!(
         c.read_to_prompt().await,
         ("working\nstopped\n\"done\"\n".to_string(), Prompt::Ready)
@@ -331,7 +330,7 @@ async fn connecting_to_a_socket_where_nothing_listens_fails_with_a_message() {
 async fn read_to_end(c: &mut Client) -> String {
     use tokio::io::AsyncReadExt as _;
     let mut rest = Vec::new();
-    tokio::time::timeout(common::DEADLINE, c.stream.read_to_end(&mut rest))
+    tokio::time::timeout(support::home::DEADLINE, c.stream.read_to_end(&mut rest))
         .await
         .expect("the server closes the connection")
         .expect("read");

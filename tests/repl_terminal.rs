@@ -1,14 +1,13 @@
 //! The interactive REPL on a real terminal: Ctrl-C interrupts a running form without leaving, and
 //! an agent driven without a permission handler asks the user on the terminal. Runs `oml` under a
-//! pseudo-terminal made by util-linux `script`; where it is missing, [`common::skip`] rules.
+//! pseudo-terminal made by util-linux `script`; where it is missing, [`support::home::skip`] rules.
 
-mod common;
 mod support;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{DEADLINE, Home};
+use support::home::{DEADLINE, Home};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Read from `out` into `seen` until it contains `needle`.
@@ -32,10 +31,10 @@ async fn read_until(out: &mut tokio::process::ChildStdout, seen: &mut String, ne
 }
 
 /// `oml repl --no-init` on a fresh pseudo-terminal, or `None` when util-linux `script` is not
-/// installed and [`common::skip`] lets the test skip. The child's stdin and stdout are the terminal's keyboard and screen.
+/// installed and [`support::home::skip`] lets the test skip. The child's stdin and stdout are the terminal's keyboard and screen.
 fn terminal_repl(home: &Home) -> Option<tokio::process::Child> {
-    if !common::script_available() {
-        common::skip("util-linux `script`", common::INSTALL_SCRIPT);
+    if !support::home::script_available() {
+        support::home::skip("util-linux `script`", support::home::INSTALL_SCRIPT);
         return None;
     }
     let oml = env!("CARGO_BIN_EXE_oml");

@@ -4,12 +4,11 @@
 //! `/dev/tty`, secrets in the environment, and background processes that must not outlive oml.
 //!
 //! These tests need Landlock (Linux 5.13, enabled); where it is missing they fail under CI and
-//! skip elsewhere (`common::skip`). Which network test runs depends on the kernel's Landlock ABI:
+//! skip elsewhere (`support::home::skip`). Which network test runs depends on the kernel's Landlock ABI:
 //! from ABI 4 (Linux 6.7) a connect must fail, before it the status must say it is not enforced.
 
 #![allow(clippy::print_stderr)] // the skip notice
 
-mod common;
 mod support;
 
 use std::net::TcpListener;
@@ -17,10 +16,10 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::{
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::{
     DEADLINE, Env, Run, await_exit, landlock_or_skip, poll_until, process_runs, wait_for_pid,
 };
-use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use support::pty::Term;
 
 /// The variable the tests pass the command in (so that no quoting reaches Fennel).

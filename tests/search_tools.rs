@@ -6,7 +6,6 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-mod common;
 mod support;
 
 use oml::cancel::CancelToken;
@@ -56,7 +55,7 @@ fn args(pattern: &str) -> GrepArgs {
 fn have_ripgrep() -> bool {
     let found = tools::grep::ripgrep_path().is_some();
     if !found {
-        common::skip(
+        support::home::skip(
             "ripgrep (rg), for the ripgrep half of the search tests",
             "apt-get install ripgrep (scripts/setup.sh does)",
         );

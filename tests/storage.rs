@@ -4,19 +4,18 @@
 //! The tmpfs is mounted in a mount namespace of its own, by a holder process started with
 //! `unshare --user --map-root-user --mount` (no root needed where user namespaces are allowed),
 //! and oml reaches it through `/proc/<holder>/root/…`; the mount goes when the holder does.
-//! Where no user namespace can be made, the tests fail under CI (see `common::skip`).
+//! Where no user namespace can be made, the tests fail under CI (see `support::home::skip`).
 
-mod common;
 mod support;
 
 use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::Env;
 use serde_json::{Value, json};
 use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, text_chunks};
+use support::home::Env;
 
 /// How to get a user namespace where the tests cannot make one.
 const INSTALL_USERNS: &str = "install util-linux (unshare) and allow unprivileged user \
@@ -74,12 +73,12 @@ impl TinyFs {
         })
     }
 
-    /// The tmpfs, or `None` after [`common::skip`] (which fails under CI).
+    /// The tmpfs, or `None` after [`support::home::skip`] (which fails under CI).
     fn get(bytes: usize) -> Option<TinyFs> {
         match TinyFs::mount(bytes) {
             Ok(fs) => Some(fs),
             Err(why) => {
-                common::skip(&why, INSTALL_USERNS);
+                support::home::skip(&why, INSTALL_USERNS);
                 None
             }
         }
@@ -281,7 +280,7 @@ fn print_mode_exits_6_when_the_turn_cannot_be_saved() {
     ]);
     let run = |args: &[&str]| {
         let out = command(&env, &disk, &fake, args).output().expect("run oml");
-        common::Run::from(out)
+        support::home::Run::from(out)
     };
     let first = run(&["-p", "hello"]);
     assert_eq!(first.code, 0, "{first:?}");

@@ -815,7 +815,7 @@ fn the_fennel_length_check_finds_a_planted_violation() {
 }
 
 /// The most lines a test file holds: tests read as tables and share their helpers
-/// (`tests/common/`, `tests/support/`), so a file over this is two concerns.
+/// (`tests/support/`), so a file over this is two concerns.
 const MAX_TEST_FILE_LINES: usize = 1000;
 
 #[test]

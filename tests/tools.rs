@@ -4,7 +4,6 @@
 //! the rest cover what the Rust version adds: multi-edits, line endings, atomic writes, binary
 //! files, bounded output, and killing whole process trees.
 
-mod common;
 mod support;
 
 use std::fs;
@@ -380,7 +379,7 @@ fn write_and_edit_in_an_unwritable_directory_fail_and_leave_the_original() {
     let path = locked.join("f.txt");
     fs::write(&path, "original\n").expect("fixture");
     let Some(_unwritable) = Unwritable::make(&locked) else {
-        return common::skip(
+        return support::home::skip(
             "a way to make a directory unwritable (mode 0555 does not stop root, and chattr +i \
              failed)",
             "run the tests as a user other than root, or apt-get install -y e2fsprogs for \
@@ -649,7 +648,7 @@ fn alive(pid: i32) -> bool {
 /// Wait until none of `pids` is alive, up to `limit`; the ones still alive.
 fn survivors(pids: &[i32], limit: Duration) -> Vec<i32> {
     let alive_now = || -> Vec<i32> { pids.iter().copied().filter(|&pid| alive(pid)).collect() };
-    common::poll_until(limit, || alive_now().is_empty());
+    support::home::poll_until(limit, || alive_now().is_empty());
     alive_now()
 }
 
@@ -660,7 +659,8 @@ async fn wait_for_pids(file: &Path, n: usize) -> Vec<i32> {
             .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()
     };
-    let written = common::poll_until_async(Duration::from_secs(20), || read().len() >= n).await;
+    let written =
+        support::home::poll_until_async(Duration::from_secs(20), || read().len() >= n).await;
     assert!(
         written,
         "the command did not write {n} pids to {}",
@@ -717,7 +717,8 @@ async fn bash_cancel_kills_the_command() {
     // Cancel once the command has written its line and is in its (scenario) sleep.
     let marker = dir.path().join("echoed");
     tokio::spawn(async move {
-        let echoed = common::poll_until_async(Duration::from_secs(20), || marker.exists()).await;
+        let echoed =
+            support::home::poll_until_async(Duration::from_secs(20), || marker.exists()).await;
         assert!(echoed, "the command never started");
         trigger.cancel();
     });

@@ -127,7 +127,7 @@ fn piped(env: &Env, fake: Option<&FakeModel>, input: &str) -> (i32, String, Stri
     };
     let out = read(Box::new(child.stdout.take().expect("stdout")));
     let err = read(Box::new(child.stderr.take().expect("stderr")));
-    let status = common::wait_within(&mut child, DEADLINE).unwrap_or_else(|| {
+    let status = support::home::wait_within(&mut child, DEADLINE).unwrap_or_else(|| {
         let _ = child.kill();
         panic!("oml with piped stdin did not end within {DEADLINE:?}")
     });

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 
-use crate::common::{DEADLINE, Run, await_exit};
+use crate::support::home::{DEADLINE, Run, await_exit};
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
@@ -83,7 +83,7 @@ fn a_command_cannot_read_the_api_key_from_omls_environment_or_write_into_its_out
                    echo IN''JECTED > /proc/$PPID/fd/1; echo fd=$?";
     let (run, result) = t.model_runs(command, &[]);
     assert_eq!(run.code, 0, "{run:?}");
-    // The fake model's key is `test-key` (common::use_fake_model).
+    // The fake model's key is `test-key` (support::home::use_fake_model).
     assert!(!result.contains("test-key"), "{result}");
     assert!(!run.stdout.contains("INJECTED"), "{run:?}");
     assert!(
@@ -234,7 +234,7 @@ fn a_read_only_mount_inside_the_workspace_stays_read_only() {
     let Some(_) = landlock_or_skip() else { return };
     // SAFETY: geteuid takes no arguments.
     if unsafe { libc::geteuid() } != 0 {
-        crate::common::skip(
+        crate::support::home::skip(
             "root",
             "run the tests as root (mounting needs it), as CI does",
         );

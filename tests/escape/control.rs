@@ -2,9 +2,9 @@
 //! REPL evaluates any form it is sent, unconfined; its socket is 0600, which keeps other users
 //! out but not the user's own confined commands.
 
-use crate::common::use_fake_model;
 use crate::support::editor::Editor;
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::use_fake_model;
 
 use super::harness::{Target, landlock_or_skip, tool_result};
 

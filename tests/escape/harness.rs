@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use crate::common::{Env, Run};
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::{Env, Run};
 
-pub use crate::common::{landlock_or_skip, process_runs, wait_for_pid};
+pub use crate::support::home::{landlock_or_skip, process_runs, wait_for_pid};
 
 /// A home for one attack, with a temp dir (`TMPDIR`) of its own and a folder `outside` that no
 /// writable path holds.

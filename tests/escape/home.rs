@@ -2,8 +2,8 @@
 //! `~/.config`, `~/.local/state` and `~/.cache` beneath it): neither a command nor the `write`
 //! tool may change what oml loads code and trust from, not even by moving a parent folder aside.
 
-use crate::common::Run;
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::Run;
 
 use super::harness::{Target, landlock_or_skip, tool_result};
 

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::common::{Env, Run};
 use crate::support::editor::{Editor, update};
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::{Env, Run};
 
 /// A folder outside the project (and outside the home), beside them in the test's root.
 fn outside(env: &Env) -> PathBuf {

@@ -5,8 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use crate::common::Run;
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::Run;
 
 use super::harness::{Target, landlock_or_skip, tool_result};
 

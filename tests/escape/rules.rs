@@ -2,8 +2,8 @@
 //! cover another program the model puts behind the same leading words (variable assignments,
 //! `timeout N`, `sudo`). Print mode in `ask` mode, the answers scripted in the init file.
 
-use crate::common::{Env, Run};
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::{Env, Run};
 
 /// Run the `bash` COMMANDS in one print-mode turn in `ask` mode, answering the questions in
 /// order with ANSWERS; the tool results and the words of each question's "always" rule.

@@ -6,8 +6,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
-use crate::common::{DEADLINE, Run, await_exit, wait_within};
 use crate::support::fake_model::{FakeModel, Reply, Step, pieces, text_chunks};
+use crate::support::home::{DEADLINE, Run, await_exit, wait_within};
 
 use crate::support::pty::Term;
 
@@ -89,7 +89,7 @@ fn sigterm_ends_the_chat_mid_turn_and_its_mcp_servers_with_the_terminal_restored
     let server = wait_for_pid(&pid_file);
     term.type_line("wait for me");
     assert!(
-        crate::common::poll_until(DEADLINE, || !fake.requests().is_empty()),
+        crate::support::home::poll_until(DEADLINE, || !fake.requests().is_empty()),
         "the turn did not start: {}",
         term.screen()
     );

@@ -1,7 +1,7 @@
 //! A scripted editor: `oml acp` (or any ACP agent) driven over its pipes, one JSON line at a
 //! time. The one ACP client of the tests: it keeps every message read (for snapshots), can keep
 //! `session_info_update`s out of a turn's way, and keeps the agent's stderr (for the tests that
-//! check it stays quiet). `tests/common/acp.rs` adds how `oml acp` is started in a test home.
+//! check it stays quiet). `acp.rs` adds how `oml acp` is started in a test home.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;

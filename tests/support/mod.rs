@@ -1,8 +1,13 @@
-//! Test doubles shared by the integration tests (the fake model, a scripted editor), and the
-//! pseudo-terminal that runs a program as in a real terminal (`pty`). Each test file that needs them says `mod support;`,
-//! and uses only part of them, hence the `dead_code` allowance.
+//! Everything the integration tests share: the test doubles at the edge (the fake model, a
+//! scripted agent), the one ACP client (`editor`, and `acp` for `oml acp` in a test home),
+//! running the real `oml` in a throw-away home (`home`), the model-request readers (`model`)
+//! and the pseudo-terminal that runs a program as in a real terminal (`pty`). Each test file
+//! says `mod support;` and uses only part of it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod acp;
 pub mod editor;
 pub mod fake_model;
+pub mod home;
+pub mod model;
 pub mod pty;

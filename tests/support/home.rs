@@ -1,14 +1,9 @@
 //! Helpers shared by the tests that run the real `oml` binary: a throw-away home for it, running
 //! it (async with a deadline, blocking with a clean environment, or on a pseudo-terminal), the
-//! blocking [`Env`] that points it at the fake model, and a line client for the REPL socket. Each
-//! test file says `mod common;` and `mod support;` (the fake model and the pseudo-terminal live
-//! there) and uses only part of this, hence the `dead_code` allowance.
+//! blocking [`Env`] that points it at the fake model, and a line client for the REPL socket.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // test and tool output
 #![allow(dead_code)]
-
-pub mod acp;
-pub mod model;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -19,8 +14,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::process::{Child, ChildStdin, Command};
 
-use crate::support::fake_model::FakeModel;
-use crate::support::pty::Term;
+use super::fake_model::FakeModel;
+use super::pty::Term;
 
 /// Generous: a debug binary on a loaded 2-core machine. Only a hang ever reaches it.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -482,7 +477,7 @@ pub const INSTALL_SCRIPT: &str =
 ///
 /// The rule for every such test, so that none passes by skipping where its check matters:
 /// - outside CI the test is skipped: this prints `skipped: …` and returns, and the caller
-///   returns (`return common::skip(…)`);
+///   returns (`return support::home::skip(…)`);
 /// - under CI (`CI` set and not empty, `0` or `false`, as CI services set it) this fails the
 ///   test with what is missing and how to install it, unless `OML_TEST_ALLOW_SKIP=1`
 ///   ([`ALLOW_SKIP`]) opts out, on a CI machine that cannot have the prerequisite.

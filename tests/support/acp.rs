@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::Env;
+use super::home::Env;
 use crate::support::fake_model::{FakeModel, Reply, Step, delta_chunk, tool_call_chunks};
 
 pub use crate::support::editor::Editor as Client;
