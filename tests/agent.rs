@@ -377,7 +377,7 @@ fn print_mode_defaults_to_accept_edits_with_sandboxed_commands() {
         tools[0]["content"]
             .as_str()
             .unwrap()
-            .starts_with("Wrote 1 bytes")
+            .starts_with("Wrote 1 byte")
     );
     assert!(env.project.join("w.txt").exists());
     // `oml -p "run the tests"` works: the command runs, confined to the project.

@@ -511,7 +511,7 @@ fn recipe_plan_review_plans_executes_and_reviews() {
     assert_eq!(
         run.stdout,
         format!(
-            "1. write a.txt\n\n> write: Write a.txt\n  ok: Wrote 1 bytes to {}/a.txt\nwrote \
+            "1. write a.txt\n\n> write: Write a.txt\n  ok: Wrote 1 byte to {}/a.txt\nwrote \
              a.txt\n\nNot done yet: b.txt is missing\n\nnothing else to do\n",
             env.project.display()
         ),
@@ -541,7 +541,7 @@ fn recipe_plan_review_plans_executes_and_reviews() {
     let mut reviewed: Vec<String> = executed.iter().map(|s| s.to_string()).collect();
     reviewed.extend([
         "assistant: [write]".to_owned(),
-        format!("tool: Wrote 1 bytes to {}/a.txt", env.project.display()),
+        format!("tool: Wrote 1 byte to {}/a.txt", env.project.display()),
         "assistant: wrote a.txt".to_owned(),
     ]);
     let mut review1 = reviewed.clone();

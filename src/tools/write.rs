@@ -46,7 +46,8 @@ fn try_write(path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
     let with_diff = content.len() <= WRITE_DIFF_NEW_MAX_BYTES;
     let old_text = if with_diff { old_text(path) } else { None };
     atomic::write_atomic(path, &[content.as_bytes()], true)?;
-    let message = format!("Wrote {} bytes to {}", content.len(), path.display());
+    let unit = if content.len() == 1 { "byte" } else { "bytes" };
+    let message = format!("Wrote {} {unit} to {}", content.len(), path.display());
     let output = ToolOutput::ok(message);
     if !with_diff {
         return Ok(output);

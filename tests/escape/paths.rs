@@ -140,7 +140,7 @@ fn dot_dot_after_a_link_stays_where_it_reads() {
     symlink(out.join("sub"), env.project.join("h")).unwrap();
     let args = json!({"path": "h/../x.txt", "content": "x"});
     let result = print_turn(&env, "write", &args);
-    assert!(result.starts_with("Wrote 1 bytes to "), "{result}");
+    assert!(result.starts_with("Wrote 1 byte to "), "{result}");
     assert_eq!(fs::read_to_string(env.project.join("x.txt")).unwrap(), "x");
     assert!(!out.join("x.txt").exists());
 }
@@ -154,7 +154,7 @@ fn a_link_that_stays_inside_the_workspace_is_written_through() {
     symlink("docs", env.project.join("d")).unwrap();
     let result = print_turn(&env, "write", &json!({"path": "d/a.md", "content": "a"}));
     let real = env.project.join("docs/a.md");
-    assert_eq!(result, format!("Wrote 1 bytes to {}", real.display()));
+    assert_eq!(result, format!("Wrote 1 byte to {}", real.display()));
     assert_eq!(fs::read_to_string(real).unwrap(), "a");
 }
 
