@@ -1,6 +1,7 @@
 //! "Always" rules name the program: a rule the user gave for one harmless command must not
 //! cover another program the model puts behind the same leading words (variable assignments,
-//! `timeout N`, `sudo`). Print mode in `ask` mode, the answers scripted in the init file.
+//! `timeout N`, `sudo`). Print mode in `ask` mode, the answers scripted in the init file. And a
+//! question shows what it allows: a command padded past the card's cap is asked about whole.
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::{Env, Run};
@@ -129,4 +130,42 @@ fn always_for_a_program_that_runs_its_arguments_covers_that_command_only() {
     let lines: Vec<&str> = asked.lines().collect();
     assert_eq!(lines[0], "the command `eval echo hi`", "{asked}");
     assert_eq!(lines[2], "the command `find . -name x`", "{asked}");
+}
+
+/// A model that hides the tail of a command behind more characters than a card shows
+/// (`agent.card-arg-max-chars`) does not hide it from the question: the editor's permission
+/// question carries the whole command as its title, and its `rawInput` says that it was cut.
+#[test]
+fn a_command_padded_past_the_cards_cap_is_asked_about_whole() {
+    use crate::support::acp::Client;
+    let env = Env::new();
+    env.init("(setq agent.card-arg-max-chars 64)");
+    let tail = "; touch pwned";
+    let command = format!("echo harmless{}{tail}", " ".repeat(200));
+    let args = serde_json::json!({ "command": &command }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    let tool_call = &ask["params"]["toolCall"];
+    let title = tool_call["title"].as_str().unwrap_or_default();
+    assert!(title.ends_with(tail), "the question's title: {title:?}");
+    let shown = tool_call["rawInput"]["command"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        shown.contains("[output truncated: ") && !shown.contains(tail),
+        "the input says it was cut: {shown:?}"
+    );
+    c.answer(
+        &ask["id"],
+        serde_json::json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    );
+    c.until_response(id);
+    assert!(!env.project.join("pwned").exists());
 }
