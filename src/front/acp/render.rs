@@ -6,7 +6,8 @@
 //! queued before its response. Text (or thought) deltas already queued one after another are
 //! sent as one update ([`MERGED_DELTA_MAX_BYTES`] at most): a model that streams faster than the
 //! client reads gets fewer, longer chunks instead of a growing queue, and a slow one is sent as
-//! it comes. A running command's output is gathered into a bounded tail and
+//! it comes. A delta with nothing queued behind it lets the other tasks run once before it is
+//! sent (one `yield_now`, no timer), so the deltas the stream is handing on join it. A running command's output is gathered into a bounded tail and
 //! sent at most ten times a second. It knows nothing of requests or of what a session is doing.
 
 use std::time::Duration;
@@ -55,6 +56,11 @@ pub(super) async fn forward(
             biased;
             event = events.recv() => match event {
                 Some(event) => {
+                    // A delta with nothing behind it yet: let the stream run once first, so
+                    // that the deltas it is about to hand on go out with this one.
+                    if events.is_empty() && is_delta(&event) {
+                        tokio::task::yield_now().await;
+                    }
                     let event = merge_queued(event, &mut events, &mut held);
                     tail.event(&renderer, &conn, &sid, event).await;
                 }
@@ -107,6 +113,13 @@ fn merge_queued(
     } else {
         AgentEvent::TextDelta { text }
     }
+}
+
+fn is_delta(event: &AgentEvent) -> bool {
+    matches!(
+        event,
+        AgentEvent::TextDelta { .. } | AgentEvent::ThoughtDelta { .. }
+    )
 }
 
 fn far_future() -> tokio::time::Instant {
