@@ -22,6 +22,7 @@ use crate::session::store::Store;
 /// `oml` with no command: the terminal chat (with the agent offer on a terminal). The chat's
 /// Lisp surface is installed before the init files, so that they can restyle it.
 pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
+    warm_up_http();
     let lisp = new_host(paths, Output::Stdout)?;
     let hub = crate::front::chat::surface::install(&lisp).context("cannot install the chat")?;
     super::boot::load_inits(&lisp, paths, cli.no_init).await;
@@ -253,6 +254,7 @@ async fn offer_agents(lisp: &Lisp, paths: &Paths) {
 
 /// Print mode: `oml -p PROMPT…` and `oml prompt PROMPT…`.
 pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32> {
+    warm_up_http();
     let text = match prompt_text(&args.words).await {
         Ok(text) => text,
         Err(usage) => {
@@ -410,6 +412,9 @@ pub(super) async fn acp(
     // The editor's `initialize` is answered while the image is built.
     let opened = crate::front::acp::open_stdio(crate::front::acp::max_line_bytes_from_env());
     let lisp = new_host(paths, Output::Stderr)?;
+    // After the image (which the early `initialize` answer does not wait for), before the first
+    // `session/new` lists the models.
+    warm_up_http();
     let hub = crate::front::acp::install(&lisp).context("cannot install the ACP agent")?;
     // Project init files run per session, in the session's directory.
     let report = if no_init {
@@ -483,4 +488,10 @@ async fn wait_for_stdin_eof_or_signal() {
         _ = signals.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
+}
+
+/// The modes that talk to a model build the HTTP client (the root certificates) on a thread of
+/// its own while the image loads, for the default connect timeout.
+fn warm_up_http() {
+    crate::llm::client::warm_up(crate::llm::DEFAULT_CONNECT_TIMEOUT);
 }

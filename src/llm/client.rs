@@ -44,18 +44,52 @@ use crate::cancel::CancelToken;
 /// reply is held whole in memory before folding, hence a cap.
 pub const MAX_JSON_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Sent as `User-Agent`, so server logs can tell oml's requests apart.
 mod stream;
 
+/// Sent as `User-Agent`, so server logs can tell oml's requests apart.
 const USER_AGENT: &str = concat!("oml/", env!("CARGO_PKG_VERSION"));
 
-/// A model client. Cheap to share: it holds a connection pool that is reused across calls (and
-/// rebuilt only when `connect_timeout` changes), and nothing else; every call takes its settings
-/// as an argument, so settings changed between calls apply to the next one.
-#[derive(Debug, Default)]
-pub struct LlmClient {
-    http: Mutex<Option<(Duration, reqwest::Client)>>,
+/// The process's HTTP client and the connect timeout it was built for. Building one reads the
+/// system's root certificates (milliseconds of a start-up), so every [`LlmClient`] shares it,
+/// and [`warm_up`] builds it ahead of the first call.
+static HTTP: Mutex<Option<(Duration, reqwest::Client)>> = Mutex::new(None);
+
+/// Build the HTTP client for `connect_timeout` on a thread of its own, unless one is there:
+/// called at start-up, so that the first model call (or model list) does not wait for the root
+/// certificates. Harmless when it loses a race with a call, which builds its own.
+pub fn warm_up(connect_timeout: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("oml-http-warm".into())
+        .spawn(move || {
+            if HTTP.lock().is_none()
+                && let Ok(client) = build_http(connect_timeout)
+            {
+                let mut cached = HTTP.lock();
+                if cached.is_none() {
+                    *cached = Some((connect_timeout, client));
+                }
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::debug!("no thread to warm the HTTP client up: {error}");
+    }
 }
+
+fn build_http(connect_timeout: Duration) -> Result<reqwest::Client, LlmError> {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .user_agent(USER_AGENT)
+        .build()
+        .map_err(|error| {
+            LlmError::Config(format!("cannot set up the HTTP client: {}", chain(&error)))
+        })
+}
+
+/// A model client. Cheap to share: the connection pool is the process's (reused across calls,
+/// rebuilt only when `connect_timeout` changes), and it holds nothing else; every call takes its
+/// settings as an argument, so settings changed between calls apply to the next one.
+#[derive(Debug, Default)]
+pub struct LlmClient {}
 
 impl LlmClient {
     pub fn new() -> Self {
@@ -146,20 +180,14 @@ impl LlmClient {
 
     /// The pooled HTTP client for `config`'s connect timeout.
     pub(super) fn http(&self, config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-        let mut cached = self.http.lock();
-        if let Some((timeout, client)) = cached.as_ref()
+        if let Some((timeout, client)) = HTTP.lock().as_ref()
             && *timeout == config.connect_timeout
         {
             return Ok(client.clone());
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(USER_AGENT)
-            .build()
-            .map_err(|error| {
-                LlmError::Config(format!("cannot set up the HTTP client: {}", chain(&error)))
-            })?;
-        *cached = Some((config.connect_timeout, client.clone()));
+        // Built without the lock held: a warm-up under way finishes on its own.
+        let client = build_http(config.connect_timeout)?;
+        *HTTP.lock() = Some((config.connect_timeout, client.clone()));
         Ok(client)
     }
 }
