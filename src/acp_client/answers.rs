@@ -26,6 +26,16 @@ pub enum UpdateKind {
     Missing,
 }
 
+/// The kinds told apart, by their names on the wire.
+const KNOWN: [(&str, UpdateKind); 6] = [
+    ("agent_message_chunk", UpdateKind::AgentMessageChunk),
+    ("agent_thought_chunk", UpdateKind::AgentThoughtChunk),
+    ("user_message_chunk", UpdateKind::UserMessageChunk),
+    ("tool_call", UpdateKind::ToolCall),
+    ("tool_call_update", UpdateKind::ToolCallUpdate),
+    ("plan", UpdateKind::Plan),
+];
+
 impl UpdateKind {
     /// The discriminator of `update`.
     pub fn of(update: &Value) -> UpdateKind {
@@ -34,30 +44,28 @@ impl UpdateKind {
             #[serde(rename = "sessionUpdate", borrow)]
             session_update: &'a str,
         }
-        match Head::deserialize(update).map(|h| h.session_update) {
-            Ok("agent_message_chunk") => UpdateKind::AgentMessageChunk,
-            Ok("agent_thought_chunk") => UpdateKind::AgentThoughtChunk,
-            Ok("user_message_chunk") => UpdateKind::UserMessageChunk,
-            Ok("tool_call") => UpdateKind::ToolCall,
-            Ok("tool_call_update") => UpdateKind::ToolCallUpdate,
-            Ok("plan") => UpdateKind::Plan,
-            Ok(other) => UpdateKind::Other(other.to_owned()),
-            Err(_) => UpdateKind::Missing,
-        }
+        let Ok(head) = Head::deserialize(update) else {
+            return UpdateKind::Missing;
+        };
+        KNOWN
+            .iter()
+            .find(|(wire, _)| *wire == head.session_update)
+            .map_or_else(
+                || UpdateKind::Other(head.session_update.to_owned()),
+                |(_, kind)| kind.clone(),
+            )
     }
 
     /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
     /// sees as an update's `:kind`.
     pub fn kebab(&self) -> String {
         let wire = match self {
-            UpdateKind::AgentMessageChunk => "agent_message_chunk",
-            UpdateKind::AgentThoughtChunk => "agent_thought_chunk",
-            UpdateKind::UserMessageChunk => "user_message_chunk",
-            UpdateKind::ToolCall => "tool_call",
-            UpdateKind::ToolCallUpdate => "tool_call_update",
-            UpdateKind::Plan => "plan",
-            UpdateKind::Other(name) => name,
+            UpdateKind::Other(name) => name.as_str(),
             UpdateKind::Missing => "unknown",
+            known => KNOWN
+                .iter()
+                .find(|(_, kind)| kind == known)
+                .map_or("unknown", |(wire, _)| wire),
         };
         kebab(wire)
     }

@@ -12,23 +12,25 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::capabilities::lenient_field;
+
 /// One of the agent's `authMethods`, the fields the client reads. A field of another type
 /// counts as absent; an entry that is not an object, or has no id, is no method.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AuthMethod {
     pub id: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "lenient_field")]
     pub name: Option<String>,
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "lenient_field")]
     pub kind: Option<String>,
-    #[serde(rename = "_meta", deserialize_with = "lenient")]
+    #[serde(rename = "_meta", deserialize_with = "lenient_field")]
     pub meta: Option<Meta>,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "lenient_field")]
     pub vars: Option<Vec<EnvVar>>,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "lenient_field")]
     pub var_name: Option<String>,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "lenient_field")]
     pub description: Option<String>,
 }
 
@@ -36,7 +38,7 @@ pub struct AuthMethod {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Meta {
-    #[serde(rename = "type", deserialize_with = "lenient")]
+    #[serde(rename = "type", deserialize_with = "lenient_field")]
     pub kind: Option<String>,
 }
 
@@ -45,14 +47,8 @@ pub struct Meta {
 #[serde(default)]
 pub struct EnvVar {
     pub name: String,
-    #[serde(deserialize_with = "lenient")]
+    #[serde(deserialize_with = "lenient_field")]
     pub optional: Option<bool>,
-}
-
-fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
-    d: D,
-) -> Result<Option<T>, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
 }
 
 /// The agent's `authMethods` (as sent), each read once; what is not a method is left out.

@@ -93,11 +93,11 @@ pub struct AgentInfo {
     pub version: Option<String>,
 }
 
-fn lenient_field<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => Some(s),
-        _ => None,
-    })
+/// A field of the agent's that counts as absent when it has another type than `T`.
+pub(super) fn lenient_field<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
 }
 
 /// The `initialize` answer, read once.

@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::home::wait_within;
 
 use serde_json::{Value, json};
 
@@ -275,19 +277,6 @@ impl Editor {
             let _ = thread.join();
         }
         self.stderr_text()
-    }
-}
-
-fn wait_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

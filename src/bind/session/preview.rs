@@ -116,11 +116,12 @@ fn preview_write(
     args: &Value,
 ) -> mlua::Result<(Option<Table>, Option<String>)> {
     let content = match args {
-        Value::Table(t) => match t.get::<Value>("content")? {
-            Value::String(s) => Value::String(s),
-            _ => Value::String(lua.create_string("")?),
-        },
-        _ => Value::String(lua.create_string("")?),
+        Value::Table(t) => t.get::<Value>("content")?,
+        _ => Value::Nil,
+    };
+    let content = match content {
+        Value::String(s) => s,
+        _ => lua.create_string("")?,
     };
     match tools::preview_write(abs) {
         Ok(old) => {
