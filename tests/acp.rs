@@ -338,6 +338,50 @@ fn a_long_argument_is_capped_on_the_card_but_written_whole() {
     assert_eq!(replayed, args.as_str());
 }
 
+/// A `write` or `edit` whose new text is over `acp.question-diff-max-bytes` is asked about by
+/// its size, not as a diff (each copy of a diff costs as much memory as the file), and still
+/// runs whole once allowed.
+#[test]
+fn a_change_over_the_question_cap_is_asked_about_by_its_size() {
+    let env = Env::new();
+    env.init("(setq acp.question-diff-max-bytes 50)");
+    std::fs::write(env.project.join("old.txt"), "short\n").unwrap();
+    let content = "0123456789".repeat(8);
+    let write = json!({"path": "big.txt", "content": &content}).to_string();
+    let edit = json!({"path": "old.txt", "old_text": "short", "new_text": &content}).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("call_1", "write", &[&write])),
+        Reply::from(text_chunks(&["written"])),
+        Reply::from(tool_call_chunks("call_2", "edit", &[&edit])),
+        Reply::from(text_chunks(&["edited"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    for (prompt, name, bytes) in [("write it", "write", 80), ("edit it", "edit", 81)] {
+        let id = c.prompt(&sid, prompt);
+        let ask = c.until(|m| m["method"] == "session/request_permission");
+        let shown = &ask["params"]["toolCall"]["content"];
+        assert_eq!(shown.as_array().map(Vec::len), Some(1), "{shown}");
+        assert_eq!(shown[0]["type"], "content", "no diff: {shown}");
+        let text = shown[0]["content"]["text"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(&format!("This {name} changes "))
+                && text.contains(&format!(": {bytes} bytes of new text, too large to show")),
+            "{text}"
+        );
+        c.answer(
+            &ask["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+        );
+        let (_, r) = c.until_response(id);
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    }
+    let read = |f: &str| std::fs::read_to_string(env.project.join(f)).unwrap();
+    assert_eq!(read("big.txt"), content);
+    assert_eq!(read("old.txt"), format!("{content}\n"));
+}
+
 #[test]
 fn permission_requests_round_trip() {
     let env = Env::new();

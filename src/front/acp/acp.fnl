@@ -23,6 +23,8 @@
   "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
 (defsetting acp.use-client-terminal? true :boolean
   "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
+(defsetting acp.question-diff-max-bytes 4194304 :integer
+  "Bytes of new text a permission question shows as a `diff` at most: a `write` or `edit` whose new text is longer is asked about with a line naming its size instead, as its finished card gets no diff past the same size (4 MiB). Each copy of such a diff costs as much memory as the file, and no editor renders it better than the line.")
 (defsetting repl.server? true :boolean
   "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
 
@@ -192,6 +194,29 @@ while waiting). An error answer is an error."
 (local answers {:allow_once :allow-once :allow_always :allow-always
                 :reject_once :reject-once :reject_always :reject-always})
 
+(fn too-large [name path bytes]
+  [{:type :content
+    :content (text-block (string.format "This %s changes %s: %d bytes of new text, too large to show as a diff (acp.question-diff-max-bytes)."
+                                        name (or path "a file") bytes))}])
+
+(fn question-content [call]
+  ;; The question's content for a write or edit CALL: the proposed change as a diff, a line
+  ;; naming its size when the new text is over acp.question-diff-max-bytes (a write's content
+  ;; is measured before any preview copies it), or why it would fail.
+  (let [args (or call.args {})
+        max (oml.setting "acp.question-diff-max-bytes")
+        content (and (= call.name :write) args.content)]
+    (if (and (= :string (type content)) (> (length content) max))
+        (too-large call.name args.path (length content))
+        (let [(diff why) (acp.preview-change call.name args)
+              new-text (and diff (. diff :new-text))]
+          (if (and (= :string (type new-text)) (> (length new-text) max))
+              (too-large call.name diff.path (length new-text))
+              diff
+              [{:type :diff :path diff.path :oldText (or (. diff :old-text) json.null)
+                :newText new-text}]
+              [{:type :content :content (text-block (.. "This " call.name " would fail: " (or why "")))}])))))
+
 (fn acp.permission-tool-call [call]
   "The `toolCall` of the permission request for the tool CALL {:id :name :args :kind :title
 :locations}: the card's own title, kind, raw input (`agent.card-args`) and locations, status pending, and for write
@@ -209,12 +234,7 @@ would fail, as text); a call with :content (a delegated agent's) carries that."
     (when (= :table (type call.content))
       (set tc.content call.content))
     (when (or (= call.name :write) (= call.name :edit))
-      (let [(diff why) (acp.preview-change call.name (or call.args {}))]
-        (set tc.content
-             (if diff
-                 [{:type :diff :path diff.path :oldText (or (. diff :old-text) json.null)
-                   :newText (. diff :new-text)}]
-                 [{:type :content :content (text-block (.. "This " call.name " would fail: " (or why "")))}]))))
+      (set tc.content (question-content call)))
     tc))
 
 (fn acp.permission-options-for [call]
