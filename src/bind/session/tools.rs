@@ -157,10 +157,16 @@ const TOOLS: &[HostFn] = &[
                 async move {
                     let out = match (written_path(&cwd, &path), content) {
                         (Err(e), _) => ToolOutput::from(e),
-                        (Ok(abs), Value::String(c)) => {
-                            let content = c.to_string_lossy();
-                            blocking(move || tools::write(&abs, &content)).await
-                        }
+                        // Valid UTF-8 (what a model's JSON gives) is written from the Lua
+                        // string itself, held for the write: a large file is not copied
+                        // again. Invalid bytes become U+FFFD in a copy.
+                        (Ok(abs), Value::String(c)) => match c.to_str() {
+                            Ok(text) => blocking(move || tools::write(&abs, &text)).await,
+                            Err(_) => {
+                                let content = c.to_string_lossy();
+                                blocking(move || tools::write(&abs, &content)).await
+                            }
+                        },
                         (Ok(_), _) => ToolOutput::from(tools::ToolError::ContentRequired),
                     };
                     output_table(&lua, out)
