@@ -117,7 +117,7 @@ async fn stream_chat_over_http_with_a_trailing_slash_base_url() {
     let outcome = result.expect("the call succeeds");
     assert_eq!(events, [text("Hel"), text("lo"), done("stop", None)]);
     assert_eq!(
-        outcome.message,
+        outcome.transcript_message(),
         json!({"role": "assistant", "content": "Hello"})
     );
 
@@ -255,7 +255,7 @@ async fn a_tool_call_streams_as_one_event_at_the_end() {
     );
     let outcome = result.expect("succeeds");
     assert_eq!(outcome.tool_calls, [call]);
-    assert_eq!(outcome.message["content"], Value::Null);
+    assert_eq!(outcome.transcript_message()["content"], Value::Null);
 }
 
 #[tokio::test]
@@ -278,7 +278,10 @@ async fn each_reasoning_field_streams_as_thoughts() {
         let outcome = result.expect("succeeds");
         assert_eq!(outcome.reasoning, "Let me think.", "{field}");
         assert!(
-            outcome.message.get("reasoning_content").is_none(),
+            outcome
+                .transcript_message()
+                .get("reasoning_content")
+                .is_none(),
             "{field}: off by default"
         );
     }
@@ -295,7 +298,7 @@ async fn send_reasoning_keeps_the_reasoning_in_the_message() {
     };
     let (result, _) = chat(&config, &user("hi")).await;
     assert_eq!(
-        result.expect("succeeds").message,
+        result.expect("succeeds").transcript_message(),
         json!({"role": "assistant", "content": "yes", "reasoning_content": "hmm"})
     );
 }
@@ -515,7 +518,7 @@ async fn a_stream_that_breaks_after_a_delta_is_not_retried_and_keeps_the_partial
     let partial = error.partial().expect("a partial reply");
     assert_eq!(partial.text, "partial");
     assert_eq!(
-        partial.message,
+        partial.transcript_message(),
         json!({"role": "assistant", "content": "partial"})
     );
     assert!(partial.tool_calls.is_empty());
@@ -635,7 +638,7 @@ async fn cancelling_on_the_first_delta_returns_the_partial_text_quickly() {
     assert!(outcome.cancelled);
     assert_eq!(outcome.text, "partial");
     assert_eq!(
-        outcome.message,
+        outcome.transcript_message(),
         json!({"role": "assistant", "content": "partial"})
     );
     assert!(
@@ -677,7 +680,7 @@ fn decode_and_fold(reads: &[&[u8]]) -> (Vec<StreamEvent>, Value) {
         fold.push_json(&payload, &mut emit).expect("valid chunk");
     }
     let outcome = fold.finish(SendReasoning::Always, &mut emit);
-    (events, outcome.message)
+    (events, outcome.transcript_message())
 }
 
 /// A stream with text (multi-byte too), reasoning, two interleaved tool calls, usage, CRLF and
@@ -754,7 +757,9 @@ fn decode_and_fold_anything(reads: &[&[u8]]) -> Result<Value, String> {
         fold.push_json(&payload, &mut emit)
             .map_err(|e| format!("{e:?}"))?;
     }
-    Ok(fold.finish(SendReasoning::Always, &mut emit).message)
+    Ok(fold
+        .finish(SendReasoning::Always, &mut emit)
+        .transcript_message())
 }
 
 /// Any JSON value, a few levels deep, biased towards the keys a chunk has.
@@ -841,7 +846,7 @@ proptest! {
         for chunk in &chunks {
             let _ = fold.push_value(chunk, &mut |_| {});
         }
-        prop_assert_eq!(&fold.finish(SendReasoning::Never, &mut |_| {}).message["role"], "assistant");
+        prop_assert_eq!(&fold.finish(SendReasoning::Never, &mut |_| {}).transcript_message()["role"], "assistant");
     }
 }
 

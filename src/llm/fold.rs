@@ -164,7 +164,7 @@ impl Fold {
             details: &self.reasoning_details,
         };
         let keep = send.sends(!tool_calls.is_empty());
-        let message = assistant_message(&self.text, keep.then_some(kept), &tool_calls);
+        let message = assistant_head(&self.text, keep.then_some(kept), !tool_calls.is_empty());
         ChatOutcome {
             message,
             text: self.text,
@@ -181,7 +181,7 @@ impl Fold {
     /// only. Emits nothing.
     pub fn into_partial(self, cancelled: bool) -> ChatOutcome {
         ChatOutcome {
-            message: assistant_message(&self.text, None, &[]),
+            message: assistant_head(&self.text, None, false),
             text: self.text,
             reasoning: self.reasoning,
             tool_calls: Vec::new(),
@@ -294,16 +294,12 @@ pub struct Reasoning<'a> {
     pub details: &'a [Value],
 }
 
-/// The assistant message for a transcript (see [`ChatOutcome::message`]), with `reasoning` as
-/// `reasoning_content` and `reasoning_details` (each only when non-empty).
-pub fn assistant_message(
-    text: &str,
-    reasoning: Option<Reasoning<'_>>,
-    tool_calls: &[ToolCall],
-) -> Value {
+/// The assistant message without its tool calls ([`ChatOutcome::message`]): `content` is null
+/// when `text` is empty and the message `has_calls`.
+fn assistant_head(text: &str, reasoning: Option<Reasoning<'_>>, has_calls: bool) -> Value {
     let mut message = Map::new();
     message.insert("role".into(), "assistant".into());
-    let content = if text.is_empty() && !tool_calls.is_empty() {
+    let content = if text.is_empty() && has_calls {
         Value::Null
     } else {
         Value::String(text.to_owned())
@@ -317,7 +313,12 @@ pub fn assistant_message(
             message.insert("reasoning_details".into(), details.to_vec().into());
         }
     }
-    if !tool_calls.is_empty() {
+    Value::Object(message)
+}
+
+/// `message` (an object) with `tool_calls` in the wire's shape, when there are any.
+pub(super) fn with_tool_calls(mut message: Value, tool_calls: &[ToolCall]) -> Value {
+    if let (Value::Object(m), false) = (&mut message, tool_calls.is_empty()) {
         let calls = tool_calls
             .iter()
             .map(|call| {
@@ -328,9 +329,9 @@ pub fn assistant_message(
                 })
             })
             .collect();
-        message.insert("tool_calls".into(), Value::Array(calls));
+        m.insert("tool_calls".into(), Value::Array(calls));
     }
-    Value::Object(message)
+    message
 }
 
 /// `text` without the spare capacity it grew: the arguments of a large call were appended in
@@ -567,7 +568,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            outcome.message,
+            outcome.transcript_message(),
             json!({"role": "assistant", "content": "Hello"})
         );
         assert_eq!(outcome.finish_reason.as_deref(), Some("stop"));
@@ -623,7 +624,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            outcome.message,
+            outcome.transcript_message(),
             json!({
                 "role": "assistant",
                 "content": null,
@@ -653,7 +654,7 @@ mod tests {
             .map(|call| (call.id.as_str(), call.name.as_str()))
             .collect();
         assert_eq!(ids, [("a", "read"), ("b", "bash"), ("call_2", "edit")]);
-        assert_eq!(outcome.message["content"], "Let me look.");
+        assert_eq!(outcome.transcript_message()["content"], "Let me look.");
     }
 
     #[test]
@@ -704,19 +705,23 @@ mod tests {
         ];
         let (_, off) = fold(&chunks, SendReasoning::Never);
         assert_eq!(
-            off.message,
+            off.transcript_message(),
             json!({"role": "assistant", "content": "answer"})
         );
         let (_, plain) = fold(&chunks, SendReasoning::ToolTurns);
-        assert_eq!(plain.message, off.message, "no tool calls, nothing kept");
+        assert_eq!(
+            plain.transcript_message(),
+            off.transcript_message(),
+            "no tool calls, nothing kept"
+        );
         let (_, on) = fold(&chunks, SendReasoning::Always);
         assert_eq!(
-            on.message,
+            on.transcript_message(),
             json!({"role": "assistant", "content": "answer", "reasoning_content": "hmm"})
         );
         let (_, none) = fold(&[text_chunk("answer")], SendReasoning::Always);
         assert_eq!(
-            none.message,
+            none.transcript_message(),
             json!({"role": "assistant", "content": "answer"})
         );
     }
@@ -735,16 +740,27 @@ mod tests {
         ];
         let (events, outcome) = fold(&chunks, SendReasoning::ToolTurns);
         assert_eq!(events[..2], [thought("a"), thought("b")]);
-        assert_eq!(outcome.message["reasoning_content"], "ab");
-        assert_eq!(outcome.message["reasoning_details"], json!(items));
+        assert_eq!(outcome.transcript_message()["reasoning_content"], "ab");
+        assert_eq!(
+            outcome.transcript_message()["reasoning_details"],
+            json!(items)
+        );
         let (_, never) = fold(&chunks, SendReasoning::Never);
-        assert!(never.message.get("reasoning_details").is_none());
+        assert!(
+            never
+                .transcript_message()
+                .get("reasoning_details")
+                .is_none()
+        );
     }
 
     #[test]
     fn an_empty_reply_has_empty_string_content() {
         let (_, outcome) = fold(&[], SendReasoning::Never);
-        assert_eq!(outcome.message, json!({"role": "assistant", "content": ""}));
+        assert_eq!(
+            outcome.transcript_message(),
+            json!({"role": "assistant", "content": ""})
+        );
     }
 
     #[test]
@@ -796,7 +812,7 @@ mod tests {
         assert!(fold.has_output());
         let outcome = fold.into_partial(true);
         assert_eq!(
-            outcome.message,
+            outcome.transcript_message(),
             json!({"role": "assistant", "content": "part"})
         );
         assert!(outcome.tool_calls.is_empty());

@@ -117,11 +117,13 @@ pub enum StreamEvent {
 /// The result of one call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatOutcome {
-    /// The assistant message to append to the transcript: `{role: "assistant", content}`, plus
-    /// `reasoning_content` and `reasoning_details` (only when the call's [`SendReasoning`] policy
-    /// would send this message's reasoning back, and only when non-empty) and `tool_calls` (only
-    /// when there are any). `content` is `null` exactly when the text is empty and there
-    /// are tool calls. A cancelled or partial outcome has the text only.
+    /// The assistant message to append to the transcript, but its tool calls: `{role:
+    /// "assistant", content}`, plus `reasoning_content` and `reasoning_details` (only when the
+    /// call's [`SendReasoning`] policy would send this message's reasoning back, and only when
+    /// non-empty). `content` is `null` exactly when the text is empty and there are tool calls.
+    /// The calls are [`ChatOutcome::tool_calls`], held once: a call's arguments can be as large
+    /// as a file. [`ChatOutcome::transcript_message`] is the whole message. A cancelled or
+    /// partial outcome has the text only.
     pub message: Value,
     /// The full text of the answer.
     pub text: String,
@@ -138,6 +140,13 @@ pub struct ChatOutcome {
 }
 
 impl ChatOutcome {
+    /// The whole assistant message for the transcript: [`ChatOutcome::message`] with
+    /// `tool_calls` in the wire's shape (`[{id, type: "function", function: {name,
+    /// arguments}}]`, only when there are any). Copies the arguments.
+    pub fn transcript_message(&self) -> Value {
+        fold::with_tool_calls(self.message.clone(), &self.tool_calls)
+    }
+
     /// Whether the model stopped because it hit its output limit (`finish_reason: "length"`),
     /// which the agent reports as the `max_tokens` stop reason.
     pub fn hit_length_limit(&self) -> bool {

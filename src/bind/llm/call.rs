@@ -54,6 +54,9 @@ struct CallState {
     events: mpsc::UnboundedReceiver<StreamEvent>,
     /// The call's result, kept until the events sent before it have been delivered.
     result: Option<Result<ChatOutcome, LlmError>>,
+    /// The arguments of each tool call (by id) as the Lua string its `tool-call` event carried,
+    /// which the outcome's message reuses: a large `write`'s arguments are made in Lua once.
+    arguments: Vec<(String, mlua::LuaString)>,
 }
 
 /// The most events one step of a call hands to Lua; the rest wait for the next step.
@@ -87,7 +90,7 @@ impl ChatCall {
                 *self.0.lock() = Some(state);
                 ("events", Value::Table(batch))
             }
-            Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome)?),
+            Step::Done(Ok(outcome)) => ("ok", outcome_table(lua, &outcome, &state.arguments)?),
             Step::Done(Err(error)) => ("error", error_table(lua, &error)?),
         };
         Ok(MultiValue::from_iter([
@@ -102,14 +105,24 @@ impl CallState {
     /// the Lua batch for `:on-event`.
     fn take_events(&mut self, lua: &Lua, first: StreamEvent) -> mlua::Result<Table> {
         let batch = lua.create_table()?;
-        batch.raw_push(event_table(lua, first)?)?;
+        batch.raw_push(self.event_table(lua, first)?)?;
         while batch.raw_len() < EVENTS_PER_STEP {
             match self.events.try_recv() {
-                Ok(event) => batch.raw_push(event_table(lua, event)?)?,
+                Ok(event) => batch.raw_push(self.event_table(lua, event)?)?,
                 Err(_) => break,
             }
         }
         Ok(batch)
+    }
+
+    /// `event` as Lua data; a tool call's arguments are kept for the outcome's message.
+    fn event_table(&mut self, lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
+        let StreamEvent::ToolCall(call) = event else {
+            return event_table(lua, event);
+        };
+        let arguments = lua.create_string(call.arguments.as_bytes())?;
+        self.arguments.push((call.id.clone(), arguments.clone()));
+        tool_call_table(lua, call, arguments)
     }
 
     async fn step(&mut self) -> Step {
@@ -117,6 +130,7 @@ impl CallState {
             future,
             events,
             result,
+            ..
         } = self;
         loop {
             if let Ok(event) = events.try_recv() {
@@ -177,6 +191,7 @@ fn start_call(
         future: Some(future),
         events,
         result: None,
+        arguments: Vec::new(),
     })))))
 }
 
@@ -292,6 +307,20 @@ impl Pump {
 
 // --- private: results as Lisp data
 
+/// `{:type "tool-call" :id :name :arguments}`, the arguments as the Lua string given.
+fn tool_call_table(
+    lua: &Lua,
+    call: crate::llm::ToolCall,
+    arguments: mlua::LuaString,
+) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(0, 4)?;
+    t.raw_set("type", "tool-call")?;
+    t.raw_set("id", call.id)?;
+    t.raw_set("name", call.name)?;
+    t.raw_set("arguments", arguments)?;
+    Ok(Value::Table(t))
+}
+
 fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
     let event = match event {
         // The deltas, nearly every event of a reply, are built directly.
@@ -299,12 +328,8 @@ fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
         StreamEvent::ThoughtDelta(text) => return delta_table(lua, "thought-delta", &text),
         // Built directly: the arguments can be as large as a file.
         StreamEvent::ToolCall(call) => {
-            let t = lua.create_table_with_capacity(0, 4)?;
-            t.raw_set("type", "tool-call")?;
-            t.raw_set("id", call.id)?;
-            t.raw_set("name", call.name)?;
-            t.raw_set("arguments", lua.create_string(call.arguments.as_bytes())?)?;
-            return Ok(Value::Table(t));
+            let arguments = lua.create_string(call.arguments.as_bytes())?;
+            return tool_call_table(lua, call, arguments);
         }
         StreamEvent::Done {
             finish_reason,
@@ -344,7 +369,7 @@ fn outcome_json(outcome: &ChatOutcome) -> Json {
         .map(|call| json!({"id": call.id, "name": call.name, "arguments": call.arguments.as_str()}))
         .collect();
     let mut table = outcome_fields(outcome);
-    table.insert("message".into(), outcome.message.clone());
+    table.insert("message".into(), outcome.transcript_message());
     table.insert("tool-calls".into(), Json::Array(calls));
     Json::Object(table)
 }
@@ -365,36 +390,43 @@ fn outcome_fields(outcome: &ChatOutcome) -> Map<String, Json> {
     fields
 }
 
-/// [`outcome_json`] as a Lua table, without copying the message twice: `tool-calls` is made
-/// apart and its `arguments` are the very Lua strings of `message.tool_calls` (the arguments of
-/// a large `write` are as large as the file).
-fn outcome_table(lua: &Lua, outcome: &ChatOutcome) -> mlua::Result<Value> {
+/// [`outcome_json`] as a Lua table, each tool call's arguments one Lua string shared by
+/// `message.tool_calls` and `tool-calls`: the one its `tool-call` event carried (`made`, by
+/// call id), else made here. The arguments of a large `write` are as large as the file.
+fn outcome_table(
+    lua: &Lua,
+    outcome: &ChatOutcome,
+    made: &[(String, mlua::LuaString)],
+) -> mlua::Result<Value> {
     let Value::Table(table) = to_lua(lua, &Json::Object(outcome_fields(outcome)))? else {
         return Err(mlua::Error::runtime("an outcome is a table"));
     };
     let message = to_lua(lua, &outcome.message)?;
-    let wire_calls: Option<Table> = match &message {
-        Value::Table(m) => m.get("tool_calls").ok(),
-        _ => None,
-    };
-    let calls = lua.create_table()?;
-    calls.set_metatable(Some(mlua::LuaSerdeExt::array_metatable(lua)))?;
-    for (i, call) in outcome.tool_calls.iter().enumerate() {
-        let same = wire_calls
-            .as_ref()
-            .and_then(|w| w.get::<Table>(i + 1).ok())
-            .filter(|w| w.get::<String>("id").ok().as_deref() == Some(call.id.as_str()))
-            .and_then(|w| w.get::<Table>("function").ok())
-            .and_then(|f| f.get::<mlua::LuaString>("arguments").ok());
-        let arguments = match same {
-            Some(s) => s,
+    let (wire, calls) = (lua.create_table()?, lua.create_table()?);
+    for list in [&wire, &calls] {
+        list.set_metatable(Some(mlua::LuaSerdeExt::array_metatable(lua)))?;
+    }
+    for call in &outcome.tool_calls {
+        let arguments = match made.iter().find(|(id, _)| *id == call.id) {
+            Some((_, s)) => s.clone(),
             None => lua.create_string(call.arguments.as_bytes())?,
         };
+        let function = lua.create_table()?;
+        function.set("name", call.name.as_str())?;
+        function.set("arguments", &arguments)?;
+        let w = lua.create_table()?;
+        w.set("id", call.id.as_str())?;
+        w.set("type", "function")?;
+        w.set("function", function)?;
+        wire.raw_push(w)?;
         let t = lua.create_table()?;
         t.set("id", call.id.as_str())?;
         t.set("name", call.name.as_str())?;
         t.set("arguments", arguments)?;
         calls.raw_push(t)?;
+    }
+    if let (Value::Table(m), false) = (&message, outcome.tool_calls.is_empty()) {
+        m.set("tool_calls", wire)?;
     }
     table.set("message", message)?;
     table.set("tool-calls", calls)?;
