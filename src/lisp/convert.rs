@@ -163,9 +163,8 @@ const JSON: &[HostFn] = &[
               becomes json.null. Invalid JSON is an error starting with \"json.decode: \".",
         make: |lua| {
             lua.create_function(|lua, s: mlua::LuaString| {
-                let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
-                    .map_err(|e| mlua::Error::RuntimeError(format!("json.decode: {e}")))?;
-                to_lua(lua, &j)
+                super::decode::decode(lua, &s.as_bytes())
+                    .map_err(|e| mlua::Error::RuntimeError(format!("json.decode: {e}")))
             })
         },
     },

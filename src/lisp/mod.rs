@@ -15,6 +15,7 @@
 
 mod compile;
 mod convert;
+mod decode;
 pub mod encode;
 mod error;
 mod host;
