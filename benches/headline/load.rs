@@ -25,7 +25,8 @@ const WRITE_FRAGMENT_BYTES: usize = 64 << 10;
 pub fn start_up(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
     let home = Home::new();
     let fake = FakeModel::start(Vec::<Reply>::new());
-    let (mut starts, mut rss) = (Vec::new(), Vec::new());
+    let (mut starts, mut rss, mut anon, mut file) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..sizes.runs {
         let start = Instant::now();
         let mut agent = Agent::spawn(&home, bin, Some(&fake));
@@ -34,10 +35,16 @@ pub fn start_up(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
         agent.new_session(&home.project);
         std::thread::sleep(SETTLE);
         rss.push(status_bytes(agent.pid(), "VmRSS"));
+        anon.push(status_bytes(agent.pid(), "RssAnon"));
+        file.push(status_bytes(agent.pid(), "RssFile"));
     }
     vec![
         Figure::new("spawn -> `initialize` answer", "ms", "<= 5").of(ms(median(&starts))),
         Figure::new("VmRSS after `session/new`", "MiB", "<= 8").of(mib(median_f(&rss))),
+        Figure::new("  of it anonymous (RssAnon): oml's own memory", "MiB", "")
+            .of(mib(median_f(&anon))),
+        Figure::new("  of it file pages (RssFile): the binary, libc", "MiB", "")
+            .of(mib(median_f(&file))),
     ]
 }
 
