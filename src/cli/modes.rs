@@ -491,7 +491,14 @@ async fn wait_for_stdin_eof_or_signal() {
 }
 
 /// The modes that talk to a model build the HTTP client (the root certificates) on a thread of
-/// its own while the image loads, for the default connect timeout.
+/// its own while the image loads, for the default connect timeout and the endpoint the
+/// environment names (`OPENAI_BASE_URL`, else the default); an init file that points
+/// `llm.base-url` elsewhere gets its client built at the first call.
 fn warm_up_http() {
-    crate::llm::client::warm_up(crate::llm::DEFAULT_CONNECT_TIMEOUT);
+    let base_url = std::env::var(crate::llm::ENV_BASE_URL)
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| crate::llm::DEFAULT_BASE_URL.to_owned());
+    let roots = crate::llm::client::Roots::for_url(&base_url);
+    crate::llm::client::warm_up(crate::llm::DEFAULT_CONNECT_TIMEOUT, roots);
 }
