@@ -135,6 +135,18 @@ mod tests {
         }
     }
 
+    /// Input a model controls (a tool call's arguments): nesting past serde_json's limit, and
+    /// bytes that are not UTF-8 inside a string, are errors, not a crash or a lossy string.
+    #[test]
+    fn hostile_input_is_an_error() {
+        let lua = Lua::new();
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let error = decode(&lua, deep.as_bytes()).unwrap_err();
+        assert!(error.to_string().contains("recursion limit"), "{error}");
+        let error = decode(&lua, b"{\"content\": \"\xff\xfe\"}").unwrap_err();
+        assert!(error.to_string().contains("invalid unicode"), "{error}");
+    }
+
     #[test]
     fn arrays_are_marked_and_objects_are_not() {
         let lua = Lua::new();
