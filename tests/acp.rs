@@ -338,13 +338,13 @@ fn a_long_argument_is_capped_on_the_card_but_written_whole() {
     assert_eq!(replayed, args.as_str());
 }
 
-/// A `write` or `edit` whose new text is over `acp.question-diff-max-bytes` is asked about by
+/// A `write` or `edit` whose new text is over `acp.diff-max-bytes` is asked about by
 /// its size, not as a diff (each copy of a diff costs as much memory as the file), and still
 /// runs whole once allowed.
 #[test]
 fn a_change_over_the_question_cap_is_asked_about_by_its_size() {
     let env = Env::new();
-    env.init("(setq acp.question-diff-max-bytes 50)");
+    env.init("(setq acp.diff-max-bytes 50)");
     std::fs::write(env.project.join("old.txt"), "short\n").unwrap();
     let content = "0123456789".repeat(8);
     let write = json!({"path": "big.txt", "content": &content}).to_string();

@@ -134,6 +134,53 @@ fn the_permission_diff_starts_from_the_editors_buffer_as_the_write_does() {
     );
 }
 
+/// A write through the editor past `acp.diff-max-bytes`: the question names its size, the
+/// editor gets the whole content, and the finished card has no diff (as the write tool's own
+/// result has none past 4 MiB), only "Wrote N bytes"; one under the cap keeps its diff.
+#[test]
+fn a_write_through_the_editor_past_the_diff_cap_ends_without_a_diff() {
+    let env = Env::new();
+    env.init("(setq acp.diff-max-bytes 50)");
+    let long = "0123456789".repeat(8);
+    let big = json!({"path": "big.txt", "content": &long});
+    let small = json!({"path": "small.txt", "content": "x"});
+    let fake = FakeModel::start([
+        tool_call("call_1", "write", &big, 10, 1),
+        tool_call("call_2", "write", &small, 10, 1),
+        answer("Done."),
+    ]);
+    let (mut ed, sid) = session(&env, &fake, fs_capabilities());
+    let id = ed.prompt(&sid, "write both");
+    let served = serve(&mut ed, id, |_| String::new());
+    assert_eq!(
+        served.written,
+        [long.as_str(), "x"],
+        "the editor wrote both whole"
+    );
+    assert_eq!(served.asked[0]["content"][0]["type"], "content");
+    assert_eq!(served.asked[1]["content"][0]["type"], "diff");
+    let ends: Vec<&Value> = updates(&served.messages, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "completed")
+        .collect();
+    let kinds = |u: &Value| -> Vec<String> {
+        let content = u["content"].as_array().cloned().unwrap_or_default();
+        content
+            .iter()
+            .map(|c| c["type"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds(ends[0]), ["content"], "{}", ends[0]);
+    assert_eq!(
+        ends[0]["content"][0]["content"]["text"],
+        format!(
+            "Wrote 80 bytes to {}",
+            env.project.join("big.txt").display()
+        )
+    );
+    assert_eq!(kinds(ends[1]), ["content", "diff"], "{}", ends[1]);
+}
+
 /// Item 7: a card whose permission is asked is pending from its first `tool_call` until it is
 /// allowed, then in progress; a tool that needs no permission starts in progress.
 #[test]

@@ -23,8 +23,8 @@
   "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
 (defsetting acp.use-client-terminal? true :boolean
   "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
-(defsetting acp.question-diff-max-bytes 4194304 :integer
-  "Bytes of new text a permission question shows as a `diff` at most: a `write` or `edit` whose new text is longer is asked about with a line naming its size instead, as its finished card gets no diff past the same size (4 MiB). Each copy of such a diff costs as much memory as the file, and no editor renders it better than the line.")
+(defsetting acp.diff-max-bytes 4194304 :integer
+  "Bytes of new text oml sends the editor as a `diff` at most: a permission question about a `write` or `edit` whose new text is longer names the file and its size instead, and a `write` through the editor's `fs/write_text_file` ends without a diff, as the write tool's own result has none past 4 MiB. Each copy of such a diff costs as much memory as the file, and no editor renders it better than the line.")
 (defsetting repl.server? true :boolean
   "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
 
@@ -196,15 +196,15 @@ while waiting). An error answer is an error."
 
 (fn too-large [name path bytes]
   [{:type :content
-    :content (text-block (string.format "This %s changes %s: %d bytes of new text, too large to show as a diff (acp.question-diff-max-bytes)."
+    :content (text-block (string.format "This %s changes %s: %d bytes of new text, too large to show as a diff (acp.diff-max-bytes)."
                                         name (or path "a file") bytes))}])
 
 (fn question-content [call]
   ;; The question's content for a write or edit CALL: the proposed change as a diff, a line
-  ;; naming its size when the new text is over acp.question-diff-max-bytes (a write's content
+  ;; naming its size when the new text is over acp.diff-max-bytes (a write's content
   ;; is measured before any preview copies it), or why it would fail.
   (let [args (or call.args {})
-        max (oml.setting "acp.question-diff-max-bytes")
+        max (oml.setting "acp.diff-max-bytes")
         content (and (= call.name :write) args.content)]
     (if (and (= :string (type content)) (> (length content) max))
         (too-large call.name args.path (length content))
@@ -355,8 +355,10 @@ too) when the tool writes through the editor (`acp.client-fs?`), else the disk's
           (let [old (client-text path)
                 (ok e) (pcall acp.client-write path args.content)]
             (if ok
-                {:content (.. "Wrote " (length args.content) " bytes to " path)
-                 :diff {: path :old-text old :new-text args.content}}
+                (let [n (length args.content)]
+                  {:content (.. "Wrote " n (if (= n 1) " byte" " bytes") " to " path)
+                   :diff (when (<= n (oml.setting "acp.diff-max-bytes"))
+                           {: path :old-text old :new-text args.content})})
                 (client-error "write" path e)))))))
 
 (oml.advise* "tools.edit" :client-fs
