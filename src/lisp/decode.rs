@@ -117,9 +117,9 @@ mod tests {
             "12",
         ] {
             let through_value: serde_json::Value = serde_json::from_str(text).unwrap();
-            let old = super::super::to_lua(&lua, &through_value).unwrap();
+            let old = crate::lisp::to_lua(&lua, &through_value).unwrap();
             let new = decode(&lua, text.as_bytes()).unwrap();
-            let back = |v: Value| super::super::from_lua(&lua, v).unwrap();
+            let back = |v: Value| crate::lisp::from_lua(&lua, v).unwrap();
             assert_eq!(back(new.clone()), back(old.clone()), "{text}");
             assert_eq!(new.type_name(), old.type_name(), "{text}");
         }
