@@ -139,6 +139,38 @@ async fn chat_streams_text_events_and_returns_the_message() {
     assert_eq!(sent.header("authorization"), None, "no key, no header");
 }
 
+/// Two tool calls in one reply that a provider gave one id: the outcome's message and
+/// `tool-calls` carry each call's own arguments, as its `tool-call` event did (the outcome reuses
+/// the events' Lisp strings by the calls' order, checking the id).
+#[tokio::test]
+async fn two_calls_with_one_id_keep_their_own_arguments() {
+    let call = |index: u64, args: &str| {
+        Step::Chunk(delta_chunk(
+            json!({"tool_calls": [{"index": index, "id": "dup", "type": "function",
+                                   "function": {"name": "read", "arguments": args}}]}),
+            None,
+        ))
+    };
+    let fake = FakeModel::start([vec![
+        call(0, r#"{"path": "a"}"#),
+        call(1, r#"{"path": "b"}"#),
+        Step::Chunk(delta_chunk(json!({}), Some("tool_calls"))),
+    ]]);
+    let lisp = host(&fake);
+    let src = r#"
+      (local events [])
+      (local r (llm.chat {:messages [{:role :user :content "read both"}]}
+                         {:on-event (fn [e] (when (= e.type :tool-call) (table.insert events e.arguments)))}))
+      {: events
+       :wire (icollect [_ c (ipairs r.message.tool_calls)] c.function.arguments)
+       :calls (icollect [_ c (ipairs r.tool-calls)] c.arguments)}"#;
+    let got = eval(&lisp, src).await.expect("the call succeeds");
+    let both = json!([r#"{"path": "a"}"#, r#"{"path": "b"}"#]);
+    assert_eq!(got["events"], both);
+    assert_eq!(got["wire"], both);
+    assert_eq!(got["calls"], both);
+}
+
 #[tokio::test]
 async fn tool_calls_come_back_and_a_null_content_round_trips() {
     let fake = FakeModel::start([

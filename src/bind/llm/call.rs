@@ -391,8 +391,8 @@ fn outcome_fields(outcome: &ChatOutcome) -> Map<String, Json> {
 }
 
 /// [`outcome_json`] as a Lua table, each tool call's arguments one Lua string shared by
-/// `message.tool_calls` and `tool-calls`: the one its `tool-call` event carried (`made`, by
-/// call id), else made here. The arguments of a large `write` are as large as the file.
+/// `message.tool_calls` and `tool-calls`: the one its `tool-call` event carried (`made`, in the
+/// calls' order, with their ids), else made here. The arguments of a large `write` are as large as the file.
 fn outcome_table(
     lua: &Lua,
     outcome: &ChatOutcome,
@@ -406,8 +406,10 @@ fn outcome_table(
     for list in [&wire, &calls] {
         list.set_metatable(Some(mlua::LuaSerdeExt::array_metatable(lua)))?;
     }
-    for call in &outcome.tool_calls {
-        let arguments = match made.iter().find(|(id, _)| *id == call.id) {
+    for (i, call) in outcome.tool_calls.iter().enumerate() {
+        // The events came in the calls' order; the id is checked too, so a provider that gives
+        // two calls one id still gets each call's own arguments.
+        let arguments = match made.get(i).filter(|(id, _)| *id == call.id) {
             Some((_, s)) => s.clone(),
             None => lua.create_string(call.arguments.as_bytes())?,
         };
