@@ -222,7 +222,8 @@ while waiting). An error answer is an error."
 :locations}: the card's own title, kind, raw input (`agent.card-args`) and locations, status pending, and for write
 and edit the proposed change as `diff` content (`acp.preview-change`: from the editor's buffer
 when the tool writes through the editor), computed before anything is written (or the reason it
-would fail, as text); a call with :content (a delegated agent's) carries that."
+would fail, as text; or, when the new text is over `acp.diff-max-bytes`, a line naming the file
+and its size); a call with :content (a delegated agent's) carries that."
   (let [tc {:toolCallId call.id
             :title (if (and (= :string (type call.title)) (call.title:find "%S")) call.title call.name)
             :kind (if (. tool-kinds call.kind) call.kind :other)
