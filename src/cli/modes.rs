@@ -491,14 +491,11 @@ async fn wait_for_stdin_eof_or_signal() {
 }
 
 /// The modes that talk to a model build the HTTP client (the root certificates) on a thread of
-/// its own while the image loads, for the default connect timeout and the endpoint the
-/// environment names (`OPENAI_BASE_URL`, else the default); an init file that points
-/// `llm.base-url` elsewhere gets its client built at the first call.
+/// its own while the image loads, for the configuration the environment gives
+/// (`LlmConfig::from_env`: `OPENAI_BASE_URL`, else the default endpoint); an init file that
+/// points `llm.base-url` elsewhere gets its client built at the first call.
 fn warm_up_http() {
-    let base_url = std::env::var(crate::llm::ENV_BASE_URL)
-        .ok()
-        .filter(|url| !url.is_empty())
-        .unwrap_or_else(|| crate::llm::DEFAULT_BASE_URL.to_owned());
-    let roots = crate::llm::client::Roots::for_url(&base_url);
-    crate::llm::client::warm_up(crate::llm::DEFAULT_CONNECT_TIMEOUT, roots);
+    let config = crate::llm::LlmConfig::from_env();
+    let roots = crate::llm::client::Roots::for_url(&config.base_url);
+    crate::llm::client::warm_up(config.connect_timeout, roots);
 }

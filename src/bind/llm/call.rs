@@ -54,8 +54,9 @@ struct CallState {
     events: mpsc::UnboundedReceiver<StreamEvent>,
     /// The call's result, kept until the events sent before it have been delivered.
     result: Option<Result<ChatOutcome, LlmError>>,
-    /// The arguments of each tool call (by id) as the Lua string its `tool-call` event carried,
-    /// which the outcome's message reuses: a large `write`'s arguments are made in Lua once.
+    /// The id and arguments of each tool call, in order, the arguments as the Lua string its
+    /// `tool-call` event carried, which the outcome's message reuses: a large `write`'s
+    /// arguments are made in Lua once.
     arguments: Vec<(String, mlua::LuaString)>,
 }
 
@@ -105,24 +106,14 @@ impl CallState {
     /// the Lua batch for `:on-event`.
     fn take_events(&mut self, lua: &Lua, first: StreamEvent) -> mlua::Result<Table> {
         let batch = lua.create_table()?;
-        batch.raw_push(self.event_table(lua, first)?)?;
+        batch.raw_push(event_table(lua, first, &mut self.arguments)?)?;
         while batch.raw_len() < EVENTS_PER_STEP {
             match self.events.try_recv() {
-                Ok(event) => batch.raw_push(self.event_table(lua, event)?)?,
+                Ok(event) => batch.raw_push(event_table(lua, event, &mut self.arguments)?)?,
                 Err(_) => break,
             }
         }
         Ok(batch)
-    }
-
-    /// `event` as Lua data; a tool call's arguments are kept for the outcome's message.
-    fn event_table(&mut self, lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
-        let StreamEvent::ToolCall(call) = event else {
-            return event_table(lua, event);
-        };
-        let arguments = lua.create_string(call.arguments.as_bytes())?;
-        self.arguments.push((call.id.clone(), arguments.clone()));
-        tool_call_table(lua, call, arguments)
     }
 
     async fn step(&mut self) -> Step {
@@ -307,21 +298,13 @@ impl Pump {
 
 // --- private: results as Lisp data
 
-/// `{:type "tool-call" :id :name :arguments}`, the arguments as the Lua string given.
-fn tool_call_table(
+/// `event` as Lua data. A tool call's arguments, as the Lua string the event carries, are also
+/// pushed onto `made`, for the outcome's message to reuse.
+fn event_table(
     lua: &Lua,
-    call: crate::llm::ToolCall,
-    arguments: mlua::LuaString,
+    event: StreamEvent,
+    made: &mut Vec<(String, mlua::LuaString)>,
 ) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 4)?;
-    t.raw_set("type", "tool-call")?;
-    t.raw_set("id", call.id)?;
-    t.raw_set("name", call.name)?;
-    t.raw_set("arguments", arguments)?;
-    Ok(Value::Table(t))
-}
-
-fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
     let event = match event {
         // The deltas, nearly every event of a reply, are built directly.
         StreamEvent::TextDelta(text) => return delta_table(lua, "text-delta", &text),
@@ -329,7 +312,13 @@ fn event_table(lua: &Lua, event: StreamEvent) -> mlua::Result<Value> {
         // Built directly: the arguments can be as large as a file.
         StreamEvent::ToolCall(call) => {
             let arguments = lua.create_string(call.arguments.as_bytes())?;
-            return tool_call_table(lua, call, arguments);
+            made.push((call.id.clone(), arguments.clone()));
+            let t = lua.create_table_with_capacity(0, 4)?;
+            t.raw_set("type", "tool-call")?;
+            t.raw_set("id", call.id)?;
+            t.raw_set("name", call.name)?;
+            t.raw_set("arguments", arguments)?;
+            return Ok(Value::Table(t));
         }
         StreamEvent::Done {
             finish_reason,
