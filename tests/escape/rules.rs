@@ -1,7 +1,8 @@
 //! "Always" rules name the program: a rule the user gave for one harmless command must not
 //! cover another program the model puts behind the same leading words (variable assignments,
 //! `timeout N`, `sudo`). Print mode in `ask` mode, the answers scripted in the init file. And a
-//! question shows what it allows: a command padded past the card's cap is asked about whole.
+//! question shows what it allows: a command padded past the card's cap is asked about whole, and
+//! a write too large to show as a diff names the file it really changes.
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::{Env, Run};
@@ -168,4 +169,47 @@ fn a_command_padded_past_the_cards_cap_is_asked_about_whole() {
     );
     c.until_response(id);
     assert!(!env.project.join("pwned").exists());
+}
+
+/// A model that writes more than a question shows as a diff (`acp.diff-max-bytes`) through a
+/// link in the workspace that leads outside it: the question, which then shows no diff, names
+/// the file the write would really change (the link followed), and a rejection writes nothing.
+#[test]
+fn a_write_too_large_to_show_names_the_real_target_of_a_link() {
+    use crate::support::acp::Client;
+    let env = Env::new();
+    env.init("(setq acp.diff-max-bytes 16)");
+    let outside = env.root.join("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    std::os::unix::fs::symlink(&outside, env.project.join("docs")).expect("symlink");
+    let args = serde_json::json!({"path": "docs/notes.txt", "content": "x".repeat(64)});
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "write", &[&args.to_string()])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    let text = ask["params"]["toolCall"]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let real = std::fs::canonicalize(&outside)
+        .expect("real path")
+        .join("notes.txt");
+    assert!(
+        text.contains(&real.display().to_string()),
+        "the question names {}: {text:?}",
+        real.display()
+    );
+    c.answer(
+        &ask["id"],
+        serde_json::json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    );
+    c.until_response(id);
+    assert!(
+        !outside.join("notes.txt").exists(),
+        "nothing was written outside"
+    );
 }
