@@ -28,7 +28,7 @@ pub async fn interactive(
     history: Option<PathBuf>,
     history_size: usize,
 ) -> Result<(), LispError> {
-    let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
+    let (reads_tx, reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Said>();
     let interrupt = Interrupt::new();
 
@@ -40,43 +40,32 @@ pub async fn interactive(
         }
     });
 
-    let (finish_tx, finish_rx) = oneshot::channel::<()>();
-    let writer = tokio::spawn(write_output(out_rx, finish_rx));
     // rustyline blocks, so the editor lives on its own thread and answers read requests. They
     // reach it through a plain channel that closes when the conversation ends (`,exit`, Ctrl-D):
     // the REPL's own channel never closes by itself, for the same reason as the writer's.
     let (editor_tx, editor_rx) = std::sync::mpsc::channel::<ReadRequest>();
-    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let forward = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                req = reads_rx.recv() => {
-                    let Some(req) = req else { break };
-                    if editor_tx.send(req).is_err() {
-                        break;
-                    }
-                }
-                _ = &mut stop_rx => break,
-            }
-        }
-    });
+    let (finish_tx, finish_rx) = oneshot::channel::<()>();
+    let writer = tokio::spawn(serve(out_rx, reads_rx, editor_tx, finish_rx));
     let editor_thread = std::thread::spawn(move || edit_lines(editor_rx, history, history_size));
 
     let result = drive(lisp, reads_tx, out_tx, interrupt).await;
     sigint.abort();
     let _ = finish_tx.send(());
     let _ = writer.await;
-    let _ = stop_tx.send(());
-    let _ = forward.await;
     let _ = tokio::task::spawn_blocking(move || editor_thread.join()).await;
     result
 }
 
-/// Write the conversation's output in order. It stops when told to, not when every sender is
-/// gone: Lisp closures that hold a sender live until the garbage collector runs, so waiting for
-/// the channel to close would keep Ctrl-D from exiting.
-async fn write_output(
+/// Write the conversation's output in order and pass read requests on to the editor's thread.
+/// One task does both so that what a form printed is on the screen before the next prompt: a
+/// read request is sent after the output before it, so the output still queued is written first.
+/// It stops when told to, not when every sender is gone: Lisp closures that hold a sender live
+/// until the garbage collector runs, so waiting for the channel to close would keep Ctrl-D from
+/// exiting.
+async fn serve(
     mut out_rx: mpsc::UnboundedReceiver<Said>,
+    mut reads_rx: mpsc::UnboundedReceiver<ReadRequest>,
+    editor: std::sync::mpsc::Sender<ReadRequest>,
     mut finish_rx: oneshot::Receiver<()>,
 ) {
     use std::io::Write as _;
@@ -93,6 +82,15 @@ async fn write_output(
                 Some(text) => write(text),
                 None => break,
             },
+            req = reads_rx.recv() => {
+                let Some(req) = req else { break };
+                while let Ok(text) = out_rx.try_recv() {
+                    write(text);
+                }
+                if editor.send(req).is_err() {
+                    break;
+                }
+            }
             _ = &mut finish_rx => {
                 while let Ok(text) = out_rx.try_recv() {
                     write(text);
