@@ -364,6 +364,60 @@ fn secrets_are_redacted_in_the_session_file() {
     assert!(stored.contains("[redacted DATABASE_URL]"), "{stored}");
 }
 
+/// A message larger than `LARGE_VALUE_BYTES` (4 MiB) takes another path into the session: its
+/// line is written straight from the Lisp table, then the transcript copies it. The `write` of a
+/// 5 MiB file holding the API key: the model sees the whole call in the next request, the file
+/// has it whole with the key replaced, and `--continue` reads it back.
+#[test]
+fn a_message_over_four_mib_is_stored_whole_with_its_secrets_redacted() {
+    let env = Env::new();
+    // A window the 5 MiB call fits in: no compaction asks the model for a summary.
+    env.init("(setq llm.context-window 100000000)");
+    let key = "sk-test-large-0123456789abcdef";
+    let content = format!("{}{key}{}", "a".repeat(3 << 20), "b".repeat(2 << 20));
+    let args = json!({"path": "big.txt", "content": content}).to_string();
+    let pieces: Vec<&str> = args
+        .as_bytes()
+        .chunks(64 << 10)
+        .map(|c| std::str::from_utf8(c).expect("ASCII"))
+        .collect();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("call_big", "write", &pieces)),
+        Reply::from(text_chunks(&["Written."])),
+        Reply::from(text_chunks(&["Still here."])),
+    ]);
+    let vars = [("OPENAI_API_KEY", key)];
+    let run = env.run_with(Some(&fake), &vars, &["-p", "--mode", "yolo", "write it"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let written = std::fs::read_to_string(env.project.join("big.txt")).expect("big.txt");
+    assert!(written == content, "the file is written whole");
+    let call = |request: &support::fake_model::RecordedRequest| {
+        request.body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["tool_calls"].is_array()))
+            .map(|m| m["tool_calls"][0]["function"]["arguments"].clone())
+    };
+    assert!(
+        call(&fake.requests()[1]) == Some(json!(args)),
+        "the model sees its call as it made it"
+    );
+
+    let dir = env.root.join("state/oml/sessions");
+    let mut stored = String::new();
+    for file in std::fs::read_dir(&dir).expect("the sessions folder") {
+        stored.push_str(&std::fs::read_to_string(file.unwrap().path()).unwrap());
+    }
+    assert!(!stored.contains(key), "the key is stored");
+    assert!(stored.contains("[redacted OPENAI_API_KEY]"));
+    let run = env.run_with(Some(&fake), &vars, &["-p", "--continue", "still there?"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let redacted = args.replace(key, "[redacted OPENAI_API_KEY]");
+    assert!(
+        call(&fake.requests()[2]) == Some(json!(redacted)),
+        "the call is read back whole from the file"
+    );
+}
+
 #[test]
 fn llm_headers_go_with_every_request() {
     let env = Env::new();

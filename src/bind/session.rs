@@ -175,8 +175,11 @@ const SESSION: &[HostFn] = &[
             lua.create_function(|lua, (msgs, id): (Value, Option<String>)| {
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
-                let msgs = messages(lua, msgs)?;
                 let redactions = secrets::redactions(lua);
+                if crate::lisp::is_large(&msgs) {
+                    return append_large(lua, &s, &id, msgs, &redactions);
+                }
+                let msgs = messages(lua, msgs)?;
                 s.with(&id, |s| {
                     // Each message is recorded and then moved into the transcript, never
                     // copied: a message can be as large as a file the model wrote.
@@ -428,6 +431,45 @@ fn messages(lua: &Lua, value: Value) -> mlua::Result<Vec<Json>> {
         }
     }
     Ok(list)
+}
+
+/// `session.append-message!` for messages holding more than `LARGE_VALUE_BYTES` of text (a
+/// `write` of a large file): each is written to the session's file straight from its Lisp table
+/// and, once the writer has let the line go, copied into the transcript. Recorded first and
+/// converted after, the line and the transcript's copy are never in memory at once.
+fn append_large(
+    lua: &Lua,
+    s: &Sessions,
+    id: &str,
+    msgs: Value,
+    redactions: &Redactions,
+) -> mlua::Result<()> {
+    let items = match &msgs {
+        Value::Table(t) if t.get::<Value>("role")?.is_nil() => t
+            .sequence_values::<Value>()
+            .collect::<mlua::Result<Vec<_>>>()?,
+        _ => vec![msgs],
+    };
+    for item in &items {
+        let role = match item {
+            Value::Table(t) => t.get::<Value>("role")?,
+            _ => Value::Nil,
+        };
+        if !matches!(role, Value::String(_)) {
+            return Err(rt("A message is a table with :role"));
+        }
+    }
+    let log = s.with(id, |s| s.log.clone()).flatten();
+    for item in items {
+        if let Some(log) = &log {
+            let table = crate::lisp::encode::LuaJson::sorted(lua, &item);
+            log.append_message_and_wait(&table, redactions)
+                .map_err(|e| rt(e.to_string()))?;
+        }
+        let message = from_lua(lua, item)?;
+        s.with(id, |s| s.transcript.push(Arc::new(message)));
+    }
+    Ok(())
 }
 
 /// The init paths `oml.reload` loads, which only the CLI knows.

@@ -78,6 +78,12 @@ fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
     total
 }
 
+/// Whether the Lua value `v` holds more than [`LARGE_VALUE_BYTES`] of strings: a value whose
+/// every copy counts.
+pub fn is_large(v: &Value) -> bool {
+    lua_string_bytes(v, LARGE_VALUE_BYTES) > LARGE_VALUE_BYTES
+}
+
 /// The bytes of the strings (and string keys) in the Lua value `v`, counted up to a little past
 /// `limit`. Each table is visited once, so a table that contains itself ends the walk.
 fn lua_string_bytes(v: &Value, limit: usize) -> usize {

@@ -124,6 +124,28 @@ impl Entry {
     }
 }
 
+/// The line of a message entry for a message given as anything that serializes (a Lisp table
+/// written directly, see `crate::lisp::encode`): the line [`Entry::to_line`] writes for an
+/// [`Entry::Message`] holding the same message, with no JSON value made in between.
+pub fn message_line<M: Serialize>(message: &M, at: f64) -> serde_json::Result<Vec<u8>> {
+    /// `{"type":"message","message":…,"at":…}`.
+    #[derive(Serialize)]
+    struct MessageLine<'a, M> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        message: &'a M,
+        at: f64,
+    }
+    let stamped = MessageLine {
+        kind: "message",
+        message,
+        at,
+    };
+    let mut line = crate::sized::to_vec_exact(&stamped, 1)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 /// An entry as the writer stores it: its fields, then the time it was recorded.
 #[derive(Serialize)]
 pub struct Stamped<'a> {
@@ -194,6 +216,11 @@ mod tests {
         });
         let old = json!({"type": "session", "id": "s1", "cwd": "/p", "created": 1764576000.123, "version": "0.1.0"});
         assert_eq!(serde_json::to_string(&header).ok(), Some(old.to_string()));
+        // A message written straight from what serializes it is the same line.
+        assert_eq!(
+            message_line(&message, 1.5).ok(),
+            Entry::Message { message }.to_line(1.5).ok()
+        );
     }
 
     #[test]

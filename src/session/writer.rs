@@ -47,6 +47,8 @@ pub struct Flushed {
 /// What the writer thread is asked to do.
 enum Command {
     Append(Vec<u8>),
+    /// Append, then say so: the caller waits until the line is written (or kept, refused).
+    AppendThenTell(Vec<u8>, mpsc::Sender<()>),
     Flush(tokio::sync::oneshot::Sender<Flushed>),
 }
 
@@ -72,6 +74,31 @@ impl SessionLog {
                 let _ = self.tx.send(Command::Append(redactions.apply(line)));
             }
             Err(e) => tracing::warn!("session log: cannot encode an entry: {e}"),
+        }
+    }
+
+    /// Append a message entry for `message`, serialized straight into its line (see
+    /// [`super::entry::message_line`]) with the secrets of `redactions` replaced, and wait until
+    /// it is written: see [`SessionLog::append_line_and_wait`].
+    /// A message that does not serialize is an error, and nothing is written.
+    pub fn append_message_and_wait<M: serde::Serialize>(
+        &self,
+        message: &M,
+        redactions: &Redactions,
+    ) -> serde_json::Result<()> {
+        let line = super::entry::message_line(message, super::store::now())?;
+        self.append_line_and_wait(redactions.apply(line));
+        Ok(())
+    }
+
+    /// Append `line` (a whole line, secrets already taken out) and wait until the writer has written it,
+    /// or kept it because the disk refused it. A line over [`UNSYNCED_MAX_BYTES`] is fsynced and
+    /// let go before the answer: a caller about to make another copy of a large entry (the
+    /// transcript's) waits so that the two are never in memory at once.
+    fn append_line_and_wait(&self, line: Vec<u8>) {
+        let (tx, rx) = mpsc::channel();
+        if self.tx.send(Command::AppendThenTell(line, tx)).is_ok() {
+            let _ = rx.recv();
         }
     }
 
@@ -140,6 +167,10 @@ pub(super) fn spawn(file: Arc<File>, id: &str, start: Start, lock: SessionLock) 
         while let Ok(cmd) = rx.recv() {
             match cmd {
                 Command::Append(line) => writer.append(line),
+                Command::AppendThenTell(line, done) => {
+                    writer.append(line);
+                    let _ = done.send(());
+                }
                 Command::Flush(done) => {
                     let _ = done.send(writer.flush());
                 }
