@@ -21,9 +21,7 @@ use mlua::{Lua, Table, Value};
 use serde_json::Value as Json;
 
 use crate::bind::llm::DeltaSink;
-use crate::lisp::{
-    DefaultWatch, HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua, to_lua_list,
-};
+use crate::lisp::{DefaultWatch, HostFn, Lisp, LispError, compile_in, define, from_lua, to_lua};
 use crate::llm::StreamEvent;
 use crate::session::{AgentEvent, Entry, Redactions, Sessions};
 
@@ -153,16 +151,20 @@ const SESSION: &[HostFn] = &[
     HostFn {
         name: "transcript",
         args: "?session-id",
-        doc: "A copy of the session's transcript: the list of its OpenAI chat messages. Without \
-              a session (none bound, none given) it is an error.",
+        doc: "A copy of the session's transcript: the list of its OpenAI chat messages. A \
+              message of more than 64 KiB of text is copied field by field as it is read, and \
+              sent from the stored transcript when it goes into a model request unread; `rawget` \
+              and `next` see only its fields read so far (`pairs` sees all). Without a session \
+              (none bound, none given) it is an error.",
         make: |lua| {
             lua.create_function(|lua, id: Option<String>| {
                 let s = sessions(lua)?;
                 let id = session_id(lua, &s, id)?;
                 // The lock is not held while Lisp values are made (a collection may run
-                // finalizers that call back here); the list shares the messages.
+                // finalizers that call back here); the list shares the messages, and a large
+                // one is read from the transcript as Lisp reads its fields.
                 let t = s.with(&id, |s| s.transcript.clone()).unwrap_or_default();
-                to_lua_list(lua, t.iter().map(|m| &**m))
+                crate::lisp::stored::to_lua_stored_list(lua, &t)
             })
         },
     },
@@ -459,6 +461,9 @@ fn append_large(
             return Err(rt("A message is a table with :role"));
         }
     }
+    // Garbage a large value left behind (its arguments decoded for the permission question)
+    // goes before the line is made, as `from_lua` collects before its copy.
+    lua.gc_collect()?;
     let log = s.with(id, |s| s.log.clone()).flatten();
     for item in items {
         if let Some(log) = &log {

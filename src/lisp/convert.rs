@@ -8,7 +8,6 @@
 //!
 //! This module knows nothing about what the data means.
 
-use mlua::serde::DeserializeOptions;
 use mlua::{Lua, LuaSerdeExt, MultiValue, Value};
 
 use super::encode::LuaJson;
@@ -32,30 +31,8 @@ pub fn to_lua(lua: &Lua, json: &serde_json::Value) -> mlua::Result<Value> {
     lua.to_value(json)
 }
 
-/// JSON values → a fresh Lua list of them (marked as an array), the collection of [`to_lua`]
-/// decided by all of them together.
-pub fn to_lua_list<'a>(
-    lua: &Lua,
-    items: impl Iterator<Item = &'a serde_json::Value> + Clone,
-) -> mlua::Result<mlua::Table> {
-    let mut total = 0usize;
-    for item in items.clone() {
-        total += string_bytes(item, LARGE_VALUE_BYTES - total.min(LARGE_VALUE_BYTES));
-        if total > LARGE_VALUE_BYTES {
-            lua.gc_collect()?;
-            break;
-        }
-    }
-    let list = lua.create_table()?;
-    list.set_metatable(Some(lua.array_metatable()))?;
-    for item in items {
-        list.raw_push(lua.to_value(item)?)?;
-    }
-    Ok(list)
-}
-
 /// The bytes of the strings (and keys) in `v`, counted up to a little past `limit`.
-fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
+pub(super) fn string_bytes(v: &serde_json::Value, limit: usize) -> usize {
     use serde_json::Value as J;
     let mut stack = vec![v];
     let mut total = 0usize;
@@ -127,12 +104,7 @@ pub fn from_lua(lua: &Lua, value: Value) -> mlua::Result<serde_json::Value> {
     if lua_string_bytes(&value, LARGE_VALUE_BYTES) > LARGE_VALUE_BYTES {
         lua.gc_collect()?;
     }
-    lua.from_value_with(
-        value,
-        DeserializeOptions::new()
-            .deny_unsupported_types(false)
-            .deny_recursive_tables(true),
-    )
+    serde_json::to_value(LuaJson::new(lua, &value)).map_err(mlua::Error::external)
 }
 
 /// The `json` namespace's functions.

@@ -14,10 +14,12 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
+use serde_json::Value as Json;
 
 /// The deepest nesting of tables a value may have (mlua's limit for the conversion too).
 pub const MAX_DEPTH: usize = 128;
@@ -87,9 +89,29 @@ pub fn array_len(lua: &Lua, t: &Table) -> Option<usize> {
     (len > 0 || t.metatable() == Some(lua.array_metatable())).then_some(len)
 }
 
-/// The entries of `t` as an object has them: string keys, in `pairs` order, without the keys
-/// and values the rules leave out; a key of another kind is an error.
-pub fn object_entries(t: &Table) -> mlua::Result<Vec<(String, Value)>> {
+/// The value of one field of an object.
+pub enum Field {
+    /// A Lua value.
+    Lua(Value),
+    /// A field of a stored table not read yet: the stored object and the key
+    /// (`crate::lisp::stored`).
+    Stored(Arc<Json>, String),
+}
+
+impl Field {
+    /// The field's value as JSON, a copy.
+    pub fn to_json(&self, lua: &Lua) -> mlua::Result<Json> {
+        match self {
+            Field::Lua(v) => super::convert::from_lua(lua, v.clone()),
+            Field::Stored(object, key) => Ok(object.get(key).cloned().unwrap_or(Json::Null)),
+        }
+    }
+}
+
+/// The entries of `t` as an object has them: string keys, in `pairs` order (then a stored
+/// table's fields not read yet), without the keys and values the rules leave out; a key of
+/// another kind is an error.
+pub fn object_entries(t: &Table) -> mlua::Result<Vec<(String, Field)>> {
     let mut entries = Vec::new();
     for pair in t.pairs::<Value, Value>() {
         let (key, value) = pair?;
@@ -111,7 +133,12 @@ pub fn object_entries(t: &Table) -> mlua::Result<Vec<(String, Value)>> {
                 )));
             }
         };
-        entries.push((key, value));
+        entries.push((key, Field::Lua(value)));
+    }
+    if let Some(untaken) = super::stored::untaken(t) {
+        for key in untaken.keys {
+            entries.push((key.clone(), Field::Stored(Arc::clone(&untaken.value), key)));
+        }
     }
     Ok(entries)
 }
@@ -190,7 +217,10 @@ impl Nested<'_> {
         }
         let mut map = serializer.serialize_map(Some(entries.len()))?;
         for (key, value) in &entries {
-            map.serialize_entry(key, &self.inner(value))?;
+            match value {
+                Field::Lua(value) => map.serialize_entry(key, &self.inner(value))?,
+                Field::Stored(object, key) => map.serialize_entry(key, &object[key.as_str()])?,
+            }
         }
         map.end()
     }
@@ -209,7 +239,6 @@ impl Nested<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lisp::convert::from_lua;
 
     /// Plain Lua values (`null` is json.null, `array_mt` the array mark, `f` a function).
     const VALUES: &[&str] = &[
@@ -234,7 +263,8 @@ mod tests {
         "(function() local t = {}; for _ = 1, 200 do t = {t} end; return t end)()",
     ];
 
-    /// Every value encodes as its conversion to JSON does, and fails where it fails.
+    /// Every value encodes as mlua's conversion to JSON does (what `convert::from_lua` used
+    /// before it wrote through these rules too), and fails where it fails.
     #[test]
     fn encoding_follows_the_conversion_to_json() {
         let lua = Lua::new();
@@ -246,7 +276,12 @@ mod tests {
         for source in VALUES {
             let value: Value = lua.load(format!("return {source}")).eval().unwrap();
             let direct = serde_json::to_string(&LuaJson::new(&lua, &value));
-            let converted = from_lua(&lua, value.clone()).map(|j| j.to_string());
+            let options = mlua::serde::DeserializeOptions::new()
+                .deny_unsupported_types(false)
+                .deny_recursive_tables(true);
+            let converted = lua
+                .from_value_with::<serde_json::Value>(value.clone(), options)
+                .map(|j| j.to_string());
             match (direct, converted) {
                 (Ok(direct), Ok(converted)) => assert_eq!(direct, converted, "{source}"),
                 (Err(_), Err(_)) => {}

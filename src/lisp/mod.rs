@@ -23,6 +23,7 @@ pub mod init;
 pub mod repl;
 mod run;
 mod settings;
+pub mod stored;
 pub mod surface;
 mod watch;
 
@@ -39,7 +40,7 @@ use crate::cancel::CancelToken;
 
 pub use compile::compile_in;
 pub(crate) use compile::{sha256_hex, write_atomically};
-pub use convert::{from_lua, is_large, to_lua, to_lua_list};
+pub use convert::{from_lua, is_large, to_lua};
 pub use error::{LispError, RuntimeError};
 pub use run::{HOOK_INSTRUCTIONS, create_async_function};
 pub use settings::SettingDecl;

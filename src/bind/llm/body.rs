@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::ser::{Error as _, SerializeMap, SerializeSeq};
 use serde_json::{Map, Value as Json, json};
 
-use crate::lisp::encode::{Nested, array_len, object_entries, on_path, skipped};
+use crate::lisp::encode::{Field, Nested, array_len, object_entries, on_path, skipped};
 use crate::lisp::from_lua;
 use crate::llm::provider::{REASONING_KEYS, ReasoningPolicy};
 use crate::llm::request::encode_body_with;
@@ -199,7 +199,7 @@ fn assistant<'v>(lua: &Lua, message: &'v Value) -> Option<&'v Table> {
     match message {
         Value::Table(t)
             if array_len(lua, t).is_none()
-                && t.raw_get::<String>("role").ok().as_deref() == Some("assistant") =>
+                && t.get::<String>("role").ok().as_deref() == Some("assistant") =>
         {
             Some(t)
         }
@@ -229,10 +229,21 @@ impl Assistant<'_> {
         let mut map = serializer.serialize_map(None)?;
         for (key, value) in &entries {
             if REASONING_KEYS.contains(&key.as_str()) {
-                let value = from_lua(self.lua, value.clone()).map_err(S::Error::custom)?;
+                let value = value.to_json(self.lua).map_err(S::Error::custom)?;
                 reasoning.insert(key.clone(), value);
                 continue;
             }
+            let value = match value {
+                Field::Lua(value) => value,
+                Field::Stored(object, field) => {
+                    let value = &object[field.as_str()];
+                    if key == "tool_calls" {
+                        has_calls = value.as_array().is_some_and(|calls| !calls.is_empty());
+                    }
+                    map.serialize_entry(key, value)?;
+                    continue;
+                }
+            };
             if key == "tool_calls" {
                 has_calls = is_nonempty_array(self.lua, value);
             }
