@@ -371,8 +371,16 @@ fn secrets_are_redacted_in_the_session_file() {
 #[test]
 fn a_message_over_four_mib_is_stored_whole_with_its_secrets_redacted() {
     let env = Env::new();
-    // A window the 5 MiB call fits in: no compaction asks the model for a summary.
-    env.init("(setq llm.context-window 100000000)");
+    // A window the 5 MiB call fits in: no compaction asks the model for a summary. With
+    // OML_TEST_TAG set, advice on agent.build-request marks the messages that carry calls.
+    env.init(
+        r#"(setq llm.context-window 100000000)
+(advise! agent.build-request :tag
+  (fn [build messages]
+    (when (os.getenv "OML_TEST_TAG")
+      (each [_ m (ipairs messages)] (when m.tool_calls (set m.tagged true))))
+    (build messages)))"#,
+    );
     let key = "sk-test-large-0123456789abcdef";
     let content = format!("{}{key}{}", "a".repeat(3 << 20), "b".repeat(2 << 20));
     let args = json!({"path": "big.txt", "content": content}).to_string();
@@ -409,13 +417,20 @@ fn a_message_over_four_mib_is_stored_whole_with_its_secrets_redacted() {
     }
     assert!(!stored.contains(key), "the key is stored");
     assert!(stored.contains("[redacted OPENAI_API_KEY]"));
+    // Read back, and changed by advice: the request has the change and the call whole.
+    let vars = [("OPENAI_API_KEY", key), ("OML_TEST_TAG", "1")];
     let run = env.run_with(Some(&fake), &vars, &["-p", "--continue", "still there?"]);
     assert_eq!(run.code, 0, "{run:?}");
     let redacted = args.replace(key, "[redacted OPENAI_API_KEY]");
+    let request = &fake.requests()[2];
     assert!(
-        call(&fake.requests()[2]) == Some(json!(redacted)),
+        call(request) == Some(json!(redacted)),
         "the call is read back whole from the file"
     );
+    let tagged = request.body["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["tagged"] == json!(true)));
+    assert!(tagged, "advice on agent.build-request changes the request");
 }
 
 #[test]
