@@ -219,7 +219,9 @@ impl Nested<'_> {
         for (key, value) in &entries {
             match value {
                 Field::Lua(value) => map.serialize_entry(key, &self.inner(value))?,
-                Field::Stored(object, key) => map.serialize_entry(key, &object[key.as_str()])?,
+                Field::Stored(object, field) => {
+                    map.serialize_entry(key, &object[field.as_str()])?
+                }
             }
         }
         map.end()

@@ -164,14 +164,20 @@ fn index(lua: &Lua, (t, k): (Table, Value)) -> mlua::Result<Value> {
     let Value::String(key) = k else {
         return Ok(Value::Nil);
     };
-    let key = key.to_str()?.to_string();
-    let Some(fields) = untaken(&t) else {
+    let key = key.to_str()?;
+    let Some(stored) = stored_of(&t) else {
         return Ok(Value::Nil);
     };
-    if !fields.keys.contains(&key) {
-        return Ok(Value::Nil);
-    }
-    take(lua, &t, &key, fields.get(&key))
+    let value = {
+        let stored = stored.borrow::<Stored>()?;
+        let taken = stored.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        match stored.value.get(&*key) {
+            Some(_) if taken.contains(&*key) => return Ok(Value::Nil),
+            Some(_) => Arc::clone(&stored.value),
+            None => return Ok(Value::Nil),
+        }
+    };
+    take(lua, &t, &key, &value[&*key])
 }
 
 /// Copy the stored `value` of `key` into `t` and mark the key taken.
