@@ -53,9 +53,9 @@ use serde_json::{Map, Value as Json, json};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, LispError, SettingDecl, to_lua};
 use crate::llm::{
-    ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONTENT_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY,
-    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, LlmConfig, Provider, SendReasoning, StreamEvent,
+    Api, ChunkObserver, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONTENT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY, EnvDefaults, LlmConfig,
+    Provider, SendReasoning, StreamEvent,
 };
 
 /// `llm.fnl`, run with the `llm` table and the three host functions of [`call`]: defines
@@ -68,6 +68,12 @@ pub const ON_CHUNK: &str = "llm.on-chunk";
 
 /// The setting that names the provider whose reasoning rules apply (or `:auto`).
 pub const PROVIDER: &str = "llm.provider";
+
+/// The setting that names the wire protocol (or `:auto`).
+pub const API: &str = "llm.api";
+
+/// The setting that turns Anthropic's cache breakpoints on or off.
+pub const PROMPT_CACHING: &str = "llm.prompt-caching";
 
 /// The setting that says which earlier assistant messages send their reasoning back (or `:auto`).
 pub const SEND_REASONING: &str = "llm.send-reasoning";
@@ -139,6 +145,8 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         api_key: non_empty(lisp.setting("llm.api-key")?),
         model: non_empty(lisp.setting("llm.model")?),
         provider: choice(lisp, PROVIDER, Provider::from_name)?,
+        api: choice(lisp, API, Api::from_name)?,
+        prompt_caching: lisp.setting(PROMPT_CACHING)?,
         send_reasoning: choice(lisp, SEND_REASONING, SendReasoning::from_name)?,
         extra_body: extra_body(lisp)?,
         headers: headers(lisp)?,
@@ -155,7 +163,7 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
 /// The declarations [`install`] makes, with the environment read through `env` (an empty
 /// variable counts as unset).
 pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
-    let env = |name: &str| env(name).filter(|value| !value.is_empty());
+    let defaults = EnvDefaults::from_lookup(env);
     let or_nil = |value: Option<String>| value.map_or(Json::Null, Json::String);
     // The values of a one-of setting that is `:auto` by default: `:auto` and `names`.
     let auto_or =
@@ -164,21 +172,33 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
         SettingDecl::new(
             "llm.base-url",
             "string",
-            Json::String(env(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())),
-            "The OpenAI-compatible base URL; requests go to <base-url>/chat/completions (trailing slashes removed). Default: $OPENAI_BASE_URL, else https://api.openai.com/v1.",
+            Json::String(defaults.base_url),
+            "The model server's base URL: chat requests go to <base-url>/chat/completions, Anthropic ones to <base-url>/v1/messages (trailing slashes removed). Default: $OPENAI_BASE_URL, else with $ANTHROPIC_API_KEY (and no OPENAI_* variable) $ANTHROPIC_BASE_URL or https://api.anthropic.com, else https://api.openai.com/v1.",
         ),
         SettingDecl::new(
             "llm.api-key",
             "string?",
-            or_nil(env(ENV_API_KEY)),
-            "Sent as `Authorization: Bearer <key>`; nil sends no Authorization header. Secret: never shown. Default: $OPENAI_API_KEY.",
+            or_nil(defaults.api_key),
+            "Sent as `Authorization: Bearer <key>` (chat) or `x-api-key` (Anthropic); nil sends neither. Secret: never shown. Default: $OPENAI_API_KEY, else $ANTHROPIC_API_KEY.",
         )
         .secret(),
         SettingDecl::new(
             "llm.model",
             "string?",
-            or_nil(env(ENV_MODEL)),
-            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL.",
+            or_nil(defaults.model),
+            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL, else with the Anthropic variables $ANTHROPIC_MODEL.",
+        ),
+        SettingDecl::new(
+            API,
+            auto_or(&Api::ALL.map(Api::name)),
+            defaults.api.map_or(AUTO, Api::name),
+            "The wire protocol: :chat (OpenAI-compatible chat completions), :anthropic (the Messages API: thinking sent back with its signatures, prompt caching) or :auto, which picks :anthropic for api.anthropic.com and :chat elsewhere. Default: :anthropic when the ANTHROPIC_* variables name the endpoint, else :auto.",
+        ),
+        SettingDecl::new(
+            PROMPT_CACHING,
+            "boolean",
+            true,
+            "On the Anthropic protocol, put cache breakpoints on the tools, the system prompt and the last turn of every request, so that each request reads the one before it from the cache. false sends none.",
         ),
         SettingDecl::new(
             PROVIDER,

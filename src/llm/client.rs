@@ -34,9 +34,11 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
+use super::anthropic;
+use super::api::Api;
 use super::error::{MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS, cap_chars};
 use super::fold::{Fold, FoldError};
-use super::request::{chat_completions_url, encode_body, model_for};
+use super::request::{encode_body, model_for};
 use super::{ChatOutcome, ChatRequest, LlmConfig, LlmError, StreamEvent};
 use crate::cancel::CancelToken;
 
@@ -45,6 +47,9 @@ use crate::cancel::CancelToken;
 pub const MAX_JSON_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
 mod stream;
+mod wire;
+
+pub(super) use wire::authorize;
 
 /// Sent as `User-Agent`, so server logs can tell oml's requests apart.
 const USER_AGENT: &str = concat!("oml/", env!("CARGO_PKG_VERSION"));
@@ -157,7 +162,8 @@ impl LlmClient {
         events: &UnboundedSender<StreamEvent>,
         cancel: &CancelToken,
     ) -> Result<ChatOutcome, LlmError> {
-        let url = chat_completions_url(&config.base_url);
+        let api = config.api();
+        let (url, body) = wire::outgoing(config, body)?;
         let http = self.http(config)?;
         let builder = http
             .post(&url)
@@ -172,6 +178,7 @@ impl LlmClient {
             ))
         })?;
         let call = Call {
+            api,
             http: &http,
             url: &url,
             config,
@@ -225,28 +232,6 @@ impl LlmClient {
     }
 }
 
-/// `builder` with `config`'s API key (as a bearer token) and `llm.headers`.
-pub(super) fn authorize(
-    mut builder: reqwest::RequestBuilder,
-    config: &LlmConfig,
-) -> Result<reqwest::RequestBuilder, LlmError> {
-    if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
-        builder = builder.bearer_auth(key);
-    }
-    for (name, value) in &config.headers {
-        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            LlmError::Config(format!("llm.headers: {name:?} is not a valid header name"))
-        })?;
-        let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
-            LlmError::Config(format!(
-                "llm.headers: the value of {name} is not a valid header value"
-            ))
-        })?;
-        builder = builder.header(name, value);
-    }
-    Ok(builder)
-}
-
 /// How long to wait before retry number `retry` (0 for the first retry): the server's
 /// `retry_after` if it sent one, else `retry_base_delay * 2^retry`; never more than
 /// `retry_max_delay`.
@@ -271,6 +256,7 @@ enum Failure {
 
 /// What a call's attempts share.
 struct Call<'a> {
+    api: Api,
     http: &'a reqwest::Client,
     url: &'a str,
     config: &'a LlmConfig,
@@ -360,7 +346,7 @@ impl Call<'_> {
                 self.not_a_stream(content_type, response).await,
             ));
         }
-        if content_type.starts_with("application/json") {
+        if content_type.starts_with("application/json") && self.api == Api::Chat {
             self.whole_reply(response).await
         } else {
             self.stream(response).await
@@ -423,20 +409,29 @@ impl Call<'_> {
     fn fold_payload(
         &self,
         fold: &mut Fold,
+        native: &mut Option<anthropic::events::Events>,
         payload: &str,
         emit: &mut impl FnMut(StreamEvent),
     ) -> Result<(), FoldError> {
-        let Some(observer) = &self.config.on_chunk else {
+        if self.config.on_chunk.is_none() && native.is_none() {
             return fold.push_json(payload, emit);
-        };
+        }
         let chunk: Value = serde_json::from_str(payload).map_err(|error| FoldError::Malformed {
             chunk: cap_chars(payload, MAX_QUOTED_CHUNK_CHARS),
             reason: error.to_string(),
         })?;
-        if let Err(message) = observer(&chunk) {
+        if let Some(observer) = &self.config.on_chunk
+            && let Err(message) = observer(&chunk)
+        {
             tracing::warn!(%message, "error in llm.on-chunk");
         }
-        fold.push_value(&chunk, emit)
+        match native {
+            None => fold.push_value(&chunk, emit),
+            Some(events) => match events.chunk(&chunk) {
+                Some(chunk) => fold.push_value(&chunk, emit),
+                None => Ok(()),
+            },
+        }
     }
 
     /// Read a body whole, up to `cap` bytes, within the idle timeout between reads.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::api::Api;
 use super::provider::{Provider, ReasoningPolicy, SendReasoning};
 
 /// Where requests go when neither the setting nor `OPENAI_BASE_URL` says otherwise.
@@ -65,6 +66,11 @@ pub struct LlmConfig {
     /// Whose rules the reasoning of earlier assistant messages follows on the way back; `None`
     /// (`llm.provider` `:auto`) means the one [`Provider::from_base_url`] finds.
     pub provider: Option<Provider>,
+    /// The wire protocol (`llm.api`); `None` picks by the base URL's host ([`Api::from_base_url`]).
+    pub api: Option<Api>,
+    /// Anthropic cache breakpoints on the system prompt, the tools and the last turn
+    /// (`llm.prompt-caching`).
+    pub prompt_caching: bool,
     /// Which earlier assistant messages send their reasoning back; `None`
     /// (`llm.send-reasoning` `:auto`) means the provider's default (see
     /// [`PROVIDERS`](super::PROVIDERS)).
@@ -100,6 +106,8 @@ impl Default for LlmConfig {
             api_key: None,
             model: None,
             provider: None,
+            api: None,
+            prompt_caching: true,
             send_reasoning: None,
             extra_body: Map::new(),
             headers: Vec::new(),
@@ -124,16 +132,16 @@ impl LlmConfig {
     /// Like [`from_env`](Self::from_env) with the variables looked up by `lookup`, so tests and
     /// callers with their own environment map need not touch the process environment.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
+        let env = EnvDefaults::from_lookup(lookup);
         Self {
-            base_url: non_empty(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
-            api_key: non_empty(ENV_API_KEY),
-            model: non_empty(ENV_MODEL),
+            base_url: env.base_url,
+            api_key: env.api_key,
+            model: env.model,
+            api: env.api,
             ..Self::default()
         }
     }
 
-    /// The provider: the `provider` field when set, else the one the base URL's host names.
     pub fn provider(&self) -> Provider {
         self.provider
             .unwrap_or_else(|| Provider::from_base_url(&self.base_url))
@@ -142,7 +150,53 @@ impl LlmConfig {
     /// What this call does with reasoning: the provider's field, and the `send_reasoning` field
     /// when set, else the provider's default policy.
     pub fn reasoning_policy(&self) -> ReasoningPolicy {
-        ReasoningPolicy::of(self.provider(), self.send_reasoning)
+        let mut policy = ReasoningPolicy::of(self.provider(), self.send_reasoning);
+        policy.native = self.api() != Api::Chat;
+        policy
+    }
+
+    /// The wire protocol: `llm.api`, else the one the base URL's host speaks.
+    pub fn api(&self) -> Api {
+        self.api
+            .unwrap_or_else(|| Api::from_base_url(&self.base_url))
+    }
+}
+
+/// The endpoint the environment names: the `OPENAI_*` block when `OPENAI_API_KEY` or
+/// `OPENAI_BASE_URL` is set; else the `ANTHROPIC_*` block (base URL, key, model, and the
+/// Anthropic protocol) when `ANTHROPIC_API_KEY` is set; else the `OPENAI_*` defaults. One block
+/// is read whole, never a mix: a key is only ever sent to the endpoint it came with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvDefaults {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub model: Option<String>,
+    /// `Some` when the block fixes the protocol (the Anthropic one does: a proxy named by
+    /// `ANTHROPIC_BASE_URL` speaks it whatever its host).
+    pub api: Option<Api>,
+}
+
+impl EnvDefaults {
+    /// Read through `lookup`; an empty variable counts as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        use super::anthropic;
+        let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
+        let openai = non_empty(ENV_API_KEY).is_some() || non_empty(ENV_BASE_URL).is_some();
+        if !openai && let Some(key) = non_empty(anthropic::ENV_API_KEY) {
+            return Self {
+                base_url: non_empty(anthropic::ENV_BASE_URL)
+                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned()),
+                api_key: Some(key),
+                model: non_empty(anthropic::ENV_MODEL).or_else(|| non_empty(ENV_MODEL)),
+                api: Some(Api::Anthropic),
+            };
+        }
+        Self {
+            base_url: non_empty(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+            api_key: non_empty(ENV_API_KEY),
+            model: non_empty(ENV_MODEL),
+            api: None,
+        }
     }
 }
 
@@ -153,6 +207,8 @@ impl fmt::Debug for LlmConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
             .field("model", &self.model)
             .field("provider", &self.provider)
+            .field("api", &self.api)
+            .field("prompt_caching", &self.prompt_caching)
             .field("send_reasoning", &self.send_reasoning)
             .field("extra_body", &self.extra_body)
             .field(
@@ -173,6 +229,32 @@ impl fmt::Debug for LlmConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_names_one_endpoint_whole() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            EnvDefaults::from_lookup(move |name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            })
+        };
+        let anthropic = env(&[("ANTHROPIC_API_KEY", "ak"), ("ANTHROPIC_MODEL", "claude-x")]);
+        assert_eq!(anthropic.base_url, "https://api.anthropic.com");
+        assert_eq!(anthropic.api_key.as_deref(), Some("ak"));
+        assert_eq!(anthropic.model.as_deref(), Some("claude-x"));
+        assert_eq!(anthropic.api, Some(Api::Anthropic));
+        let both = env(&[("ANTHROPIC_API_KEY", "ak"), ("OPENAI_API_KEY", "ok")]);
+        assert_eq!(both.api_key.as_deref(), Some("ok"));
+        assert_eq!(both.base_url, DEFAULT_BASE_URL);
+        assert_eq!(both.api, None);
+        let proxy = env(&[
+            ("ANTHROPIC_API_KEY", "ak"),
+            ("ANTHROPIC_BASE_URL", "http://p:1"),
+        ]);
+        assert_eq!(proxy.base_url, "http://p:1");
+        assert_eq!(env(&[("ANTHROPIC_API_KEY", "")]).api_key, None);
+    }
 
     #[test]
     fn debug_never_shows_the_api_key() {

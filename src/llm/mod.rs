@@ -1,4 +1,5 @@
-//! The model client: one streaming call to an OpenAI-compatible `/chat/completions` endpoint.
+//! The model client: one streaming call to an OpenAI-compatible `/chat/completions` endpoint,
+//! or to Anthropic's Messages API through the translation in [`anthropic`] ([`api`] says which).
 //!
 //! A call takes the settings ([`LlmConfig`], read by the caller at call time), a [`ChatRequest`]
 //! (messages, tools, an optional model override), a channel for [`StreamEvent`]s and the
@@ -25,6 +26,8 @@
 //! shape); this adds retries, connect and idle timeouts, `reasoning_details`, mid-stream provider
 //! errors and a clear error for a malformed chunk.
 
+pub mod anthropic;
+pub mod api;
 pub mod client;
 pub mod config;
 pub mod error;
@@ -40,15 +43,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use api::Api;
 pub use client::{LlmClient, MAX_JSON_REPLY_BYTES, backoff_delay};
 pub use config::{
     ChunkObserver, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONTENT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BASE_DELAY, DEFAULT_RETRY_MAX_DELAY,
-    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, LlmConfig,
+    ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, EnvDefaults, LlmConfig,
 };
 pub use error::{LlmError, MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS};
 pub use provider::{
-    PROVIDERS, Provider, ProviderRow, REASONING_KEYS, ReasoningField, ReasoningPolicy,
+    NATIVE_KEYS, PROVIDERS, Provider, ProviderRow, REASONING_KEYS, ReasoningField, ReasoningPolicy,
     SendReasoning, WhenMissing,
 };
 pub use request::{RESERVED_BODY_KEYS, chat_completions_url, model_for};

@@ -1,5 +1,5 @@
-//! The endpoint's own list of models: `GET {base}/models` (OpenAI's `{data: [{id}]}`), for the
-//! model picker of an editor.
+//! The endpoint's own list of models: `GET {base}/models` (OpenAI's `{data: [{id}]}`; on the
+//! Anthropic protocol `GET {base}/v1/models`, the same shape), for the model picker of an editor.
 //!
 //! One request, bounded in time as a whole, never retried: a picker that waits on a slow or
 //! dead endpoint would hold up `session/new`. It knows nothing of caching (the caller keeps the
@@ -17,7 +17,7 @@ pub const MODELS_MAX: usize = 500;
 
 /// The URL of the model list for `base_url` (trailing slashes removed).
 pub fn models_url(base_url: &str) -> String {
-    format!("{}/models", base_url.trim_end_matches('/'))
+    super::Api::Chat.models_url(base_url)
 }
 
 impl LlmClient {
@@ -28,7 +28,7 @@ impl LlmClient {
         config: &LlmConfig,
         within: Duration,
     ) -> Result<Vec<String>, LlmError> {
-        let url = models_url(&config.base_url);
+        let url = config.api().models_url(&config.base_url);
         let http = self.http(config)?;
         let request = authorize(http.get(&url), config)?;
         let exchange = async {

@@ -223,9 +223,21 @@ pub struct ReasoningPolicy {
     pub send: SendReasoning,
     pub field: ReasoningField,
     pub when_missing: WhenMissing,
+    /// The call speaks a native protocol (`llm.api` not `:chat`), which reads the fields of
+    /// [`NATIVE_KEYS`]; the chat protocol leaves them out.
+    pub native: bool,
 }
 
+/// Fields of a stored assistant message that only a native protocol sends back (the Anthropic
+/// thinking blocks, `super::anthropic::THINKING_KEY`).
+pub const NATIVE_KEYS: [&str; 1] = [super::anthropic::THINKING_KEY];
+
 impl ReasoningPolicy {
+    /// Whether an outgoing assistant message leaves out its field `key`.
+    pub fn drops(&self, key: &str) -> bool {
+        REASONING_KEYS.contains(&key) || (!self.native && NATIVE_KEYS.contains(&key))
+    }
+
     /// `provider`'s policy, with `send` in place of its default when given.
     pub fn of(provider: Provider, send: Option<SendReasoning>) -> Self {
         let row = provider.row();
@@ -233,6 +245,7 @@ impl ReasoningPolicy {
             send: send.unwrap_or(row.send),
             field: row.field,
             when_missing: row.when_missing,
+            native: false,
         }
     }
 
@@ -307,7 +320,7 @@ pub enum Outgoing<'a> {
 
 /// The lowercase host of a URL such as `https://user@API.DeepSeek.com:443/v1`, without a
 /// trailing dot; `None` when there is none.
-fn host_of(url: &str) -> Option<String> {
+pub(super) fn host_of(url: &str) -> Option<String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let authority = rest.split(['/', '?', '#']).next()?;
     let host_port = authority
@@ -323,7 +336,7 @@ fn host_of(url: &str) -> Option<String> {
 }
 
 /// `host` is `known` or a subdomain of it.
-fn host_matches(host: &str, known: &str) -> bool {
+pub(super) fn host_matches(host: &str, known: &str) -> bool {
     host.strip_suffix(known)
         .is_some_and(|prefix| prefix.is_empty() || prefix.ends_with('.'))
 }

@@ -9,7 +9,8 @@
 //! unless `extra_body` adds one.
 //!
 //! Messages are sent as they are, except the reasoning of assistant messages: every field of
-//! [`REASONING_KEYS`] is left out, and the one field the call's [`ReasoningPolicy`] gives the
+//! [`REASONING_KEYS`](super::REASONING_KEYS) (and, on the chat protocol, of
+//! [`NATIVE_KEYS`](super::NATIVE_KEYS)) is left out, and the one field the call's [`ReasoningPolicy`] gives the
 //! message (the provider's name for it, `""` where the provider insists) goes last. So a
 //! transcript that kept reasoning for one provider is safe to send to another, and a field the
 //! provider does not know never reaches it.
@@ -24,7 +25,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
-use super::provider::{REASONING_KEYS, ReasoningPolicy};
+use super::provider::ReasoningPolicy;
 use super::{ChatRequest, LlmConfig, LlmError, ToolSpec};
 
 /// Top-level body fields the client always sets itself and `extra_body` cannot replace.
@@ -33,7 +34,7 @@ pub const RESERVED_BODY_KEYS: [&str; 5] =
 
 /// `POST` target for a base URL: trailing slashes removed, `/chat/completions` appended.
 pub fn chat_completions_url(base_url: &str) -> String {
-    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+    super::Api::Chat.call_url(base_url)
 }
 
 /// The model a call uses: the request's own, else `config`'s; [`LlmError::NoModel`] when
@@ -176,7 +177,7 @@ impl Serialize for Outgoing<'_> {
         };
         let mut map = serializer.serialize_map(None)?;
         for (key, value) in fields.iter() {
-            if !REASONING_KEYS.contains(&key.as_str()) {
+            if !policy.drops(key) {
                 map.serialize_entry(key, value)?;
             }
         }

@@ -17,7 +17,8 @@
 //! written together, as a busy real server sends them; every pause, hang or drop writes what is
 //! pending first.
 //!
-//! It knows nothing of oml; only the OpenAI wire format.
+//! It knows nothing of oml; only the OpenAI wire format, and how Anthropic's stream is framed
+//! ([`Reply::Events`]; its events are made by `support::anthropic`).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -58,6 +59,10 @@ pub enum Step {
 pub enum Reply {
     /// `200 text/event-stream` with these steps, then `data: [DONE]`.
     Stream(Vec<Step>),
+    /// `200 text/event-stream` as Anthropic's Messages API streams: each [`Step::Chunk`] as
+    /// `event: <its "type">` and `data: <json>`, and no `[DONE]` (the stream ends after
+    /// `message_stop`).
+    Events(Vec<Step>),
     /// An HTTP error with a body and an optional `Retry-After` header value.
     Error {
         status: u16,
@@ -409,7 +414,8 @@ async fn connection(
         Some(Reply::Page { content_type, body }) => {
             write_page(&mut stream, &content_type, &body).await
         }
-        Some(Reply::Stream(steps)) => write_stream(&mut stream, steps, &shutdown).await,
+        Some(Reply::Stream(steps)) => write_stream(&mut stream, steps, &shutdown, false).await,
+        Some(Reply::Events(steps)) => write_stream(&mut stream, steps, &shutdown, true).await,
     }
 }
 
@@ -431,6 +437,7 @@ async fn write_stream(
     stream: &mut TcpStream,
     steps: Vec<Step>,
     shutdown: &CancellationToken,
+    named: bool,
 ) -> std::io::Result<()> {
     // Consecutive chunks are framed into one buffer and written together (as a busy real server
     // does); the buffer is flushed before every pause, hang or drop, so those still happen
@@ -439,6 +446,13 @@ async fn write_stream(
     let mut headers_sent = false;
     for step in steps {
         let data = match step {
+            Step::Chunk(value) if named => {
+                let name = value
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("message");
+                format!("event: {name}\ndata: {value}\n\n")
+            }
             Step::Chunk(value) => format!("data: {value}\n\n"),
             Step::Raw(text) => text,
             Step::Sleep(ms) => {
@@ -478,7 +492,9 @@ async fn write_stream(
     if !headers_sent {
         pending.extend_from_slice(STREAM_HEAD);
     }
-    frame_chunk(&mut pending, b"data: [DONE]\n\n");
+    if !named {
+        frame_chunk(&mut pending, b"data: [DONE]\n\n");
+    }
     pending.extend_from_slice(b"0\r\n\r\n");
     flush_pending(stream, &mut pending).await?;
     stream.shutdown().await

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod acp;
+pub mod anthropic;
 pub mod editor;
 pub mod fake_model;
 pub mod home;

@@ -233,6 +233,9 @@ impl Assistant<'_> {
                 reasoning.insert(key.clone(), value);
                 continue;
             }
+            if self.policy.drops(key) {
+                continue;
+            }
             let value = match value {
                 Field::Lua(value) => value,
                 Field::Stored(object, field) => {

@@ -5,7 +5,9 @@
 //! It knows the loop of one attempt, not retries, requests or what the events are for.
 
 use super::{Call, Failure, broken, chain, fold_failure};
-use crate::llm::fold::Fold;
+use crate::llm::Api;
+use crate::llm::anthropic::events::Events;
+use crate::llm::fold::{Fold, FoldError};
 use crate::llm::quiet::Quiet;
 use crate::llm::sse::SseDecoder;
 use crate::llm::{ChatOutcome, LlmError, StreamEvent};
@@ -49,6 +51,7 @@ impl Call<'_> {
         let mut content = 0;
         let mut decoder = SseDecoder::new();
         let mut fold = Fold::new();
+        let mut native = (self.api == Api::Anthropic).then(Events::new);
         let mut emit = |event: StreamEvent| {
             // A dropped receiver only means nobody listens; the call still completes.
             let _ = self.events.send(event);
@@ -67,9 +70,10 @@ impl Call<'_> {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => {
                     if let Some(payload) = decoder.finish()
-                        && let Err(error) = self.fold_payload(&mut fold, &payload, &mut emit)
+                        && let Err(error) =
+                            self.fold_payload(&mut fold, &mut native, &payload, &mut emit)
                     {
-                        return Err(Failure::Fatal(fold_failure(error, fold)));
+                        return Err(self.payload_failure(error, fold));
                     }
                     if decoder.is_done() || fold.finish_reason().is_some() {
                         break;
@@ -80,16 +84,38 @@ impl Call<'_> {
             };
             watch.idle.touch();
             decoder.push(bytes.as_ref());
-            self.fold_decoded(&mut decoder, &mut fold, &mut emit)?;
+            self.fold_decoded(&mut decoder, &mut fold, &mut native, &mut emit)?;
             if fold.content_len() != content {
                 content = fold.content_len();
                 watch.content.touch();
             }
-            if decoder.is_done() {
+            if decoder.is_done() || native.as_ref().is_some_and(Events::complete) {
                 break;
             }
         }
-        Ok(fold.finish(self.config.reasoning_policy().send, &mut emit))
+        let mut outcome = fold.finish(self.config.reasoning_policy().send, &mut emit);
+        if let Some(native) = native {
+            native.finish(&mut outcome);
+        }
+        Ok(outcome)
+    }
+
+    /// The failure for a payload that could not be folded. An error the provider reports in
+    /// an Anthropic stream before any output (`overloaded_error` after the 200, say) is retried
+    /// like the 529 it stands for; on the chat protocol, and after output, it is final.
+    fn payload_failure(&self, error: FoldError, fold: Fold) -> Failure {
+        let retry = self.api == Api::Anthropic
+            && !fold.has_output()
+            && matches!(error, FoldError::Provider { .. });
+        let error = fold_failure(error, fold);
+        if retry {
+            Failure::Retryable {
+                error,
+                retry_after: None,
+            }
+        } else {
+            Failure::Fatal(error)
+        }
     }
 
     /// Fold every payload `decoder` holds whole.
@@ -97,6 +123,7 @@ impl Call<'_> {
         &self,
         decoder: &mut SseDecoder,
         fold: &mut Fold,
+        native: &mut Option<Events>,
         emit: &mut impl FnMut(StreamEvent),
     ) -> Result<(), Failure> {
         loop {
@@ -110,8 +137,8 @@ impl Call<'_> {
                     }));
                 }
             };
-            if let Err(error) = self.fold_payload(fold, &payload, emit) {
-                return Err(Failure::Fatal(fold_failure(error, std::mem::take(fold))));
+            if let Err(error) = self.fold_payload(fold, native, &payload, emit) {
+                return Err(self.payload_failure(error, std::mem::take(fold)));
             }
         }
     }

@@ -1,0 +1,335 @@
+//! The chat-shaped request body, translated into a Messages API body. Pure.
+//!
+//! - `system` (and `developer`) messages before the first other message become the top-level
+//!   `system` blocks; a later one becomes a user text block (the Messages API has no system
+//!   turn mid-conversation).
+//! - A user message's text and `image_url` parts become `text` and `image` blocks (a `data:`
+//!   URL as base64, another URL as `url`); parts of another type pass as they are.
+//! - An assistant message becomes its kept thinking blocks ([`THINKING_KEY`], verbatim and
+//!   first), its text, and one `tool_use` per tool call, whose `input` is the arguments parsed
+//!   (arguments that are not a JSON object go as `{"arguments": <the text>}`).
+//! - A `tool` message becomes a `tool_result` block in a user turn.
+//! - Consecutive turns of one role are merged (the API alternates roles); turns left empty
+//!   are dropped.
+//! - Tools become `{name, description, input_schema}`.
+//! - With caching, `cache_control: {type: ephemeral}` goes on the last tool, the last system
+//!   block and the last block of the last turn: the prefix up to each is cached, and the
+//!   rolling breakpoint on the last turn makes the next request's prefix a cache hit.
+//! - `max_tokens`, required by the API, is [`DEFAULT_MAX_TOKENS`] unless `llm.extra-body`
+//!   gives one; every other extra field (`thinking`, `temperature`, …) goes as it is.
+//!
+//! It knows the two shapes, not the network or the settings.
+
+use serde_json::{Map, Value, json};
+
+use super::{DEFAULT_MAX_TOKENS, THINKING_KEY};
+
+/// Fields of the chat body that are not carried over as they are.
+const CHAT_ONLY_KEYS: [&str; 5] = ["messages", "tools", "stream_options", "stream", "model"];
+
+/// The Messages API body for the chat-shaped `body` (the bytes `request::encode_body_with`
+/// made), with cache breakpoints when `caching`.
+pub fn translate(body: &[u8], caching: bool) -> Result<Vec<u8>, serde_json::Error> {
+    let Value::Object(mut chat) = serde_json::from_slice::<Value>(body)? else {
+        return Err(serde::de::Error::custom(
+            "the request body is not a JSON object",
+        ));
+    };
+    let messages = match chat.remove("messages") {
+        Some(Value::Array(messages)) => messages,
+        _ => Vec::new(),
+    };
+    let tools = match chat.remove("tools") {
+        Some(Value::Array(tools)) => tools,
+        _ => Vec::new(),
+    };
+    let mut out = Map::new();
+    out.insert("model".into(), chat.remove("model").unwrap_or(Value::Null));
+    let (mut system, mut turns) = turns(messages);
+    let mut tools: Vec<Value> = tools.into_iter().filter_map(tool).collect();
+    if caching {
+        mark_last(&mut tools);
+        mark_last(&mut system);
+        if let Some(Value::Array(blocks)) = turns.last_mut().and_then(|t| t.get_mut("content")) {
+            mark_last_cacheable(blocks);
+        }
+    }
+    if !system.is_empty() {
+        out.insert("system".into(), Value::Array(system));
+    }
+    out.insert("messages".into(), Value::Array(turns));
+    if !tools.is_empty() {
+        out.insert("tools".into(), Value::Array(tools));
+    }
+    out.insert("stream".into(), Value::Bool(true));
+    for (key, value) in chat {
+        if !CHAT_ONLY_KEYS.contains(&key.as_str()) {
+            out.insert(key, value);
+        }
+    }
+    out.entry("max_tokens")
+        .or_insert_with(|| json!(DEFAULT_MAX_TOKENS));
+    serde_json::to_vec(&Value::Object(out))
+}
+
+/// The system blocks and the alternating turns of `messages`.
+fn turns(messages: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    let mut system = Vec::new();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in messages {
+        let Value::Object(mut message) = message else {
+            continue;
+        };
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+        let (role, blocks) = match role {
+            "system" | "developer" if turns.is_empty() => {
+                system.extend(text_blocks(message.remove("content")));
+                continue;
+            }
+            "system" | "developer" => ("user", text_blocks(message.remove("content"))),
+            "assistant" => ("assistant", assistant_blocks(message)),
+            "tool" => ("user", vec![tool_result(message)]),
+            _ => ("user", user_blocks(message.remove("content"))),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let turns = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    (system, turns)
+}
+
+/// A content value (a string, or a list of parts) as text blocks only.
+fn text_blocks(content: Option<Value>) -> Vec<Value> {
+    user_blocks(content)
+        .into_iter()
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .collect()
+}
+
+/// A user content value as blocks: text, images, and other parts as they are.
+fn user_blocks(content: Option<Value>) -> Vec<Value> {
+    match content {
+        Some(Value::String(text)) if text.is_empty() => Vec::new(),
+        Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+        Some(Value::Array(parts)) => parts.into_iter().filter_map(part).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One chat content part as a block; `None` for an empty text.
+fn part(part: Value) -> Option<Value> {
+    let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => {
+            let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+            (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+        }
+        "image_url" => {
+            let url = part
+                .pointer("/image_url/url")
+                .or_else(|| part.get("image_url"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            Some(image(url))
+        }
+        _ => Some(part),
+    }
+}
+
+/// An image block for a chat image URL.
+fn image(url: &str) -> Value {
+    let inline = url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"));
+    match inline {
+        Some((media_type, data)) => json!({"type": "image", "source": {
+            "type": "base64", "media_type": media_type, "data": data}}),
+        None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+    }
+}
+
+/// An assistant message's blocks: kept thinking, text, tool uses.
+fn assistant_blocks(mut message: Map<String, Value>) -> Vec<Value> {
+    let mut blocks = match message.remove(THINKING_KEY) {
+        Some(Value::Array(thinking)) => thinking,
+        _ => Vec::new(),
+    };
+    blocks.extend(text_blocks(message.remove("content")));
+    if let Some(Value::Array(calls)) = message.remove("tool_calls") {
+        blocks.extend(calls.into_iter().map(tool_use));
+    }
+    blocks
+}
+
+/// A chat tool call as a `tool_use` block.
+fn tool_use(call: Value) -> Value {
+    let id = call.get("id").cloned().unwrap_or(Value::Null);
+    let name = call
+        .pointer("/function/name")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let arguments = call
+        .pointer("/function/arguments")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let input = match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(input)) => Value::Object(input),
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => json!({ "arguments": arguments }),
+    };
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+/// A chat `tool` message as a `tool_result` block.
+fn tool_result(mut message: Map<String, Value>) -> Value {
+    let id = message.remove("tool_call_id").unwrap_or(Value::Null);
+    let content = match message.remove("content") {
+        Some(Value::Array(parts)) => Value::Array(parts.into_iter().filter_map(part).collect()),
+        Some(Value::String(text)) => Value::String(text),
+        _ => Value::String(String::new()),
+    };
+    json!({"type": "tool_result", "tool_use_id": id, "content": content})
+}
+
+/// A chat tool as a Messages API tool.
+fn tool(tool: Value) -> Option<Value> {
+    let function = tool.get("function")?;
+    Some(json!({
+        "name": function.get("name")?,
+        "description": function.get("description").cloned().unwrap_or(json!("")),
+        "input_schema": function.get("parameters").cloned()
+            .unwrap_or_else(|| json!({"type": "object"})),
+    }))
+}
+
+/// Put a cache breakpoint on the last of `blocks`.
+fn mark_last(blocks: &mut [Value]) {
+    if let Some(Value::Object(block)) = blocks.last_mut() {
+        block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
+}
+
+/// Put a cache breakpoint on the last block that may carry one (not a thinking block).
+fn mark_last_cacheable(blocks: &mut [Value]) {
+    let cacheable = blocks.iter_mut().rev().find(|block| {
+        !matches!(
+            block.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    });
+    if let Some(Value::Object(block)) = cacheable {
+        block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(chat: Value, caching: bool) -> Value {
+        let bytes = translate(chat.to_string().as_bytes(), caching).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn a_tool_turn_becomes_blocks_with_breakpoints() {
+        let thinking = json!([{"type": "thinking", "thinking": "hm", "signature": "c2ln"}]);
+        let chat = json!({
+            "model": "claude-x", "stream": true, "stream_options": {"include_usage": true},
+            "temperature": 0.2,
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+                {"role": "assistant", "content": null, THINKING_KEY: thinking,
+                 "tool_calls": [{"id": "t1", "type": "function",
+                    "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}},
+                    {"id": "t2", "type": "function",
+                    "function": {"name": "read", "arguments": "not json"}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "A"},
+                {"role": "tool", "tool_call_id": "t2", "content": "B"}],
+            "tools": [{"type": "function", "function": {"name": "read", "description": "r",
+                "parameters": {"type": "object"}}}]});
+        let body = translated(chat, true);
+        let expected = json!({
+            "model": "claude-x", "stream": true, "temperature": 0.2,
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "system": [{"type": "text", "text": "be brief",
+                "cache_control": {"type": "ephemeral"}}],
+            "tools": [{"name": "read", "description": "r", "input_schema": {"type": "object"},
+                "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "look"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                        "data": "AAAA"}}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "c2ln"},
+                    {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}},
+                    {"type": "tool_use", "id": "t2", "name": "read",
+                        "input": {"arguments": "not json"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "A"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "B",
+                        "cache_control": {"type": "ephemeral"}}]}]});
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn without_caching_there_is_no_breakpoint_and_extra_max_tokens_wins() {
+        let chat = json!({"model": "m", "max_tokens": 100,
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]});
+        let body = translated(chat, false);
+        assert!(!body.to_string().contains("cache_control"), "{body}");
+        assert_eq!(body["max_tokens"], 100);
+    }
+
+    #[test]
+    fn a_late_system_message_is_a_user_block_and_empty_turns_go() {
+        let chat = json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": ""},
+            {"role": "system", "content": "note"},
+            {"role": "user", "content": "again"}]});
+        let body = translated(chat, false);
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+            {"type": "text", "text": "hi"}, {"type": "text", "text": "note"},
+            {"type": "text", "text": "again"}]}])
+        );
+        assert!(body.get("system").is_none());
+    }
+
+    #[test]
+    fn the_last_breakpoint_skips_a_trailing_thinking_block() {
+        let mut blocks = vec![
+            json!({"type": "text", "text": "a"}),
+            json!({"type": "redacted_thinking", "data": "x"}),
+        ];
+        mark_last_cacheable(&mut blocks);
+        assert!(blocks[0].get("cache_control").is_some());
+        assert!(blocks[1].get("cache_control").is_none());
+    }
+
+    #[test]
+    fn a_url_image_stays_a_url() {
+        assert_eq!(
+            image("https://x/y.png"),
+            json!({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}})
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_an_error() {
+        assert!(translate(b"[1]", true).is_err());
+        assert!(translate(b"{", true).is_err());
+    }
+}

@@ -1,0 +1,378 @@
+//! The Anthropic Messages protocol (`llm.api` `:anthropic`) against a fake server over real
+//! TCP that streams Anthropic's documented events: the request's shape, headers and cache
+//! breakpoints, the stream folded into the one set of events, thinking sent back byte-exact,
+//! retries on 529 and on an in-stream `overloaded_error`, a stream that dies, and a whole
+//! `oml -p` tool turn configured by the `ANTHROPIC_*` variables alone.
+
+mod support;
+
+use std::time::Duration;
+
+use oml::cancel::CancelToken;
+use oml::llm::{
+    Api, ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, StreamEvent, ToolSpec,
+};
+use serde_json::{Value, json};
+use support::anthropic::{self as a, reply, says};
+use support::fake_model::{FakeModel, Reply, Step};
+use support::home::Env;
+use tokio::sync::mpsc;
+
+fn config(fake: &FakeModel) -> LlmConfig {
+    LlmConfig {
+        // The root of the server, as ANTHROPIC_BASE_URL is written.
+        base_url: fake.base_url().trim_end_matches("/v1").to_owned(),
+        api: Some(Api::Anthropic),
+        api_key: Some("sk-ant-test".into()),
+        model: Some("claude-fake".into()),
+        retry_base_delay: Duration::from_millis(10),
+        retry_max_delay: Duration::from_millis(200),
+        idle_timeout: Duration::from_secs(10),
+        ..LlmConfig::default()
+    }
+}
+
+async fn chat(
+    config: &LlmConfig,
+    request: &ChatRequest,
+) -> (Result<ChatOutcome, LlmError>, Vec<StreamEvent>) {
+    let (events, mut received) = mpsc::unbounded_channel();
+    let result = LlmClient::new()
+        .stream_chat(config, request, &events, &CancelToken::new())
+        .await;
+    drop(events);
+    let mut all = Vec::new();
+    while let Some(event) = received.recv().await {
+        all.push(event);
+    }
+    (result, all)
+}
+
+fn request(messages: Vec<Value>) -> ChatRequest {
+    ChatRequest {
+        messages,
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        model: None,
+    }
+}
+
+#[tokio::test]
+async fn a_tool_turn_streams_as_the_chat_events_and_keeps_the_signed_thinking() {
+    let fake = FakeModel::start([reply(
+        vec![
+            a::thinking(0, "The file first.", "c2lnbmF0dXJl"),
+            a::redacted(1, "ZW5jcnlwdGVk"),
+            a::text(2, &["Let me ", "look."]),
+            a::tool_use(3, "toolu_01", "read", &["{\"pa", "th\": \"a.txt\"}"]),
+        ],
+        "tool_use",
+    )]);
+    let messages = vec![
+        json!({"role": "system", "content": "You are oml."}),
+        json!({"role": "user", "content": "what is in a.txt?"}),
+    ];
+    let (result, events) = chat(&config(&fake), &request(messages)).await;
+    let outcome = result.expect("the call succeeds");
+    assert_eq!(outcome.text, "Let me look.");
+    assert_eq!(outcome.reasoning, "The file first.");
+    assert_eq!(outcome.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(outcome.tool_calls.len(), 1);
+    assert_eq!(outcome.tool_calls[0].id, "toolu_01");
+    assert_eq!(*outcome.tool_calls[0].arguments, "{\"path\": \"a.txt\"}");
+    assert_eq!(
+        outcome.message["thinking_blocks"],
+        json!([{"type": "thinking", "thinking": "The file first.", "signature": "c2lnbmF0dXJl"},
+               {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}])
+    );
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::ThoughtDelta(_) => "thought",
+            StreamEvent::TextDelta(_) => "text",
+            StreamEvent::ToolCall(_) => "call",
+            StreamEvent::Done { .. } => "done",
+            StreamEvent::Retry { .. } => "retry",
+        })
+        .collect();
+    assert_eq!(kinds, ["thought", "text", "text", "call", "done"]);
+
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.header("x-api-key"), Some("sk-ant-test"));
+    assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        sent.header("authorization"),
+        None,
+        "no bearer token to Anthropic"
+    );
+    assert_eq!(
+        sent.body["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert_eq!(
+        sent.body["tools"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert_eq!(sent.body["tools"][0]["input_schema"]["type"], "object");
+    assert_eq!(
+        sent.body["messages"][0]["content"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    assert_eq!(sent.body["stream"], true);
+    assert!(sent.body["max_tokens"].as_u64().is_some());
+}
+
+#[tokio::test]
+async fn the_next_request_sends_the_thinking_back_byte_exact_before_the_tool_use() {
+    let fake = FakeModel::start([says("It says hi.")]);
+    let blocks = json!([{"type": "thinking", "thinking": "The file first.\n", "signature": "c2ln+/="},
+                        {"type": "redacted_thinking", "data": "ZW5j"}]);
+    let messages = vec![
+        json!({"role": "user", "content": "what is in a.txt?"}),
+        json!({"role": "assistant", "content": null, "thinking_blocks": blocks,
+               "reasoning_content": "The file first.\n",
+               "tool_calls": [{"id": "toolu_01", "type": "function",
+                   "function": {"name": "read", "arguments": "{\"path\":\"a.txt\"}"}}]}),
+        json!({"role": "tool", "tool_call_id": "toolu_01", "content": "hi"}),
+    ];
+    let (result, _) = chat(&config(&fake), &request(messages)).await;
+    assert_eq!(result.unwrap().text, "It says hi.");
+    let body = &fake.requests()[0].body;
+    let assistant = &body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"][0], blocks[0]);
+    assert_eq!(assistant["content"][1], blocks[1]);
+    assert_eq!(
+        assistant["content"][2],
+        json!({"type": "tool_use", "id": "toolu_01", "name": "read", "input": {"path": "a.txt"}})
+    );
+    assert_eq!(
+        body["messages"][2],
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01",
+            "content": "hi", "cache_control": {"type": "ephemeral"}}]})
+    );
+
+    // The chat protocol never sends Anthropic's blocks.
+    let fake = FakeModel::start([Reply::Stream(support::fake_model::text_chunks(&["ok"]))]);
+    let chat_config = LlmConfig {
+        base_url: fake.base_url(),
+        api: Some(Api::Chat),
+        ..config(&fake)
+    };
+    let messages = vec![
+        json!({"role": "user", "content": "q"}),
+        json!({"role": "assistant", "content": "a", "thinking_blocks": blocks}),
+        json!({"role": "user", "content": "q2"}),
+    ];
+    let (result, _) = chat(&chat_config, &request(messages)).await;
+    result.unwrap();
+    let sent = fake.requests()[0].body.to_string();
+    assert!(
+        !sent.contains("thinking_blocks") && !sent.contains("c2ln"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_in_the_prompt_goes_as_a_base64_block_and_caching_can_be_off() {
+    let fake = FakeModel::start([says("a cat")]);
+    let messages = vec![json!({"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]})];
+    let config = LlmConfig {
+        prompt_caching: false,
+        ..config(&fake)
+    };
+    let (result, _) = chat(&config, &request(messages)).await;
+    assert_eq!(result.unwrap().text, "a cat");
+    let body = &fake.requests()[0].body;
+    assert_eq!(
+        body["messages"][0]["content"][1],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+            "data": "iVBORw0KGgo="}})
+    );
+    assert!(!body.to_string().contains("cache_control"), "{body}");
+}
+
+#[tokio::test]
+async fn overloaded_529_and_an_in_stream_overloaded_error_are_retried() {
+    let fake = FakeModel::start([
+        Reply::Error {
+            status: 529,
+            body: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+                .into(),
+            retry_after: Some("0".into()),
+        },
+        Reply::Events(vec![
+            a::start(1, 0, 0),
+            a::error("overloaded_error", "Overloaded"),
+        ]),
+        says("made it"),
+    ]);
+    let (result, events) = chat(
+        &config(&fake),
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    assert_eq!(result.expect("the third attempt succeeds").text, "made it");
+    let retries = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Retry { .. }))
+        .count();
+    assert_eq!(retries, 2);
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn an_error_after_output_is_final_and_keeps_the_text() {
+    let mut steps = vec![a::start(1, 0, 0)];
+    steps.extend(a::text(0, &["partial "]));
+    steps.push(a::error("api_error", "internal"));
+    let fake = FakeModel::start([Reply::Events(steps)]);
+    let (result, _) = chat(
+        &config(&fake),
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    let error = result.expect_err("the call fails");
+    assert!(matches!(error, LlmError::Provider { .. }), "{error:?}");
+    assert_eq!(error.partial().map(|p| p.text.as_str()), Some("partial "));
+    assert_eq!(fake.requests().len(), 1, "not retried after output");
+}
+
+#[tokio::test]
+async fn a_stream_that_dies_before_message_stop_is_broken() {
+    let mut steps = vec![a::start(1, 0, 0)];
+    steps.extend(a::text(0, &["half"]));
+    steps.push(Step::Drop);
+    let fake = FakeModel::start([Reply::Events(steps)]);
+    let config = LlmConfig {
+        max_retries: 0,
+        ..config(&fake)
+    };
+    let (result, _) = chat(
+        &config,
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    let error = result.expect_err("a broken stream");
+    assert!(matches!(error, LlmError::StreamBroken { .. }), "{error:?}");
+    assert_eq!(error.partial().map(|p| p.text.as_str()), Some("half"));
+}
+
+#[tokio::test]
+async fn usage_counts_cached_input_and_the_output_limit_is_a_length_stop() {
+    let mut steps = vec![a::start(3, 1000, 20)];
+    steps.extend(a::text(0, &["cut"]));
+    steps.extend(a::end("max_tokens", 7));
+    let fake = FakeModel::start([Reply::Events(steps)]);
+    let (result, _) = chat(
+        &config(&fake),
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    let outcome = result.unwrap();
+    assert!(outcome.hit_length_limit());
+    let usage = outcome.usage.expect("usage");
+    assert_eq!(usage["prompt_tokens"], 1023);
+    assert_eq!(usage["completion_tokens"], 7);
+    assert_eq!(usage["cache_read_input_tokens"], 1000);
+    assert_eq!(usage["cache_creation_input_tokens"], 20);
+}
+
+/// `oml -p` with only the `ANTHROPIC_*` variables set: the whole tool turn (a `bash` call and
+/// its result, then the answer) goes over the Messages API, and the second request carries the
+/// first reply's signed thinking and the command's result.
+#[test]
+fn print_mode_runs_a_tool_turn_over_the_messages_api_from_the_anthropic_variables() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        reply(
+            vec![
+                a::thinking(0, "Run it.", "U0lHTkVE"),
+                a::tool_use(1, "toolu_9", "bash", &["{\"command\": \"echo hi\"}"]),
+            ],
+            "tool_use",
+        ),
+        says("It printed hi."),
+    ]);
+    let root = fake.base_url().trim_end_matches("/v1").to_owned();
+    let out = env
+        .command(None, &["-p", "--mode", "yolo", "run echo hi"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-env")
+        .env("ANTHROPIC_BASE_URL", &root)
+        .env("ANTHROPIC_MODEL", "claude-fake")
+        .output()
+        .expect("run oml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("It printed hi."), "{stdout}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    for sent in &requests {
+        assert_eq!(sent.path, "/v1/messages");
+        assert_eq!(sent.header("x-api-key"), Some("sk-ant-env"));
+        assert_eq!(sent.body["model"], "claude-fake");
+    }
+    let second = &requests[1].body;
+    let assistant = &second["messages"][1];
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "Run it.", "signature": "U0lHTkVE"})
+    );
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    let result = &second["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "toolu_9");
+    assert!(result["content"].to_string().contains("hi"), "{result}");
+    assert!(
+        second["system"][0]["text"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+}
+
+/// `oml -p --json` over the Messages API: cached input is priced at the cache prices of
+/// `llm.prices` and counted in the result, and a refusal stops the turn as `refusal`.
+#[test]
+fn cached_input_is_priced_and_a_refusal_is_the_stop_reason() {
+    let env = Env::new();
+    env.init(
+        "(setq llm.prices {\"claude-fake\" {:input 3 :output 15 :cache-read 0.3 :cache-write 3.75}})",
+    );
+    let mut steps = vec![a::start(3, 1000, 20)];
+    steps.extend(a::text(0, &["I can't help with that."]));
+    steps.extend(a::end("refusal", 5));
+    let fake = FakeModel::start([Reply::Events(steps)]);
+    let root = fake.base_url().trim_end_matches("/v1").to_owned();
+    let out = env
+        .command(None, &["-p", "--json", "do something bad"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-env")
+        .env("ANTHROPIC_BASE_URL", &root)
+        .env("ANTHROPIC_MODEL", "claude-fake")
+        .output()
+        .expect("run oml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: Value = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["type"] == "result")
+        .unwrap_or_else(|| panic!("a result line: {stdout}"));
+    assert_eq!(result["stop_reason"], "refusal", "{result}");
+    assert_eq!(
+        result["usage"],
+        json!({"input_tokens": 1023, "output_tokens": 5,
+               "cache_read_tokens": 1000, "cache_write_tokens": 20})
+    );
+    // (3 × 3 + 1000 × 0.3 + 20 × 3.75 + 5 × 15) per million.
+    let cost = result["cost"].as_f64().expect("a cost");
+    assert!((cost - 459e-6).abs() < 1e-12, "{cost}");
+}
