@@ -823,7 +823,9 @@ fn every_json_event_has_snake_case_keys_and_the_documented_fields() {
     assert_eq!(result["stop_reason"], "end_turn");
     assert_eq!(
         result["usage"],
-        json!({"input_tokens": 10, "output_tokens": 2})
+        json!({"input_tokens": 10, "output_tokens": 2,
+               "cache_read_tokens": 0, "cache_write_tokens": 0})
     );
+    assert_eq!(result["cost"], Value::Null, "no llm.prices, no cost");
     assert_eq!(lines.last().unwrap()["stop_reason"], "error");
 }

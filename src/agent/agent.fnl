@@ -456,11 +456,11 @@ to change the permission policy or rewrite results."
 
 (fn agent.stop-reason [{: turn : response}]
   "After model call number TURN and its tools: nil to go on, else why the loop stops —
-:cancelled, then :end-turn (no tool calls; :max-tokens when the model hit its output limit),
-then :max-turns."
+:cancelled, then :end-turn (no tool calls; :max-tokens when the model hit its output limit,
+:refusal when it declined), then :max-turns."
   (if (or response.cancelled (session.cancelled?)) :cancelled
       (= 0 (length (tool-calls-of response.message)))
-      (if (= response.finish-reason :length) :max-tokens :end-turn)
+      (case response.finish-reason :length :max-tokens :refusal :refusal _ :end-turn)
       (>= turn agent.max-turns) :max-turns
       nil))
 

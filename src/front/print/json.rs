@@ -108,7 +108,8 @@ pub(super) struct Summary<'a> {
     pub command: Option<&'a str>,
     /// The text the turn ended with (after its last tool call).
     pub text: &'a str,
-    /// `{:calls :prompt_tokens :completion_tokens}` of the session, when any call was made.
+    /// `{:calls :prompt_tokens :completion_tokens}` of the session (with the cache counts and
+    /// `:cost` when known), when any call was made.
     pub usage: Option<&'a Value>,
     pub duration_ms: u128,
     /// The exit status oml ends with.
@@ -129,7 +130,10 @@ pub(super) fn result(s: &Summary<'_>) {
         "type": "result", "schema": SCHEMA, "session": s.session,
         "stop_reason": stop_reason(s.stop_reason), "command": s.command, "text": s.text,
         "usage": {"input_tokens": count("prompt_tokens"),
-                  "output_tokens": count("completion_tokens")},
+                  "output_tokens": count("completion_tokens"),
+                  "cache_read_tokens": count("cache_read_tokens"),
+                  "cache_write_tokens": count("cache_write_tokens")},
+        "cost": s.usage.and_then(|u| u.get("cost")).and_then(Value::as_f64),
         "model_calls": count("calls"), "duration_ms": s.duration_ms as u64,
         "status": s.status,
         "unsaved": s.unsaved.map(|u| json!({"entries": u.entries, "bytes": u.bytes, "error": u.error})),
