@@ -192,7 +192,7 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             API,
             auto_or(&Api::ALL.map(Api::name)),
             defaults.api.map_or(AUTO, Api::name),
-            "The wire protocol: :chat (OpenAI-compatible chat completions), :anthropic (the Messages API: thinking sent back with its signatures, prompt caching) or :auto, which picks :anthropic for api.anthropic.com and :chat elsewhere. Default: :anthropic when the ANTHROPIC_* variables name the endpoint, else :auto.",
+            "The wire protocol: :chat (OpenAI-compatible chat completions), :anthropic (the Messages API: thinking sent back with its signatures, prompt caching), :responses (OpenAI's Responses API: encrypted reasoning kept across tool calls) or :auto, which picks :anthropic for api.anthropic.com, :responses for a reasoning model (o1, o3, o4, gpt-5, codex) on api.openai.com, and :chat elsewhere. Default: :anthropic when the ANTHROPIC_* variables name the endpoint, else :auto.",
         ),
         SettingDecl::new(
             PROMPT_CACHING,

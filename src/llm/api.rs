@@ -16,23 +16,30 @@ pub enum Api {
     /// `POST <base>/v1/messages`, Anthropic's Messages API: thinking with signatures, prompt
     /// caching.
     Anthropic,
+    /// `POST <base>/responses`, OpenAI's Responses API: reasoning kept across tool calls.
+    Responses,
 }
 
 /// Models asked for in one Anthropic model list (the API's largest page; it lists fewer).
 const ANTHROPIC_MODELS_LIMIT: u32 = 1000;
 
-/// The hosts whose base URL makes `:auto` pick a protocol other than chat.
-const HOSTS: &[(&str, Api)] = &[("api.anthropic.com", Api::Anthropic)];
+/// The hosts whose base URL makes `:auto` pick a protocol other than chat (OpenAI's only for
+/// its reasoning models, see [`Api::auto`]).
+const HOSTS: &[(&str, Api)] = &[
+    ("api.anthropic.com", Api::Anthropic),
+    ("api.openai.com", Api::Responses),
+];
 
 impl Api {
     /// Every protocol.
-    pub const ALL: [Api; 2] = [Api::Chat, Api::Anthropic];
+    pub const ALL: [Api; 3] = [Api::Chat, Api::Anthropic, Api::Responses];
 
     /// The name the `llm.api` setting uses.
     pub fn name(self) -> &'static str {
         match self {
             Api::Chat => "chat",
             Api::Anthropic => "anthropic",
+            Api::Responses => "responses",
         }
     }
 
@@ -41,15 +48,20 @@ impl Api {
         Self::ALL.into_iter().find(|api| api.name() == name)
     }
 
-    /// The protocol a base URL's host speaks natively, else [`Api::Chat`].
-    pub fn from_base_url(base_url: &str) -> Api {
+    /// What `:auto` picks for `base_url` and `model`: the protocol the host speaks natively
+    /// (the Responses API on api.openai.com only for a reasoning model), else [`Api::Chat`].
+    pub fn auto(base_url: &str, model: Option<&str>) -> Api {
         let Some(host) = super::provider::host_of(base_url) else {
             return Api::Chat;
         };
-        HOSTS
+        let native = HOSTS
             .iter()
             .find(|(known, _)| super::provider::host_matches(&host, known))
-            .map_or(Api::Chat, |(_, api)| *api)
+            .map_or(Api::Chat, |(_, api)| *api);
+        match native {
+            Api::Responses if !model.is_some_and(super::responses::reasoning_model) => Api::Chat,
+            api => api,
+        }
     }
 
     /// Where a call of this protocol is posted, for `base_url` (trailing slashes removed). An
@@ -60,6 +72,7 @@ impl Api {
         match self {
             Api::Chat => format!("{base}/chat/completions"),
             Api::Anthropic => format!("{}/messages", versioned(base)),
+            Api::Responses => format!("{base}/responses"),
         }
     }
 
@@ -67,7 +80,7 @@ impl Api {
     pub fn models_url(self, base_url: &str) -> String {
         let base = base_url.trim_end_matches('/');
         match self {
-            Api::Chat => format!("{base}/models"),
+            Api::Chat | Api::Responses => format!("{base}/models"),
             Api::Anthropic => format!("{}/models?limit={ANTHROPIC_MODELS_LIMIT}", versioned(base)),
         }
     }
@@ -95,21 +108,24 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_by_host() {
-        assert_eq!(
-            Api::from_base_url("https://api.anthropic.com"),
-            Api::Anthropic
-        );
-        assert_eq!(
-            Api::from_base_url("https://api.anthropic.com/v1/"),
-            Api::Anthropic
-        );
-        assert_eq!(Api::from_base_url("https://api.openai.com/v1"), Api::Chat);
-        assert_eq!(
-            Api::from_base_url("https://notapi.anthropic.com.evil.test"),
-            Api::Chat
-        );
-        assert_eq!(Api::from_base_url("http://127.0.0.1:8080/v1"), Api::Chat);
+    fn auto_picks_by_host_and_model() {
+        let cases = [
+            ("https://api.anthropic.com", None, Api::Anthropic),
+            (
+                "https://api.anthropic.com/v1/",
+                Some("claude-x"),
+                Api::Anthropic,
+            ),
+            ("https://api.openai.com/v1", Some("gpt-4o"), Api::Chat),
+            ("https://api.openai.com/v1", None, Api::Chat),
+            ("https://api.openai.com/v1", Some("o4-mini"), Api::Responses),
+            ("https://openrouter.ai/api/v1", Some("o4-mini"), Api::Chat),
+            ("https://notapi.anthropic.com.evil.test", None, Api::Chat),
+            ("http://127.0.0.1:8080/v1", None, Api::Chat),
+        ];
+        for (base, model, api) in cases {
+            assert_eq!(Api::auto(base, model), api, "{base} {model:?}");
+        }
     }
 
     #[test]

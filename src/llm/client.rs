@@ -34,7 +34,6 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use super::anthropic;
 use super::api::Api;
 use super::error::{MAX_ERROR_BODY_BYTES, MAX_QUOTED_CHUNK_CHARS, cap_chars};
 use super::fold::{Fold, FoldError};
@@ -148,6 +147,7 @@ impl LlmClient {
         cancel: &CancelToken,
     ) -> Result<ChatOutcome, LlmError> {
         let model = model_for(request.model.as_deref(), config)?;
+        let config = &config.clone().pinned(Some(model));
         let body = encode_body(model, request, config)
             .map_err(|error| LlmError::Config(format!("cannot encode the request: {error}")))?;
         self.stream_body(config, body, events, cancel).await
@@ -409,7 +409,7 @@ impl Call<'_> {
     fn fold_payload(
         &self,
         fold: &mut Fold,
-        native: &mut Option<anthropic::events::Events>,
+        native: &mut Option<crate::llm::native::Native>,
         payload: &str,
         emit: &mut impl FnMut(StreamEvent),
     ) -> Result<(), FoldError> {

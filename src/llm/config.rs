@@ -66,7 +66,8 @@ pub struct LlmConfig {
     /// Whose rules the reasoning of earlier assistant messages follows on the way back; `None`
     /// (`llm.provider` `:auto`) means the one [`Provider::from_base_url`] finds.
     pub provider: Option<Provider>,
-    /// The wire protocol (`llm.api`); `None` picks by the base URL's host ([`Api::from_base_url`]).
+    /// The wire protocol (`llm.api`); `None` picks by the base URL's host and the model
+    /// ([`Api::auto`]).
     pub api: Option<Api>,
     /// Anthropic cache breakpoints on the system prompt, the tools and the last turn
     /// (`llm.prompt-caching`).
@@ -155,10 +156,19 @@ impl LlmConfig {
         policy
     }
 
-    /// The wire protocol: `llm.api`, else the one the base URL's host speaks.
+    /// The wire protocol: `llm.api`, else what `:auto` picks for the base URL and `llm.model`
+    /// ([`Api::auto`]).
     pub fn api(&self) -> Api {
         self.api
-            .unwrap_or_else(|| Api::from_base_url(&self.base_url))
+            .unwrap_or_else(|| Api::auto(&self.base_url, self.model.as_deref()))
+    }
+
+    /// This config with its protocol fixed for a call of `model` (a request's own model, which
+    /// `:auto` looks at in place of `llm.model`).
+    pub fn pinned(mut self, model: Option<&str>) -> Self {
+        let model = model.or(self.model.as_deref());
+        self.api = Some(self.api.unwrap_or_else(|| Api::auto(&self.base_url, model)));
+        self
     }
 }
 

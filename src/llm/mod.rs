@@ -33,9 +33,11 @@ pub mod config;
 pub mod error;
 pub mod fold;
 pub mod models;
+pub mod native;
 pub mod provider;
 pub mod quiet;
 pub mod request;
+pub mod responses;
 pub mod sse;
 
 use std::sync::Arc;

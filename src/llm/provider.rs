@@ -228,9 +228,9 @@ pub struct ReasoningPolicy {
     pub native: bool,
 }
 
-/// Fields of a stored assistant message that only a native protocol sends back (the Anthropic
-/// thinking blocks, `super::anthropic::THINKING_KEY`).
-pub const NATIVE_KEYS: [&str; 1] = [super::anthropic::THINKING_KEY];
+/// Fields of a stored assistant message that only a native protocol sends back (Anthropic's
+/// thinking blocks, the Responses API's reasoning items); each protocol reads its own.
+pub const NATIVE_KEYS: [&str; 2] = [super::anthropic::THINKING_KEY, super::responses::ITEMS_KEY];
 
 impl ReasoningPolicy {
     /// Whether an outgoing assistant message leaves out its field `key`.

@@ -12,3 +12,4 @@ pub mod fake_model;
 pub mod home;
 pub mod model;
 pub mod pty;
+pub mod responses;

@@ -37,6 +37,11 @@ pub(super) struct LispRequest {
 }
 
 impl LispRequest {
+    /// The request's own model, which wins over `llm.model`.
+    pub(super) fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
     /// The request table `request`, or what is wrong with it.
     pub(super) fn parse(lua: &Lua, request: Value) -> Result<Self, String> {
         let Value::Table(request) = request else {

@@ -5,9 +5,8 @@
 //! It knows the loop of one attempt, not retries, requests or what the events are for.
 
 use super::{Call, Failure, broken, chain, fold_failure};
-use crate::llm::Api;
-use crate::llm::anthropic::events::Events;
 use crate::llm::fold::{Fold, FoldError};
+use crate::llm::native::Native;
 use crate::llm::quiet::Quiet;
 use crate::llm::sse::SseDecoder;
 use crate::llm::{ChatOutcome, LlmError, StreamEvent};
@@ -51,7 +50,7 @@ impl Call<'_> {
         let mut content = 0;
         let mut decoder = SseDecoder::new();
         let mut fold = Fold::new();
-        let mut native = (self.api == Api::Anthropic).then(Events::new);
+        let mut native = Native::for_api(self.api);
         let mut emit = |event: StreamEvent| {
             // A dropped receiver only means nobody listens; the call still completes.
             let _ = self.events.send(event);
@@ -89,7 +88,7 @@ impl Call<'_> {
                 content = fold.content_len();
                 watch.content.touch();
             }
-            if decoder.is_done() || native.as_ref().is_some_and(Events::complete) {
+            if decoder.is_done() || native.as_ref().is_some_and(Native::complete) {
                 break;
             }
         }
@@ -101,10 +100,10 @@ impl Call<'_> {
     }
 
     /// The failure for a payload that could not be folded. An error the provider reports in
-    /// an Anthropic stream before any output (`overloaded_error` after the 200, say) is retried
-    /// like the 529 it stands for; on the chat protocol, and after output, it is final.
+    /// a native stream before any output (Anthropic's `overloaded_error` after the 200, say) is
+    /// retried like the 529 it stands for; on the chat protocol, and after output, it is final.
     fn payload_failure(&self, error: FoldError, fold: Fold) -> Failure {
-        let retry = self.api == Api::Anthropic
+        let retry = self.api != crate::llm::Api::Chat
             && !fold.has_output()
             && matches!(error, FoldError::Provider { .. });
         let error = fold_failure(error, fold);
@@ -123,7 +122,7 @@ impl Call<'_> {
         &self,
         decoder: &mut SseDecoder,
         fold: &mut Fold,
-        native: &mut Option<Events>,
+        native: &mut Option<Native>,
         emit: &mut impl FnMut(StreamEvent),
     ) -> Result<(), Failure> {
         loop {

@@ -4,7 +4,7 @@
 //! It knows the protocols' URLs, headers and translations; not retries, streams or timeouts.
 
 use crate::llm::api::Api;
-use crate::llm::{LlmConfig, LlmError, anthropic};
+use crate::llm::{LlmConfig, LlmError, anthropic, responses};
 
 /// The URL and body of a call of `config`'s protocol, from the chat-shaped `body`.
 pub(in crate::llm) fn outgoing(
@@ -15,6 +15,7 @@ pub(in crate::llm) fn outgoing(
     let translated = match api {
         Api::Chat => Ok(body),
         Api::Anthropic => anthropic::request::translate(&body, config.prompt_caching),
+        Api::Responses => responses::request::translate(&body),
     };
     let body = translated
         .map_err(|error| LlmError::Config(format!("cannot translate the request: {error}")))?;
@@ -29,8 +30,8 @@ pub(in crate::llm) fn authorize(
 ) -> Result<reqwest::RequestBuilder, LlmError> {
     let key = config.api_key.as_deref().filter(|key| !key.is_empty());
     match (config.api(), key) {
-        (Api::Chat, Some(key)) => builder = builder.bearer_auth(key),
-        (Api::Chat, None) => {}
+        (Api::Chat | Api::Responses, Some(key)) => builder = builder.bearer_auth(key),
+        (Api::Chat | Api::Responses, None) => {}
         (Api::Anthropic, key) => {
             builder = builder.header("anthropic-version", anthropic::VERSION);
             if let Some(key) = key {
