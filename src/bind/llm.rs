@@ -173,26 +173,26 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             "llm.base-url",
             "string",
             Json::String(defaults.base_url),
-            "The model server's base URL: chat requests go to <base-url>/chat/completions, Anthropic ones to <base-url>/v1/messages (trailing slashes removed). Default: $OPENAI_BASE_URL, else with $ANTHROPIC_API_KEY (and no OPENAI_* variable) $ANTHROPIC_BASE_URL or https://api.anthropic.com, else https://api.openai.com/v1.",
+            "The model server's base URL: chat requests go to <base-url>/chat/completions, Responses ones to <base-url>/responses, Anthropic ones to <base-url>/v1/messages, Gemini ones to <base-url>/v1beta/models/<model>:streamGenerateContent (trailing slashes removed). Default: $OPENAI_BASE_URL; else with $ANTHROPIC_API_KEY (and no OPENAI_* variable) $ANTHROPIC_BASE_URL or https://api.anthropic.com; else with $GEMINI_API_KEY $GOOGLE_GEMINI_BASE_URL or https://generativelanguage.googleapis.com; else https://api.openai.com/v1.",
         ),
         SettingDecl::new(
             "llm.api-key",
             "string?",
             or_nil(defaults.api_key),
-            "Sent as `Authorization: Bearer <key>` (chat) or `x-api-key` (Anthropic); nil sends neither. Secret: never shown. Default: $OPENAI_API_KEY, else $ANTHROPIC_API_KEY.",
+            "Sent as `Authorization: Bearer <key>` (chat, Responses), `x-api-key` (Anthropic) or `x-goog-api-key` (Gemini); nil sends none. Secret: never shown. Default: $OPENAI_API_KEY, else $ANTHROPIC_API_KEY, else $GEMINI_API_KEY.",
         )
         .secret(),
         SettingDecl::new(
             "llm.model",
             "string?",
             or_nil(defaults.model),
-            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL, else with the Anthropic variables $ANTHROPIC_MODEL.",
+            "The model id, e.g. \"gpt-4o-mini\". Needed by the first model call, not at start-up. Default: $OPENAI_MODEL, else with the Anthropic or Gemini variables $ANTHROPIC_MODEL or $GEMINI_MODEL.",
         ),
         SettingDecl::new(
             API,
             auto_or(&Api::ALL.map(Api::name)),
             defaults.api.map_or(AUTO, Api::name),
-            "The wire protocol: :chat (OpenAI-compatible chat completions), :anthropic (the Messages API: thinking sent back with its signatures, prompt caching), :responses (OpenAI's Responses API: encrypted reasoning kept across tool calls) or :auto, which picks :anthropic for api.anthropic.com, :responses for a reasoning model (o1, o3, o4, gpt-5, codex) on api.openai.com, and :chat elsewhere. Default: :anthropic when the ANTHROPIC_* variables name the endpoint, else :auto.",
+            "The wire protocol: :chat (OpenAI-compatible chat completions), :anthropic (the Messages API: thinking sent back with its signatures, prompt caching), :responses (OpenAI's Responses API: encrypted reasoning kept across tool calls), :gemini (Google's API: thought signatures returned) or :auto, which picks :anthropic for api.anthropic.com, :responses for a reasoning model (o1, o3, o4, gpt-5, codex) on api.openai.com, :gemini for generativelanguage.googleapis.com (not its /openai endpoint), and :chat elsewhere. Default: the protocol of the ANTHROPIC_* or GEMINI_* variables when they name the endpoint, else :auto.",
         ),
         SettingDecl::new(
             PROMPT_CACHING,

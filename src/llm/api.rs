@@ -18,6 +18,9 @@ pub enum Api {
     Anthropic,
     /// `POST <base>/responses`, OpenAI's Responses API: reasoning kept across tool calls.
     Responses,
+    /// `POST <base>/v1beta/models/<model>:streamGenerateContent`, Google's Gemini API: thought
+    /// signatures returned.
+    Gemini,
 }
 
 /// Models asked for in one Anthropic model list (the API's largest page; it lists fewer).
@@ -28,11 +31,15 @@ const ANTHROPIC_MODELS_LIMIT: u32 = 1000;
 const HOSTS: &[(&str, Api)] = &[
     ("api.anthropic.com", Api::Anthropic),
     ("api.openai.com", Api::Responses),
+    ("generativelanguage.googleapis.com", Api::Gemini),
 ];
+
+/// Models asked for in one Gemini model list.
+const GEMINI_MODELS_PAGE: u32 = 1000;
 
 impl Api {
     /// Every protocol.
-    pub const ALL: [Api; 3] = [Api::Chat, Api::Anthropic, Api::Responses];
+    pub const ALL: [Api; 4] = [Api::Chat, Api::Anthropic, Api::Responses, Api::Gemini];
 
     /// The name the `llm.api` setting uses.
     pub fn name(self) -> &'static str {
@@ -40,6 +47,7 @@ impl Api {
             Api::Chat => "chat",
             Api::Anthropic => "anthropic",
             Api::Responses => "responses",
+            Api::Gemini => "gemini",
         }
     }
 
@@ -60,19 +68,26 @@ impl Api {
             .map_or(Api::Chat, |(_, api)| *api);
         match native {
             Api::Responses if !model.is_some_and(super::responses::reasoning_model) => Api::Chat,
+            // Gemini's OpenAI-compatible endpoint lives under .../openai on the same host.
+            Api::Gemini if base_url.contains("/openai") => Api::Chat,
             api => api,
         }
     }
 
-    /// Where a call of this protocol is posted, for `base_url` (trailing slashes removed). An
-    /// Anthropic base URL is the host's root (`ANTHROPIC_BASE_URL`'s convention); one that
-    /// already ends in `/v1` gets `/messages` only.
-    pub fn call_url(self, base_url: &str) -> String {
+    /// Where a call of `model` in this protocol is posted, for `base_url` (trailing slashes
+    /// removed). Anthropic's and Gemini's base URLs are the host's root (their variables'
+    /// convention); one that already ends in the version gets the rest only. Only Gemini puts
+    /// the model in the URL.
+    pub fn call_url(self, base_url: &str, model: &str) -> String {
         let base = base_url.trim_end_matches('/');
         match self {
             Api::Chat => format!("{base}/chat/completions"),
-            Api::Anthropic => format!("{}/messages", versioned(base)),
+            Api::Anthropic => format!("{}/messages", versioned(base, "/v1")),
             Api::Responses => format!("{base}/responses"),
+            Api::Gemini => format!(
+                "{}/models/{model}:streamGenerateContent?alt=sse",
+                versioned(base, "/v1beta")
+            ),
         }
     }
 
@@ -81,17 +96,24 @@ impl Api {
         let base = base_url.trim_end_matches('/');
         match self {
             Api::Chat | Api::Responses => format!("{base}/models"),
-            Api::Anthropic => format!("{}/models?limit={ANTHROPIC_MODELS_LIMIT}", versioned(base)),
+            Api::Anthropic => format!(
+                "{}/models?limit={ANTHROPIC_MODELS_LIMIT}",
+                versioned(base, "/v1")
+            ),
+            Api::Gemini => format!(
+                "{}/models?pageSize={GEMINI_MODELS_PAGE}",
+                versioned(base, "/v1beta")
+            ),
         }
     }
 }
 
-/// `base` with `/v1` appended unless it ends with it.
-fn versioned(base: &str) -> String {
-    if base.ends_with("/v1") {
+/// `base` with `version` (`/v1`, `/v1beta`) appended unless it ends with it.
+fn versioned(base: &str, version: &str) -> String {
+    if base.ends_with(version) {
         base.to_owned()
     } else {
-        format!("{base}/v1")
+        format!("{base}{version}")
     }
 }
 
@@ -104,7 +126,7 @@ mod tests {
         for api in Api::ALL {
             assert_eq!(Api::from_name(api.name()), Some(api));
         }
-        assert_eq!(Api::from_name("gemini"), None);
+        assert_eq!(Api::from_name("vertex"), None);
     }
 
     #[test]
@@ -122,6 +144,16 @@ mod tests {
             ("https://openrouter.ai/api/v1", Some("o4-mini"), Api::Chat),
             ("https://notapi.anthropic.com.evil.test", None, Api::Chat),
             ("http://127.0.0.1:8080/v1", None, Api::Chat),
+            (
+                "https://generativelanguage.googleapis.com",
+                Some("gemini-x"),
+                Api::Gemini,
+            ),
+            (
+                "https://generativelanguage.googleapis.com/v1beta/openai/",
+                Some("gemini-x"),
+                Api::Chat,
+            ),
         ];
         for (base, model, api) in cases {
             assert_eq!(Api::auto(base, model), api, "{base} {model:?}");
@@ -142,7 +174,7 @@ mod tests {
             ),
         ];
         for (api, base, url) in cases {
-            assert_eq!(api.call_url(base), url, "{api:?} {base}");
+            assert_eq!(api.call_url(base, "m"), url, "{api:?} {base}");
         }
         assert_eq!(
             Api::Anthropic.models_url("https://h"),

@@ -174,8 +174,9 @@ impl LlmConfig {
 
 /// The endpoint the environment names: the `OPENAI_*` block when `OPENAI_API_KEY` or
 /// `OPENAI_BASE_URL` is set; else the `ANTHROPIC_*` block (base URL, key, model, and the
-/// Anthropic protocol) when `ANTHROPIC_API_KEY` is set; else the `OPENAI_*` defaults. One block
-/// is read whole, never a mix: a key is only ever sent to the endpoint it came with.
+/// Anthropic protocol) when `ANTHROPIC_API_KEY` is set; else the Gemini block
+/// (`GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, `GEMINI_MODEL`); else the `OPENAI_*` defaults.
+/// One block is read whole, never a mix: a key is only ever sent to the endpoint it came with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnvDefaults {
     pub base_url: String,
@@ -189,17 +190,34 @@ pub struct EnvDefaults {
 impl EnvDefaults {
     /// Read through `lookup`; an empty variable counts as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        use super::anthropic;
+        use super::{anthropic, gemini};
         let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
         let openai = non_empty(ENV_API_KEY).is_some() || non_empty(ENV_BASE_URL).is_some();
-        if !openai && let Some(key) = non_empty(anthropic::ENV_API_KEY) {
-            return Self {
-                base_url: non_empty(anthropic::ENV_BASE_URL)
-                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned()),
-                api_key: Some(key),
-                model: non_empty(anthropic::ENV_MODEL).or_else(|| non_empty(ENV_MODEL)),
-                api: Some(Api::Anthropic),
-            };
+        let native = [
+            (
+                anthropic::ENV_API_KEY,
+                anthropic::ENV_BASE_URL,
+                anthropic::DEFAULT_BASE_URL,
+                anthropic::ENV_MODEL,
+                Api::Anthropic,
+            ),
+            (
+                gemini::ENV_API_KEY,
+                gemini::ENV_BASE_URL,
+                gemini::DEFAULT_BASE_URL,
+                gemini::ENV_MODEL,
+                Api::Gemini,
+            ),
+        ];
+        for (key, base, default_base, model, api) in native.into_iter().filter(|_| !openai) {
+            if let Some(key) = non_empty(key) {
+                return Self {
+                    base_url: non_empty(base).unwrap_or_else(|| default_base.to_owned()),
+                    api_key: Some(key),
+                    model: non_empty(model).or_else(|| non_empty(ENV_MODEL)),
+                    api: Some(api),
+                };
+            }
         }
         Self {
             base_url: non_empty(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
@@ -264,6 +282,12 @@ mod tests {
         ]);
         assert_eq!(proxy.base_url, "http://p:1");
         assert_eq!(env(&[("ANTHROPIC_API_KEY", "")]).api_key, None);
+        let gemini = env(&[("GEMINI_API_KEY", "gk"), ("GEMINI_MODEL", "gemini-x")]);
+        assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com");
+        assert_eq!(gemini.api, Some(Api::Gemini));
+        assert_eq!(gemini.model.as_deref(), Some("gemini-x"));
+        let first = env(&[("GEMINI_API_KEY", "gk"), ("ANTHROPIC_API_KEY", "ak")]);
+        assert_eq!(first.api_key.as_deref(), Some("ak"));
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod fold;
+pub mod gemini;
 pub mod models;
 pub mod native;
 pub mod provider;

@@ -59,14 +59,25 @@ impl LlmClient {
     }
 }
 
-/// The ids of an OpenAI model list (`{data: [{id}]}`), sorted and capped; `None` when `v` is not
-/// one.
+/// The ids of a model list — OpenAI's and Anthropic's `{data: [{id}]}`, or Gemini's
+/// `{models: [{name: "models/<id>"}]}` — sorted and capped; `None` when `v` is none of them.
 pub fn model_ids(v: &Value) -> Option<Vec<String>> {
-    let mut ids: Vec<String> = v
-        .get("data")?
-        .as_array()?
-        .iter()
-        .filter_map(|m| m.get("id").and_then(Value::as_str))
+    let listed: Vec<&str> = match (v.get("data"), v.get("models")) {
+        (Some(data), _) => data
+            .as_array()?
+            .iter()
+            .filter_map(|m| m.get("id").and_then(Value::as_str))
+            .collect(),
+        (None, Some(models)) => models
+            .as_array()?
+            .iter()
+            .filter_map(|m| m.get("name").and_then(Value::as_str))
+            .map(|name| name.trim_start_matches("models/"))
+            .collect(),
+        (None, None) => return None,
+    };
+    let mut ids: Vec<String> = listed
+        .into_iter()
         .filter(|id| !id.trim().is_empty())
         .map(str::to_owned)
         .collect();
@@ -86,6 +97,11 @@ mod tests {
         let v = json!({"object": "list", "data": [{"id": "b"}, {"id": "a"}, {"id": ""}, {"x": 1}]});
         assert_eq!(model_ids(&v), Some(vec!["a".to_owned(), "b".to_owned()]));
         assert_eq!(model_ids(&json!({"error": "no"})), None);
+        let gemini = json!({"models": [{"name": "models/gemini-b"}, {"name": "models/gemini-a"}]});
+        assert_eq!(
+            model_ids(&gemini),
+            Some(vec!["gemini-a".to_owned(), "gemini-b".to_owned()])
+        );
         assert_eq!(models_url("http://h/v1/"), "http://h/v1/models");
     }
 }

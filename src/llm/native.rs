@@ -7,13 +7,14 @@
 
 use serde_json::Value;
 
-use super::{Api, ChatOutcome, anthropic, responses};
+use super::{Api, ChatOutcome, anthropic, gemini, responses};
 
 /// The translation state of one reply of a native protocol.
 #[derive(Debug)]
 pub enum Native {
     Anthropic(anthropic::events::Events),
     Responses(responses::events::Events),
+    Gemini(gemini::events::Events),
 }
 
 impl Native {
@@ -23,6 +24,7 @@ impl Native {
             Api::Chat => None,
             Api::Anthropic => Some(Native::Anthropic(anthropic::events::Events::new())),
             Api::Responses => Some(Native::Responses(responses::events::Events::new())),
+            Api::Gemini => Some(Native::Gemini(gemini::events::Events::new())),
         }
     }
 
@@ -31,6 +33,7 @@ impl Native {
         match self {
             Native::Anthropic(events) => events.chunk(event),
             Native::Responses(events) => events.chunk(event),
+            Native::Gemini(events) => events.chunk(event),
         }
     }
 
@@ -39,6 +42,8 @@ impl Native {
         match self {
             Native::Anthropic(events) => events.complete(),
             Native::Responses(events) => events.complete(),
+            // Gemini's stream has no end event; the body's end is the reply's.
+            Native::Gemini(_) => false,
         }
     }
 
@@ -47,6 +52,7 @@ impl Native {
         match self {
             Native::Anthropic(events) => events.finish(outcome),
             Native::Responses(events) => events.finish(outcome),
+            Native::Gemini(events) => events.finish(outcome),
         }
     }
 }

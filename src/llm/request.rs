@@ -34,7 +34,7 @@ pub const RESERVED_BODY_KEYS: [&str; 5] =
 
 /// `POST` target for a base URL: trailing slashes removed, `/chat/completions` appended.
 pub fn chat_completions_url(base_url: &str) -> String {
-    super::Api::Chat.call_url(base_url)
+    super::Api::Chat.call_url(base_url, "")
 }
 
 /// The model a call uses: the request's own, else `config`'s; [`LlmError::NoModel`] when

@@ -59,9 +59,9 @@ pub enum Step {
 pub enum Reply {
     /// `200 text/event-stream` with these steps, then `data: [DONE]`.
     Stream(Vec<Step>),
-    /// `200 text/event-stream` as Anthropic's Messages API streams: each [`Step::Chunk`] as
-    /// `event: <its "type">` and `data: <json>`, and no `[DONE]` (the stream ends after
-    /// `message_stop`).
+    /// `200 text/event-stream` as the native APIs stream: each [`Step::Chunk`] as `event: <its
+    /// "type">` (Anthropic, Responses; none without a `type`, as Gemini's) and `data: <json>`,
+    /// and no `[DONE]` (the stream ends with its last event, or with the body).
     Events(Vec<Step>),
     /// An HTTP error with a body and an optional `Retry-After` header value.
     Error {
@@ -380,7 +380,8 @@ async fn connection(
     let Some(request) = read_request(&mut stream).await? else {
         return Ok(());
     };
-    if request.method == "GET" && request.path.ends_with("/models") {
+    let route = request.path.split('?').next().unwrap_or("");
+    if request.method == "GET" && route.ends_with("/models") {
         let models = {
             let mut state = shared.lock();
             state.model_lists += 1;
@@ -446,13 +447,10 @@ async fn write_stream(
     let mut headers_sent = false;
     for step in steps {
         let data = match step {
-            Step::Chunk(value) if named => {
-                let name = value
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("message");
-                format!("event: {name}\ndata: {value}\n\n")
-            }
+            Step::Chunk(value) if named => match value.get("type").and_then(Value::as_str) {
+                Some(name) => format!("event: {name}\ndata: {value}\n\n"),
+                None => format!("data: {value}\n\n"),
+            },
             Step::Chunk(value) => format!("data: {value}\n\n"),
             Step::Raw(text) => text,
             Step::Sleep(ms) => {

@@ -9,6 +9,7 @@ pub mod acp;
 pub mod anthropic;
 pub mod editor;
 pub mod fake_model;
+pub mod gemini;
 pub mod home;
 pub mod model;
 pub mod pty;
