@@ -8,8 +8,8 @@
 //!   tool call (`args` parsed; arguments that are not a JSON object go as
 //!   `{"arguments": <the text>}`), each with the thought signature kept for it
 //!   ([`SIGNATURES_KEY`]).
-//! - A `tool` message becomes a `functionResponse` part (`response: {"result": <content>}`),
-//!   named after the call it answers.
+//! - A `tool` message becomes a `functionResponse` part (`response: {"result": <its text>}`),
+//!   named after the call it answers, followed by its images as `inlineData` parts.
 //! - Consecutive contents of one role are merged (parallel calls' responses go in one turn).
 //! - Tools become one `functionDeclarations` list, their schemas converted
 //!   ([`super::schema::convert`]).
@@ -86,7 +86,7 @@ fn contents(messages: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
             }
             "system" | "developer" => ("user", text_parts(message.remove("content"))),
             "assistant" => ("model", model_parts(message, &mut names)),
-            "tool" => ("user", vec![function_response(message, &names)]),
+            "tool" => ("user", function_response(message, &names)),
             _ => ("user", user_parts(message.remove("content"))),
         };
         if parts.is_empty() {
@@ -188,25 +188,32 @@ fn model_parts(mut message: Map<String, Value>, names: &mut HashMap<String, Stri
     parts
 }
 
-/// A `tool` message as a `functionResponse` part, named after its call.
-fn function_response(mut message: Map<String, Value>, names: &HashMap<String, String>) -> Value {
+/// A `tool` message as a `functionResponse` part, named after its call, then its images as
+/// `inlineData` parts of the same turn (a function response holds text only).
+fn function_response(
+    mut message: Map<String, Value>,
+    names: &HashMap<String, String>,
+) -> Vec<Value> {
     let id = message
         .get("tool_call_id")
         .and_then(Value::as_str)
         .unwrap_or("");
     let name = names.get(id).map_or("", String::as_str);
-    let result = match message.remove("content") {
-        Some(Value::String(text)) => Value::String(text),
-        Some(Value::Array(parts)) => Value::String(
-            parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        _ => Value::String(String::new()),
+    let (result, images) = match message.remove("content") {
+        Some(Value::String(text)) => (text, Vec::new()),
+        Some(Value::Array(list)) => {
+            let parts: Vec<Value> = list.iter().filter_map(part).collect();
+            let (texts, images): (Vec<Value>, Vec<Value>) =
+                parts.into_iter().partition(|p| p.get("text").is_some());
+            let texts: Vec<&str> = texts.iter().filter_map(|p| p["text"].as_str()).collect();
+            (texts.join("\n"), images)
+        }
+        _ => (String::new(), Vec::new()),
     };
-    json!({"functionResponse": {"name": name, "response": {"result": result}}})
+    let mut parts =
+        vec![json!({"functionResponse": {"name": name, "response": {"result": result}}})];
+    parts.extend(images);
+    parts
 }
 
 /// A chat tool as a function declaration.
@@ -242,7 +249,8 @@ mod tests {
                     {"id": "call_1", "type": "function",
                      "function": {"name": "ls", "arguments": ""}}]},
                 {"role": "tool", "tool_call_id": "call_0", "content": "A"},
-                {"role": "tool", "tool_call_id": "call_1", "content": "B"}],
+                {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "B"},
+                    {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0"}}]}],
             "tools": [{"type": "function", "function": {"name": "read", "description": "r",
                 "parameters": {"type": "object", "additionalProperties": false}}}]});
         let (bytes, model) = translate(chat.to_string().as_bytes()).unwrap();
@@ -265,7 +273,8 @@ mod tests {
                     {"functionCall": {"name": "ls", "args": {}}}]},
                 {"role": "user", "parts": [
                     {"functionResponse": {"name": "read", "response": {"result": "A"}}},
-                    {"functionResponse": {"name": "ls", "response": {"result": "B"}}}]}]})
+                    {"functionResponse": {"name": "ls", "response": {"result": "B"}}},
+                    {"inlineData": {"mimeType": "image/gif", "data": "R0"}}]}]})
         );
     }
 }
