@@ -16,7 +16,9 @@
 //!   delta (utime + stime), and how many updates carried them (queued deltas are merged);
 //! - `write`: a 20 MB `write` call, allowed: peak resident size (VmHWM) over the content's size;
 //! - `sessions`: `SESSIONS` sessions in one process, each prompted into a `bash` turn at once:
-//!   wall time and resident size.
+//!   wall time and resident size;
+//! - `protocols`: the `stream` reply through each wire protocol (`llm.api`), against the fake's
+//!   own rate, with the time to the first token over the fake's (`protocols.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -34,6 +36,7 @@ mod fake_model;
 mod bare;
 mod client;
 mod load;
+mod protocols;
 mod turn;
 
 use std::path::{Path, PathBuf};
@@ -117,6 +120,7 @@ const PARTS: &[(&str, Part)] = &[
     ("stream", load::stream),
     ("write", load::big_write),
     ("sessions", load::sessions),
+    ("protocols", protocols::protocols),
 ];
 
 fn main() {
