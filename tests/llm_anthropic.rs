@@ -376,3 +376,25 @@ fn cached_input_is_priced_and_a_refusal_is_the_stop_reason() {
     let cost = result["cost"].as_f64().expect("a cost");
     assert!((cost - 459e-6).abs() < 1e-12, "{cost}");
 }
+
+/// `/api anthropic` moves one session to the Messages API: its next prompt (`oml -p -c`) goes to
+/// `/v1/messages` with the key as `x-api-key`, while `llm.api` stays as it was.
+#[test]
+fn the_api_command_switches_one_session() {
+    let env = Env::new();
+    let fake = FakeModel::start([says("hello from the messages api")]);
+    let set = env.run(Some(&fake), &["-p", "/api anthropic"]);
+    assert_eq!(set.code, 0, "{set:?}");
+    assert!(set.stdout.contains("Protocol set to anthropic"), "{set:?}");
+    let unknown = env.run(Some(&fake), &["-p", "-c", "/api carrier-pigeon"]);
+    assert!(unknown.stdout.contains("Unknown protocol"), "{unknown:?}");
+    let run = env.run(Some(&fake), &["-p", "-c", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("hello from the messages api"),
+        "{run:?}"
+    );
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.header("x-api-key"), Some("test-key"));
+}

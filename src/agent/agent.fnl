@@ -275,11 +275,12 @@ TEXT, then a line saying that the answer was cut off and why (the model and a re
    :content (.. text "\n\n[This answer was cut off: " (oml.error-message err) "]")})
 
 (fn agent.call-model [request]
-  "One model call through `llm.chat`: REQUEST is {:messages :tools :model :silent?}. Streams text
-and thought deltas to the session unless :silent?; returns llm.chat's response
+  "One model call through `llm.chat`: REQUEST is {:messages :tools :model :api :silent?}. Streams
+text and thought deltas to the session unless :silent?; returns llm.chat's response
 {:message :text :finish-reason :usage :cancelled :tool-calls}. The deltas go to the session
-through `session.delta-forwarder`. The model is REQUEST's :model,
-else this session's override (/model), else `llm.model`."
+through `session.delta-forwarder`. The model is REQUEST's :model, else this session's override
+(/model), else `llm.model`; the protocol REQUEST's :api, else this session's (/api), else
+`llm.api`."
   (let [chat (. _G.llm :chat)
         sid (session.current)]
     (when (not= :function (type chat))
@@ -289,7 +290,8 @@ else this session's override (/model), else `llm.model`."
     (let [on-event (when (and sid (not request.silent?)) (session.delta-forwarder sid))
           (ok response) (pcall chat {:messages request.messages
                                      :tools (or request.tools (json.array))
-                                     :model (or request.model (agent.current-model))}
+                                     :model (or request.model (agent.current-model))
+                                     :api (or request.api (agent.current-api))}
                                {: on-event :session sid})]
       (when (not ok)
         ;; Text streamed before the failure stays in the conversation, as a cancelled call's
@@ -404,6 +406,12 @@ error result the model reads."
   "The permission mode of the session (the current one, or ?SESSION-ID): what its front end set,
 else `agent.permission-mode`. Every front end and command asks this function."
   (or (session.get :permission-mode ?session-id) agent.permission-mode))
+
+(fn agent.current-api [?session-id]
+  "The wire protocol the next call of the session (the current one, or ?SESSION-ID) uses when
+it has its own (/api): :chat, :anthropic, :responses, :gemini or :auto; nil leaves it to
+`llm.api`. Every front end and command asks this function."
+  (session.get :api ?session-id))
 
 (fn agent.current-model [?session-id]
   "The model the next call of the session (the current one, or ?SESSION-ID) uses: its override

@@ -78,6 +78,18 @@
       (do (session.put! :model input)
           (.. "Model set to " input " for this session"))))
 
+(local apis {:chat true :anthropic true :responses true :gemini true :auto true})
+
+(fn commands.api [input]
+  {:fnl/docstring "Show the wire protocol of this session, or switch this session to another (chat, anthropic, responses, gemini, auto)."
+   :hint "chat, anthropic, responses, gemini or auto (empty: show the current one)"}
+  (if (= input "")
+      (.. "Protocol: " (or (agent.current-api) (.. (oml.setting "llm.api") " (llm.api)")))
+      (. apis input)
+      (do (session.put! :api input)
+          (.. "Protocol set to " input " for this session"))
+      (.. "Unknown protocol " input ": chat, anthropic, responses, gemini or auto")))
+
 (fn commands.context [input]
   {:fnl/docstring "Show what the system prompt holds and where each part comes from."}
   (let [parts (agent.system-prompt-parts)

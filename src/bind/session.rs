@@ -30,6 +30,7 @@ use crate::session::{AgentEvent, Entry, Redactions, Sessions};
 /// The plan and the token totals are among them, so that a loaded session replays its plan and
 /// `/usage` counts the whole session, not only this process's calls.
 const RECORDED_KEYS: &[&str] = &[
+    "api",
     "model",
     "permission-mode",
     "permission-rules",
@@ -302,7 +303,7 @@ const SESSION: &[HostFn] = &[
         name: "put!",
         args: "key value ?session-id",
         doc: "Keep a copy of VALUE under the string KEY in the session (nil removes it). Changes \
-              of :model, :permission-mode, :permission-rules, :plan and :usage are recorded in \
+              of :api, :model, :permission-mode, :permission-rules, :plan and :usage are recorded in \
               the session's file (and restored when it is loaded). Returns nil.",
         make: |lua| {
             lua.create_function(|lua, (key, value, id): (String, Value, Option<String>)| {

@@ -25,7 +25,7 @@ use crate::lisp::encode::{Field, Nested, array_len, object_entries, on_path, ski
 use crate::lisp::from_lua;
 use crate::llm::provider::{REASONING_KEYS, ReasoningPolicy};
 use crate::llm::request::encode_body_with;
-use crate::llm::{LlmConfig, LlmError, ToolSpec, model_for};
+use crate::llm::{Api, LlmConfig, LlmError, ToolSpec, model_for};
 
 /// `{:messages [...] :tools [...] :model "..."}`, checked: tools are `{:name :description
 /// :parameters}`, or in the wire form `{:type "function" :function {...}}`.
@@ -34,12 +34,23 @@ pub(super) struct LispRequest {
     messages: Option<Table>,
     tools: Vec<ToolSpec>,
     model: Option<String>,
+    /// The request's own protocol (`:api`): `Some(None)` for `:auto`.
+    api: Option<Option<Api>>,
 }
 
 impl LispRequest {
     /// The request's own model, which wins over `llm.model`.
     pub(super) fn model(&self) -> Option<&str> {
         self.model.as_deref()
+    }
+
+    /// `config` with the request's own protocol (when it names one) in place of `llm.api`, and
+    /// the protocol then fixed for the request's model ([`LlmConfig::pinned`]).
+    pub(super) fn configure(&self, mut config: LlmConfig) -> LlmConfig {
+        if let Some(api) = self.api {
+            config.api = api;
+        }
+        config.pinned(self.model())
     }
 
     /// The request table `request`, or what is wrong with it.
@@ -63,10 +74,20 @@ impl LispRequest {
             Json::String(model) => Some(model).filter(|model| !model.is_empty()),
             other => return Err(format!(":model must be a string, got {other}")),
         };
+        let api = match json_of(lua, field("api")?)? {
+            Json::Null => None,
+            Json::String(name) if name == "auto" => Some(None),
+            Json::String(name) => match Api::from_name(&name) {
+                Some(api) => Some(Some(api)),
+                None => return Err(format!(":api must be one of {}, got {name:?}", api_names())),
+            },
+            other => return Err(format!(":api must be a string, got {other}")),
+        };
         Ok(Self {
             messages,
             tools,
             model,
+            api,
         })
     }
 
@@ -277,6 +298,13 @@ fn is_nonempty_array(lua: &Lua, value: &Value) -> bool {
     };
     array_len(lua, t)
         .is_some_and(|len| (1..=len).any(|i| t.raw_get::<Value>(i).is_ok_and(|v| !skipped(&v))))
+}
+
+/// The names `:api` takes.
+fn api_names() -> String {
+    let mut names: Vec<&str> = Api::ALL.iter().map(|api| api.name()).collect();
+    names.push("auto");
+    names.join(", ")
 }
 
 #[cfg(test)]

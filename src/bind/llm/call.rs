@@ -154,9 +154,7 @@ fn start_call(
     let on_event = on_event(&opts)?;
     let request = LispRequest::parse(lua, request)?;
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
-    let config = config(&lisp)
-        .map_err(|error| error.to_string())?
-        .pinned(request.model());
+    let config = request.configure(config(&lisp).map_err(|error| error.to_string())?);
     let body = request.encode(lua, &config)?;
     drop(request);
     let cancel = lua
