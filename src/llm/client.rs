@@ -413,8 +413,21 @@ impl Call<'_> {
         payload: &str,
         emit: &mut impl FnMut(StreamEvent),
     ) -> Result<(), FoldError> {
-        if self.config.on_chunk.is_none() && native.is_none() {
-            return fold.push_json(payload, emit);
+        if self.config.on_chunk.is_none() {
+            if native.is_none() {
+                return fold.push_json(payload, emit);
+            }
+            match super::hot::decode(self.api, payload) {
+                Some(super::hot::Hot::Text(text)) => {
+                    fold.push_text(&text, emit);
+                    return Ok(());
+                }
+                Some(super::hot::Hot::Thought(text)) => {
+                    fold.push_thought(&text, emit);
+                    return Ok(());
+                }
+                None => {}
+            }
         }
         let chunk: Value = serde_json::from_str(payload).map_err(|error| FoldError::Malformed {
             chunk: cap_chars(payload, MAX_QUOTED_CHUNK_CHARS),

@@ -120,6 +120,25 @@ impl Fold {
         self.apply(parsed, emit)
     }
 
+    /// Fold a piece of the answer's text that arrived alone (a native protocol's text delta,
+    /// decoded without a chunk around it).
+    pub fn push_text(&mut self, text: &str, emit: &mut impl FnMut(StreamEvent)) {
+        if !text.is_empty() {
+            self.text.push_str(text);
+            self.has_output = true;
+            emit(StreamEvent::TextDelta(text.to_owned()));
+        }
+    }
+
+    /// Fold a piece of reasoning that arrived alone, as [`Fold::push_text`] does text.
+    pub fn push_thought(&mut self, text: &str, emit: &mut impl FnMut(StreamEvent)) {
+        if !text.is_empty() {
+            self.reasoning.push_str(text);
+            self.has_output = true;
+            emit(StreamEvent::ThoughtDelta(text.to_owned()));
+        }
+    }
+
     /// Whether a delta or tool-call fragment has been folded, so the caller has (or could have)
     /// shown something of this reply.
     pub fn has_output(&self) -> bool {

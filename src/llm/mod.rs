@@ -33,6 +33,7 @@ pub mod config;
 pub mod error;
 pub mod fold;
 pub mod gemini;
+pub mod hot;
 pub mod models;
 pub mod native;
 pub mod provider;
