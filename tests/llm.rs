@@ -176,10 +176,18 @@ async fn a_missing_model_fails_the_call_with_how_to_set_one() {
     };
     let (result, events) = chat(&config, &user("hi")).await;
     let error = result.expect_err("no model");
-    assert!(matches!(error, LlmError::NoModel));
+    assert!(matches!(error, LlmError::NoModel { .. }));
+    // The providers found come from this process's environment: the texts are checked apart.
+    let how = "run `oml` in a terminal to choose a provider and a model, or set OPENAI_MODEL \
+               (e.g. OPENAI_MODEL=gpt-4o-mini) or (setq llm.model \"...\") in init.fnl.";
     assert_eq!(
-        error.to_string(),
-        "No model configured: set OPENAI_MODEL (e.g. OPENAI_MODEL=gpt-4o-mini) or (setq llm.model \"...\") in init.fnl."
+        LlmError::NoModel { found: vec![] }.to_string(),
+        format!("No model configured: {how}")
+    );
+    let found = vec!["Anthropic".to_owned(), "OpenRouter".to_owned()];
+    assert_eq!(
+        LlmError::NoModel { found }.to_string(),
+        format!("No model configured (found: Anthropic, OpenRouter): {how}")
     );
     assert!(events.is_empty());
     assert!(fake.requests().is_empty(), "nothing is sent");

@@ -91,11 +91,15 @@ fn one(bin: &Path, api: &str, reply: Reply) -> (f64, f64, f64) {
     } else {
         root.trim_end_matches("/v1").to_owned()
     };
-    std::fs::write(
-        home.root.join("config/oml/init.fnl"),
-        format!("(setq llm.api :{api} llm.base-url {base:?})\n"),
-    )
-    .expect("write the init file");
+    // The chat protocol is the environment's (as a baseline binary without `llm.api` runs it);
+    // a native one is set in the init file.
+    if api != "chat" {
+        std::fs::write(
+            home.root.join("config/oml/init.fnl"),
+            format!("(setq llm.api :{api} llm.base-url {base:?})\n"),
+        )
+        .expect("write the init file");
+    }
     let (events, model_first, served) = crate::bare::first_and_all(&root);
     let mut agent = Agent::spawn(&home, bin, Some(&fake));
     agent.initialize();

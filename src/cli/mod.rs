@@ -14,6 +14,7 @@ mod args;
 mod boot;
 mod launch;
 mod modes;
+mod setup;
 
 use clap::Parser as _;
 

@@ -28,6 +28,9 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     super::boot::load_inits(&lisp, paths, cli.no_init).await;
     if is_terminal() && !cli.no_init && !cli.no_input {
         offer_agents(&lisp, paths).await;
+        if cli.model.is_none() {
+            offer_model(&lisp, paths).await;
+        }
     }
     if is_terminal() {
         // Agents driven from the chat's Lisp without a permission handler ask here.
@@ -249,6 +252,33 @@ async fn offer_agents(lisp: &Lisp, paths: &Paths) {
         }
         Ok(_) => {}
         Err(e) => err!("oml: cannot offer the agent configuration: {e}"),
+    }
+}
+
+/// Interactive start-up without a model (`llm.model` unset): offer the providers and local
+/// servers found, and apply the choice written to the user init file.
+async fn offer_model(lisp: &Lisp, paths: &Paths) {
+    let model: Option<String> = lisp.setting("llm.model").unwrap_or(None);
+    if model.is_some() {
+        return;
+    }
+    let client = crate::llm::LlmClient::new();
+    let found = super::setup::candidates(&client).await;
+    let init = paths.user_init();
+    let result = {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let mut output = std::io::stdout();
+        super::setup::dialog(&client, &found, &init, &mut input, &mut output).await
+    };
+    match result {
+        Ok(super::setup::Setup::Wrote { file, snippet }) => {
+            if let Err(e) = lisp.eval(&snippet, "model setup").await {
+                err!("oml: {}: {e}", file.display());
+            }
+        }
+        Ok(_) => {}
+        Err(e) => err!("oml: cannot offer a model: {e}"),
     }
 }
 

@@ -41,11 +41,14 @@ const CONTEXT_EXCEEDED_STATUSES: &[u16] = &[400, 413];
 /// A failed model call.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    /// Neither the request nor the settings name a model.
+    /// Neither the request nor the settings name a model. `found` names the providers whose
+    /// key is in the environment (`super::setup::hosted`), so the message says what to choose
+    /// from.
     #[error(
-        "No model configured: set OPENAI_MODEL (e.g. OPENAI_MODEL=gpt-4o-mini) or (setq llm.model \"...\") in init.fnl."
+        "No model configured{}: run `oml` in a terminal to choose a provider and a model, or set OPENAI_MODEL (e.g. OPENAI_MODEL=gpt-4o-mini) or (setq llm.model \"...\") in init.fnl.",
+        found_text(.found)
     )]
-    NoModel,
+    NoModel { found: Vec<String> },
 
     /// The settings cannot make a request (an unusable base URL, a TLS setup failure).
     #[error("invalid model client configuration: {0}")]
@@ -115,7 +118,7 @@ impl LlmError {
             | Self::StreamBroken { partial, .. }
             | Self::MalformedChunk { partial, .. }
             | Self::Provider { partial, .. } => Some(partial),
-            Self::NoModel
+            Self::NoModel { .. }
             | Self::Config(_)
             | Self::Http { .. }
             | Self::NotAStream { .. }
@@ -151,6 +154,25 @@ impl LlmError {
 }
 
 /// The first `max_chars` characters of `text`, with `…` appended when something was cut.
+/// ` (found: A, B)` for the providers of [`LlmError::NoModel`], or nothing.
+fn found_text(found: &[String]) -> String {
+    if found.is_empty() {
+        String::new()
+    } else {
+        format!(" (found: {})", found.join(", "))
+    }
+}
+
+impl LlmError {
+    /// [`LlmError::NoModel`] with the providers this environment holds a key for.
+    pub fn no_model() -> LlmError {
+        let found = super::setup::hosted(|name| std::env::var(name).ok());
+        LlmError::NoModel {
+            found: found.into_iter().map(|c| c.name).collect(),
+        }
+    }
+}
+
 pub(crate) fn cap_chars(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         None => text.to_owned(),

@@ -40,6 +40,7 @@ pub mod provider;
 pub mod quiet;
 pub mod request;
 pub mod responses;
+pub mod setup;
 pub mod sse;
 
 use std::sync::Arc;

@@ -46,7 +46,7 @@ pub fn model_for<'a>(
     requested
         .or(config.model.as_deref())
         .filter(|model| !model.is_empty())
-        .ok_or(LlmError::NoModel)
+        .ok_or_else(LlmError::no_model)
 }
 
 /// The JSON body for `model` and `request`, with `config`'s extra body merged in after the

@@ -398,7 +398,10 @@ mod tests {
         let request: Table = lua.load("return {messages = {}}").eval().unwrap();
         let parsed = LispRequest::parse(&lua, Value::Table(request)).unwrap();
         let encoded = parsed.encode(&lua, &LlmConfig::default()).unwrap();
-        assert!(matches!(encoded, Err(LlmError::NoModel)), "{encoded:?}");
+        assert!(
+            matches!(encoded, Err(LlmError::NoModel { .. })),
+            "{encoded:?}"
+        );
     }
 
     #[test]

@@ -428,7 +428,7 @@ fn outcome_table(
 /// and raises it.
 fn error_table(lua: &Lua, error: &LlmError) -> mlua::Result<Value> {
     let kind = match error {
-        LlmError::NoModel => "no-model",
+        LlmError::NoModel { .. } => "no-model",
         LlmError::Config(_) => "config",
         LlmError::Http { .. } => "http",
         LlmError::NotAStream { .. } => "not-a-stream",

@@ -1,0 +1,226 @@
+//! The first run without a model: on a terminal, offer the providers and local servers this
+//! machine can reach (`llm::setup`), then a model from the chosen one's own list, and append the
+//! reviewable Lisp that configures them to the user init file (which is then loaded); headless,
+//! say what was found and how to choose, and ask nothing.
+//!
+//! It knows the dialog and the init file; what counts as a candidate is `llm::setup`'s.
+
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use crate::llm::LlmClient;
+use crate::llm::setup::{self, Candidate};
+
+/// Models shown in the dialog at most (the rest can be typed).
+const MODELS_SHOWN: usize = 30;
+
+/// What the dialog did.
+#[derive(Debug, PartialEq)]
+pub enum Setup {
+    /// Nothing was found to offer; the advice was shown.
+    NothingFound,
+    /// The user chose nothing.
+    Skipped,
+    /// `snippet` was appended to `file`.
+    Wrote { file: PathBuf, snippet: String },
+}
+
+/// Every candidate on this machine: the hosted providers of the environment, then the local
+/// servers that list models.
+pub async fn candidates(client: &LlmClient) -> Vec<Candidate> {
+    let mut found = setup::hosted(|name| std::env::var(name).ok());
+    found.extend(setup::local(client, &setup::LOCAL).await);
+    found
+}
+
+/// Offer `found` and write the choice to `init` (appended; created with its folder when new).
+pub async fn dialog(
+    client: &LlmClient,
+    found: &[Candidate],
+    init: &Path,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> io::Result<Setup> {
+    if found.is_empty() {
+        writeln!(out, "{}", setup::advice(found))?;
+        return Ok(Setup::NothingFound);
+    }
+    writeln!(out, "No model is configured. Found:")?;
+    for (i, candidate) in found.iter().enumerate() {
+        writeln!(out, "  {}. {}", i + 1, candidate.name)?;
+    }
+    let Some(candidate) = pick(found, "Use which? [number, Enter to skip] ", input, out)? else {
+        writeln!(out, "Skipped. {}", setup::advice(found))?;
+        return Ok(Setup::Skipped);
+    };
+    let key = candidate.key_env.and_then(|name| std::env::var(name).ok());
+    let listed = client
+        .list_models(&setup::config(candidate, key), setup::LIST_WAIT)
+        .await;
+    let models = match listed {
+        Ok(models) => models,
+        Err(error) => {
+            writeln!(
+                out,
+                "Its model list did not come ({error}); type the model id."
+            )?;
+            Vec::new()
+        }
+    };
+    for (i, model) in models.iter().take(MODELS_SHOWN).enumerate() {
+        writeln!(out, "  {}. {model}", i + 1)?;
+    }
+    if models.len() > MODELS_SHOWN {
+        writeln!(
+            out,
+            "  … and {} more (type the id)",
+            models.len() - MODELS_SHOWN
+        )?;
+    }
+    let Some(model) = pick_model(&models, input, out)? else {
+        writeln!(out, "Skipped. {}", setup::advice(found))?;
+        return Ok(Setup::Skipped);
+    };
+    let snippet = setup::snippet(candidate, &model);
+    append(init, &snippet)?;
+    writeln!(out, "Added to {}:\n\n{snippet}", init.display())?;
+    Ok(Setup::Wrote {
+        file: init.to_path_buf(),
+        snippet,
+    })
+}
+
+/// The candidate the user numbers, or `None` for an empty answer (or end of input).
+fn pick<'a>(
+    found: &'a [Candidate],
+    question: &str,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> io::Result<Option<&'a Candidate>> {
+    loop {
+        let answer = ask(question, input, out)?;
+        if answer.is_empty() {
+            return Ok(None);
+        }
+        match answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| found.get(n.wrapping_sub(1)))
+        {
+            Some(candidate) => return Ok(Some(candidate)),
+            None => writeln!(out, "Type a number from 1 to {}.", found.len())?,
+        }
+    }
+}
+
+/// The model the user numbers or types, or `None` for an empty answer.
+fn pick_model(
+    models: &[String],
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> io::Result<Option<String>> {
+    let answer = ask("Which model? [number or id, Enter to skip] ", input, out)?;
+    if answer.is_empty() {
+        return Ok(None);
+    }
+    let numbered = answer
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| models.iter().take(MODELS_SHOWN).nth(n.wrapping_sub(1)));
+    Ok(Some(numbered.cloned().unwrap_or(answer)))
+}
+
+/// One answer, trimmed; empty at the end of input.
+fn ask(question: &str, input: &mut dyn BufRead, out: &mut dyn Write) -> io::Result<String> {
+    write!(out, "{question}")?;
+    out.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    Ok(line.trim().to_owned())
+}
+
+/// Append `text` to `file`, after a blank line when the file has content.
+fn append(file: &Path, text: &str) -> io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let existing = std::fs::read_to_string(file).unwrap_or_default();
+    let separator = match existing.as_str() {
+        "" => "",
+        s if s.ends_with('\n') => "\n",
+        _ => "\n\n",
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)?;
+    f.write_all(format!("{separator}{text}").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Api;
+
+    fn local(base_url: &str) -> Candidate {
+        Candidate {
+            name: "A server".into(),
+            api: Api::Chat,
+            base_url: base_url.into(),
+            key_env: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_typed_model_is_written_when_the_list_does_not_come() {
+        let dir = tempfile::tempdir().unwrap();
+        let init = dir.path().join("oml/init.fnl");
+        std::fs::create_dir_all(init.parent().unwrap()).unwrap();
+        std::fs::write(&init, "(setq agent.max-turns 9)").unwrap();
+        let found = [local("http://127.0.0.1:9/v1")];
+        let mut out = Vec::new();
+        let mut input = "7\n1\nmy-model\n".as_bytes();
+        let done = dialog(&LlmClient::new(), &found, &init, &mut input, &mut out)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&done, Setup::Wrote { file, .. } if *file == init),
+            "{done:?}"
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("Type a number from 1 to 1."), "{text}");
+        let written = std::fs::read_to_string(&init).unwrap();
+        assert!(
+            written.starts_with("(setq agent.max-turns 9)\n\n;; The model"),
+            "{written}"
+        );
+        assert!(written.contains("llm.model \"my-model\")"), "{written}");
+    }
+
+    #[tokio::test]
+    async fn nothing_found_or_nothing_chosen_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let init = dir.path().join("init.fnl");
+        let mut out = Vec::new();
+        let none = dialog(
+            &LlmClient::new(),
+            &[],
+            &init,
+            &mut "1\n".as_bytes(),
+            &mut out,
+        )
+        .await;
+        assert_eq!(none.unwrap(), Setup::NothingFound);
+        let found = [local("http://127.0.0.1:9/v1")];
+        let skipped = dialog(
+            &LlmClient::new(),
+            &found,
+            &init,
+            &mut "".as_bytes(),
+            &mut out,
+        )
+        .await;
+        assert_eq!(skipped.unwrap(), Setup::Skipped);
+        assert!(!init.exists());
+    }
+}
