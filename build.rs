@@ -41,6 +41,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_delegate", "src/agent/delegate.fnl"),
     ("agent_images", "src/agent/images.fnl"),
     ("agent_usage", "src/agent/usage.fnl"),
+    ("agent_protocol", "src/agent/protocol.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),

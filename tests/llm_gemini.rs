@@ -223,3 +223,40 @@ fn print_mode_runs_a_tool_turn_over_gemini_from_the_gemini_variables() {
         "{response}"
     );
 }
+
+/// A session that moves from Gemini to chat is told, as a thought, that the signatures kept for
+/// Gemini are not sent; the chat request carries none of them.
+#[test]
+fn moving_a_session_to_another_protocol_says_what_is_not_sent() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::Events(vec![last(
+            json!([{"text": "signed", "thoughtSignature": "R0VNSU5J"}]),
+            "STOP",
+        )]),
+        Reply::Stream(support::fake_model::text_chunks(&["plain"])),
+    ]);
+    let run = |args: &[&str]| {
+        let out = env.run(Some(&fake), args);
+        assert_eq!(out.code, 0, "{out:?}");
+        out
+    };
+    run(&["-p", "/api gemini"]);
+    run(&["-p", "-c", "hi"]);
+    run(&["-p", "-c", "/api chat"]);
+    let last_run = run(&["-p", "-c", "--json", "again"]);
+    assert!(
+        last_run.stdout.contains(
+            "Switched from the gemini protocol to chat: the reasoning kept for gemini is not sent."
+        ),
+        "{last_run:?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].path.contains(":streamGenerateContent"));
+    let chat = requests[1].body.to_string();
+    assert!(
+        !chat.contains("R0VNSU5J") && !chat.contains("thought_signatures"),
+        "{chat}"
+    );
+}

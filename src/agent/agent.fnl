@@ -287,6 +287,9 @@ through `session.delta-forwarder`. The model is REQUEST's :model, else this sess
       (error "llm.chat is not defined: the model client binding is missing" 0))
     ;; The forwarder emits text and thought deltas through session.emit!; llm.chat delivers
     ;; them without the round trip through Lisp while session.emit! is unadvised.
+    (when (and sid (not request.silent?))
+      (agent.protocol-notice (or request.model (agent.current-model))
+                             (or request.api (agent.current-api))))
     (let [on-event (when (and sid (not request.silent?)) (session.delta-forwarder sid))
           (ok response) (pcall chat {:messages request.messages
                                      :tools (or request.tools (json.array))

@@ -54,6 +54,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("delegate"),
     agent_file!("images"),
     agent_file!("usage"),
+    agent_file!("protocol"),
     agent_file!("commands"),
     agent_file!("compact"),
 ];

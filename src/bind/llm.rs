@@ -41,6 +41,7 @@
 mod body;
 mod call;
 mod models;
+mod protocol;
 
 pub use models::{MODELS_CACHE_TTL, MODELS_FAILED_TTL, MODELS_WAIT};
 
@@ -118,6 +119,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         .call::<()>((llm, start, next, close))?;
     lisp.register_source(CHAT_FILE, include_str!("llm.fnl"));
     crate::lisp::define(lua, "llm", models::MODELS_FNS)?;
+    crate::lisp::define(lua, "llm", protocol::PROTOCOL_FNS)?;
     Ok(())
 }
 

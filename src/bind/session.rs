@@ -35,6 +35,7 @@ const RECORDED_KEYS: &[&str] = &[
     "permission-mode",
     "permission-rules",
     "plan",
+    "protocol",
     "usage",
 ];
 
@@ -303,7 +304,7 @@ const SESSION: &[HostFn] = &[
         name: "put!",
         args: "key value ?session-id",
         doc: "Keep a copy of VALUE under the string KEY in the session (nil removes it). Changes \
-              of :api, :model, :permission-mode, :permission-rules, :plan and :usage are recorded in \
+              of :api, :model, :permission-mode, :permission-rules, :plan, :protocol and :usage are recorded in \
               the session's file (and restored when it is loaded). Returns nil.",
         make: |lua| {
             lua.create_function(|lua, (key, value, id): (String, Value, Option<String>)| {

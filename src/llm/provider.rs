@@ -229,8 +229,13 @@ pub struct ReasoningPolicy {
 }
 
 /// Fields of a stored assistant message that only a native protocol sends back (Anthropic's
-/// thinking blocks, the Responses API's reasoning items); each protocol reads its own.
-pub const NATIVE_KEYS: [&str; 2] = [super::anthropic::THINKING_KEY, super::responses::ITEMS_KEY];
+/// thinking blocks, the Responses API's reasoning items, Gemini's thought signatures); each
+/// protocol reads its own.
+pub const NATIVE_KEYS: [&str; 3] = [
+    super::anthropic::THINKING_KEY,
+    super::responses::ITEMS_KEY,
+    super::gemini::SIGNATURES_KEY,
+];
 
 impl ReasoningPolicy {
     /// Whether an outgoing assistant message leaves out its field `key`.

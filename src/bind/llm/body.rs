@@ -393,6 +393,34 @@ mod tests {
     }
 
     #[test]
+    fn another_protocols_kept_reasoning_is_left_out_and_the_own_kept() {
+        let lua = Lua::new();
+        let request: Table = lua
+            .load(
+                r#"return {messages = {{role = "assistant", content = "x",
+                     thought_signatures = {text = "c2ln"}, thinking_blocks = {{type = "t"}}}}}"#,
+            )
+            .eval()
+            .unwrap();
+        let body = |api| {
+            let config = LlmConfig {
+                model: Some("m".into()),
+                api: Some(api),
+                ..LlmConfig::default()
+            };
+            let parsed = LispRequest::parse(&lua, Value::Table(request.clone())).unwrap();
+            let bytes = parsed.encode(&lua, &config).unwrap().unwrap();
+            String::from_utf8(bytes).unwrap()
+        };
+        let chat = body(Api::Chat);
+        assert!(
+            !chat.contains("c2ln") && !chat.contains("thinking_blocks"),
+            "{chat}"
+        );
+        assert!(body(Api::Gemini).contains("c2ln"));
+    }
+
+    #[test]
     fn a_request_without_a_model_fails_as_the_call() {
         let lua = Lua::new();
         let request: Table = lua.load("return {messages = {}}").eval().unwrap();
