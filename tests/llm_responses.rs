@@ -11,7 +11,7 @@ use oml::llm::{
     Api, ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, StreamEvent, ToolSpec,
 };
 use serde_json::{Value, json};
-use support::fake_model::{FakeModel, Reply};
+use support::fake_model::{FakeModel, Reply, Step};
 use support::home::Env;
 use support::responses::{self as r, reply, says};
 use tokio::sync::mpsc;
@@ -163,6 +163,25 @@ async fn an_incomplete_reply_is_a_length_stop_and_a_failed_one_an_error() {
     let (result, _) = chat(&config, vec![json!({"role": "user", "content": "hi"})]).await;
     let error = result.expect_err("a failed reply");
     assert!(matches!(error, LlmError::Provider { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_stream_that_dies_before_its_last_event_is_broken_and_keeps_the_text() {
+    let fake = FakeModel::start([Reply::Events(vec![
+        r::event(
+            "response.output_text.delta",
+            json!({"output_index": 0, "delta": "half"}),
+        ),
+        Step::Drop,
+    ])]);
+    let config = LlmConfig {
+        max_retries: 0,
+        ..config(&fake)
+    };
+    let (result, _) = chat(&config, vec![json!({"role": "user", "content": "hi"})]).await;
+    let error = result.expect_err("a broken stream");
+    assert!(matches!(error, LlmError::StreamBroken { .. }), "{error:?}");
+    assert_eq!(error.partial().map(|p| p.text.as_str()), Some("half"));
 }
 
 /// `oml -p` with `(setq llm.api :responses)`: the whole tool turn goes over the Responses API,

@@ -30,4 +30,8 @@ say, as a thought, that it is not sent."
         (session.emit! {:type :thought-delta
                         :text (.. "Switched from the " before " protocol to " now
                                   ": the reasoning kept for " before " is not sent.\n")}))
-      (session.put! :protocol now))))
+      ;; Recorded only when it changes, and not for a session that has only spoken chat (which
+      ;; keeps nothing another protocol could miss): a recorded key is a write to the session
+      ;; file, and the headline benchmark saw that cost double an ACP tool turn.
+      (when (and (not= before now) (or before (not= now :chat)))
+        (session.put! :protocol now)))))
