@@ -25,5 +25,7 @@ mod paths;
 mod project;
 #[path = "escape/rules.rs"]
 mod rules;
+#[path = "escape/setup.rs"]
+mod setup;
 #[path = "escape/signals.rs"]
 mod signals;

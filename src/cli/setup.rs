@@ -3,6 +3,10 @@
 //! reviewable Lisp that configures them to the user init file (which is then loaded); headless,
 //! say what was found and how to choose, and ask nothing.
 //!
+//! A model list is data from a server, and a local port can be anyone's: an id with control
+//! characters is not shown, and the id chosen goes into the init file as an escaped string
+//! literal (`llm::setup::snippet`), never as code.
+//!
 //! It knows the dialog and the init file; what counts as a candidate is `llm::setup`'s.
 
 use std::io::{self, BufRead, Write};
@@ -58,7 +62,12 @@ pub async fn dialog(
         .list_models(&setup::config(candidate, key), setup::LIST_WAIT)
         .await;
     let models = match listed {
-        Ok(models) => models,
+        // A server's list is data from outside: an id with control characters (a terminal
+        // escape sequence) is neither shown nor offered.
+        Ok(models) => models
+            .into_iter()
+            .filter(|id| !id.chars().any(char::is_control))
+            .collect::<Vec<_>>(),
         Err(error) => {
             writeln!(
                 out,
