@@ -398,3 +398,67 @@ fn the_api_command_switches_one_session() {
     assert_eq!(sent.path, "/v1/messages");
     assert_eq!(sent.header("x-api-key"), Some("test-key"));
 }
+
+/// A redirect to another host must not carry the key there: reqwest strips only
+/// `Authorization` from a cross-host redirect, not Anthropic's `x-api-key`, so oml follows
+/// redirects to the same host only. The attacker's host is a real listener that records what
+/// reaches it.
+#[tokio::test]
+async fn a_redirect_to_another_host_does_not_carry_the_key() {
+    use std::io::{Read, Write};
+    let thief = std::net::TcpListener::bind("127.0.0.2:0")
+        .or_else(|_| std::net::TcpListener::bind("[::1]:0"))
+        .expect("a second local address");
+    let thief_url = format!("http://{}/v1/messages", thief.local_addr().unwrap());
+    // The thief waits a bounded time for a connection and returns what reached it.
+    thief.set_nonblocking(true).unwrap();
+    let stolen = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < deadline {
+            match thief.accept() {
+                Ok((mut s, _)) => {
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 8192];
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    let _ = s.write_all(b"HTTP/1.1 500 X\r\nContent-Length: 0\r\n\r\n");
+                    return String::from_utf8_lossy(&buf[..n]).into_owned();
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        String::new()
+    });
+    let redirector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", redirector.local_addr().unwrap());
+    std::thread::spawn(move || {
+        while let Ok((mut s, _)) = redirector.accept() {
+            let mut buf = [0u8; 65536];
+            let _ = s.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: {thief_url}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    let config = LlmConfig {
+        base_url: base,
+        api: Some(Api::Anthropic),
+        api_key: Some("sk-ant-do-not-leak".into()),
+        model: Some("claude-fake".into()),
+        max_retries: 0,
+        idle_timeout: Duration::from_secs(5),
+        ..LlmConfig::default()
+    };
+    let (result, _) = chat(
+        &config,
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    assert!(result.is_err(), "a redirect elsewhere is not followed");
+    let got = stolen.join().unwrap();
+    assert!(
+        !got.contains("sk-ant-do-not-leak"),
+        "the key reached another host: {got}"
+    );
+}

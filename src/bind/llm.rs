@@ -134,7 +134,8 @@ pub fn set_delta_shortcut(lisp: &Lisp, shortcut: DeltaShortcut) {
     lisp.lua().set_app_data(DeltaShortcutSource(shortcut));
 }
 
-/// The model client's settings as they are now.
+/// The model client's settings as they are now, with a native environment block's key and
+/// protocol kept at their own endpoint ([`EnvDefaults::confine`]).
 ///
 /// Empty strings in `llm.api-key` and `llm.model` count as unset. When `llm.on-chunk` holds a
 /// function, the config's observer calls whatever `llm.on-chunk` holds when each chunk arrives;
@@ -142,7 +143,7 @@ pub fn set_delta_shortcut(lisp: &Lisp, shortcut: DeltaShortcut) {
 /// `set` bypasses `setq`'s check) or an unusable duration is an error naming the setting.
 pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
     let non_empty = |value: Option<String>| value.filter(|value| !value.is_empty());
-    Ok(LlmConfig {
+    let mut config = LlmConfig {
         base_url: lisp.setting("llm.base-url")?,
         api_key: non_empty(lisp.setting("llm.api-key")?),
         model: non_empty(lisp.setting("llm.model")?),
@@ -159,7 +160,9 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         retry_base_delay: seconds(lisp, "llm.retry-base-delay", true)?,
         retry_max_delay: seconds(lisp, "llm.retry-max-delay", true)?,
         on_chunk: on_chunk(lisp)?,
-    })
+    };
+    EnvDefaults::from_lookup(|name| std::env::var(name).ok()).confine(&mut config);
+    Ok(config)
 }
 
 /// The declarations [`install`] makes, with the environment read through `env` (an empty

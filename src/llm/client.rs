@@ -28,7 +28,6 @@
 
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -45,81 +44,13 @@ use crate::cancel::CancelToken;
 /// reply is held whole in memory before folding, hence a cap.
 pub const MAX_JSON_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
+mod http;
 mod stream;
 mod wire;
 
+pub use http::{Roots, warm_up};
+
 pub(super) use wire::authorize;
-
-/// Sent as `User-Agent`, so server logs can tell oml's requests apart.
-const USER_AGENT: &str = concat!("oml/", env!("CARGO_PKG_VERSION"));
-
-/// Which root certificates an HTTP client trusts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Roots {
-    /// The system's (corporate CAs, `SSL_CERT_FILE`) and the bundled Mozilla ones: for an
-    /// `https://` endpoint.
-    System,
-    /// The bundled ones only: for an `http://` endpoint (a local model server), which needs no
-    /// certificate unless it redirects to https. Reading the system's store is most of what
-    /// building a client costs (PEM-decoding every certificate there: about 37 million
-    /// instructions, 28% of a process that ran six tool turns).
-    Bundled,
-}
-
-impl Roots {
-    /// The roots a client for `base_url` needs.
-    pub fn for_url(base_url: &str) -> Roots {
-        let plain = base_url
-            .get(..7)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
-        if plain { Roots::Bundled } else { Roots::System }
-    }
-}
-
-/// The process's HTTP clients, one per [`Roots`], each with the connect timeout it was built
-/// for. Building one with the system's roots takes milliseconds of a start-up, so every
-/// [`LlmClient`] shares them, and [`warm_up`] builds the one the configured endpoint needs
-/// ahead of the first call.
-static HTTP: Mutex<[Option<(Duration, reqwest::Client)>; 2]> = Mutex::new([None, None]);
-
-fn slot(roots: Roots) -> usize {
-    match roots {
-        Roots::System => 0,
-        Roots::Bundled => 1,
-    }
-}
-
-/// Build the HTTP client for `connect_timeout` and `roots` on a thread of its own, unless one
-/// is there: called at start-up, so that the first model call (or model list) does not wait
-/// for the root certificates. Harmless when it loses a race with a call, which builds its own.
-pub fn warm_up(connect_timeout: Duration, roots: Roots) {
-    let spawned = std::thread::Builder::new()
-        .name("oml-http-warm".into())
-        .spawn(move || {
-            if HTTP.lock()[slot(roots)].is_none()
-                && let Ok(client) = build_http(connect_timeout, roots)
-            {
-                let mut cached = HTTP.lock();
-                if cached[slot(roots)].is_none() {
-                    cached[slot(roots)] = Some((connect_timeout, client));
-                }
-            }
-        });
-    if let Err(error) = spawned {
-        tracing::debug!("no thread to warm the HTTP client up: {error}");
-    }
-}
-
-fn build_http(connect_timeout: Duration, roots: Roots) -> Result<reqwest::Client, LlmError> {
-    reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .user_agent(USER_AGENT)
-        .tls_built_in_native_certs(roots == Roots::System)
-        .build()
-        .map_err(|error| {
-            LlmError::Config(format!("cannot set up the HTTP client: {}", chain(&error)))
-        })
-}
 
 /// A model client. Cheap to share: the connection pool is the process's (reused across calls,
 /// rebuilt only when `connect_timeout` changes), and it holds nothing else; every call takes its
@@ -219,16 +150,7 @@ impl LlmClient {
 
     /// The pooled HTTP client for `config`'s connect timeout and base URL ([`Roots::for_url`]).
     pub(super) fn http(&self, config: &LlmConfig) -> Result<reqwest::Client, LlmError> {
-        let roots = Roots::for_url(&config.base_url);
-        if let Some((timeout, client)) = HTTP.lock()[slot(roots)].as_ref()
-            && *timeout == config.connect_timeout
-        {
-            return Ok(client.clone());
-        }
-        // Built without the lock held: a warm-up under way finishes on its own.
-        let client = build_http(config.connect_timeout, roots)?;
-        HTTP.lock()[slot(roots)] = Some((config.connect_timeout, client.clone()));
-        Ok(client)
+        http::pooled(config)
     }
 }
 

@@ -228,6 +228,27 @@ impl EnvDefaults {
     }
 }
 
+impl EnvDefaults {
+    /// Keep a native block's key and protocol at the endpoint they came with: when `config`
+    /// points at another base URL (an init file's local server, say) while its key and protocol
+    /// are still this block's defaults, the key is not sent there and the protocol goes back to
+    /// `:auto`. The `OPENAI_*` block is left as it always was: its key goes wherever
+    /// `llm.base-url` points, which gateways configured by `OPENAI_API_KEY` rely on.
+    pub fn confine(&self, config: &mut LlmConfig) {
+        if self.api.is_none()
+            || config.base_url.trim_end_matches('/') == self.base_url.trim_end_matches('/')
+        {
+            return;
+        }
+        if config.api_key.is_some() && config.api_key == self.api_key {
+            config.api_key = None;
+        }
+        if config.api.is_some() && config.api == self.api {
+            config.api = None;
+        }
+    }
+}
+
 impl fmt::Debug for LlmConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LlmConfig")
@@ -288,6 +309,41 @@ mod tests {
         assert_eq!(gemini.model.as_deref(), Some("gemini-x"));
         let first = env(&[("GEMINI_API_KEY", "gk"), ("ANTHROPIC_API_KEY", "ak")]);
         assert_eq!(first.api_key.as_deref(), Some("ak"));
+    }
+
+    #[test]
+    fn a_native_blocks_key_stays_at_its_endpoint() {
+        let env = EnvDefaults::from_lookup(|name| {
+            (name == "ANTHROPIC_API_KEY").then(|| "sk-ant".to_owned())
+        });
+        let at = |base_url: &str| {
+            let mut config = LlmConfig {
+                base_url: base_url.into(),
+                api_key: env.api_key.clone(),
+                api: env.api,
+                ..LlmConfig::default()
+            };
+            env.confine(&mut config);
+            config
+        };
+        let home = at("https://api.anthropic.com/");
+        assert_eq!(home.api_key.as_deref(), Some("sk-ant"));
+        assert_eq!(home.api, Some(Api::Anthropic));
+        let local = at("http://localhost:8080/v1");
+        assert_eq!(
+            local.api_key, None,
+            "the Anthropic key is not sent to a local server"
+        );
+        assert_eq!(local.api, None);
+        let openai =
+            EnvDefaults::from_lookup(|name| (name == "OPENAI_API_KEY").then(|| "sk".to_owned()));
+        let mut gateway = LlmConfig {
+            base_url: "https://openrouter.ai/api/v1".into(),
+            api_key: Some("sk".into()),
+            ..LlmConfig::default()
+        };
+        openai.confine(&mut gateway);
+        assert_eq!(gateway.api_key.as_deref(), Some("sk"));
     }
 
     #[test]

@@ -122,19 +122,31 @@ pub fn config(candidate: &Candidate, key: Option<String>) -> LlmConfig {
 /// The Lisp that makes `candidate` and `model` the configured model: reviewable, and without
 /// the key, which it reads from its variable.
 pub fn snippet(candidate: &Candidate, model: &str) -> String {
+    // The name holds a base URL from the environment: no control character (a newline would
+    // end the comment) reaches the file.
+    let name: String = candidate
+        .name
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    // The chat protocol is written as `:auto`, which is chat everywhere but on OpenAI's own
+    // host, where a reasoning model gets the Responses API.
+    let api = match candidate.api {
+        Api::Chat => "auto",
+        api => api.name(),
+    };
     let mut lines = vec![
-        format!(
-            ";; The model, chosen at oml's first run: {}.",
-            candidate.name
-        ),
-        format!("(setq llm.api :{}", candidate.api.name()),
+        format!(";; The model, chosen at oml's first run: {name}."),
+        format!("(setq llm.api :{api}"),
         format!("      llm.base-url {}", fennel_string(&candidate.base_url)),
     ];
-    if let Some(key) = candidate.key_env {
-        lines.push(format!(
+    match candidate.key_env {
+        Some(key) => lines.push(format!(
             "      llm.api-key (os.getenv {})",
             fennel_string(key)
-        ));
+        )),
+        // A local server gets no key, whatever key the environment holds for another endpoint.
+        None => lines.push("      llm.api-key nil".to_owned()),
     }
     lines.push(format!("      llm.model {})", fennel_string(model)));
     lines.join("\n") + "\n"
@@ -199,6 +211,18 @@ mod tests {
              \"ANTHROPIC_API_KEY\")\n      llm.model \"claude-\\\"x\\\"\")\n"
         );
         assert!(!text.contains("secret"));
+        let sneaky = Candidate {
+            name: "Ollama at http://x\n(os.execute \"id\")".into(),
+            api: Api::Chat,
+            base_url: "http://x".into(),
+            key_env: None,
+        };
+        let text = snippet(&sneaky, "m");
+        assert_eq!(text.lines().count(), 5, "{text}");
+        assert!(
+            text.contains("llm.api :auto") && text.contains("llm.api-key nil"),
+            "{text}"
+        );
         assert!(advice(&found).contains("Found: Anthropic, OpenRouter."));
         assert!(advice(&[]).contains("no provider key"));
     }
