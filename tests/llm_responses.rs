@@ -93,7 +93,7 @@ async fn a_tool_turn_keeps_the_encrypted_reasoning_and_asks_for_it() {
     assert_eq!(
         sent.body["tools"][0],
         json!({"type": "function", "name": "ls",
-        "description": "List a folder", "parameters": {"type": "object"}})
+        "description": "List a folder", "parameters": {"type": "object"}, "strict": false})
     );
     assert_eq!(
         sent.body["input"][0]["content"][0],

@@ -1,6 +1,6 @@
-//! Which wire protocol a model call speaks: OpenAI-compatible chat completions, or Anthropic's
-//! Messages API. The setting `llm.api` names one, or `:auto`, which picks by the base URL's
-//! host.
+//! Which wire protocol a model call speaks: OpenAI-compatible chat completions, Anthropic's
+//! Messages API, OpenAI's Responses API or Google's Gemini API. The setting `llm.api` names one,
+//! or `:auto`, which picks by the base URL's host (and, on OpenAI's, the model).
 //!
 //! The transcript, the loop's events and the request that advice on `agent.build-request` sees
 //! are the chat shape for every protocol; a protocol other than [`Api::Chat`] translates the

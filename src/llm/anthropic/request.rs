@@ -6,8 +6,10 @@
 //! - A user message's text and `image_url` parts become `text` and `image` blocks (a `data:`
 //!   URL as base64, another URL as `url`); parts of another type pass as they are.
 //! - An assistant message becomes its kept thinking blocks ([`THINKING_KEY`], verbatim and
-//!   first), its text, and one `tool_use` per tool call, whose `input` is the arguments parsed
-//!   (arguments that are not a JSON object go as `{"arguments": <the text>}`).
+//!   first; a thinking block cut off before its signature is left out), its text, and one
+//!   `tool_use` per tool call, whose `input` is the arguments parsed (arguments that are not a
+//!   JSON object go as `{"arguments": <the text>}`). Call ids are made valid
+//!   (`[A-Za-z0-9_-]`) and unique in the request, and each result refers to its call's.
 //! - A `tool` message becomes a `tool_result` block in a user turn.
 //! - Consecutive turns of one role are merged (the API alternates roles); turns left empty
 //!   are dropped.
@@ -19,6 +21,8 @@
 //!   gives one; every other extra field (`thinking`, `temperature`, …) goes as it is.
 //!
 //! It knows the two shapes, not the network or the settings.
+
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -76,6 +80,7 @@ pub fn translate(body: &[u8], caching: bool) -> Result<Vec<u8>, serde_json::Erro
 fn turns(messages: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut ids = Ids::default();
     for message in messages {
         let Value::Object(mut message) = message else {
             continue;
@@ -87,8 +92,8 @@ fn turns(messages: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
                 continue;
             }
             "system" | "developer" => ("user", text_blocks(message.remove("content"))),
-            "assistant" => ("assistant", assistant_blocks(message)),
-            "tool" => ("user", vec![tool_result(message)]),
+            "assistant" => ("assistant", assistant_blocks(message, &mut ids)),
+            "tool" => ("user", vec![tool_result(message, &ids)]),
             _ => ("user", user_blocks(message.remove("content"))),
         };
         if blocks.is_empty() {
@@ -156,22 +161,32 @@ fn image(url: &str) -> Value {
     }
 }
 
-/// An assistant message's blocks: kept thinking, text, tool uses.
-fn assistant_blocks(mut message: Map<String, Value>) -> Vec<Value> {
-    let mut blocks = match message.remove(THINKING_KEY) {
-        Some(Value::Array(thinking)) => thinking,
+/// An assistant message's blocks: kept thinking (a thinking block cut off before its signature
+/// is not sent: the API takes back only signed ones), text, tool uses.
+fn assistant_blocks(mut message: Map<String, Value>, ids: &mut Ids) -> Vec<Value> {
+    let mut blocks: Vec<Value> = match message.remove(THINKING_KEY) {
+        Some(Value::Array(thinking)) => thinking.into_iter().filter(signed).collect(),
         _ => Vec::new(),
     };
     blocks.extend(text_blocks(message.remove("content")));
     if let Some(Value::Array(calls)) = message.remove("tool_calls") {
-        blocks.extend(calls.into_iter().map(tool_use));
+        blocks.extend(calls.into_iter().map(|call| tool_use(call, ids)));
     }
     blocks
 }
 
+/// Whether a kept block can go back: redacted thinking always, thinking with its signature.
+fn signed(block: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) != Some("thinking")
+        || block
+            .get("signature")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+}
+
 /// A chat tool call as a `tool_use` block.
-fn tool_use(call: Value) -> Value {
-    let id = call.get("id").cloned().unwrap_or(Value::Null);
+fn tool_use(call: Value, ids: &mut Ids) -> Value {
+    let id = ids.assign(call.get("id").and_then(Value::as_str).unwrap_or(""));
     let name = call
         .pointer("/function/name")
         .cloned()
@@ -189,14 +204,64 @@ fn tool_use(call: Value) -> Value {
 }
 
 /// A chat `tool` message as a `tool_result` block.
-fn tool_result(mut message: Map<String, Value>) -> Value {
-    let id = message.remove("tool_call_id").unwrap_or(Value::Null);
+fn tool_result(mut message: Map<String, Value>, ids: &Ids) -> Value {
+    let id = ids.of(message
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .unwrap_or(""));
     let content = match message.remove("content") {
         Some(Value::Array(parts)) => Value::Array(parts.into_iter().filter_map(part).collect()),
         Some(Value::String(text)) => Value::String(text),
         _ => Value::String(String::new()),
     };
     json!({"type": "tool_result", "tool_use_id": id, "content": content})
+}
+
+/// The tool-use ids of one request: the API takes only `[A-Za-z0-9_-]` and each id once, while a
+/// transcript may hold ids of another protocol (`functions.x:0`) or the same `call_0` in every
+/// reply (Gemini's calls have none of their own). Each call gets a valid id unique in the
+/// request, and its result the id its call got.
+#[derive(Default)]
+struct Ids {
+    used: HashSet<String>,
+    current: HashMap<String, String>,
+}
+
+impl Ids {
+    /// The id for a call whose transcript id is `id`.
+    fn assign(&mut self, id: &str) -> String {
+        let base: String = id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = if base.is_empty() {
+            "toolu".to_owned()
+        } else {
+            base
+        };
+        let mut unique = base.clone();
+        let mut n = 1;
+        while !self.used.insert(unique.clone()) {
+            n += 1;
+            unique = format!("{base}_{n}");
+        }
+        self.current.insert(id.to_owned(), unique.clone());
+        unique
+    }
+
+    /// The id a result for transcript id `id` refers to: its latest call's.
+    fn of(&self, id: &str) -> String {
+        self.current
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_owned())
+    }
 }
 
 /// A chat tool as a Messages API tool.
@@ -317,6 +382,35 @@ mod tests {
         mark_last_cacheable(&mut blocks);
         assert!(blocks[0].get("cache_control").is_some());
         assert!(blocks[1].get("cache_control").is_none());
+    }
+
+    #[test]
+    fn repeated_and_foreign_call_ids_become_unique_valid_ones_and_unsigned_thinking_goes() {
+        let call = |id: &str| {
+            json!({"id": id, "type": "function",
+            "function": {"name": "ls", "arguments": "{}"}})
+        };
+        let chat = json!({"model": "m", "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": null, "tool_calls": [call("call_0")],
+             THINKING_KEY: [{"type": "thinking", "thinking": "cut", "signature": ""}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "1"},
+            {"role": "assistant", "content": null, "tool_calls": [call("call_0"), call("functions.ls:1")]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "2"},
+            {"role": "tool", "tool_call_id": "functions.ls:1", "content": "3"}]});
+        let body = translated(chat, false);
+        let m = &body["messages"];
+        assert_eq!(
+            m[1]["content"].as_array().unwrap().len(),
+            1,
+            "the unsigned thinking went"
+        );
+        assert_eq!(m[1]["content"][0]["id"], "call_0");
+        assert_eq!(m[2]["content"][0]["tool_use_id"], "call_0");
+        assert_eq!(m[3]["content"][0]["id"], "call_0_2");
+        assert_eq!(m[3]["content"][1]["id"], "functions_ls_1");
+        assert_eq!(m[4]["content"][0]["tool_use_id"], "call_0_2");
+        assert_eq!(m[4]["content"][1]["tool_use_id"], "functions_ls_1");
     }
 
     #[test]

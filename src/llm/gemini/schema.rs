@@ -5,8 +5,10 @@
 //! `properties`, `items` and `anyOf`), `type: [T, "null"]` becomes `type: T` with
 //! `nullable: true`, `const` becomes a one-value `enum`, `oneOf` becomes `anyOf`, an `enum`
 //! of anything but strings is left out (Gemini's enums are strings), and every other keyword
-//! (`$schema`, `$ref`, `additionalProperties`, `allOf`, `not`, `examples`, …) is dropped. The
-//! description says what the model needs; what is dropped only loosens the check.
+//! (`$schema`, `$ref`, `additionalProperties`, `allOf`, `not`, `examples`, …) is dropped. What
+//! Gemini requires is filled in: a `type` where none is given (inferred, a string when nothing
+//! says otherwise) and an array's `items`. The description says what the model needs; what is
+//! dropped only loosens the check.
 //!
 //! Source: <https://ai.google.dev/api/caching#Schema>.
 
@@ -83,7 +85,27 @@ pub fn convert(schema: &Value) -> Value {
     if let Some(Value::Array(any)) = schema.get("anyOf").or_else(|| schema.get("oneOf")) {
         out.insert("anyOf".into(), any.iter().map(convert).collect());
     }
+    complete(&mut out);
     Value::Object(out)
+}
+
+/// Fill in what Gemini requires and JSON Schema may leave out: a `type` (inferred from the
+/// keywords present: `properties` an object, `items` an array, `enum` a string, and a string
+/// for a schema that says nothing, Gemini having no "any"), and an array's `items`.
+fn complete(out: &mut Map<String, Value>) {
+    if !out.contains_key("type") && !out.contains_key("anyOf") {
+        let kind = if out.contains_key("properties") {
+            "object"
+        } else if out.contains_key("items") {
+            "array"
+        } else {
+            "string"
+        };
+        out.insert("type".into(), json!(kind));
+    }
+    if out.get("type").and_then(Value::as_str) == Some("array") && !out.contains_key("items") {
+        out.insert("items".into(), json!({"type": "string"}));
+    }
 }
 
 #[cfg(test)]
@@ -108,8 +130,8 @@ mod tests {
             json!({"type": "object", "required": ["path"], "properties": {
                 "path": {"type": "string", "description": "a path"},
                 "limit": {"type": "integer", "nullable": true, "minimum": 1},
-                "mode": {"enum": ["fast"]},
-                "level": {},
+                "mode": {"type": "string", "enum": ["fast"]},
+                "level": {"type": "string"},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "either": {"anyOf": [{"type": "string"}, {"type": "number"}]}}})
         );

@@ -128,8 +128,12 @@ impl Events {
     fn done(&mut self, event: &Value) -> Option<Value> {
         let item = event.get("item")?;
         match item.get("type").and_then(Value::as_str)? {
+            // Only an item with its encrypted content can be sent back with `store: false`;
+            // one without (a model not asked for it) is shown as thoughts and not kept.
             "reasoning" => {
-                self.reasoning.push(item.clone());
+                if item.get("encrypted_content").is_some_and(Value::is_string) {
+                    self.reasoning.push(item.clone());
+                }
                 None
             }
             "function_call" => {

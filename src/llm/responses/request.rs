@@ -7,7 +7,7 @@
 //! - An assistant message becomes its kept reasoning items ([`ITEMS_KEY`], verbatim and first),
 //!   a `message` item with its text as `output_text`, and one `function_call` item per tool call.
 //! - A `tool` message becomes a `function_call_output` item.
-//! - Tools become `{type: "function", name, description, parameters}`.
+//! - Tools become `{type: "function", name, description, parameters, strict: false}`.
 //! - `store: false`, so nothing is kept on OpenAI's side; for a reasoning model (see
 //!   [`super::reasoning_model`]) `include: ["reasoning.encrypted_content"]`, so that its
 //!   reasoning comes back encrypted and can be sent on the next request.
@@ -158,25 +158,30 @@ fn output(content: Option<Value>) -> Value {
 
 /// An assistant message's items: kept reasoning, its text, its calls.
 fn assistant(mut message: Map<String, Value>, input: &mut Vec<Value>) {
-    if let Some(Value::Array(kept)) = message.remove(ITEMS_KEY) {
+    let kept = message.remove(ITEMS_KEY);
+    let text = texts(message.remove("content")).join("");
+    let calls = match message.remove("tool_calls") {
+        Some(Value::Array(calls)) => calls,
+        _ => Vec::new(),
+    };
+    // A reasoning item must be followed by what it led to: the items of an answer cut off with
+    // neither text nor calls are not sent.
+    if let Some(Value::Array(kept)) = kept.filter(|_| !text.is_empty() || !calls.is_empty()) {
         input.extend(kept);
     }
-    let text = texts(message.remove("content")).join("");
     if !text.is_empty() {
         input.push(json!({"type": "message", "role": "assistant",
             "content": [{"type": "output_text", "text": text}]}));
     }
-    if let Some(Value::Array(calls)) = message.remove("tool_calls") {
-        input.extend(calls.into_iter().map(|call| {
-            json!({
-                "type": "function_call",
-                "call_id": call.get("id").cloned().unwrap_or(Value::Null),
-                "name": call.pointer("/function/name").cloned().unwrap_or(Value::Null),
-                "arguments": call.pointer("/function/arguments").cloned()
-                    .unwrap_or_else(|| json!("")),
-            })
-        }));
-    }
+    input.extend(calls.into_iter().map(|call| {
+        json!({
+            "type": "function_call",
+            "call_id": call.get("id").cloned().unwrap_or(Value::Null),
+            "name": call.pointer("/function/name").cloned().unwrap_or(Value::Null),
+            "arguments": call.pointer("/function/arguments").cloned()
+                .unwrap_or_else(|| json!("")),
+        })
+    }));
 }
 
 /// A chat tool as a Responses API tool.
@@ -188,6 +193,9 @@ fn tool(tool: Value) -> Option<Value> {
         "description": function.get("description").cloned().unwrap_or(json!("")),
         "parameters": function.get("parameters").cloned()
             .unwrap_or_else(|| json!({"type": "object"})),
+        // Left out, the Responses API makes the schema strict (every property required): a
+        // tool's optional arguments would become mandatory.
+        "strict": false,
     }))
 }
 
@@ -219,7 +227,7 @@ mod tests {
             "model": "o4-mini", "reasoning": {"effort": "low"}, "instructions": "be brief",
             "stream": true, "store": false, "include": ["reasoning.encrypted_content"],
             "tools": [{"type": "function", "name": "read", "description": "r",
-                "parameters": {"type": "object"}}],
+                "parameters": {"type": "object"}, "strict": false}],
             "input": [
                 {"type": "message", "role": "user", "content": [
                     {"type": "input_text", "text": "look"},
