@@ -43,6 +43,7 @@ pub fn protocols(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
                 .collect();
             let pick = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
             Run {
+                model_rate: pick(|r| r.model_rate),
                 ratio: pick(|r| r.ratio),
                 first_ms: pick(|r| r.first_ms),
                 cpu_us: pick(|r| r.cpu_us),
@@ -50,6 +51,7 @@ pub fn protocols(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
             }
         });
         let run = measured.unwrap_or(Run {
+            model_rate: f64::NAN,
             ratio: f64::NAN,
             first_ms: f64::NAN,
             cpu_us: f64::NAN,
@@ -59,6 +61,7 @@ pub fn protocols(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
         figures.push(Figure::new(name(api, 1), "ms", "").of(run.first_ms));
         figures.push(Figure::new(name(api, 2), "us", "<= 2").of(run.cpu_us));
         figures.push(Figure::new(name(api, 3), "", "").of(run.updates));
+        figures.push(Figure::new(name(api, 4), "/s", "").of(run.model_rate));
     }
     figures
 }
@@ -66,6 +69,7 @@ pub fn protocols(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
 /// What one reply through a protocol gave: its rate against the model's, the first token's
 /// delay over the model's (ms), oml's CPU per delta (µs), and the updates that carried it.
 struct Run {
+    model_rate: f64,
     ratio: f64,
     first_ms: f64,
     cpu_us: f64,
@@ -74,10 +78,11 @@ struct Run {
 
 /// The row names: a `&'static str` each, as the table wants.
 fn name(api: &str, row: usize) -> &'static str {
-    const DETAILS: [&str; 3] = [
+    const DETAILS: [&str; 4] = [
         "  first token over the model's",
         "  oml's CPU per delta",
         "  updates that carried them",
+        "  the fake model alone: events/s",
     ];
     const HEADS: [&str; 4] = [
         "`:chat`: deltas/s against the model's",
@@ -147,6 +152,7 @@ fn one(bin: &Path, api: &str, reply: Reply) -> Run {
     let first = ms(first.unwrap_or(took)) - ms(model_first);
     let per_delta = cpu.as_secs_f64() * 1e6 / n.max(1) as f64;
     Run {
+        model_rate,
         ratio: rate / model_rate,
         first_ms: first,
         cpu_us: per_delta,
