@@ -152,20 +152,21 @@ pub fn snippet(candidate: &Candidate, model: &str) -> String {
     lines.join("\n") + "\n"
 }
 
-/// What a headless run without a model says: the endpoints found, and how to choose.
+/// What the dialog says when it has nothing to offer, or nothing was chosen: what was found,
+/// and how to configure a model without it.
 pub fn advice(candidates: &[Candidate]) -> String {
-    let how = "run `oml` in a terminal to choose a provider and a model, or set llm.model \
-               (e.g. (setq llm.model \"...\") in ~/.config/oml/init.fnl, or OPENAI_MODEL)";
+    let set = "or set llm.model (e.g. (setq llm.model \"...\") in ~/.config/oml/init.fnl, or \
+               OPENAI_MODEL)";
     if candidates.is_empty() {
         return format!(
             "No model configured, and no provider key (OPENAI_API_KEY, ANTHROPIC_API_KEY, \
              GEMINI_API_KEY, OPENROUTER_API_KEY) or local model server (Ollama, llama.cpp) was \
-             found: {how}."
+             found: set a key or start a server and start oml again to choose, {set}."
         );
     }
     let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
     format!(
-        "No model configured. Found: {}. To use one, {how}.",
+        "No model configured. Found: {}. Start oml again to choose one, {set}.",
         names.join(", ")
     )
 }
