@@ -228,6 +228,30 @@ async fn overloaded_529_and_an_in_stream_overloaded_error_are_retried() {
 }
 
 #[tokio::test]
+async fn an_in_stream_error_that_is_the_requests_fault_is_not_retried() {
+    let fake = FakeModel::start([
+        Reply::Events(vec![
+            a::start(1, 0, 0),
+            a::error("invalid_request_error", "bad image"),
+        ]),
+        says("never asked for"),
+    ]);
+    let (result, events) = chat(
+        &config(&fake),
+        &request(vec![json!({"role": "user", "content": "hi"})]),
+    )
+    .await;
+    let error = result.expect_err("the call fails at once");
+    assert!(matches!(error, LlmError::Provider { .. }), "{error:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Retry { .. }))
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn an_error_after_output_is_final_and_keeps_the_text() {
     let mut steps = vec![a::start(1, 0, 0)];
     steps.extend(a::text(0, &["partial "]));

@@ -441,7 +441,7 @@ fn fold_failure(error: FoldError, fold: Fold) -> LlmError {
             reason,
             partial,
         },
-        FoldError::Provider { message } => LlmError::Provider { message, partial },
+        FoldError::Provider { message, .. } => LlmError::Provider { message, partial },
     }
 }
 

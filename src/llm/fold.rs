@@ -62,8 +62,10 @@ pub enum FoldError {
     #[error("malformed chunk from the model ({reason}): {chunk}")]
     Malformed { chunk: String, reason: String },
     /// The chunk carries a top-level `error`; `message` is its `message` or its JSON, capped.
+    /// `transient`: its kind, status or code says the provider was busy or failed on its side
+    /// ([`is_transient`]), so the same request may succeed again.
     #[error("the model provider reported an error: {message}")]
-    Provider { message: String },
+    Provider { message: String, transient: bool },
 }
 
 /// The accumulated state of one streamed reply.
@@ -218,6 +220,7 @@ impl Fold {
         if let Some(error) = chunk.error {
             return Err(FoldError::Provider {
                 message: provider_message(&error),
+                transient: is_transient(&error),
             });
         }
         if let Some(usage) = chunk.usage {
@@ -445,6 +448,36 @@ fn malformed(payload: &str, error: &dyn fmt::Display) -> FoldError {
         chunk: cap_chars(payload, MAX_QUOTED_CHUNK_CHARS),
         reason: error.to_string(),
     }
+}
+
+/// Error kinds, statuses and codes that mean the provider was busy or failed on its side (not
+/// the request's fault): Anthropic's `type`, Gemini's `status`, OpenAI's `code`, and HTTP-like
+/// numeric codes.
+const TRANSIENT_KINDS: [&str; 9] = [
+    "overloaded_error",
+    "api_error",
+    "rate_limit_error",
+    "server_error",
+    "rate_limit_exceeded",
+    "UNAVAILABLE",
+    "RESOURCE_EXHAUSTED",
+    "INTERNAL",
+    "DEADLINE_EXCEEDED",
+];
+
+/// Whether a provider's in-stream `error` is worth the same request again.
+pub fn is_transient(error: &Value) -> bool {
+    let named = ["type", "status", "code"].iter().any(|key| {
+        error
+            .get(key)
+            .and_then(Value::as_str)
+            .is_some_and(|kind| TRANSIENT_KINDS.contains(&kind))
+    });
+    let numbered = error
+        .get("code")
+        .and_then(Value::as_u64)
+        .is_some_and(|code| code == 429 || (500..600).contains(&code));
+    named || numbered
 }
 
 fn provider_message(error: &Value) -> String {
@@ -805,6 +838,25 @@ mod tests {
     }
 
     #[test]
+    fn transient_provider_errors_by_kind_status_or_code() {
+        for error in [
+            json!({"type": "overloaded_error"}),
+            json!({"status": "UNAVAILABLE", "code": 503}),
+            json!({"code": "server_error"}),
+            json!({"code": 429}),
+        ] {
+            assert!(is_transient(&error), "{error}");
+        }
+        for error in [
+            json!({"type": "invalid_request_error"}),
+            json!({"status": "INVALID_ARGUMENT", "code": 400}),
+            json!("plain text"),
+        ] {
+            assert!(!is_transient(&error), "{error}");
+        }
+    }
+
+    #[test]
     fn a_provider_error_chunk_fails_with_its_message() {
         let mut fold = Fold::new();
         let chunk = json!({"error": {"code": 502, "message": "upstream died"}, "choices": []});
@@ -814,7 +866,8 @@ mod tests {
         assert_eq!(
             error,
             FoldError::Provider {
-                message: "upstream died".into()
+                message: "upstream died".into(),
+                transient: true,
             }
         );
     }

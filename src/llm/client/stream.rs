@@ -99,13 +99,20 @@ impl Call<'_> {
         Ok(outcome)
     }
 
-    /// The failure for a payload that could not be folded. An error the provider reports in
-    /// a native stream before any output (Anthropic's `overloaded_error` after the 200, say) is
-    /// retried like the 529 it stands for; on the chat protocol, and after output, it is final.
+    /// The failure for a payload that could not be folded. A transient error the provider
+    /// reports in a native stream before any output (Anthropic's `overloaded_error` after the
+    /// 200, say) is retried like the 529 it stands for; any other, one on the chat protocol,
+    /// and any after output, is final.
     fn payload_failure(&self, error: FoldError, fold: Fold) -> Failure {
         let retry = self.api != crate::llm::Api::Chat
             && !fold.has_output()
-            && matches!(error, FoldError::Provider { .. });
+            && matches!(
+                error,
+                FoldError::Provider {
+                    transient: true,
+                    ..
+                }
+            );
         let error = fold_failure(error, fold);
         if retry {
             Failure::Retryable {
