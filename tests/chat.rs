@@ -18,6 +18,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::chat::{exit, wait_ready};
 use support::fake_model::{
     FakeModel, Reply, Step, pieces, text_chunks, tool_call_chunks, usage_chunk,
 };
@@ -59,35 +60,12 @@ fn open_sized(
     term
 }
 
-/// Wait until the chat reads input: the cursor right after an empty `› ` prompt. Only after
-/// something new has been seen since the last input: an empty prompt is also what the screen
-/// shows the moment a line is typed, before its echo.
-fn wait_ready(term: &Term) -> String {
-    term.wait_until("the empty prompt `› `", DEADLINE, |screen| {
-        let (row, col) = screen.cursor_position();
-        let line = screen
-            .rows(0, screen.size().1)
-            .nth(usize::from(row))
-            .unwrap_or_default();
-        line.trim_end() == "›" && col == 2
-    })
-}
-
 /// Type `input`, wait for `marker` (text the input makes appear), then for the next prompt;
 /// returns the screen then.
 fn say(term: &Term, input: &str, marker: &str) -> String {
     term.type_line(input);
     term.wait_for(marker, DEADLINE);
     wait_ready(term)
-}
-
-/// End the chat with Ctrl-D and check that it exits with status 0.
-fn exit(term: &Term) {
-    // At the prompt: typed during a turn, with the terminal in cooked mode, Ctrl-D is an end
-    // of file nobody reads, and is gone once the line editor takes the terminal.
-    wait_ready(term);
-    term.ctrl_d();
-    assert_eq!(term.wait_exit(DEADLINE), Some(0), "{}", term.text());
 }
 
 /// A `bash` tool call running `command`.

@@ -5,6 +5,7 @@
 
 mod support;
 
+use support::chat::exit;
 use support::fake_model::{FakeModel, Reply, text_chunks};
 use support::home::Env;
 use support::pty::{DEADLINE, Term};
@@ -61,21 +62,6 @@ fn the_chat_offers_a_provider_and_a_model_and_writes_them_to_the_init_file() {
     term.type_line("hi");
     term.wait_for("hello again", DEADLINE);
     exit(&term);
-}
-
-/// Wait for the empty prompt (the cursor right after `› `), end the chat with Ctrl-D, and check
-/// that it exits with status 0.
-fn exit(term: &Term) {
-    term.wait_until("the empty prompt `› `", DEADLINE, |screen| {
-        let (row, col) = screen.cursor_position();
-        let line = screen
-            .rows(0, screen.size().1)
-            .nth(usize::from(row))
-            .unwrap_or_default();
-        line.trim_end() == "›" && col == 2
-    });
-    term.ctrl_d();
-    assert_eq!(term.wait_exit(DEADLINE), Some(0), "{}", term.text());
 }
 
 /// Headless, nothing is asked: the first model call fails naming the providers found and how to

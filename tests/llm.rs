@@ -10,11 +10,11 @@ use oml::cancel::CancelToken;
 use oml::llm::fold::Fold;
 use oml::llm::sse::SseDecoder;
 use oml::llm::{
-    ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, SendReasoning, StreamEvent, ToolCall,
-    ToolSpec,
+    ChatRequest, LlmClient, LlmConfig, LlmError, SendReasoning, StreamEvent, ToolCall, ToolSpec,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::call::chat;
 use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
     usage_chunk,
@@ -42,23 +42,6 @@ fn user(text: &str) -> ChatRequest {
         messages: vec![json!({"role": "user", "content": text})],
         ..ChatRequest::default()
     }
-}
-
-/// One call; returns its result and every event it sent.
-async fn chat(
-    config: &LlmConfig,
-    request: &ChatRequest,
-) -> (Result<ChatOutcome, LlmError>, Vec<StreamEvent>) {
-    let (events, mut received) = mpsc::unbounded_channel();
-    let result = LlmClient::new()
-        .stream_chat(config, request, &events, &CancelToken::new())
-        .await;
-    drop(events);
-    let mut all = Vec::new();
-    while let Some(event) = received.recv().await {
-        all.push(event);
-    }
-    (result, all)
 }
 
 fn text(piece: &str) -> StreamEvent {

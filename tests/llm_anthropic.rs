@@ -8,15 +8,12 @@ mod support;
 
 use std::time::Duration;
 
-use oml::cancel::CancelToken;
-use oml::llm::{
-    Api, ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, StreamEvent, ToolSpec,
-};
+use oml::llm::{Api, ChatRequest, LlmConfig, LlmError, StreamEvent, ToolSpec};
 use serde_json::{Value, json};
 use support::anthropic::{self as a, reply, says};
+use support::call::chat;
 use support::fake_model::{FakeModel, Reply, Step};
 use support::home::Env;
-use tokio::sync::mpsc;
 
 fn config(fake: &FakeModel) -> LlmConfig {
     LlmConfig {
@@ -30,22 +27,6 @@ fn config(fake: &FakeModel) -> LlmConfig {
         idle_timeout: Duration::from_secs(10),
         ..LlmConfig::default()
     }
-}
-
-async fn chat(
-    config: &LlmConfig,
-    request: &ChatRequest,
-) -> (Result<ChatOutcome, LlmError>, Vec<StreamEvent>) {
-    let (events, mut received) = mpsc::unbounded_channel();
-    let result = LlmClient::new()
-        .stream_chat(config, request, &events, &CancelToken::new())
-        .await;
-    drop(events);
-    let mut all = Vec::new();
-    while let Some(event) = received.recv().await {
-        all.push(event);
-    }
-    (result, all)
 }
 
 fn request(messages: Vec<Value>) -> ChatRequest {

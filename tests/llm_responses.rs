@@ -6,15 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use oml::cancel::CancelToken;
-use oml::llm::{
-    Api, ChatOutcome, ChatRequest, LlmClient, LlmConfig, LlmError, StreamEvent, ToolSpec,
-};
+use oml::llm::{Api, ChatOutcome, ChatRequest, LlmConfig, LlmError, StreamEvent, ToolSpec};
 use serde_json::{Value, json};
 use support::fake_model::{FakeModel, Reply, Step};
 use support::home::Env;
 use support::responses::{self as r, reply, says};
-use tokio::sync::mpsc;
 
 fn config(fake: &FakeModel) -> LlmConfig {
     LlmConfig {
@@ -42,16 +38,7 @@ async fn chat(
         }],
         model: None,
     };
-    let (events, mut received) = mpsc::unbounded_channel();
-    let result = LlmClient::new()
-        .stream_chat(config, &request, &events, &CancelToken::new())
-        .await;
-    drop(events);
-    let mut all = Vec::new();
-    while let Some(event) = received.recv().await {
-        all.push(event);
-    }
-    (result, all)
+    support::call::chat(config, &request).await
 }
 
 #[tokio::test]

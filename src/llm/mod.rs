@@ -28,6 +28,7 @@
 
 pub mod anthropic;
 pub mod api;
+pub mod chat_shape;
 pub mod client;
 pub mod config;
 pub mod error;

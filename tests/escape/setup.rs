@@ -32,16 +32,7 @@ fn a_model_id_from_a_servers_list_cannot_put_code_in_the_init_file() {
     );
     term.type_line("1");
     term.wait_for("Added to", DEADLINE);
-    term.wait_until("the empty prompt", DEADLINE, |screen| {
-        let (row, col) = screen.cursor_position();
-        let line = screen
-            .rows(0, screen.size().1)
-            .nth(usize::from(row))
-            .unwrap_or_default();
-        line.trim_end() == "›" && col == 2
-    });
-    term.ctrl_d();
-    assert_eq!(term.wait_exit(DEADLINE), Some(0), "{}", term.text());
+    crate::support::chat::exit(&term);
 
     let out = t
         .command(None, &["eval", "llm.model"])

@@ -7,6 +7,8 @@
 
 pub mod acp;
 pub mod anthropic;
+pub mod call;
+pub mod chat;
 pub mod editor;
 pub mod fake_model;
 pub mod gemini;

@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 
 use super::THINKING_KEY;
 use crate::llm::ChatOutcome;
+use crate::llm::chat_shape::{delta_chunk, tool_chunk};
 
 /// What one content block of the reply is, by its index.
 #[derive(Debug)]
@@ -100,13 +101,13 @@ impl Events {
                 let text = block.get("text").and_then(Value::as_str).unwrap_or("");
                 (
                     Block::Text,
-                    (!text.is_empty()).then(|| delta(json!({"content": text}))),
+                    (!text.is_empty()).then(|| delta_chunk(json!({"content": text}))),
                 )
             }
             Some("tool_use") => {
                 let call = self.calls;
                 self.calls += 1;
-                let chunk = tool_delta(
+                let chunk = tool_chunk(
                     call,
                     json!({
                     "id": block.get("id").cloned().unwrap_or(Value::Null),
@@ -133,11 +134,11 @@ impl Events {
         let kind = delta_.get("type").and_then(Value::as_str)?;
         let block = self.blocks.iter_mut().rev().find(|(i, _)| *i == index);
         match (kind, block) {
-            ("text_delta", _) => Some(delta(json!({"content": text("text")}))),
+            ("text_delta", _) => Some(delta_chunk(json!({"content": text("text")}))),
             ("input_json_delta", Some((_, Block::Tool { call, input }))) => {
                 *input = true;
                 let arguments = text("partial_json");
-                Some(tool_delta(
+                Some(tool_chunk(
                     *call,
                     json!({"function": {"arguments": arguments}}),
                 ))
@@ -145,7 +146,7 @@ impl Events {
             ("thinking_delta", Some((_, Block::Thinking(at)))) => {
                 let piece = text("thinking");
                 append(&mut self.thinking[*at], "thinking", piece);
-                Some(delta(json!({"reasoning_content": piece})))
+                Some(delta_chunk(json!({"reasoning_content": piece})))
             }
             ("signature_delta", Some((_, Block::Thinking(at)))) => {
                 append(&mut self.thinking[*at], "signature", text("signature"));
@@ -159,7 +160,7 @@ impl Events {
         let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
         match self.blocks.iter().rev().find(|(i, _)| *i == index) {
             Some((_, Block::Tool { call, input: false })) => {
-                Some(tool_delta(*call, json!({"function": {"arguments": "{}"}})))
+                Some(tool_chunk(*call, json!({"function": {"arguments": "{}"}})))
             }
             _ => None,
         }
@@ -205,15 +206,6 @@ fn chat_usage(usage: &Map<String, Value>) -> Value {
     out.insert("completion_tokens".into(), json!(completion));
     out.insert("total_tokens".into(), json!(prompt + completion));
     Value::Object(out)
-}
-
-fn delta(delta: Value) -> Value {
-    json!({"choices": [{"index": 0, "delta": delta}]})
-}
-
-fn tool_delta(call: usize, mut fields: Value) -> Value {
-    fields["index"] = json!(call);
-    delta(json!({ "tool_calls": [fields] }))
 }
 
 fn append(block: &mut Value, key: &str, piece: &str) {

@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use super::{DEFAULT_MAX_TOKENS, THINKING_KEY};
+use crate::llm::chat_shape::{image_url, inline_data};
 
 /// Fields of the chat body that are not carried over as they are.
 const CHAT_ONLY_KEYS: [&str; 5] = ["messages", "tools", "stream_options", "stream", "model"];
@@ -137,24 +138,14 @@ fn part(part: Value) -> Option<Value> {
             let text = part.get("text").and_then(Value::as_str).unwrap_or("");
             (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
         }
-        "image_url" => {
-            let url = part
-                .pointer("/image_url/url")
-                .or_else(|| part.get("image_url"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            Some(image(url))
-        }
+        "image_url" => Some(image(image_url(&part).unwrap_or(""))),
         _ => Some(part),
     }
 }
 
 /// An image block for a chat image URL.
 fn image(url: &str) -> Value {
-    let inline = url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(";base64,"));
-    match inline {
+    match inline_data(url) {
         Some((media_type, data)) => json!({"type": "image", "source": {
             "type": "base64", "media_type": media_type, "data": data}}),
         None => json!({"type": "image", "source": {"type": "url", "url": url}}),

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::SIGNATURES_KEY;
+use crate::llm::chat_shape::{image_url, inline_data};
 
 /// Fields of the chat body that are not carried over as they are.
 const CHAT_ONLY_KEYS: [&str; 5] = ["messages", "tools", "stream_options", "stream", "model"];
@@ -130,14 +131,8 @@ fn part(part: &Value) -> Option<Value> {
             (!text.is_empty()).then(|| json!({ "text": text }))
         }
         "image_url" => {
-            let url = part
-                .pointer("/image_url/url")
-                .or_else(|| part.get("image_url"))
-                .and_then(Value::as_str)?;
-            let inline = url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"));
-            Some(match inline {
+            let url = image_url(part)?;
+            Some(match inline_data(url) {
                 Some((mime, data)) => json!({"inlineData": {"mimeType": mime, "data": data}}),
                 None => json!({"fileData": {"fileUri": url}}),
             })

@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use super::ITEMS_KEY;
 use crate::llm::ChatOutcome;
+use crate::llm::chat_shape::{delta_chunk, tool_chunk};
 
 /// A function call of the reply: its output index, its index among the calls, and whether its
 /// arguments streamed.
@@ -61,18 +62,18 @@ impl Events {
                 let output = event.get("output_index").and_then(Value::as_u64)?;
                 let call = self.calls.iter_mut().find(|c| c.output == output)?;
                 call.streamed = true;
-                Some(tool_delta(
+                Some(tool_chunk(
                     call.index,
                     json!({"function": {"arguments": text("delta")}}),
                 ))
             }
-            "response.output_text.delta" => Some(delta(json!({"content": text("delta")}))),
+            "response.output_text.delta" => Some(delta_chunk(json!({"content": text("delta")}))),
             "response.refusal.delta" => {
                 self.refused = true;
-                Some(delta(json!({"content": text("delta")})))
+                Some(delta_chunk(json!({"content": text("delta")})))
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                Some(delta(json!({"reasoning_content": text("delta")})))
+                Some(delta_chunk(json!({"reasoning_content": text("delta")})))
             }
             "response.output_item.done" => self.done(event),
             "response.completed" | "response.incomplete" => {
@@ -115,7 +116,7 @@ impl Events {
             index,
             streamed: false,
         });
-        Some(tool_delta(
+        Some(tool_chunk(
             index,
             json!({
                 "id": item.get("call_id").cloned().unwrap_or(Value::Null),
@@ -146,7 +147,7 @@ impl Events {
                     .get("arguments")
                     .cloned()
                     .unwrap_or_else(|| json!("{}"));
-                Some(tool_delta(
+                Some(tool_chunk(
                     call.index,
                     json!({"function": {"arguments": arguments}}),
                 ))
@@ -194,15 +195,6 @@ fn chat_usage(usage: &Map<String, Value>) -> Value {
         json!({"cached_tokens": cached}),
     );
     Value::Object(out)
-}
-
-fn delta(delta: Value) -> Value {
-    json!({"choices": [{"index": 0, "delta": delta}]})
-}
-
-fn tool_delta(call: usize, mut fields: Value) -> Value {
-    fields["index"] = json!(call);
-    delta(json!({ "tool_calls": [fields] }))
 }
 
 #[cfg(test)]

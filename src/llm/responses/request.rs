@@ -18,6 +18,7 @@
 use serde_json::{Map, Value, json};
 
 use super::ITEMS_KEY;
+use crate::llm::chat_shape::image_url;
 
 /// Fields of the chat body that are not carried over as they are.
 const CHAT_ONLY_KEYS: [&str; 4] = ["messages", "tools", "stream_options", "stream"];
@@ -136,11 +137,7 @@ fn part(part: Value) -> Option<Value> {
             (!text.is_empty()).then(|| json!({"type": "input_text", "text": text}))
         }
         "image_url" => {
-            let url = part
-                .pointer("/image_url/url")
-                .or_else(|| part.get("image_url"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let url = image_url(&part).unwrap_or("");
             Some(json!({"type": "input_image", "image_url": url}))
         }
         _ => Some(part),
