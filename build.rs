@@ -43,6 +43,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_usage", "src/agent/usage.fnl"),
     ("agent_protocol", "src/agent/protocol.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
+    ("agent_rewind", "src/agent/rewind.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),

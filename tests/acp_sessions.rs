@@ -36,6 +36,7 @@ fn the_official_python_sdk_drives_oml_acp() {
         )),
         Reply::from(text_chunks(&["done"])),
         partial_then_hang("slow"),
+        Reply::from(text_chunks(&["in the fork"])),
         // As an editor: read the buffer, write through the client, run a command in its
         // terminal.
         Reply::from(tool_call_chunks(
@@ -82,8 +83,18 @@ fn the_official_python_sdk_drives_oml_acp() {
         std::fs::read_to_string(env.project.join("py.txt")).unwrap(),
         "from python"
     );
+    // The fork's first request holds the parent's conversation, then its own prompt.
+    let fork_request = &fake.requests()[3].body["messages"];
+    let users: Vec<&str> = fork_request
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["write the file", "take your time", "in the fork"]);
     // What the model read of the editor's fs and terminal.
-    let results: Vec<String> = fake.requests()[4..]
+    let results: Vec<String> = fake.requests()[5..]
         .iter()
         .map(|r| r.body["messages"].as_array().unwrap().last().unwrap()["content"].to_string())
         .collect();
@@ -193,7 +204,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
         assert_eq!(init["agentCapabilities"]["loadSession"], true);
         assert_eq!(
             init["agentCapabilities"]["sessionCapabilities"],
-            json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
+            json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}})
         );
         let (sid, _) = c.new_session(&env.project);
         let id = c.prompt(&sid, "What do my notes say?");

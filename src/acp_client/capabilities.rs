@@ -29,6 +29,7 @@ pub struct SessionCapabilities {
     pub close: Flag,
     pub resume: Flag,
     pub delete: Flag,
+    pub fork: Flag,
     pub additional_directories: Flag,
     pub system_prompt: Flag,
 }

@@ -194,7 +194,7 @@ impl Client {
     }
 
     /// Whether the agent advertises `sessionCapabilities.<name>` (`list`, `close`, `resume`,
-    /// `delete`).
+    /// `delete`, `fork`).
     pub fn has_session_capability(&self, name: &str) -> bool {
         let s = &self.inner.initialized.capabilities.session_capabilities;
         match name {
@@ -202,6 +202,7 @@ impl Client {
             "close" => s.close.0,
             "resume" => s.resume.0,
             "delete" => s.delete.0,
+            "fork" => s.fork.0,
             _ => false,
         }
     }

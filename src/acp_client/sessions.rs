@@ -1,4 +1,4 @@
-//! The session methods of [`Client`]: `session/new`, `load`, `resume`, `list`, `close`, and a
+//! The session methods of [`Client`]: `session/new`, `load`, `resume`, `fork`, `list`, `close`, and a
 //! session's mode, config options and model. Each sends one request and returns the answer as
 //! on the wire; a method the agent does not offer is refused before anything is sent.
 
@@ -64,7 +64,29 @@ impl Client {
         Ok(null_to_object(answer))
     }
 
-    /// `session/load` or `session/resume` of `session_id` in `cwd` (made absolute).
+    /// `session/fork` (when advertised): a new session of the agent with `session_id`'s
+    /// history, answered as [`Client::new_session`] (its id in the answer).
+    pub async fn fork_session(
+        &self,
+        session_id: &str,
+        cwd: &Path,
+    ) -> Result<(Value, Vec<Update>), ClientError> {
+        if !self.has_session_capability("fork") {
+            return Err(capability("session/fork", "sessionCapabilities.fork"));
+        }
+        let answer = self.reopen("session/fork", session_id, cwd).await?;
+        let Some(id) = super::answers::session_id(&answer) else {
+            return Err(ClientError::new(
+                Category::Protocol,
+                "the agent's session/fork answer has no sessionId",
+            ));
+        };
+        let held = self.router().register(id);
+        Ok((answer, held))
+    }
+
+    /// `session/load`, `session/resume` or `session/fork` of `session_id` in `cwd` (made
+    /// absolute).
     async fn reopen(
         &self,
         method: &str,

@@ -451,7 +451,7 @@ to change the permission policy or rewrite results."
           (if blocked
               {:content (.. "Blocked: " blocked) :error? true}
               (do (agent.on-tool-allowed call)
-                  (entry.fn call.args)))))))
+                  (agent.with-checkpoint call #(entry.fn call.args))))))))
 
 (fn agent.tool-result-message [call result]
   "The transcript message for the tool CALL's RESULT: {:role \"tool\" :tool_call_id :content}."
@@ -537,14 +537,16 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
     nil))
 
 (fn agent.prompt [text ?parts]
-  "One user prompt: run it as a slash command when it names one, else append it to the
+  "One user prompt: run it as a slash command when it names one, else mark it
+(`session.mark-prompt!`, the point /rewind and /fork count) and append it to the
 transcript (with ?PARTS, the prompt's images as content parts, see `agent.user-content`) and run
 the loop. Returns {:stop-reason :command}."
   (let [parsed (agent.parse-prompt text)]
     (if parsed.command
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
-        (do (session.append-message! {:role :user :content (agent.user-content text ?parts)})
+        (do (session.mark-prompt! text)
+            (session.append-message! {:role :user :content (agent.user-content text ?parts)})
             {:stop-reason (agent.run)}))))
 
 ;;; Primitives built on the loop

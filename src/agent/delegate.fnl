@@ -36,20 +36,23 @@
 
 (fn agent.defdelegate [name profile]
   "Define the delegate NAME for the `delegate` tool and `agent.delegate`: PROFILE is {:agent
-:model :mode :system-prompt :description}, :agent the name of an agent (`client.agents`, or a
-catalog agent such as \"oml\"), :model and :mode what its sessions are switched to, :system-prompt
-instructions sent ahead of the first prompt, :description what the model is told it is for.
-Returns NAME."
+:model :mode :system-prompt :description :fork-session}, :agent the name of an agent
+(`client.agents`, or a catalog agent such as \"oml\"), :model and :mode what its sessions are
+switched to, :system-prompt instructions sent ahead of the first prompt, :description what the
+model is told it is for, :fork-session the id of one of the agent's stored sessions that each
+delegation forks (session/fork, when the agent offers it) instead of starting cold: its context
+comes along, cheaper with a caching provider. Returns NAME."
   (when (or (not= :string (type name)) (not (name:find "^[%w_%-]+$")))
     (error "agent.defdelegate: the name is a string of letters, digits, - and _" 2))
   (when (or (not= :table (type profile)) (not= :string (type profile.agent)))
     (error "agent.defdelegate: expected (agent.defdelegate :name {:agent :oml :model \"...\" :mode :read-only :system-prompt \"...\"})" 2))
-  (each [_ k (ipairs [:model :mode :system-prompt :description])]
+  (each [_ k (ipairs [:model :mode :system-prompt :description :fork-session])]
     (when (and (not= nil (. profile k)) (not= :string (type (. profile k))))
       (error (.. "agent.defdelegate: :" k " is a string") 2)))
   (tset agent.delegates name {:agent profile.agent :model profile.model :mode profile.mode
                               :system-prompt (. profile :system-prompt)
-                              :description profile.description})
+                              :description profile.description
+                              :fork-session (. profile :fork-session)})
   name)
 
 (fn agent.delegate-names []
@@ -165,7 +168,11 @@ location), :content its proposed diffs, :id the delegate tool call's."
                   (session.with parent agent.delegate-permission name request)
                   (agent.delegate-permission name request)))
         conn (c.connect profile.agent {:on-permission ask :cwd cwd})
-        (ok s) (pcall c.new-session conn cwd)
+        base (. profile :fork-session)
+        fork? (and base (. (c.capabilities conn) :fork-session))
+        (ok s) (if fork?
+                   (pcall c.fork-session conn base cwd)
+                   (pcall c.new-session conn cwd))
         (ok2 e) (if ok (pcall configure! conn s profile) (values false s))]
     (when (not ok2)
       (c.close conn)

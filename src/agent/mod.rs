@@ -56,6 +56,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("usage"),
     agent_file!("protocol"),
     agent_file!("commands"),
+    agent_file!("rewind"),
     agent_file!("compact"),
 ];
 

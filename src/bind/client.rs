@@ -140,7 +140,7 @@ const RAW: &[HostFn] = &[
         name: "capabilities",
         args: "conn",
         doc: "What the agent of CONN negotiated: :protocol-version, the flags :load-session \
-              :list-sessions :close-session :resume-session :delete-session \
+              :list-sessions :close-session :resume-session :delete-session :fork-session \
               :additional-directories :system-prompt :image-content :audio-content \
               :embedded-context :mcp-http :mcp-sse :logout, :authenticated (the method \
               client.connect authenticated with by itself, or nil), and as on the wire \
@@ -220,6 +220,26 @@ const RAW: &[HostFn] = &[
                     }
                     .map(|answer| (answer, Vec::new()));
                     turns::opened_session(&lua, &conn, opened, Some(&sid)).await
+                }
+            })
+        },
+    },
+    HostFn {
+        name: "fork-session",
+        args: "conn session-id ?cwd",
+        doc: "session/fork of SESSION-ID in ?CWD, when the agent advertises it (else a \
+              :capability error): a new session of the agent that starts with SESSION-ID's \
+              history (cheaper than a cold start with a caching provider). Returns the new \
+              session's table as client.new-session does.",
+        make: |lua| {
+            create_async_function(lua, |lua, (conn, sid, cwd): SessionArgs| {
+                let conn = conn.clone();
+                async move {
+                    let opened = match turns::session_cwd(cwd) {
+                        Ok(cwd) => conn.client.fork_session(&sid, &cwd).await,
+                        Err(e) => Err(e),
+                    };
+                    turns::opened_session(&lua, &conn, opened, None).await
                 }
             })
         },

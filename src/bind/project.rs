@@ -180,7 +180,7 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
 
 /// The sandbox oml's own `git status` runs in: read-only, no network (the secrets stay, git
 /// needs none of them but reads no more than the user's own git does).
-fn read_only() -> crate::sandbox::Prepared {
+pub(crate) fn read_only() -> crate::sandbox::Prepared {
     crate::sandbox::prepare(&crate::sandbox::Policy {
         mode: crate::sandbox::Mode::ReadOnly,
         writable: Vec::new(),

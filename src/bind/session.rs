@@ -1,6 +1,8 @@
 //! The agent's session primitives: the `session.*` functions, `oml.compile-string` and
 //! `oml.reload`. The Rust implementations of the built-in tools and the tool settings are in
-//! [`tools`]. What is recorded has the known secrets taken out ([`secrets`]).
+//! [`tools`]; checkpoints, rewinds and forks in [`rewind`], the checkpoints of commands in
+//! [`changes`], `oml.reload` in [`reload`]. What is recorded has the known secrets taken out
+//! ([`secrets`]).
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
@@ -8,10 +10,15 @@
 //! a copy (JSON ⇄ Lua). This module knows nothing of the agent loop or of the frontends that
 //! receive the events.
 
+mod changes;
 mod descriptors;
 mod preview;
+mod reload;
+mod rewind;
 mod secrets;
 pub(crate) mod tools;
+
+pub use reload::install_reload;
 
 use super::rt;
 use std::path::{Path, PathBuf};
@@ -47,6 +54,8 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let session = define(lua, "session", SESSION)?;
     define(lua, "oml", OML)?;
     tools::install(lisp)?;
+    rewind::install(lisp)?;
+    changes::install(lisp)?;
     preview::install(lisp.lua())?;
     // The default `session.emit!`, kept where the delta shortcut can compare it with what the
     // name holds now.
@@ -476,65 +485,6 @@ fn append_large(
         let message = from_lua(lua, item)?;
         s.with(id, |s| s.transcript.push(Arc::new(message)));
     }
-    Ok(())
-}
-
-/// The init paths `oml.reload` loads, which only the CLI knows.
-struct ReloadPaths(Arc<crate::paths::Paths>);
-
-/// `oml.reload`: what `/reload` calls.
-const RELOAD: &[HostFn] = &[HostFn {
-    name: "reload",
-    args: "dir",
-    doc: "Load the user init file again, then the project init file of the directory DIR (as \
-          init.project-init allows). Returns a report for the user: \"Reloaded FILES\" or \
-          \"Reloaded nothing (no init files)\", with one \"- \" line per error or notice.",
-    make: |lua| {
-        // A weak handle: the function lives inside the state it would otherwise keep alive.
-        let weak = lua.weak();
-        crate::lisp::create_async_function(lua, move |_, dir: String| {
-            let weak = weak.clone();
-            async move {
-                let Some(lua) = weak.try_upgrade() else {
-                    return Ok(String::new());
-                };
-                let lisp = Lisp::from_lua(&lua).ok_or_else(|| rt("the Lisp host is gone"))?;
-                let paths = lua
-                    .app_data_ref::<ReloadPaths>()
-                    .map(|p| Arc::clone(&p.0))
-                    .ok_or_else(|| rt("oml.reload: no init paths"))?;
-                let report =
-                    crate::lisp::init::load_all(&lisp, &paths, Some(Path::new(&dir)), true).await;
-                Ok(reload_report(&report))
-            }
-        })
-    },
-}];
-
-/// `oml.reload`'s answer for `report`.
-fn reload_report(report: &crate::lisp::init::InitReport) -> String {
-    let mut out = if report.loaded.is_empty() {
-        "Reloaded nothing (no init files)".to_owned()
-    } else {
-        let files: Vec<String> = report
-            .loaded
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        format!("Reloaded {}", files.join(" and "))
-    };
-    for line in report.messages() {
-        out.push_str("\n- ");
-        out.push_str(&line);
-    }
-    out
-}
-
-/// Install `oml.reload`, which loads the init files of `paths`. The CLI calls it after the
-/// agent, since only it knows the paths.
-pub fn install_reload(lisp: &Lisp, paths: crate::paths::Paths) -> Result<(), LispError> {
-    lisp.lua().set_app_data(ReloadPaths(Arc::new(paths)));
-    define(lisp.lua(), "oml", RELOAD)?;
     Ok(())
 }
 

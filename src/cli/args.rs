@@ -47,6 +47,11 @@ pub struct Cli {
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
 
+    /// The chat: go on with a new fork of the stored session ID (its whole history; the
+    /// session ID itself is left as it is).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["continue_", "resume", "session", "no_session"])]
+    pub fork: Option<String>,
+
     /// The chat: the model of its sessions (default: llm.model, $OPENAI_MODEL).
     #[arg(long, value_name = "ID")]
     pub model: Option<String>,
@@ -221,6 +226,10 @@ pub struct PrintArgs {
     /// Go on with the stored session ID.
     #[arg(long, value_name = "ID", conflicts_with = "no_session")]
     pub session: Option<String>,
+
+    /// Go on with a new fork of the stored session ID (its whole history; ID is left as it is).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["session", "continue_", "no_session"])]
+    pub fork: Option<String>,
 
     /// Do not store the session.
     #[arg(long)]

@@ -44,6 +44,8 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
         crate::front::chat::Start::Pick
     } else if let Some(id) = &cli.session {
         crate::front::chat::Start::Id(id.clone())
+    } else if let Some(parent) = &cli.fork {
+        crate::front::chat::Start::Id(fork_stored(paths, parent)?)
     } else {
         crate::front::chat::Start::New
     };
@@ -324,6 +326,8 @@ pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32
             SessionChoice::Continue
         } else if let Some(id) = &args.session {
             SessionChoice::Id(id.clone())
+        } else if let Some(parent) = &args.fork {
+            SessionChoice::Id(fork_stored(paths, parent)?)
         } else {
             SessionChoice::New
         },
@@ -390,34 +394,56 @@ async fn read_stdin() -> String {
     text
 }
 
-/// `oml sessions`: one line per stored session (id, last update, title), latest first.
+/// `--fork ID`: a new stored session with the whole history of the stored session `parent`;
+/// its id.
+fn fork_stored(paths: &Paths, parent: &str) -> anyhow::Result<String> {
+    let store = Store::new(paths.sessions_dir());
+    if !store.exists(parent) {
+        anyhow::bail!("no stored session {parent}");
+    }
+    let id = crate::session::store::new_id();
+    crate::session::fork::fork(&store, parent, &id, None, None)
+        .with_context(|| format!("cannot fork session {parent}"))?;
+    Ok(id)
+}
+
+/// `oml sessions`: one line per stored session (id, last update, title), latest first, each
+/// fork right under its parent, indented.
 pub(super) fn list_sessions(paths: &Paths, all: bool, json: bool) -> i32 {
     let store = Store::new(paths.sessions_dir());
     let cwd = std::env::current_dir().ok();
     let list = store.list(if all { None } else { cwd.as_deref() });
-    for s in &list {
+    for (depth, s) in crate::session::fork::tree(&list) {
         if json {
             out!(
                 "{}",
                 serde_json::json!({"id": s.id, "cwd": s.cwd.display().to_string(),
-                                   "title": s.title, "updated": s.updated_at})
+                                   "title": s.title, "updated": s.updated_at,
+                                   "parent": s.parent, "fork_prompt": s.fork_prompt})
             );
-        } else if all {
-            out!(
-                "{}  {}  {}  {}",
-                s.id,
-                s.updated_at,
-                s.cwd.display(),
-                s.title.as_deref().unwrap_or("")
-            );
-        } else {
-            out!(
-                "{}  {}  {}",
-                s.id,
-                s.updated_at,
-                s.title.as_deref().unwrap_or("")
-            );
+            continue;
         }
+        let indent = if depth == 0 {
+            String::new()
+        } else {
+            format!("{}└ ", "  ".repeat(depth))
+        };
+        let place = if all {
+            format!("  {}", s.cwd.display())
+        } else {
+            String::new()
+        };
+        let fork = match (&s.parent, s.fork_prompt) {
+            (None, _) => String::new(),
+            (Some(_), Some(n)) => format!("  (fork of prompt {n})"),
+            (Some(_), None) => "  (fork)".to_owned(),
+        };
+        out!(
+            "{indent}{}  {}{place}  {}{fork}",
+            s.id,
+            s.updated_at,
+            s.title.as_deref().unwrap_or("")
+        );
     }
     if list.is_empty() && !json {
         err!("no sessions{}", if all { "" } else { " in this directory" });

@@ -35,38 +35,21 @@ pub const GIT_STATUS_TIMEOUT: Duration = Duration::from_millis(500);
 /// The state of the repository at `dir`, as one line: `branch main; 2 modified, 1 untracked`,
 /// `detached at 1a2b3c4; clean`. `None` when `dir` is not in a git repository.
 pub async fn summary(dir: &Path, timeout: Duration, sandbox: Prepared) -> Option<String> {
-    let mut cmd = Command::new("git");
-    // The sandbox gives git a session, so a process group, of its own. Where none can be had,
-    // git is not run: a repository's config could run programs (clean filters) unconfined.
-    if sandbox.confine(cmd.as_std_mut()).is_err() {
+    // Where no sandbox can be had, git is not run: a repository's config could run programs
+    // (clean filters) unconfined.
+    let Some(mut cmd) = confined_git(dir, sandbox) else {
         return in_repository(dir).then(|| {
             "a git repository (not inspected here: no sandbox to run git status in)".to_owned()
         });
-    }
-    // Only what git needs of the environment: the API key and other secrets stay out of the
-    // programs a repository's config may name.
-    cmd.env_clear();
-    for name in GIT_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
+    };
     cmd.args([
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "core.hooksPath=/dev/null",
         "status",
         "--porcelain=v1",
         "--branch",
         "--untracked-files=normal",
     ])
-    .current_dir(dir)
-    .env("GIT_OPTIONAL_LOCKS", "0")
-    .stdin(Stdio::null())
     .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+    .stderr(Stdio::piped());
     let output = match cmd.spawn() {
         Ok(child) => tokio::time::timeout(timeout, child.wait_with_output()).await,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -86,6 +69,32 @@ pub async fn summary(dir: &Path, timeout: Duration, sandbox: Prepared) -> Option
         }
         Ok(Ok(_)) => None,
     }
+}
+
+/// `git` in `dir`, confined by `sandbox` (which gives it a process group of its own), with only
+/// [`GIT_ENV`] of the environment (the API key and other secrets stay out of the programs a
+/// repository's config may name), fsmonitor and hooks off, no optional locks, stdin from
+/// `/dev/null`, killed when dropped; `None` when the sandbox cannot be had.
+pub(super) fn confined_git(dir: &Path, sandbox: Prepared) -> Option<Command> {
+    let mut cmd = Command::new("git");
+    sandbox.confine(cmd.as_std_mut()).ok()?;
+    cmd.env_clear();
+    for name in GIT_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.args([
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ])
+    .current_dir(dir)
+    .env("GIT_OPTIONAL_LOCKS", "0")
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    Some(cmd)
 }
 
 fn in_repository(dir: &Path) -> bool {

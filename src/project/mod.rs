@@ -1,6 +1,6 @@
 //! What oml knows of the project a session works in, without Lisp: its root (`root`), the
-//! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), and the
-//! state of its git repository (`git`).
+//! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), the
+//! state of its git repository (`git`) and what a command changed in it (`changes`).
 //!
 //! The agent's system prompt is built from these in Lisp (`agent.system-prompt`), so what it
 //! holds stays one redefinable function. This module knows nothing of prompts, Lisp or sessions.
@@ -9,6 +9,7 @@
 //! the folder it belongs to is not read (`escapes`). The root itself is compared by its real
 //! path, so a project under a linked folder still holds its own files.
 
+pub mod changes;
 pub mod git;
 pub mod instructions;
 

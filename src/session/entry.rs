@@ -64,6 +64,21 @@ pub struct Header {
     /// The oml version that created the file.
     #[serde(default, deserialize_with = "lenient")]
     pub version: String,
+    /// The session this one was forked from.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub parent: Option<String>,
+    /// The parent's prompt the fork was made before (its history up to that prompt); `None`
+    /// with a parent: the whole history.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fork_prompt: Option<usize>,
 }
 
 /// What the loop records for each tool call (`{"type":"custom","kind":"tool","data":{…}}`), for
@@ -213,6 +228,7 @@ mod tests {
             cwd: Some("/p".into()),
             created: 1764576000.123,
             version: "0.1.0".into(),
+            ..Header::default()
         });
         let old = json!({"type": "session", "id": "s1", "cwd": "/p", "created": 1764576000.123, "version": "0.1.0"});
         assert_eq!(serde_json::to_string(&header).ok(), Some(old.to_string()));

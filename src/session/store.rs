@@ -20,6 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use super::checkpoint::CheckpointStore;
 use super::entry::{Entry, Header};
 use super::writer;
 
@@ -114,6 +115,9 @@ pub struct SessionSummary {
     pub updated_at: String,
     /// The same as seconds since the epoch, for sorting.
     pub updated: SystemTime,
+    /// The session it was forked from, and before which of its prompts (`None`: all of it).
+    pub parent: Option<String>,
+    pub fork_prompt: Option<usize>,
 }
 
 /// The directory of session files.
@@ -160,6 +164,7 @@ impl Store {
             cwd: Some(cwd.display().to_string()),
             created: now(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            ..Header::default()
         });
         let mut line = serde_json::to_string(&header)?.into_bytes();
         line.push(b'\n');
@@ -210,11 +215,19 @@ impl Store {
         load_file(&self.path(id))
     }
 
-    /// Delete session `id`'s file; a missing file is not an error.
+    /// The checkpoint store of session `id`: `<state>/checkpoints/<id>/`, beside the folder of
+    /// session files.
+    pub fn checkpoints(&self, id: &str) -> CheckpointStore {
+        let state = self.dir.parent().unwrap_or(&self.dir);
+        CheckpointStore::new(state.join("checkpoints").join(id))
+    }
+
+    /// Delete session `id`'s file and its checkpoints; a missing file is not an error.
     pub fn delete(&self, id: &str) -> std::io::Result<()> {
         if !valid_id(id) {
             return Ok(());
         }
+        self.checkpoints(id).delete()?;
         match std::fs::remove_file(self.path(id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -317,6 +330,7 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
     let Some(Entry::Session(header)) = Entry::parse(&lines.next()?.ok()?) else {
         return None;
     };
+    let (parent, fork_prompt) = (header.parent, header.fork_prompt);
     let id = Some(header.id).filter(|id| !id.is_empty())?;
     let cwd = PathBuf::from(header.cwd?);
     let mut title = None;
@@ -340,6 +354,8 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
         title,
         updated_at: rfc3339(updated),
         updated,
+        parent,
+        fork_prompt,
     })
 }
 

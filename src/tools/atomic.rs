@@ -89,6 +89,26 @@ pub(crate) fn write_atomic(
     Ok(())
 }
 
+/// Remove the file `path` (absolute, without symbolic links in its folders: a link there is
+/// [`ToolError::LinkInPath`]); a link at `path` itself is removed, never followed. A missing
+/// file is not an error. What a rewind does to a file a turn created.
+pub(crate) fn remove_file(path: &Path) -> Result<(), ToolError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(ToolError::IsDirectory(path.to_path_buf()));
+    };
+    let dir_fd = match open_dir(path, dir, false) {
+        Err(ToolError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(());
+        }
+        other => other?,
+    };
+    let target = c_name(name, path)?;
+    match fs::unlinkat(&dir_fd, target.as_c_str(), AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(ToolError::io("remove", path, e.into())),
+    }
+}
+
 /// Serialises read-modify-write cycles of `write` and `edit` within this process, so two
 /// sessions editing one file cannot lose each other's change. Other processes are not covered.
 pub(crate) fn file_lock() -> parking_lot::MutexGuard<'static, ()> {

@@ -34,7 +34,7 @@ pub mod shown;
 pub mod truncate;
 pub mod write;
 
-mod atomic;
+pub(crate) mod atomic;
 
 use std::path::PathBuf;
 use std::time::Duration;

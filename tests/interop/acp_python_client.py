@@ -3,7 +3,8 @@
 Usage: python acp_python_client.py OML_BINARY CWD
 The model environment (OPENAI_*) and XDG directories come from this process's environment.
 Runs initialize, session/new, a prompt whose tool call asks for permission (answered
-allow_once, chosen by kind), and a prompt cancelled after its first chunk. Then, as an editor that
+allow_once, chosen by kind), a prompt cancelled after its first chunk, and a prompt in a
+session/fork of that session. Then, as an editor that
 offers fs and a terminal, a prompt whose read, write and bash go through the client: the buffer it
 serves, the file it writes, the command it runs (for real, in a subprocess). Prints one JSON line
 with what it saw and exits 0 when every check held.
@@ -152,6 +153,16 @@ async def main(binary, cwd):
         await conn.cancel(session_id=sid)
         cancelled = await asyncio.wait_for(turn, 20)
         assert cancelled.stop_reason == "cancelled", cancelled
+
+        # session/fork: a new session with this one's history, answered like session/new.
+        assert init.agent_capabilities.session_capabilities.fork is not None, init
+        forked = await conn.fork_session(session_id=sid, cwd=cwd, mcp_servers=[])
+        assert forked.session_id and forked.session_id != sid, forked
+        assert forked.modes is not None, forked
+        result = await conn.prompt(
+            session_id=forked.session_id, prompt=[acp.text_block("in the fork")]
+        )
+        assert result.stop_reason == "end_turn", result
     terminal = await as_editor(binary, cwd, env)
     print(json.dumps({"ok": True, "updates": client.updates, "terminal": terminal}))
 

@@ -77,6 +77,7 @@ pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientEr
         "close-session": session.close.0,
         "resume-session": session.resume.0,
         "delete-session": session.delete.0,
+        "fork-session": session.fork.0,
         "additional-directories": session.additional_directories.0,
         "system-prompt": session.system_prompt.0,
         "image-content": prompt.image.0,
@@ -109,7 +110,7 @@ pub(super) fn session_cwd(cwd: Option<String>) -> Result<PathBuf, ClientError> {
 
 /// `{:session-id :modes :config-options :models :updates :response}`; the updates that came
 /// before the answer also go to the connection's callback, in order, from this coroutine.
-/// What `new-session`, `load-session` and `resume-session` return: the session table for the
+/// What `new-session`, `load-session`, `resume-session` and `fork-session` return: the session table for the
 /// agent's answer and the updates held before it, or the error value. `sid` is written into the
 /// answer when given (load and resume answers do not carry the id).
 pub(super) async fn opened_session(

@@ -64,7 +64,9 @@ use prompt::prompt;
 pub use prompt::stop_reason;
 pub use replay::replay_updates;
 pub use sessions::LIST_PAGE;
-use sessions::{session_close, session_delete, session_list, session_load, session_new};
+use sessions::{
+    Open, session_close, session_delete, session_fork, session_list, session_load, session_new,
+};
 
 /// The protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -242,8 +244,9 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
             initialize(&p)
         }
         Ok(Method::SessionNew(p)) => return session_new(ctx, &id, p).await,
-        Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, true).await,
-        Ok(Method::SessionResume(p)) => return session_load(ctx, &id, p, false).await,
+        Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, Open::Load).await,
+        Ok(Method::SessionResume(p)) => return session_load(ctx, &id, p, Open::Resume).await,
+        Ok(Method::SessionFork(p)) => return session_fork(ctx, &id, p).await,
         Ok(Method::SessionList(p)) => session_list(ctx, p),
         Ok(Method::SessionClose(p)) => session_close(ctx, &p).await,
         Ok(Method::SessionDelete(p)) => session_delete(ctx, &p).await,
@@ -274,7 +277,7 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
         },

@@ -25,6 +25,7 @@ pub(super) enum Method {
     SessionNew(NewSessionParams),
     SessionLoad(LoadSessionParams),
     SessionResume(LoadSessionParams),
+    SessionFork(LoadSessionParams),
     SessionList(ListSessionsParams),
     SessionClose(SessionParams),
     SessionDelete(SessionParams),
@@ -46,6 +47,7 @@ impl Method {
             "session/new" => Method::SessionNew(read(params)?),
             "session/load" => Method::SessionLoad(read(params)?),
             "session/resume" => Method::SessionResume(read(params)?),
+            "session/fork" => Method::SessionFork(read(params)?),
             "session/list" => Method::SessionList(read(params)?),
             "session/close" => Method::SessionClose(read(params)?),
             "session/delete" => Method::SessionDelete(read(params)?),
@@ -126,7 +128,7 @@ pub(super) struct NewSessionParams {
     pub mcp_servers: McpServers,
 }
 
-/// `session/load` and `session/resume`.
+/// `session/load`, `session/resume` and `session/fork`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct LoadSessionParams {

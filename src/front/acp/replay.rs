@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::render::stable_order;
 use crate::session::entry::{Entry, ToolRecord, lenient};
+use crate::session::history::{self, Rewind};
 
 /// The tool kinds ACP knows.
 pub(super) const TOOL_KINDS: &[&str] = &[
@@ -41,7 +42,8 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 /// user_message_chunk, reasoning as agent_thought_chunk (kept in the message, or recorded as a
 /// `thought` entry), answers as agent_message_chunk, each tool call as a tool_call card and its
 /// result as a tool_call_update, completed or failed, with the diff of a write or edit, and a
-/// slash command (a `command` entry) as the prompt and what it showed. The session's latest plan
+/// slash command (a `command` entry) as the prompt and what it showed; a rewind of the
+/// conversation takes back what was shown from the prompt it went back to. The session's latest plan
 /// (its last `plan` data entry, unless empty) follows the history as one `plan` update.
 ///
 /// A card's title, kind, failure and diff come from the `tool` entries the loop records before
@@ -76,6 +78,9 @@ struct Replay {
     thought: Option<String>,
     /// The latest plan (`session.put! :plan`): `[{step, status}]`.
     plan: Option<Value>,
+    /// Where in `out` each user prompt of the history as it stands starts (its `prompt`
+    /// entry), for a rewind of the conversation.
+    prompts: Vec<usize>,
 }
 
 impl Replay {
@@ -91,12 +96,32 @@ impl Replay {
                 self.thought = data.get("text").and_then(Value::as_str).map(str::to_owned);
             }
             Entry::Custom { kind, data } if kind == "command" => self.command(data),
+            Entry::Custom { kind, .. } if kind == history::PROMPT_KIND => {
+                self.prompts.push(self.out.len());
+            }
+            Entry::Custom { .. } => {
+                if let Some(r) = Rewind::of(e).filter(|r| r.conversation) {
+                    self.rewind(r.prompt);
+                }
+            }
             Entry::Message { message } => self.message(message),
             Entry::Data { key, value } if key == PLAN_KEY => {
                 self.plan = Some(value.clone()).filter(|v| !v.is_null());
             }
             _ => {}
         }
+    }
+
+    /// The conversation went back to just before prompt `n`: what was shown from it on goes.
+    fn rewind(&mut self, n: usize) {
+        let keep = n.saturating_sub(1);
+        if let Some(&start) = self.prompts.get(keep) {
+            self.out.truncate(start);
+        }
+        self.prompts.truncate(keep);
+        self.pending.clear();
+        self.current.clear();
+        self.thought = None;
     }
 
     fn command(&mut self, data: &Value) {

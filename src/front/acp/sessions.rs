@@ -128,13 +128,75 @@ pub(super) async fn after_setup(
     let _ = ready_tx.send(true);
 }
 
-/// `session/load` (`replay`: the history as updates first) and `session/resume` (no replay).
+/// How a stored session is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Open {
+    /// `session/load`: the history is replayed as updates first.
+    Load,
+    /// `session/resume`: no replay.
+    Resume,
+    /// A fork just made: no replay, and the answer names it, as `session/new`'s does.
+    Fork,
+}
+
+/// `session/fork`: a new stored session with the whole history of the given one (flushed
+/// first when it is open here), opened as `session/resume` opens one and answered like
+/// `session/new`. The parent goes on as it was.
+pub(super) async fn session_fork(ctx: &Arc<Ctx>, id: &RequestId, params: LoadSessionParams) {
+    let parent = params.session_id.0.clone();
+    let made = async {
+        let store = ctx
+            .agent
+            .sessions()
+            .store()
+            .ok_or_else(|| RpcError::invalid_params("sessions are not persisted"))?;
+        if !store.exists(&parent) {
+            return Err(RpcError::invalid_params(format!(
+                "Unknown session: {parent}"
+            )));
+        }
+        ctx.agent.sessions().flush(&parent).await;
+        let child = crate::session::store::new_id();
+        let (from, to) = (parent.clone(), child.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::session::fork::fork(&store, &from, &to, None, None)
+        })
+        .await
+        .map_err(|e| RpcError::internal_error(e.to_string()))?
+        .map_err(|e| RpcError::internal_error(format!("cannot fork {parent}: {e}")))?;
+        let entry = crate::session::Entry::Custom {
+            kind: "fork".into(),
+            data: json!({"id": child, "prompt": null}),
+        };
+        let none = crate::session::Redactions::default();
+        ctx.agent
+            .sessions()
+            .with(&parent, |s| s.record(&entry, &none));
+        Ok(child)
+    }
+    .await;
+    match made {
+        Err(e) => {
+            let _ = ctx.conn.respond_error(id, e).await;
+        }
+        Ok(child) => {
+            let params = LoadSessionParams {
+                session_id: super::params::SessionId(child),
+                ..params
+            };
+            session_load(ctx, id, params, Open::Fork).await;
+        }
+    }
+}
+
+/// `session/load`, `session/resume` and the opening of a fork (see [`Open`]).
 pub(super) async fn session_load(
     ctx: &Arc<Ctx>,
     id: &RequestId,
     params: LoadSessionParams,
-    replay: bool,
+    open: Open,
 ) {
+    let replay = open == Open::Load;
     let result = async {
         let sid = params.session_id.0;
         let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
@@ -193,7 +255,10 @@ pub(super) async fn session_load(
             let _ = ctx.conn.respond_error(id, e).await;
         }
         Ok((sid, cwd, mcp_servers, ready_tx)) => {
-            let result = session_setup_result(ctx, &sid).await;
+            let mut result = session_setup_result(ctx, &sid).await;
+            if open == Open::Fork {
+                result.insert("sessionId".into(), json!(sid));
+            }
             let _ = ctx.conn.respond(id, Value::Object(result)).await;
             if let Some(ready_tx) = ready_tx {
                 after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;

@@ -279,3 +279,15 @@ stdin) it cannot ask, and the call is refused with the reason."
         (= id (session.current)) "This is that session."
         (do (chat.request! :resume id)
             (.. "Resuming " id ".")))))
+
+(fn commands.fork [input]
+  {:fnl/docstring "Start a new session from this one, with its whole history or what came before prompt N, and go on in it (the chat only); the session left stays as it is."
+   :hint "[N]"}
+  (let [n (tonumber input)]
+    (if (and (not= "" input) (not n))
+        "Usage: /fork [N]"
+        (let [from (session.current)
+              id (session.fork n)]
+          (chat.request! :resume id)
+          (.. "Forked as " id (if n (.. ", with the history before prompt " n) "")
+              "; going on in the fork. /resume " from " goes back.")))))

@@ -1,0 +1,90 @@
+//! What a command changed in a git work tree, found cheaply for the checkpoints of `bash`: the
+//! paths `git status` reports (modified, staged, deleted, untracked), and what a tracked path
+//! holds at `HEAD`. A path the status did not report before a command and reports after was
+//! clean before (its content is `HEAD`'s) or did not exist (untracked).
+//!
+//! git runs as [`super::git`] runs it: confined, without secrets, fsmonitor and hooks off, under
+//! a time limit. A repository with more changed paths than [`MAX_CHANGED_PATHS`], a slow or
+//! missing git, or no sandbox gives `None`: the command is then not checkpointed. Knows nothing
+//! of sessions or of the checkpoint store.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::git::confined_git;
+use crate::sandbox::Prepared;
+
+/// How long one `git status` or `git cat-file` may take.
+pub const GIT_CHANGES_TIMEOUT: Duration = Duration::from_millis(2000);
+
+/// Changed paths past which a work tree is not checkpointed (a build that dumps thousands of
+/// untracked files would make every command slow).
+pub const MAX_CHANGED_PATHS: usize = 1000;
+
+/// The root of the git work tree `dir` is in: the nearest folder holding `.git`.
+pub fn work_tree(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// The paths (relative to `root`, as git writes them) `git status` reports now, untracked
+/// files one by one, renames as a deletion and an addition; `None` when git cannot say in
+/// time, or reports more than [`MAX_CHANGED_PATHS`].
+pub async fn changed(root: &Path, sandbox: Prepared) -> Option<Vec<String>> {
+    let mut cmd = confined_git(root, sandbox)?;
+    cmd.args([
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    let out = tokio::time::timeout(GIT_CHANGES_TIMEOUT, cmd.spawn().ok()?.wait_with_output())
+        .await
+        .ok()?
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let paths = parse_status(&out.stdout);
+    (paths.len() <= MAX_CHANGED_PATHS).then_some(paths)
+}
+
+/// The paths of `git status --porcelain=v1 -z` output: `XY path\0` each.
+fn parse_status(out: &[u8]) -> Vec<String> {
+    out.split(|b| *b == 0)
+        .filter(|rec| rec.len() > 3)
+        .map(|rec| String::from_utf8_lossy(&rec[3..]).into_owned())
+        .collect()
+}
+
+/// What `path` (relative to `root`) holds at `HEAD`; `None` when it is not there (untracked,
+/// added since, no commit yet) or git cannot say in time.
+pub async fn at_head(root: &Path, path: &str, sandbox: Prepared) -> Option<Vec<u8>> {
+    let mut cmd = confined_git(root, sandbox)?;
+    cmd.args(["cat-file", "blob", &format!("HEAD:{path}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = tokio::time::timeout(GIT_CHANGES_TIMEOUT, cmd.spawn().ok()?.wait_with_output())
+        .await
+        .ok()?
+        .ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_records_name_their_paths() {
+        let out = b" M src/a.rs\0?? new file.txt\0D  gone\0A  b\0";
+        assert_eq!(parse_status(out), ["src/a.rs", "new file.txt", "gone", "b"]);
+        assert!(parse_status(b"").is_empty());
+    }
+}
