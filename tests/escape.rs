@@ -23,6 +23,8 @@ mod home;
 mod paths;
 #[path = "escape/project.rs"]
 mod project;
+#[path = "escape/rewind.rs"]
+mod rewind;
 #[path = "escape/rules.rs"]
 mod rules;
 #[path = "escape/setup.rs"]

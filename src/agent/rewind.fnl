@@ -90,7 +90,8 @@ are none."
           (if r.messages (.. "\nThe conversation is back to " (plural r.messages "message") ".") "")
           (path-list "Restored:" r.restored)
           (path-list "Removed (created since):" r.removed)
-          (path-list "Left as they are (changed since, or not kept):" (if (< 0 (length r.lost)) r.lost []))
+          (path-list "Left as they are (their earlier content was not kept):" r.lost)
+          (path-list "Could not be put back:" r.failed)
           (if (and (not= scope :conversation) (= 0 (+ (length r.restored) (length r.removed))))
               "\nNo file needed restoring."
               ""))))

@@ -127,6 +127,8 @@ struct FilesOutcome {
     conflicts: Vec<String>,
     /// Their earlier content was not kept (over the cap, or not a regular file).
     lost: Vec<String>,
+    /// Could not be put back (a link among its folders, an I/O error): path and why.
+    failed: Vec<String>,
     /// Nothing was written: there were conflicts or lost contents and no `force`.
     refused: bool,
     checkpoints: Vec<Checkpoint>,
@@ -164,17 +166,24 @@ fn restore_files(
         if let Snapshot::File { kept: true, .. } = before {
             used = used.saturating_add(std::fs::metadata(&path).map_or(0, |m| m.len()));
         }
-        match &r.content {
-            Some(digest) => {
-                let bytes = cp.get(digest)?;
-                crate::tools::atomic::write_atomic(&path, &[&bytes], true)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
-                out.restored.push(r.path.clone());
-            }
-            None => {
-                crate::tools::atomic::remove_file(&path)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
-                out.removed.push(r.path.clone());
+        let done = match &r.content {
+            Some(digest) => cp
+                .get(digest)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    crate::tools::atomic::write_atomic(&path, &[&bytes], true)
+                        .map_err(|e| e.to_string())
+                })
+                .map(|()| &mut out.restored),
+            None => crate::tools::atomic::remove_file(&path)
+                .map_err(|e| e.to_string())
+                .map(|()| &mut out.removed),
+        };
+        match done {
+            Ok(list) => list.push(r.path.clone()),
+            Err(why) => {
+                out.failed.push(format!("{}: {why}", r.path));
+                continue;
             }
         }
         out.checkpoints.push(Checkpoint {
@@ -230,6 +239,7 @@ async fn rewind(
         ("removed", &files.removed),
         ("conflicts", &files.conflicts),
         ("lost", &files.lost),
+        ("failed", &files.failed),
     ] {
         out.set(key, strings(&lua, list)?)?;
     }
@@ -429,8 +439,10 @@ const REWIND: &[HostFn] = &[
               is \"both\" (the default), \"files\" (only the files oml changed since, put back \
               from the checkpoints) or \"conversation\" (only the transcript). A file changed \
               since by someone else, or whose earlier content was not kept, stops the whole \
-              rewind (nothing is changed; :refused is true) unless FORCE. Returns {:prompt :text \
-              :restored :removed :conflicts :lost :refused :messages}; the session's file \
+              rewind (nothing is changed; :refused is true) unless FORCE. A file that cannot be \
+              written back (a symbolic link among its folders, which is never followed) is \
+              left alone and named in :failed. Returns {:prompt :text :restored :removed \
+              :conflicts :lost :failed :refused :messages}; the session's file \
               records the rewind, so a load replays the history as it is after it.",
         make: |lua| create_async_function(lua, rewind),
     },
