@@ -6,9 +6,9 @@
 #   scripts/bench.sh [--runs N] [PART…]
 #   OML_BENCH_BIN=/path/to/oml scripts/bench.sh     # also that baseline binary, with ratios
 #
-# PART is turn, print, start, stream, write or sessions (all when none is named). Times are
-# medians; the table ends with the load average before and after: rerun when another build
-# ran meanwhile.
+# PART is turn, print, start, stream, write, sessions, protocols or checkpoint (all when none is
+# named). Times are medians; the table ends with the load average before and after: rerun when
+# another build ran meanwhile.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -n "${OML_BENCH_BIN:-}" ] && [ ! -x "$OML_BENCH_BIN" ]; then

@@ -107,8 +107,8 @@ fn the_official_python_sdk_drives_oml_acp() {
 }
 
 /// oml's own ACP client (the `client` table, through `oml run`) drives `oml acp`: a prompt whose
-/// write asks for permission, allowed by the Lisp handler, then a prompt cancelled from another
-/// coroutine while the model hangs.
+/// write asks for permission, allowed by the Lisp handler, a prompt cancelled from another
+/// coroutine while the model hangs, and a prompt in a `client.fork-session` of the session.
 #[test]
 fn omls_own_client_drives_oml_acp() {
     let env = Env::new();
@@ -120,6 +120,7 @@ fn omls_own_client_drives_oml_acp() {
         )),
         Reply::from(text_chunks(&["written"])),
         partial_then_hang("slow"),
+        Reply::from(text_chunks(&["forked"])),
     ]);
     let script = env.file(
         "drive.fnl",
@@ -142,6 +143,10 @@ fn omls_own_client_drives_oml_acp() {
 (while (not started) (oml.sleep 5))
 (client.cancel conn s.session-id)
 (print (. (client.join h) :stop-reason))
+;; A fork of the session, when the agent offers session/fork: a new id, the same history.
+(print "fork" (. (client.capabilities conn) :fork-session))
+(local f (client.fork-session conn s.session-id))
+(print (not= f.session-id s.session-id) (. (client.prompt conn f.session-id "in the fork") :stop-reason))
 (client.close conn)
 "#,
     );
@@ -170,9 +175,21 @@ fn omls_own_client_drives_oml_acp() {
             "tool-call-update",
             "agent-message-chunk",
             "asked\tcall_w",
-            "cancelled"
+            "cancelled",
+            "fork\ttrue",
+            "true\tend-turn"
         ]
     );
+    // The fork's request holds the parent's conversation, then its own prompt.
+    let last = fake.requests().pop().expect("a request").body;
+    let users: Vec<&str> = last["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["write own.txt", "take your time", "in the fork"]);
     assert_eq!(
         std::fs::read_to_string(env.project.join("own.txt")).unwrap(),
         "from oml"

@@ -387,3 +387,47 @@ fn the_delegate_recipes_plan_review_and_ask_all() {
     );
     nothing_left(&env);
 }
+
+/// A delegate profile's `:fork-session`: the sub-agent (`oml acp`, which offers `session/fork`)
+/// starts from a fork of a stored session instead of cold, so the delegated turn's model call
+/// holds that session's conversation; the stored session itself is left as it was.
+#[test]
+fn a_delegate_can_start_from_a_fork_of_a_prepared_session() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::from(text_chunks(&["Primed."])),
+        delegate("call_1", "primed", "and now?"),
+        Reply::from(text_chunks(&["from the fork"])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let prime = env.run(Some(&fake), &["-p", "--json", "remember the codeword"]);
+    assert_eq!(prime.code, 0, "{prime:?}");
+    let result: Value = prime
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|v: &Value| v["type"] == "result")
+        .expect("a result line");
+    let base = result["session"].as_str().expect("a session id").to_owned();
+    env.init(&format!(
+        "(client.defagent :sub {{:command {OML:?} :args [:acp]}})\n(agent.defdelegate :primed {{:agent :sub :fork-session {base:?}}})\n"
+    ));
+    let out = print(&env, &fake, "ask the primed one");
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let users: Vec<&str> = requests[2].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["remember the codeword", "and now?"]);
+    let stored = std::fs::read_to_string(env.root.join(format!("state/oml/sessions/{base}.jsonl")))
+        .expect("the prepared session");
+    assert!(
+        !stored.contains("and now?"),
+        "the prepared session is left as it was"
+    );
+    nothing_left(&env);
+}

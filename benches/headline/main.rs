@@ -18,7 +18,10 @@
 //! - `sessions`: `SESSIONS` sessions in one process, each prompted into a `bash` turn at once:
 //!   wall time and resident size;
 //! - `protocols`: the `stream` reply through each wire protocol (`llm.api`), against the fake's
-//!   own rate, with the time to the first token over the fake's (`protocols.rs`).
+//!   own rate, with the time to the first token over the fake's (`protocols.rs`);
+//! - `checkpoint`: what keeping files for `/rewind` costs a turn that writes a 100 KB file and
+//!   one whose command changes a tracked file, and the store after 100 such turns
+//!   (`checkpoint.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -34,6 +37,7 @@
 mod fake_model;
 
 mod bare;
+mod checkpoint;
 mod client;
 mod load;
 mod protocols;
@@ -121,6 +125,7 @@ const PARTS: &[(&str, Part)] = &[
     ("write", load::big_write),
     ("sessions", load::sessions),
     ("protocols", protocols::protocols),
+    ("checkpoint", checkpoint::checkpoint),
 ];
 
 fn main() {

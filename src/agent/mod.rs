@@ -247,7 +247,8 @@ impl Agent {
             .await;
         self.sessions.bind_thread(key, None);
         // The end of a turn: everything it recorded is on disk before the frontend answers,
-        // or the user is told what is not.
+        // or the user is told what is not (the checkpoints of its last command included).
+        crate::bind::session::settle_checkpoints(id).await;
         let flushed = self.sessions.flush(id).await;
         if let Some(text) = storage_notice(&flushed) {
             self.sessions.emit(id, AgentEvent::Notice { text });

@@ -85,7 +85,7 @@ are none."
       (.. "Nothing was rewound."
           (path-list "These files changed since oml last wrote them:" r.conflicts)
           (path-list "The earlier content of these was not kept (checkpoint.max-bytes, or not a regular file):" r.lost)
-          "\n\n`/rewind " r.prompt " " scope " force` overwrites the changed ones and leaves the others as they are.")
+          "\n\n`/rewind " r.prompt (if (= scope :both) "" (.. " " scope)) " force` overwrites the changed ones and leaves the others as they are.")
       (.. "Rewound to just before prompt " r.prompt ": " (r.text:gsub "%s+" " ")
           (if r.messages (.. "\nThe conversation is back to " (plural r.messages "message") ".") "")
           (path-list "Restored:" r.restored)

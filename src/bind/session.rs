@@ -18,6 +18,7 @@ mod rewind;
 mod secrets;
 pub(crate) mod tools;
 
+pub(crate) use changes::settle as settle_checkpoints;
 pub use reload::install_reload;
 
 use super::rt;

@@ -8,9 +8,12 @@
 //! missing git, or no sandbox gives `None`: the command is then not checkpointed. Knows nothing
 //! of sessions or of the checkpoint store.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
+
+use tokio::io::AsyncWriteExt as _;
 
 use super::git::confined_git;
 use crate::sandbox::Prepared;
@@ -63,18 +66,66 @@ fn parse_status(out: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// What `path` (relative to `root`) holds at `HEAD`; `None` when it is not there (untracked,
-/// added since, no commit yet) or git cannot say in time.
-pub async fn at_head(root: &Path, path: &str, sandbox: Prepared) -> Option<Vec<u8>> {
-    let mut cmd = confined_git(root, sandbox)?;
-    cmd.args(["cat-file", "blob", &format!("HEAD:{path}")])
+/// What each of `paths` (relative to `root`) holds at `HEAD`, read by one `git cat-file
+/// --batch`; a path that is not there (untracked, added since, no commit yet) is left out, and
+/// so is everything when git cannot say in time.
+pub async fn at_head(root: &Path, paths: &[String], sandbox: Prepared) -> HashMap<String, Vec<u8>> {
+    if paths.is_empty() {
+        return HashMap::new();
+    }
+    let Some(mut cmd) = confined_git(root, sandbox) else {
+        return HashMap::new();
+    };
+    cmd.args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let out = tokio::time::timeout(GIT_CHANGES_TIMEOUT, cmd.spawn().ok()?.wait_with_output())
-        .await
-        .ok()?
-        .ok()?;
-    out.status.success().then_some(out.stdout)
+    let Ok(mut child) = cmd.spawn() else {
+        return HashMap::new();
+    };
+    let mut input = Vec::new();
+    for p in paths {
+        input.extend_from_slice(format!("HEAD:{p}\n").as_bytes());
+    }
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&input).await;
+        }
+    };
+    let read = async { tokio::join!(write, child.wait_with_output()).1 };
+    match tokio::time::timeout(GIT_CHANGES_TIMEOUT, read).await {
+        Ok(Ok(out)) if out.status.success() => parse_batch(paths, &out.stdout),
+        _ => HashMap::new(),
+    }
+}
+
+/// `git cat-file --batch` output for `paths`, in order: `<oid> blob <size>\n<content>\n`, or
+/// `<name> missing\n`.
+fn parse_batch(paths: &[String], mut out: &[u8]) -> HashMap<String, Vec<u8>> {
+    let mut found = HashMap::new();
+    for p in paths {
+        let Some(end) = out.iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let header = String::from_utf8_lossy(&out[..end]).into_owned();
+        out = &out[end + 1..];
+        let mut words = header.split(' ');
+        let (Some(_), Some(kind), Some(size)) = (words.next(), words.next(), words.next()) else {
+            continue; // `… missing`
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            break;
+        };
+        if out.len() < size + 1 {
+            break;
+        }
+        if kind == "blob" {
+            found.insert(p.clone(), out[..size].to_vec());
+        }
+        out = &out[size + 1..];
+    }
+    found
 }
 
 #[cfg(test)]
@@ -86,5 +137,15 @@ mod tests {
         let out = b" M src/a.rs\0?? new file.txt\0D  gone\0A  b\0";
         assert_eq!(parse_status(out), ["src/a.rs", "new file.txt", "gone", "b"]);
         assert!(parse_status(b"").is_empty());
+    }
+
+    #[test]
+    fn batch_output_gives_each_blob_and_skips_what_is_missing() {
+        let paths = ["a".to_owned(), "new".to_owned(), "b".to_owned()];
+        let out = b"1111 blob 3\nab\n\nHEAD:new missing\n2222 blob 0\n\n";
+        let found = parse_batch(&paths, out);
+        assert_eq!(found.get("a").map(Vec::as_slice), Some(&b"ab\n"[..]));
+        assert_eq!(found.get("b").map(Vec::as_slice), Some(&b""[..]));
+        assert!(!found.contains_key("new"));
     }
 }

@@ -27,7 +27,10 @@ fn turn(t: &Target, first: bool, tool: &str, args: serde_json::Value) -> String 
     assert_eq!(run.code, 0, "{run:?}");
     // The last message of the second request: this turn's result (earlier turns come first).
     let requests = fake.requests();
-    let messages = requests[1].body["messages"].as_array().cloned().unwrap_or_default();
+    let messages = requests[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
     assert_eq!(last["role"], "tool", "{run:?}");
     last["content"].as_str().unwrap_or_default().to_owned()
@@ -52,7 +55,12 @@ fn a_link_planted_where_a_file_was_does_not_lead_a_rewind_outside() {
     // The model writes a file whose content is the victim's (it may read anything), then
     // swaps its folder for a link to the victim's: a rewind that removes the file it created
     // would remove the victim, one that writes it back would write there.
-    turn(&t, true, "write", json!({"path": "sub/.bashrc", "content": "the user's shell setup\n"}));
+    turn(
+        &t,
+        true,
+        "write",
+        json!({"path": "sub/.bashrc", "content": "the user's shell setup\n"}),
+    );
     let swap = format!("rm -r sub && ln -s {} sub", t.outside.display());
     turn(&t, false, "bash", json!({"command": swap}));
     assert!(t.env.project.join("sub").is_symlink());
@@ -72,7 +80,12 @@ fn a_command_cannot_poison_the_checkpoints_or_forge_a_change() {
     let Some(_) = landlock_or_skip() else { return };
     let t = Target::new();
     t.env.file("notes.txt", "the original\n");
-    turn(&t, true, "write", json!({"path": "notes.txt", "content": "the model's\n"}));
+    turn(
+        &t,
+        true,
+        "write",
+        json!({"path": "notes.txt", "content": "the model's\n"}),
+    );
     let state = t.env.root.join("state/oml");
     let objects = state.join("checkpoints");
     let sessions = state.join("sessions");
@@ -88,13 +101,21 @@ fn a_command_cannot_poison_the_checkpoints_or_forge_a_change() {
         sessions = sessions.display(),
     );
     let result = turn(&t, false, "bash", json!({"command": attack}));
-    assert!(result.contains("obj=") && result.contains("log="), "{result}");
-    assert!(!result.contains("obj=0") && !result.contains("log=0"), "{result}");
+    assert!(
+        result.contains("obj=") && result.contains("log="),
+        "{result}"
+    );
+    assert!(
+        !result.contains("obj=0") && !result.contains("log=0"),
+        "{result}"
+    );
 
     let run = rewind(&t, "1 files");
     assert!(run.stdout.contains("Restored:"), "{run:?}");
     assert_eq!(
-        fs::read_to_string(t.env.project.join("notes.txt")).ok().as_deref(),
+        fs::read_to_string(t.env.project.join("notes.txt"))
+            .ok()
+            .as_deref(),
         Some("the original\n"),
         "{run:?}"
     );

@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use mlua::{Lua, UserData, Value};
+use parking_lot::Mutex;
 
-use super::rewind::{add_used, cap, record, stored, used};
+use super::rewind::{add_used, cap, stored, used};
 use super::rt;
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define};
 use crate::project::changes;
@@ -71,6 +72,7 @@ async fn before(lua: Lua, id: Option<String>) -> mlua::Result<Value> {
     let Ok((s, store, id)) = stored(&lua, id) else {
         return Ok(Value::Nil);
     };
+    settle(&id).await;
     let cwd = s.with(&id, |s| s.cwd.clone()).unwrap_or_default();
     let Some(root) = changes::work_tree(&cwd).filter(|_| enabled && cap > 0) else {
         return Ok(Value::Nil);
@@ -91,66 +93,129 @@ async fn before(lua: Lua, id: Option<String>) -> mlua::Result<Value> {
     ))
 }
 
-async fn after(lua: Lua, (token, id): (Value, Option<String>)) -> mlua::Result<usize> {
+/// Command checkpoints still being worked out, per session: the `git status` after a command
+/// runs while the loop goes on, and whatever reads or changes files next waits for it
+/// ([`settle`]).
+static PENDING: Mutex<Option<HashMap<String, Vec<tokio::task::JoinHandle<()>>>>> = Mutex::new(None);
+
+/// Wait until the command checkpoints of session `id` are recorded. The checkpoints of files,
+/// the next command's, a rewind, a fork and the end of every prompt call it.
+pub(crate) async fn settle(id: &str) {
+    let handles = PENDING
+        .lock()
+        .as_mut()
+        .and_then(|m| m.remove(id))
+        .unwrap_or_default();
+    for h in handles {
+        let _ = h.await;
+    }
+}
+
+/// What the work after a command needs, taken from Lisp before it goes on.
+struct After {
+    sessions: std::sync::Arc<crate::session::Sessions>,
+    store: CheckpointStore,
+    id: String,
+    root: PathBuf,
+    before: HashMap<String, Snapshot>,
+    cap: u64,
+    redactions: crate::session::Redactions,
+}
+
+async fn after(lua: Lua, (token, id): (Value, Option<String>)) -> mlua::Result<bool> {
     let Value::UserData(u) = token else {
-        return Ok(0);
+        return Ok(false);
     };
-    let Ok((s, store, id)) = stored(&lua, id) else {
-        return Ok(0);
+    let Ok((sessions, store, id)) = stored(&lua, id) else {
+        return Ok(false);
     };
-    let (root, mut before) = {
+    let (root, before) = {
         let b = u.borrow::<Before>()?;
         (b.root.clone(), b.paths.clone())
     };
-    let Some(now) = changes::changed(&root, crate::bind::project::read_only()).await else {
-        return Ok(0);
+    let work = After {
+        sessions,
+        store: store.checkpoints(&id),
+        id: id.clone(),
+        root,
+        before,
+        cap: cap(&lua),
+        redactions: super::secrets::redactions(&lua),
     };
-    let cp = store.checkpoints(&id);
-    let cap = cap(&lua);
+    let handle = tokio::spawn(record_changes(work));
+    PENDING
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .entry(id)
+        .or_default()
+        .push(handle);
+    Ok(true)
+}
+
+/// `git status` after the command, the content at `HEAD` of each path that was clean before, and
+/// a `checkpoint` entry for each path whose content moved.
+async fn record_changes(mut w: After) {
+    let Some(now) = changes::changed(&w.root, crate::bind::project::read_only()).await else {
+        return;
+    };
     // A path clean before and reported now: its content before is HEAD's, or none.
     let clean_before: Vec<String> = now
         .into_iter()
-        .filter(|p| !before.contains_key(p))
+        .filter(|p| !w.before.contains_key(p))
         .collect();
+    let mut heads =
+        changes::at_head(&w.root, &clean_before, crate::bind::project::read_only()).await;
     for p in clean_before {
-        let snap = match changes::at_head(&root, &p, crate::bind::project::read_only()).await {
+        let snap = match heads.remove(&p) {
             Some(bytes) => {
-                let snap = cp.snapshot_bytes(&bytes, used(&id, &cp), cap);
+                let used = used(&w.id, &w.store);
+                let snap = w.store.snapshot_bytes(&bytes, used, w.cap);
                 let snap = snap.unwrap_or(Snapshot::Other);
                 if let Snapshot::File { kept: true, .. } = snap {
-                    add_used(&id, bytes.len() as u64);
+                    add_used(&w.id, bytes.len() as u64);
                 }
                 snap
             }
             None => Snapshot::Missing,
         };
-        before.insert(p, snap);
+        w.before.insert(p, snap);
     }
-    let mut names: Vec<String> = before.keys().cloned().collect();
+    let (root, store, before) = (
+        w.root.clone(),
+        w.store.clone(),
+        std::mem::take(&mut w.before),
+    );
+    let Ok(moved) = tokio::task::spawn_blocking(move || moved(&root, &store, before)).await else {
+        return;
+    };
+    for c in &moved {
+        w.sessions
+            .with(&w.id, |s| s.record(&c.entry(), &w.redactions));
+    }
+}
+
+/// The changes of the paths in `before` whose content is not what it was.
+fn moved(
+    root: &Path,
+    store: &CheckpointStore,
+    before: HashMap<String, Snapshot>,
+) -> Vec<Checkpoint> {
+    let mut names: Vec<&String> = before.keys().collect();
     names.sort();
-    let (r, c) = (root.clone(), cp.clone());
-    let changes = tokio::task::spawn_blocking(move || {
-        names
-            .into_iter()
-            .filter_map(|p| {
-                let abs = r.join(&p);
-                let was = &before[&p];
-                let is = c.snapshot(&abs, false, 0, 0).unwrap_or(Snapshot::Other);
-                (was.digest() != is.digest() || *was == Snapshot::Other).then(|| Checkpoint {
-                    path: abs.display().to_string(),
-                    before: was.digest(),
-                    after: is.digest(),
-                    kept: was.kept(),
-                })
+    names
+        .into_iter()
+        .filter_map(|p| {
+            let abs = root.join(p);
+            let was = &before[p];
+            let is = store.snapshot(&abs, false, 0, 0).unwrap_or(Snapshot::Other);
+            (was.digest() != is.digest() || *was == Snapshot::Other).then(|| Checkpoint {
+                path: abs.display().to_string(),
+                before: was.digest(),
+                after: is.digest(),
+                kept: was.kept(),
             })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| rt(e.to_string()))?;
-    for c in &changes {
-        record(&lua, &s, &id, &c.entry());
-    }
-    Ok(changes.len())
+        })
+        .collect()
 }
 
 const CHANGES: &[HostFn] = &[
@@ -168,8 +233,9 @@ const CHANGES: &[HostFn] = &[
         args: "token ?session-id",
         doc: "After the command: record each file of the work tree whose content it changed \
               (reported by `git status` before or after), with its content before, so \
-              `session.rewind` can put it back. Returns how many were recorded; a nil TOKEN \
-              records nothing.",
+              `session.rewind` can put it back. The work goes on in the background, started at \
+              once; the next checkpoint, rewind or fork and the end of the prompt wait for it. \
+              Returns whether it started; a nil TOKEN records nothing.",
         make: |lua| create_async_function(lua, after),
     },
 ];

@@ -80,6 +80,7 @@ pub(super) fn record(lua: &Lua, s: &Sessions, id: &str, entry: &Entry) {
 
 /// The session's entries as its file holds them, after everything queued is written.
 async fn entries(s: &Sessions, store: &Store, id: &str) -> mlua::Result<Vec<Entry>> {
+    super::changes::settle(id).await;
     s.flush(id).await;
     let store = store.clone();
     let id = id.to_owned();
@@ -337,6 +338,7 @@ async fn checkpoint_before(lua: Lua, (path, id): (String, Option<String>)) -> ml
     if cap == 0 {
         return Ok(Value::Nil);
     }
+    super::changes::settle(&id).await;
     let cp = store.checkpoints(&id);
     let used = used(&id, &cp);
     let p = PathBuf::from(&path);
