@@ -44,6 +44,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_protocol", "src/agent/protocol.fnl"),
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_rewind", "src/agent/rewind.fnl"),
+    ("agent_skills", "src/agent/skills.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),

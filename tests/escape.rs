@@ -31,3 +31,5 @@ mod rules;
 mod setup;
 #[path = "escape/signals.rs"]
 mod signals;
+#[path = "escape/skills.rs"]
+mod skills;

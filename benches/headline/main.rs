@@ -21,7 +21,9 @@
 //!   own rate, with the time to the first token over the fake's (`protocols.rs`);
 //! - `checkpoint`: what keeping files for `/rewind` costs a turn that writes a 100 KB file and
 //!   one whose command changes a tracked file, and the store after 100 such turns
-//!   (`checkpoint.rs`).
+//!   (`checkpoint.rs`);
+//! - `skills`: `session/new` to its `available_commands_update` with 200 skills and 100
+//!   markdown commands in the project, against none (`skills.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -41,6 +43,7 @@ mod checkpoint;
 mod client;
 mod load;
 mod protocols;
+mod skills;
 mod turn;
 
 use std::path::{Path, PathBuf};
@@ -126,6 +129,7 @@ const PARTS: &[(&str, Part)] = &[
     ("sessions", load::sessions),
     ("protocols", protocols::protocols),
     ("checkpoint", checkpoint::checkpoint),
+    ("skills", skills::skills),
 ];
 
 fn main() {

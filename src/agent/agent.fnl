@@ -113,7 +113,7 @@ MCP servers' tools (`mcp.tool-entries`: entries with :spec, :kind, :title and :m
 
 (fn agent.commands []
   "The slash commands: documented functions in the tables named by `agent.command-tables`, as
-entries {:name :fn :table} sorted by name."
+entries {:name :fn :table} sorted by name (skills.fnl adds the markdown commands)."
   (documented-fns agent.command-tables))
 
 (fn agent.find-tool [name]
@@ -242,7 +242,7 @@ when there are none: each file under its path, in order, with what was cut or co
 (fn agent.system-prompt-parts [?dir]
   "The parts of the default system prompt, in order, each {:source :text}: the briefing
 (`agent.base-prompt`), the environment (`agent.environment`), the project's instructions
-(`project.instructions`) and `agent.append-system-prompt` when set. `/context` shows them."
+(`project.instructions`), the skills (`agent.skills-text`) and `agent.append-system-prompt` when set. `/context` shows them."
   (let [dir (or ?dir (session.cwd))
         files (project.instructions dir)
         instructions (agent.instructions-text files)
@@ -251,6 +251,8 @@ when there are none: each file under its path, in order, with what was cut or co
     (when instructions
       (table.insert parts {:source (table.concat (icollect [_ f (ipairs files)] f.path) ", ")
                            :text instructions}))
+    (let [skills (and agent.skills-text (agent.skills-text dir))]
+      (when skills (table.insert parts {:source "skills (agent.skills-text)" :text skills})))
     (when (and agent.append-system-prompt (agent.append-system-prompt:find "%S"))
       (table.insert parts {:source "agent.append-system-prompt" :text agent.append-system-prompt}))
     parts))
@@ -537,16 +539,20 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
     nil))
 
 (fn agent.prompt [text ?parts]
-  "One user prompt: run it as a slash command when it names one, else mark it
+  "One user prompt: run it as a slash command when it names one (a markdown command's prompt
+goes on as the prompt), else mark it
 (`session.mark-prompt!`, the point /rewind and /fork count) and append it to the
 transcript (with ?PARTS, the prompt's images as content parts, see `agent.user-content`) and run
 the loop. Returns {:stop-reason :command}."
-  (let [parsed (agent.parse-prompt text)]
-    (if parsed.command
+  (let [parsed (agent.parse-prompt text)
+        entry (and parsed.command (agent.find-command parsed.command))
+        ;; A markdown command's file, its arguments put in, is the prompt.
+        prompt (if (and entry entry.file) (entry.fn parsed.input) text)]
+    (if (and parsed.command (not (and entry entry.file)))
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
         (do (session.mark-prompt! text)
-            (session.append-message! {:role :user :content (agent.user-content text ?parts)})
+            (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
             {:stop-reason (agent.run)}))))
 
 ;;; Primitives built on the loop

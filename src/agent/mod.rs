@@ -57,6 +57,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("protocol"),
     agent_file!("commands"),
     agent_file!("rewind"),
+    agent_file!("skills"),
     agent_file!("compact"),
 ];
 

@@ -1,13 +1,14 @@
 //! The `project` namespace: the project a session works in, as the system prompt and `/context`
 //! see it. `project.root`, `project.instructions` (the `AGENTS.md` files, capped, read fresh but
 //! cached while unchanged), `project.git` (the git state, within a time limit) and
-//! `project.platform`, with the settings that shape them; and the permission rules saved per
-//! trusted project (`saved`). The prompt itself is built in Lisp
+//! `project.platform`, with the settings that shape them; the permission rules saved per
+//! trusted project (`saved`); the skills and markdown commands (`skills`). The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
 //! This file knows nothing of how the project is inspected (`crate::project`).
 
 mod saved;
+mod skills;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +69,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     }));
     define(lisp.lua(), "project", PROJECT)?;
     define(lisp.lua(), "project", saved::SAVED)?;
+    define(lisp.lua(), "project", skills::SKILLS_FNS)?;
     Ok(())
 }
 

@@ -230,19 +230,29 @@ impl TrustStore {
         write_atomically(dir, &self.file, &json)
     }
 
-    /// What trust covers: the init file, and every file of `.oml/lisp/` (which the init file
-    /// can `require`), each named by its path. Without a `.oml/lisp/` folder it is the init
-    /// file's hash alone, as it always was, so existing records stay valid.
+    /// What trust covers: the init file, every file of `.oml/lisp/` (which the init file can
+    /// `require`) and every `skill.fnl` of `.oml/skills/` (which runs when its skill is
+    /// loaded), each named by its path. Without either folder it is the init file's hash alone,
+    /// as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
         let Ok(init) = std::fs::read(paths::project_init(dir)) else {
             return NO_INIT_FILE.to_string();
         };
         let lisp = paths::project_lisp(dir);
-        if !lisp.is_dir() {
-            return sha256_hex(&init);
-        }
+        let skills = dir.join(".oml/skills");
         let mut files = Vec::new();
         collect_files(&lisp, &lisp, &mut files);
+        let mut skill_files = Vec::new();
+        collect_files(&skills, &skills, &mut skill_files);
+        skill_files.retain(|(name, _)| name.ends_with("skill.fnl"));
+        if files.is_empty() && skill_files.is_empty() && !lisp.is_dir() {
+            return sha256_hex(&init);
+        }
+        files.extend(
+            skill_files
+                .into_iter()
+                .map(|(name, bytes)| (format!("../skills/{name}"), bytes)),
+        );
         files.sort();
         let mut covered = Vec::with_capacity(init.len());
         covered.extend_from_slice(b"init.fnl\0");

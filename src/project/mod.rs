@@ -1,6 +1,7 @@
 //! What oml knows of the project a session works in, without Lisp: its root (`root`), the
 //! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), the
-//! state of its git repository (`git`) and what a command changed in it (`changes`).
+//! state of its git repository (`git`), what a command changed in it (`changes`), and the
+//! skills and markdown commands written for agents (`skills`, `front_matter`).
 //!
 //! The agent's system prompt is built from these in Lisp (`agent.system-prompt`), so what it
 //! holds stays one redefinable function. This module knows nothing of prompts, Lisp or sessions.
@@ -10,8 +11,10 @@
 //! path, so a project under a linked folder still holds its own files.
 
 pub mod changes;
+pub mod front_matter;
 pub mod git;
 pub mod instructions;
+pub mod skills;
 
 use std::path::{Path, PathBuf};
 
