@@ -18,7 +18,6 @@
 (defsetting skills.disabled [] :table
   "Names of skills and markdown commands not to offer, e.g. [\"pdf\" \"deploy\"].")
 
-(set _G.skill (or _G.skill {}))
 (local skill _G.skill)
 (set skill.defined (or skill.defined {}))
 ;; The skill.fnl files run in this process, by path.

@@ -10,7 +10,7 @@
 ;;; Namespaces
 
 (local namespaces [:llm :agent :tools :commands :session :project :acp :client :catalog :init :repl
-                   :json])
+                   :json :skill])
 (set oml.namespaces namespaces)
 
 (each [_ ns (ipairs namespaces)]
