@@ -1,7 +1,7 @@
 //! What oml knows of the project a session works in, without Lisp: its root (`root`), the
 //! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), the
 //! state of its git repository (`git`), what a command changed in it (`changes`), and the
-//! skills and markdown commands written for agents (`skills`, `front_matter`).
+//! skills and markdown commands written for agents (`skills`, `front_matter`, `skill_index`).
 //!
 //! The agent's system prompt is built from these in Lisp (`agent.system-prompt`), so what it
 //! holds stays one redefinable function. This module knows nothing of prompts, Lisp or sessions.
@@ -14,6 +14,7 @@ pub mod changes;
 pub mod front_matter;
 pub mod git;
 pub mod instructions;
+pub mod skill_index;
 pub mod skills;
 
 use std::path::{Path, PathBuf};

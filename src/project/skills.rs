@@ -6,8 +6,11 @@
 //! Discovery reads the folders it is given, in precedence order (the caller puts the user's
 //! before the project's, nearest first): the first of a name wins, later ones are listed as
 //! shadowed. A file that cannot be read as one is a [`Problem`] naming its line, and is skipped.
-//! A project's file that is a link leading out of the project is not read. It knows nothing of
-//! Lisp, prompts or trust: whether a skill's `skill.fnl` may run is the caller's decision.
+//! A project's file that is a link leading out of the project is not read. What was read is
+//! kept while the file is unchanged (`skill_index`), so discovering again costs an `lstat` per
+//! file.
+//! It knows nothing of Lisp, prompts or trust: whether a skill's `skill.fnl` may run is the
+//! caller's decision.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -15,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::front_matter::{self, FrontMatterError, MAX_FILE_BYTES};
+use super::skill_index::{Stamp, memo, read_before};
 
 /// The file that makes a folder a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -42,7 +46,7 @@ pub struct Folder {
 }
 
 /// A skill found on disk.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
 pub struct Skill {
     pub name: String,
     pub description: String,
@@ -54,7 +58,7 @@ pub struct Skill {
 }
 
 /// A markdown command found on disk.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
 pub struct PromptCommand {
     /// The file name without `.md`; in a subfolder, `sub:name`.
     pub name: String,
@@ -66,7 +70,7 @@ pub struct PromptCommand {
 }
 
 /// A file that could not be read as a skill or a command.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
 pub struct Problem {
     pub file: PathBuf,
     pub line: usize,
@@ -131,12 +135,12 @@ pub fn skills(folders: &[Folder]) -> Found<Skill> {
     for folder in folders {
         let mut files = Vec::new();
         skill_files(&folder.dir, 0, leads_out(folder), &mut files);
-        files.sort();
-        for (file, linked) in files {
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        for (file, linked, seen) in files {
             if out.found.len() + out.shadowed.len() >= MAX_FOUND {
                 return out;
             }
-            match read_skill(folder, &file, linked) {
+            match read_skill(folder, &file, linked, seen) {
                 Ok(skill) if names.insert(skill.name.clone()) => out.found.push(skill),
                 Ok(skill) => out.shadowed.push(skill),
                 Err(p) => out.problems.push(p),
@@ -154,10 +158,12 @@ fn leads_out(folder: &Folder) -> bool {
     })
 }
 
-/// The `SKILL.md` files beneath `dir`, each with whether a link lies on its way (from the
-/// folder's entries, without a `stat` per file): a folder holding one is a skill, not searched
-/// further.
-fn skill_files(dir: &Path, depth: usize, linked: bool, out: &mut Vec<(PathBuf, bool)>) {
+/// A `SKILL.md` found: its path, whether a link lies on its way, and its stamp when none does.
+type SkillFile = (PathBuf, bool, Option<Stamp>);
+
+/// The `SKILL.md` files beneath `dir` (from the folder's entries and one `lstat` per skill): a
+/// folder holding one is a skill, not searched further.
+fn skill_files(dir: &Path, depth: usize, linked: bool, out: &mut Vec<SkillFile>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -175,7 +181,12 @@ fn skill_files(dir: &Path, depth: usize, linked: bool, out: &mut Vec<(PathBuf, b
         }
         let file = path.join(SKILL_FILE);
         match std::fs::symlink_metadata(&file) {
-            Ok(m) => out.push((file, linked || link || m.file_type().is_symlink())),
+            Ok(m) => {
+                let linked = linked || link || m.file_type().is_symlink();
+                // Without a link on the way, this `lstat` is the file's stamp.
+                let seen = (!linked).then(|| Stamp::of(&m));
+                out.push((file, linked, seen));
+            }
             Err(_) if depth + 1 < MAX_DEPTH => skill_files(&path, depth + 1, linked || link, out),
             Err(_) => {}
         }
@@ -221,7 +232,17 @@ fn front_problem(file: &Path, e: FrontMatterError) -> Problem {
     }
 }
 
-fn read_skill(folder: &Folder, file: &Path, linked: bool) -> Result<Skill, Problem> {
+fn read_skill(
+    folder: &Folder,
+    file: &Path,
+    linked: bool,
+    seen: Option<Stamp>,
+) -> Result<Skill, Problem> {
+    let read = || read_skill_now(folder, file, linked);
+    memo(&read_before().skills, &folder.dir, file, seen, read)
+}
+
+fn read_skill_now(folder: &Folder, file: &Path, linked: bool) -> Result<Skill, Problem> {
     let text = read_text(folder, file, linked)?;
     let (front, _) =
         front_matter::split::<SkillFront>(&text).map_err(|e| front_problem(file, e))?;
@@ -287,12 +308,12 @@ pub fn commands(folders: &[Folder]) -> Found<PromptCommand> {
     for folder in folders {
         let mut files = Vec::new();
         command_files(&folder.dir, "", 0, leads_out(folder), &mut files);
-        files.sort();
-        for (name, file, linked) in files {
+        files.sort_by(|a, b| a.1.cmp(&b.1));
+        for (name, file, linked, seen) in files {
             if out.found.len() + out.shadowed.len() >= MAX_FOUND {
                 return out;
             }
-            match read_command(folder, &file, name, linked) {
+            match read_command(folder, &file, name, linked, seen) {
                 Ok(c) if names.insert(c.name.clone()) => out.found.push(c),
                 Ok(c) => out.shadowed.push(c),
                 Err(p) => out.problems.push(p),
@@ -309,7 +330,7 @@ fn command_files(
     prefix: &str,
     depth: usize,
     linked: bool,
-    out: &mut Vec<(String, PathBuf, bool)>,
+    out: &mut Vec<(String, PathBuf, bool, Option<Stamp>)>,
 ) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -330,12 +351,27 @@ fn command_files(
                 command_files(&path, &prefix, depth + 1, linked || link, out);
             }
         } else if let Some(stem) = name.strip_suffix(".md") {
-            out.push((format!("{prefix}{stem}"), path, linked || link));
+            let linked = linked || link;
+            let seen = (!linked)
+                .then(|| entry.metadata().ok().map(|m| Stamp::of(&m)))
+                .flatten();
+            out.push((format!("{prefix}{stem}"), path, linked, seen));
         }
     }
 }
 
 fn read_command(
+    folder: &Folder,
+    file: &Path,
+    name: String,
+    linked: bool,
+    seen: Option<Stamp>,
+) -> Result<PromptCommand, Problem> {
+    let read = || read_command_now(folder, file, name, linked);
+    memo(&read_before().commands, &folder.dir, file, seen, read)
+}
+
+fn read_command_now(
     folder: &Folder,
     file: &Path,
     name: String,
@@ -398,6 +434,36 @@ mod tests {
             "a then b, not ; $HOME $"
         );
         assert_eq!(expand("no args", "x"), "no args");
+    }
+
+    #[test]
+    fn a_changed_file_is_read_again_and_a_damaged_index_is_ignored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("skills/a/SKILL.md");
+        std::fs::create_dir_all(file.parent().expect("folder")).expect("mkdir");
+        let folders = [Folder {
+            dir: dir.path().join("skills"),
+            project_root: None,
+        }];
+        let write = |text: &str, secs: u64| {
+            std::fs::write(&file, text).expect("write");
+            let f = std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .expect("open");
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            f.set_modified(t).expect("mtime");
+        };
+        write("---\ndescription: first\n---\n", 1_000);
+        assert_eq!(skills(&folders).found[0].description, "first");
+        write("---\ndescription: other\n---\n", 2_000);
+        assert_eq!(skills(&folders).found[0].description, "other");
+        let index = dir.path().join("index.json");
+        super::super::skill_index::save(&index);
+        assert!(index.is_file());
+        std::fs::write(&index, b"{not json").expect("damage");
+        super::super::skill_index::load(&index);
+        assert_eq!(skills(&folders).found[0].description, "other");
     }
 
     #[test]

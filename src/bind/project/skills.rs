@@ -1,7 +1,8 @@
 //! `project.skills`, `project.prompt-commands`, `project.skill-body` and
 //! `project.command-prompt`: the skills and markdown commands of a directory as Lisp tables, found
 //! by `crate::project::skills` in the user's folders and the project's, reused for
-//! [`DISCOVERY_TTL`] (the system prompt is rebuilt before every model call). Which skills the
+//! [`DISCOVERY_TTL`] (the system prompt is rebuilt before every model call), what each file held
+//! kept in an index in the cache folder ([`INDEX_FILE`]) for the next process. Which skills the
 //! model is told of, and which `skill.fnl` may run, is decided in Lisp (`src/agent/skills.fnl`).
 
 use std::collections::HashMap;
@@ -13,17 +14,65 @@ use parking_lot::Mutex;
 
 use crate::lisp::HostFn;
 use crate::paths::Paths;
+use crate::project::skill_index;
 use crate::project::skills::{self, Folder, Found, Problem, PromptCommand, Skill};
 
 /// How long one discovery is reused for the same directory and options.
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(2);
 
+/// The index of what discoveries read, in oml's cache folder (`crate::project::skill_index`).
+pub const INDEX_FILE: &str = "skills-index.json";
+
 type Key = (PathBuf, bool);
-type Cached<T> = Mutex<HashMap<Key, (Instant, Found<T>)>>;
+/// Each discovery: when it was made, its number (so a table made of it is known), and it.
+type Cached<T> = Mutex<HashMap<Key, (Instant, u64, Found<T>)>>;
 
 static SKILLS: std::sync::LazyLock<Cached<Skill>> = std::sync::LazyLock::new(Cached::default);
 static COMMANDS: std::sync::LazyLock<Cached<PromptCommand>> =
     std::sync::LazyLock::new(Cached::default);
+/// The number of the next discovery.
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+/// The fresh discovery of `key` in `cache`, made now by `find` when there is none.
+fn discovery<T: Clone>(
+    cache: &Cached<T>,
+    key: &Key,
+    find: impl FnOnce() -> Found<T>,
+) -> (u64, Found<T>) {
+    if let Some((at, n, found)) = cache.lock().get(key)
+        && at.elapsed() < DISCOVERY_TTL
+    {
+        return (*n, found.clone());
+    }
+    static INDEX: std::sync::LazyLock<PathBuf> =
+        std::sync::LazyLock::new(|| Paths::from_env().cache.join(INDEX_FILE));
+    static LOADED: std::sync::Once = std::sync::Once::new();
+    LOADED.call_once(|| skill_index::load(&INDEX));
+    let found = find();
+    skill_index::save(&INDEX);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    cache
+        .lock()
+        .insert(key.clone(), (Instant::now(), n, found.clone()));
+    (n, found)
+}
+
+fn find_skills((dir, claude): &Key) -> Found<Skill> {
+    skills::skills(&folders(
+        dir,
+        "skills",
+        &skills::PROJECT_SKILL_DIRS,
+        *claude,
+    ))
+}
+
+fn find_commands((dir, claude): &Key) -> Found<PromptCommand> {
+    skills::commands(&folders(
+        dir,
+        "commands",
+        &skills::PROJECT_COMMAND_DIRS,
+        *claude,
+    ))
+}
 
 /// The user's folders named `own` (under oml's config folder), `.agents/<own>` and, with
 /// `claude`, `.claude/<own>` (under the home folder), in that order.
@@ -58,9 +107,9 @@ fn folders(dir: &Path, own: &str, project: &[&str], claude: bool) -> Vec<Folder>
 /// every model call).
 const TABLES: &str = "oml.project-discoveries";
 
-/// The table of the discovery `kind` for `key`: the one made last while the discovery is
-/// fresh, else a new one of a new discovery (`find`), kept for the next call. Callers treat it
-/// as read-only.
+/// The table of the discovery of `key` in `cache` (`kind` names the cache): the one made last
+/// while that discovery is fresh, else one made of a fresh discovery (`find` when there is
+/// none), kept for the next call. Callers treat it as read-only.
 fn cached<T: Clone>(
     lua: &Lua,
     cache: &Cached<T>,
@@ -77,17 +126,16 @@ fn cached<T: Clone>(
         }
     };
     let name = format!("{kind}\0{}\0{}", key.0.display(), key.1);
-    let fresh = cache
-        .lock()
-        .get(&key)
-        .is_some_and(|(at, _)| at.elapsed() < DISCOVERY_TTL);
-    if fresh && let Some(t) = tables.raw_get::<Option<Table>>(name.as_str())? {
+    let number = format!("{name}\0n");
+    let (n, found) = discovery(cache, &key, find);
+    if tables.raw_get::<Option<u64>>(number.as_str())? == Some(n)
+        && let Some(t) = tables.raw_get::<Option<Table>>(name.as_str())?
+    {
         return Ok(t);
     }
-    let found = find();
-    cache.lock().insert(key, (Instant::now(), found.clone()));
     let t = found_table(lua, &found, item)?;
     tables.raw_set(name, t.clone())?;
+    tables.raw_set(number, n)?;
     Ok(t)
 }
 
@@ -198,22 +246,9 @@ pub(super) const SKILLS_FNS: &[HostFn] = &[
               treat it as read-only).",
         make: |lua| {
             lua.create_function(|lua, (dir, claude): (String, Option<bool>)| {
-                let (dir, claude) = (PathBuf::from(dir), claude.unwrap_or(false));
-                let find = || {
-                    skills::skills(&folders(
-                        &dir,
-                        "skills",
-                        &skills::PROJECT_SKILL_DIRS,
-                        claude,
-                    ))
-                };
-                cached(
-                    lua,
-                    &SKILLS,
-                    ("skills", (dir.clone(), claude)),
-                    find,
-                    skill_table,
-                )
+                let key = (PathBuf::from(dir), claude.unwrap_or(false));
+                let find = || find_skills(&key);
+                cached(lua, &SKILLS, ("skills", key.clone()), find, skill_table)
             })
         },
     },
@@ -228,15 +263,12 @@ pub(super) const SKILLS_FNS: &[HostFn] = &[
               for 2 s.",
         make: |lua| {
             lua.create_function(|lua, (dir, claude): (String, Option<bool>)| {
-                let (dir, claude) = (PathBuf::from(dir), claude.unwrap_or(false));
-                let find = || {
-                    let folders = folders(&dir, "commands", &skills::PROJECT_COMMAND_DIRS, claude);
-                    skills::commands(&folders)
-                };
+                let key = (PathBuf::from(dir), claude.unwrap_or(false));
+                let find = || find_commands(&key);
                 cached(
                     lua,
                     &COMMANDS,
-                    ("commands", (dir.clone(), claude)),
+                    ("commands", key.clone()),
                     find,
                     command_table,
                 )
