@@ -459,10 +459,10 @@ mod tests {
         write("---\ndescription: other\n---\n", 2_000);
         assert_eq!(skills(&folders).found[0].description, "other");
         let index = dir.path().join("index.json");
-        super::super::skill_index::save(&index);
+        crate::project::skill_index::save(&index);
         assert!(index.is_file());
         std::fs::write(&index, b"{not json").expect("damage");
-        super::super::skill_index::load(&index);
+        crate::project::skill_index::load(&index);
         assert_eq!(skills(&folders).found[0].description, "other");
     }
 
