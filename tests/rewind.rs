@@ -335,6 +335,7 @@ fn what_a_command_changes_in_a_git_work_tree_is_rewound_too() {
         return;
     }
     let env = Env::new();
+    env.init("(setq checkpoint.commands? true)\n");
     let p = &env.project;
     env.file("tracked.txt", "committed\n");
     env.file("gone.txt", "to be deleted\n");
