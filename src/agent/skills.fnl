@@ -32,45 +32,69 @@ listed with the skills on disk and wins over one of the same name. Returns NAME.
   (when (or (not= :table (type spec)) (not= :string (type spec.description)))
     (error "skill.def: expected (skill.def :name {:description \"…\" :body \"…\"})" 2))
   (tset skill.defined name {: name :description spec.description :body spec.body :source "skill.def"})
+  (set generation (+ generation 1))
   name)
 
-(fn disabled? [name]
-  (accumulate [hit false _ n (ipairs (or (oml.setting "skills.disabled") [])) &until hit]
-    (= n name)))
+(fn disabled-set []
+  "The names `skills.disabled` lists, as a set (read once per discovery, not once per name)."
+  (collect [_ n (ipairs (or (oml.setting "skills.disabled") []))] n true))
 
-(fn skill.discover [?dir]
-  "The skills of the session (or of ?DIR): {:found :shadowed :disabled :problems}, the
-`skill.def` ones first, then those `project.skills` finds; a name already found shadows the
-next, and `skills.disabled` takes one out of :found."
-  (let [dir (or ?dir (session.cwd))
-        disk (project.skills dir (oml.setting "skills.claude?"))
-        out {:found [] :shadowed [] :disabled [] :problems disk.problems}
+(fn combine [disk off]
+  (let [out {:found [] :shadowed [] :disabled [] :problems disk.problems}
         seen {}
         names (icollect [n (pairs skill.defined)] n)]
     (table.sort names)
     (fn add [s]
       (if (. seen s.name) (table.insert out.shadowed s)
-          (disabled? s.name) (do (tset seen s.name true) (table.insert out.disabled s))
+          (. off s.name) (do (tset seen s.name true) (table.insert out.disabled s))
           (do (tset seen s.name true) (table.insert out.found s))))
     (each [_ n (ipairs names)] (add (. skill.defined n)))
     (each [_ s (ipairs disk.found)] (add s))
     (each [_ s (ipairs disk.shadowed)] (table.insert out.shadowed s))
     out))
 
+;; What `skill.discover` made of each discovery (`project.skills` gives the same table while it
+;; is fresh), with the `skill.def` generation and the disabled names it was made with: the
+;; system prompt and the tool list ask before every model call.
+(local combined (setmetatable {} {:__mode :k}))
+(var generation 0)
+
+(fn skill.discover [?dir]
+  "The skills of the session (or of ?DIR): {:found :shadowed :disabled :problems}, the
+`skill.def` ones first, then those `project.skills` finds; a name already found shadows the
+next, and `skills.disabled` takes one out of :found. The same table while nothing changed:
+treat it as read-only."
+  (let [disk (project.skills (or ?dir (session.cwd)) (oml.setting "skills.claude?"))
+        off (or (oml.setting "skills.disabled") [])
+        key (.. generation "\0" (table.concat off "\0"))
+        hit (. combined disk)]
+    (if (and hit (= hit.key key))
+        hit.out
+        (let [out (combine disk (collect [_ n (ipairs off)] n true))]
+          (tset combined disk {: key : out})
+          out))))
+
 (fn skill.find [name]
   "The skill called NAME that the model may load, or nil."
   (accumulate [hit nil _ s (ipairs (. (skill.discover) :found)) &until hit]
     (when (= s.name name) s)))
 
+;; The listing made of each `skill.discover` result.
+(local texts (setmetatable {} {:__mode :k}))
+
 (fn agent.skills-text [?dir]
   "The skills block of the system prompt for ?DIR (default: the session's): each skill's name,
 description and file, and how to use them; nil when there are none."
-  (let [found (. (skill.discover ?dir) :found)]
+  (let [d (skill.discover ?dir)
+        found d.found]
     (when (< 0 (length found))
-      (.. "Skills: instructions for particular tasks, each in a folder. When a task matches a skill's description, load the skill with the skill tool before you start and follow it; the scripts and files it mentions are in its folder and run through bash like any command.\n"
-          (table.concat (icollect [_ s (ipairs found)]
-                          (.. "- " s.name ": " s.description (if s.file (.. " (" s.file ")") "")))
-                        "\n")))))
+      (or (. texts d)
+          (let [text (.. "Skills: instructions for particular tasks, each in a folder. When a task matches a skill's description, load the skill with the skill tool before you start and follow it; the scripts and files it mentions are in its folder and run through bash like any command.\n"
+                         (table.concat (icollect [_ s (ipairs found)]
+                                         (.. "- " s.name ": " s.description (if s.file (.. " (" s.file ")") "")))
+                                       "\n"))]
+            (tset texts d text)
+            text)))))
 
 (fn skill.activate! [s]
   "Run the skill S's skill.fnl, once per process, when it has one and may (`project.load-skill-lisp`
@@ -122,8 +146,9 @@ for its input, with the file's description and argument hint as its docstring an
                                    {:name c.name :fn f :table :markdown :file c.file}))]
                       (tset command-entries found made)
                       made))]
-    (icollect [_ e (ipairs entries)]
-      (when (not (disabled? e.name)) e))))
+    (let [off (disabled-set)]
+      (icollect [_ e (ipairs entries)]
+        (when (not (. off e.name)) e)))))
 
 (oml.advise* "agent.commands" :markdown-commands
   (fn [commands-of]
