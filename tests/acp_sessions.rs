@@ -13,7 +13,7 @@ use support::fake_model::{
     FakeModel, Reply, Step, delta_chunk, reasoning_chunks, text_chunks, tool_call_chunks,
 };
 use support::home::Env;
-use support::model::roles;
+use support::model::{roles, user_texts};
 
 // --- interoperability
 
@@ -84,14 +84,7 @@ fn the_official_python_sdk_drives_oml_acp() {
         "from python"
     );
     // The fork's first request holds the parent's conversation, then its own prompt.
-    let fork_request = &fake.requests()[3].body["messages"];
-    let users: Vec<&str> = fork_request
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
+    let users = user_texts(&fake.requests()[3].body);
     assert_eq!(users, ["write the file", "take your time", "in the fork"]);
     // What the model read of the editor's fs and terminal.
     let results: Vec<String> = fake.requests()[5..]
@@ -182,14 +175,10 @@ fn omls_own_client_drives_oml_acp() {
     );
     // The fork's request holds the parent's conversation, then its own prompt.
     let last = fake.requests().pop().expect("a request").body;
-    let users: Vec<&str> = last["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    assert_eq!(users, ["write own.txt", "take your time", "in the fork"]);
+    assert_eq!(
+        user_texts(&last),
+        ["write own.txt", "take your time", "in the fork"]
+    );
     assert_eq!(
         std::fs::read_to_string(env.project.join("own.txt")).unwrap(),
         "from oml"

@@ -415,14 +415,10 @@ fn a_delegate_can_start_from_a_fork_of_a_prepared_session() {
     let out = print(&env, &fake, "ask the primed one");
     assert_eq!(out.code, 0, "{out:?}");
     let requests = fake.requests();
-    let users: Vec<&str> = requests[2].body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
-    assert_eq!(users, ["remember the codeword", "and now?"]);
+    assert_eq!(
+        support::model::user_texts(&requests[2].body),
+        ["remember the codeword", "and now?"]
+    );
     let stored = std::fs::read_to_string(env.root.join(format!("state/oml/sessions/{base}.jsonl")))
         .expect("the prepared session");
     assert!(

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use support::acp::*;
 use support::fake_model::{FakeModel, Reply, Step, text_chunks, tool_call_chunks};
 use support::home::Env;
+use support::model::user_texts;
 
 /// A reply that makes one tool call.
 fn call(id: &str, tool: &str, args: Value) -> Reply {
@@ -238,17 +239,11 @@ fn a_fork_goes_on_apart_from_its_parent() {
     while update_kind(&c.next()).as_deref() != Some("available_commands_update") {}
     c.turn(&fork, "fork second");
     let requests = fake.requests();
-    let user_texts = |i: usize| -> Vec<String> {
-        requests[i].body["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "user")
-            .map(|m| m["content"].as_str().unwrap_or("").to_owned())
-            .collect()
-    };
-    assert_eq!(user_texts(4), ["first", "second", "parent third"]);
-    assert_eq!(user_texts(5), ["first", "fork second"]);
+    assert_eq!(
+        user_texts(&requests[4].body),
+        ["first", "second", "parent third"]
+    );
+    assert_eq!(user_texts(&requests[5].body), ["first", "fork second"]);
     // Each has its own prompts and checkpoints: the fork rewinds its copied first prompt.
     assert!(command(&mut c, &fork, "/rewind").contains("2. fork second"));
     let out = command(&mut c, &fork, "/rewind 1 files force");

@@ -15,6 +15,17 @@ pub fn roles(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The text of each user message of a request `body`, in order (text messages only).
+pub fn user_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
 pub fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
         .as_array()
