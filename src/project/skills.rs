@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::front_matter::{self, FrontMatterError, MAX_FILE_BYTES};
-use super::skill_index::{Stamp, memo, read_before};
+use super::skill_index::{self, Stamp, memo};
 
 /// The file that makes a folder a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -239,7 +239,7 @@ fn read_skill(
     seen: Option<Stamp>,
 ) -> Result<Skill, Problem> {
     let read = || read_skill_now(folder, file, linked);
-    memo(&read_before().skills, &folder.dir, file, seen, read)
+    memo(&skill_index::skills(), &folder.dir, file, seen, read)
 }
 
 fn read_skill_now(folder: &Folder, file: &Path, linked: bool) -> Result<Skill, Problem> {
@@ -368,7 +368,7 @@ fn read_command(
     seen: Option<Stamp>,
 ) -> Result<PromptCommand, Problem> {
     let read = || read_command_now(folder, file, name, linked);
-    memo(&read_before().commands, &folder.dir, file, seen, read)
+    memo(&skill_index::commands(), &folder.dir, file, seen, read)
 }
 
 fn read_command_now(
@@ -459,10 +459,10 @@ mod tests {
         write("---\ndescription: other\n---\n", 2_000);
         assert_eq!(skills(&folders).found[0].description, "other");
         let index = dir.path().join("index.json");
-        crate::project::skill_index::save(&index);
+        skill_index::save(&index, &skill_index::skills());
         assert!(index.is_file());
         std::fs::write(&index, b"{not json").expect("damage");
-        crate::project::skill_index::load(&index);
+        skill_index::load(&index, &skill_index::skills());
         assert_eq!(skills(&folders).found[0].description, "other");
     }
 

@@ -2,8 +2,9 @@
 //! `project.command-prompt`: the skills and markdown commands of a directory as Lisp tables, found
 //! by `crate::project::skills` in the user's folders and the project's, reused for
 //! [`DISCOVERY_TTL`] (the system prompt is rebuilt before every model call), what each file held
-//! kept in an index in the cache folder ([`INDEX_FILE`]) for the next process. Which skills the
-//! model is told of, and which `skill.fnl` may run, is decided in Lisp (`src/agent/skills.fnl`).
+//! kept in indexes in the cache folder ([`SKILLS_INDEX`], [`COMMANDS_INDEX`]) for the next
+//! process. Which skills the model is told of, and which `skill.fnl` may run, is decided in Lisp
+//! (`src/agent/skills.fnl`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,8 +21,10 @@ use crate::project::skills::{self, Folder, Found, Problem, PromptCommand, Skill}
 /// How long one discovery is reused for the same directory and options.
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(2);
 
-/// The index of what discoveries read, in oml's cache folder (`crate::project::skill_index`).
-pub const INDEX_FILE: &str = "skills-index.json";
+/// The indexes of what discoveries read, in oml's cache folder (`crate::project::skill_index`):
+/// one per kind, so that a session's setup, which finds only the commands, loads only theirs.
+pub const SKILLS_INDEX: &str = "skills-index.json";
+pub const COMMANDS_INDEX: &str = "commands-index.json";
 
 type Key = (PathBuf, bool);
 /// Each discovery: when it was made, its number (so a table made of it is known), and it.
@@ -43,12 +46,7 @@ fn discovery<T: Clone>(
     {
         return (*n, found.clone());
     }
-    static INDEX: std::sync::LazyLock<PathBuf> =
-        std::sync::LazyLock::new(|| Paths::from_env().cache.join(INDEX_FILE));
-    static LOADED: std::sync::Once = std::sync::Once::new();
-    LOADED.call_once(|| skill_index::load(&INDEX));
     let found = find();
-    skill_index::save(&INDEX);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     cache
         .lock()
@@ -56,22 +54,29 @@ fn discovery<T: Clone>(
     (n, found)
 }
 
+/// The index file of a kind in the cache folder.
+fn index_path(name: &str) -> PathBuf {
+    Paths::from_env().cache.join(name)
+}
+
 fn find_skills((dir, claude): &Key) -> Found<Skill> {
-    skills::skills(&folders(
-        dir,
-        "skills",
-        &skills::PROJECT_SKILL_DIRS,
-        *claude,
-    ))
+    static LOADED: std::sync::Once = std::sync::Once::new();
+    let (index, kind) = (index_path(SKILLS_INDEX), skill_index::skills());
+    LOADED.call_once(|| skill_index::load(&index, &kind));
+    let folders = folders(dir, "skills", &skills::PROJECT_SKILL_DIRS, *claude);
+    let found = skills::skills(&folders);
+    skill_index::save(&index, &kind);
+    found
 }
 
 fn find_commands((dir, claude): &Key) -> Found<PromptCommand> {
-    skills::commands(&folders(
-        dir,
-        "commands",
-        &skills::PROJECT_COMMAND_DIRS,
-        *claude,
-    ))
+    static LOADED: std::sync::Once = std::sync::Once::new();
+    let (index, kind) = (index_path(COMMANDS_INDEX), skill_index::commands());
+    LOADED.call_once(|| skill_index::load(&index, &kind));
+    let folders = folders(dir, "commands", &skills::PROJECT_COMMAND_DIRS, *claude);
+    let found = skills::commands(&folders);
+    skill_index::save(&index, &kind);
+    found
 }
 
 /// The user's folders named `own` (under oml's config folder), `.agents/<own>` and, with
