@@ -26,7 +26,7 @@ file-changing call (`agent.checkpointed-path`, through `session.checkpoint-befor
 the session's git work tree (`session.command-checkpoint-before` and `-after`). Returns what F
 returns; a failing F records what it changed all the same."
   (let [path (agent.checkpointed-path call)
-        command? (and (= call.kind :execute) (not call.mcp))
+        command? (and (= call.kind :execute) (not call.mcp) (oml.setting "checkpoint.commands?"))
         (ok token) (if path (pcall session.checkpoint-before path)
                        command? (pcall session.command-checkpoint-before)
                        (values true nil))

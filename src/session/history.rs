@@ -155,17 +155,13 @@ pub fn restores(entries: &[Entry], start: usize) -> Vec<Restore> {
 /// How many distinct files were changed after entry `start` and before `end`.
 pub fn files_changed(entries: &[Entry], start: usize, end: usize) -> usize {
     let end = end.min(entries.len());
-    let mut seen: Vec<&str> = Vec::new();
-    for e in entries.get(start..end).unwrap_or_default() {
-        if let Entry::Custom { kind, data } = e
-            && kind == super::checkpoint::CHECKPOINT_KIND
-            && let Some(p) = data.get("path").and_then(Value::as_str)
-            && !seen.contains(&p)
-        {
-            seen.push(p);
-        }
-    }
-    seen.len()
+    let paths: std::collections::HashSet<String> = entries
+        .get(start..end)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| Checkpoint::of(e).map(|c| c.path))
+        .collect();
+    paths.len()
 }
 
 #[cfg(test)]
