@@ -31,6 +31,15 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
+    // The spawn helper (`oml::sandbox::helper`) is this binary started by oml with one argument;
+    // it serves oml and nothing else, and needs none of the rest.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(oml::sandbox::helper::ARG))
+    {
+        let code = oml::sandbox::helper::serve();
+        return std::process::ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    oml::sandbox::helper::enable();
     raise_descriptor_limit();
     let code = oml::cli::main();
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))

@@ -17,6 +17,8 @@ mod confine;
 mod control;
 #[path = "escape/harness.rs"]
 mod harness;
+#[path = "escape/helper.rs"]
+mod helper;
 #[path = "escape/home.rs"]
 mod home;
 #[path = "escape/paths.rs"]

@@ -464,3 +464,68 @@ fn the_editor_terminal_launcher_ends_its_command_when_its_shell_is_killed() {
         "the command {sleep} outlived the shell that started its launcher"
     );
 }
+
+#[test]
+fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
+    let s = Sandbox::new();
+    let bash = |command: &str| format!("(print (. (oml.tool-bash {command:?} 30 1000) :content))");
+    let form = format!(
+        "{} (io.stdout:flush) (io.read) {}",
+        bash("echo $PPID"),
+        bash("echo $PPID; echo hi")
+    );
+    let mut oml = s
+        .env
+        .command(None, &["eval", &form])
+        .env("TMPDIR", &s.tmp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let mut out = std::io::BufReader::new(oml.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("the first command's output");
+    let helper: i32 = line.trim().parse().expect("the helper's pid");
+    let name = std::fs::read(format!("/proc/{helper}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&name).contains("__spawn-helper"),
+        "the command's parent is not the helper: {name:?}"
+    );
+    // Its socket to oml, and /dev/null twice; nothing of oml's and no environment. (Reading a
+    // process that is not dumpable takes root, as CI runs.)
+    let links: Vec<String> = std::fs::read_dir(format!("/proc/{helper}/fd"))
+        .expect("the helper's descriptors")
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|l| l.display().to_string())
+        .collect();
+    assert_eq!(links.len(), 3, "{links:?}");
+    assert_eq!(
+        links.iter().filter(|l| l.starts_with("socket:")).count(),
+        1,
+        "{links:?}"
+    );
+    assert_eq!(
+        links.iter().filter(|l| *l == "/dev/null").count(),
+        2,
+        "{links:?}"
+    );
+    let environ = std::fs::read(format!("/proc/{helper}/environ")).expect("environ");
+    assert!(environ.is_empty(), "{}", String::from_utf8_lossy(&environ));
+    // SAFETY: kill with integers, on the helper this test just identified.
+    unsafe { libc::kill(helper, libc::SIGKILL) };
+    assert!(await_exit(helper, DEADLINE), "the helper did not end");
+    std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("the second command's output");
+    assert!(oml.wait().expect("oml").success(), "{rest}");
+    let second: i32 = rest
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert_ne!(second, helper, "{rest}");
+    assert!(rest.contains("hi"), "{rest}");
+}

@@ -67,15 +67,18 @@ const WATCHER_STACK_BYTES: usize = 256 * 1024;
 const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 
 /// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) is
-/// applied when `confined`, and kept open until `cmd` is dropped.
+/// applied when `confined`, and kept open until `cmd` is dropped. The watcher watches
+/// `lifeline` (the read end of oml's lifeline pipe, which the spawn helper is handed), or this
+/// process's own lifeline when `None`.
 pub(super) fn install(
     cmd: &mut std::process::Command,
     ruleset: Option<Arc<OwnedFd>>,
     mounts: Option<Arc<Plan>>,
     confined: bool,
+    lifeline: Option<RawFd>,
 ) {
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
-    let lifeline = lifeline();
+    let lifeline = lifeline.or_else(own_lifeline);
     let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     // The watcher's stack, reserved here because nothing may be allocated after the fork.
     let stack = StackRegion::map(WATCHER_STACK_BYTES);
@@ -96,9 +99,9 @@ pub(super) fn install(
     }
 }
 
-/// The read end of oml's lifeline pipe (a descriptor above 2, so the child's stdio set-up does
-/// not replace it); `None` if the pipe could not be made.
-fn lifeline() -> Option<RawFd> {
+/// The read end of this process's lifeline pipe (a descriptor above 2, so the child's stdio
+/// set-up does not replace it); `None` if the pipe could not be made.
+pub(super) fn own_lifeline() -> Option<RawFd> {
     static LIFELINE: OnceLock<Option<(OwnedFd, OwnedFd)>> = OnceLock::new();
     LIFELINE
         .get_or_init(|| {

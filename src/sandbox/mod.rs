@@ -35,7 +35,9 @@
 
 mod child;
 pub mod env;
+pub mod helper;
 pub mod landlock;
+mod launch;
 pub mod mounts;
 pub mod peer;
 
@@ -45,6 +47,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 
 pub use env::{SECRET_PATTERNS, Secrets, secret_names};
+pub use launch::{Launch, LaunchError, Launched};
 
 /// The environment variable in which `oml acp` hands an editor's terminal the sandbox's flags
 /// for `oml sandbox-exec` (a JSON array of strings), so that the terminal's command line stays
@@ -373,7 +376,7 @@ impl Prepared {
             cmd.env_remove(name);
         }
         let confined = self.mode != Mode::Off;
-        child::install(cmd, self.ruleset, self.mounts, confined);
+        child::install(cmd, self.ruleset, self.mounts, confined, None);
         Ok(())
     }
 }

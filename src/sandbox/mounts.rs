@@ -33,8 +33,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Everything the child needs, made before the fork.
-#[derive(Debug)]
+/// Everything the child needs, made before the fork (and sent as it is to the spawn helper).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Plan {
     /// The user and group maps of a new user namespace; `None` for root, which makes the mount
     /// namespace without one (a user namespace would leave root's files of other users

@@ -36,19 +36,18 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use super::truncate::TailBuffer;
 use super::{ToolError, ToolOutput};
 use crate::cancel::CancelToken;
-use crate::sandbox::Prepared;
+use crate::sandbox::{Launch, LaunchError, Launched, Prepared};
 
 /// After SIGTERM on timeout or cancel, how long the process group gets to exit before SIGKILL.
 pub const BASH_KILL_GRACE: Duration = Duration::from_millis(200);
@@ -98,13 +97,10 @@ pub async fn bash_with_progress(
     if !cwd.is_dir() {
         return ToolError::NoWorkingDirectory(cwd.to_path_buf()).into();
     }
-    let mut cmd = Command::new("bash");
-    if let Err(e) = sandbox.confine(cmd.as_std_mut()) {
-        return ToolError::Sandbox(e).into();
-    }
-    match run(cmd, command, cwd, timeout, max_chars, cancel, progress).await {
+    match run(sandbox, command, cwd, timeout, max_chars, cancel, progress).await {
         Ok((end, output)) => finish(end, output, timeout),
-        Err(error) => ToolError::io("run bash in", cwd, error).into(),
+        Err(LaunchError::Sandbox(e)) => ToolError::Sandbox(e).into(),
+        Err(LaunchError::Io(error)) => ToolError::io("run bash in", cwd, error).into(),
     }
 }
 
@@ -175,35 +171,42 @@ fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(-1)
 }
 
-/// Run `command` with `cmd` (`bash`, already confined: its `setsid` makes the process group).
+/// Run `command` with `bash -c` in `sandbox` (its `setsid` makes the process group).
 async fn run(
-    mut cmd: Command,
+    sandbox: Prepared,
     command: &str,
     cwd: &Path,
     timeout: Duration,
     max_chars: usize,
     cancel: &CancelToken,
     progress: Option<Progress<'_>>,
-) -> io::Result<(End, String)> {
+) -> Result<(End, String), LaunchError> {
     let (reader, writer) = io::pipe()?;
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer)
-        .kill_on_drop(true);
-    let mut child = cmd.spawn()?;
-    // `cmd` holds our copies of the pipe's write end: drop it now, so that the pipe reaches
-    // end-of-file as soon as the command's own processes have closed theirs, instead of
-    // waiting out the drain.
-    drop(cmd);
+    let launch = Launch {
+        program: "bash".into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: cwd.to_path_buf(),
+        stdout: OwnedFd::from(writer.try_clone()?),
+        stderr: OwnedFd::from(writer),
+    };
+    // `launch` gives our copies of the pipe's write end away: once the command has started we
+    // hold none, so the pipe reaches end-of-file as soon as the command's own processes have
+    // closed theirs, instead of waiting out the drain.
+    // Starting it counts against the timeout and yields to a cancel too (a helper that does not
+    // answer holds up nothing; one that starts the command after all kills it, see
+    // `sandbox::helper`).
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut child = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return Ok((End::Cancelled, String::new())),
+        () = &mut deadline => return Ok((End::TimedOut, String::new())),
+        started = sandbox.launch(launch) => started?,
+    };
     let group = GroupKiller::new(&child);
     let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
     let mut output = Output::new(max_chars, progress);
 
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
     let end = loop {
         tokio::select! {
             biased;
@@ -273,7 +276,7 @@ struct GroupKiller {
 }
 
 impl GroupKiller {
-    fn new(child: &Child) -> Self {
+    fn new(child: &Launched) -> Self {
         let pgid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
         Self { pgid }
     }
@@ -284,7 +287,12 @@ impl GroupKiller {
     }
 
     /// SIGTERM the group, keep reading output, and SIGKILL whatever is left after the grace.
-    async fn kill(mut self, child: &mut Child, output: &mut Output<'_>, pipe: &mut pipe::Receiver) {
+    async fn kill(
+        mut self,
+        child: &mut Launched,
+        output: &mut Output<'_>,
+        pipe: &mut pipe::Receiver,
+    ) {
         // `pgid` stays set until SIGKILL is sent, so dropping this future midway still kills.
         let Some(pgid) = self.pgid else {
             return;
