@@ -792,3 +792,52 @@ fn sigterm_mid_turn_exits_cleanly() {
     let code = c.wait_exit(Duration::from_secs(3));
     assert_eq!(code, Some(0), "stderr: {}", c.stderr.lock().unwrap());
 }
+
+/// A tool's card completes in the editor when the tool ends, not when the turn next waits for
+/// something: here the next model request is held up in Lisp (which the renderer needs too)
+/// until the test has seen the card complete.
+#[test]
+fn a_tool_card_completes_while_the_turn_is_still_busy_in_lisp() {
+    let env = Env::new();
+    let go = env.root.join("go");
+    env.init(&format!(
+        "(var calls 0)
+(advise! agent.build-request :hold
+  (fn [build messages]
+    (set calls (+ calls 1))
+    (when (= calls 2)
+      (let [until (+ (os.time) 20)]
+        (while (and (< (os.time) until) (not (io.open {:?}))) nil)))
+    (build messages)))",
+        go.display().to_string()
+    ));
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "call_1",
+            "bash",
+            &[r#"{"command":"echo hi"}"#],
+        )),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "run it");
+    let ask = c.until(|m| m["method"] == "session/request_permission");
+    c.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    c.until(|m| {
+        m["params"]["update"]["sessionUpdate"] == "tool_call_update"
+            && m["params"]["update"]["status"] == "completed"
+    });
+    let held = fake.requests().len();
+    std::fs::write(&go, "").expect("let the turn go on");
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        held, 1,
+        "the card completed only after the next request went out"
+    );
+}

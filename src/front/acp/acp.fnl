@@ -278,6 +278,14 @@ runs: a pending card the policy lets run without asking turns in_progress then
         asked? (if call.mcp (not call.mcp.read-only?) (. asked-kinds call.kind))]
     (when (and asked? (not= mode :yolo) (not= mode :read-only)) :pending)))
 
+;; A tool's card completes in the editor as the tool ends, not when the turn next waits: the
+;; card's update is rendered by Lisp, which the running turn holds until it waits for something.
+(oml.advise* "agent.run-tool-call" :acp-flush
+  (fn [run-tool-call ...]
+    (let [result (run-tool-call ...)]
+      (acp.flush!)
+      result)))
+
 (fn agent.on-tool-allowed [call]
   "In ACP mode: the card of the tool CALL, when it started pending (its :status, from
 `agent.tool-card-status`), turns in_progress as the permission policy lets the tool run."

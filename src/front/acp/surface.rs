@@ -174,6 +174,15 @@ const ACP: &[HostFn] = &[
         make: |lua| create_async_function(lua, update),
     },
     HostFn {
+        name: "flush!",
+        args: "?session-id",
+        doc: "Wait until every event the session (?SESSION-ID, else the running coroutine's) \
+              has emitted so far is rendered and queued for the ACP client, suspending only \
+              this coroutine (the renderer runs Lisp, which a running turn holds until it \
+              waits). Returns true; nil without a client or a session.",
+        make: |lua| create_async_function(lua, flush),
+    },
+    HostFn {
         name: "running-sessions",
         args: "",
         doc: "The ids of the ACP sessions whose prompt is running now, sorted.",
@@ -217,6 +226,21 @@ fn update(
             .await
             .ok()
             .map(|_| true))
+    }
+}
+
+/// `acp.flush!`.
+fn flush(lua: Lua, explicit: Option<String>) -> impl Future<Output = mlua::Result<Option<bool>>> {
+    let hub = hub(&lua).ok();
+    let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
+    let key = lua.current_thread().to_pointer() as usize;
+    let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
+    async move {
+        let (Some(hub), Some(id)) = (hub, sid) else {
+            return Ok(None);
+        };
+        hub.barrier(&id).await;
+        Ok(Some(true))
     }
 }
 
