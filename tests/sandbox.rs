@@ -491,13 +491,15 @@ fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
         String::from_utf8_lossy(&name).contains("__spawn-helper"),
         "the command's parent is not the helper: {name:?}"
     );
-    // Its socket to oml, and /dev/null twice; nothing of oml's and no environment. (Reading a
-    // process that is not dumpable takes root, as CI runs.)
+    // Its socket to oml, and /dev/null twice; nothing of oml's and no environment (and, for a
+    // moment after a command ends, that command's pidfd). (Reading a process that is not
+    // dumpable takes root, as CI runs.)
     let links: Vec<String> = std::fs::read_dir(format!("/proc/{helper}/fd"))
         .expect("the helper's descriptors")
         .flatten()
         .filter_map(|fd| std::fs::read_link(fd.path()).ok())
         .map(|l| l.display().to_string())
+        .filter(|l| l != "anon_inode:[pidfd]")
         .collect();
     assert_eq!(links.len(), 3, "{links:?}");
     assert_eq!(
@@ -528,4 +530,50 @@ fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
         .expect("a pid");
     assert_ne!(second, helper, "{rest}");
     assert!(rest.contains("hi"), "{rest}");
+}
+
+#[test]
+fn a_stopped_spawn_helper_is_given_up_and_the_next_command_gets_a_new_one() {
+    let s = Sandbox::new();
+    let bash = |command: &str| format!("(print (. (oml.tool-bash {command:?} 30 1000) :content))");
+    let form = format!(
+        "{} (io.stdout:flush) (io.read) {} {}",
+        bash("echo $PPID"),
+        bash("echo never"),
+        bash("echo $PPID")
+    );
+    let mut oml = s
+        .env
+        .command(None, &["eval", &form])
+        .env("TMPDIR", &s.tmp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn oml");
+    let mut out = std::io::BufReader::new(oml.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("the first command's output");
+    let helper: i32 = line.trim().parse().expect("the helper's pid");
+    // SAFETY: kill with integers, on the helper this test just identified.
+    unsafe { libc::kill(helper, libc::SIGSTOP) };
+    std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("the other commands' output");
+    assert!(oml.wait().expect("oml").success(), "{rest}");
+    // The stopped helper never said whether it started the command, which is not run again.
+    assert!(!rest.contains("never"), "{rest}");
+    assert!(rest.contains("spawn helper ended"), "{rest}");
+    let last: i32 = rest
+        .trim_end()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a pid last: {rest:?}"));
+    assert_ne!(last, helper, "{rest}");
+    assert!(
+        await_exit(helper, DEADLINE),
+        "the stopped helper was not killed"
+    );
 }

@@ -32,6 +32,8 @@ pub enum LaunchError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    Helper(#[from] SpawnError),
 }
 
 /// A started command. Dropping it before the command ended kills the command's first process
@@ -89,7 +91,9 @@ impl Prepared {
                 match helper::spawn(request, &fds).await {
                     Ok(child) => return Ok(Launched::Helper(child)),
                     Err(SpawnError::Failed(e)) => return Err(e.into()),
-                    Err(SpawnError::Unavailable(why)) => {
+                    // Sent, and perhaps started: never started a second time.
+                    Err(SpawnError::Lost) => return Err(SpawnError::Lost.into()),
+                    Err(why @ (SpawnError::NotRunning | SpawnError::Unsent(_))) => {
                         tracing::debug!("forking the command here: {why}");
                     }
                 }

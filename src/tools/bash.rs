@@ -101,6 +101,9 @@ pub async fn bash_with_progress(
         Ok((end, output)) => finish(end, output, timeout),
         Err(LaunchError::Sandbox(e)) => ToolError::Sandbox(e).into(),
         Err(LaunchError::Io(error)) => ToolError::io("run bash in", cwd, error).into(),
+        Err(LaunchError::Helper(error)) => {
+            ToolError::io("run bash in", cwd, io::Error::other(error)).into()
+        }
     }
 }
 

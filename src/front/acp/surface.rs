@@ -179,7 +179,8 @@ const ACP: &[HostFn] = &[
         doc: "Wait until every event the session (?SESSION-ID, else the running coroutine's) \
               has emitted so far is rendered and queued for the ACP client, suspending only \
               this coroutine (the renderer runs Lisp, which a running turn holds until it \
-              waits). Returns true; nil without a client or a session.",
+              waits). Returns true; nil without a client or a session, when the prompt is \
+              cancelled meanwhile, or after 5 s (an editor that stopped reading).",
         make: |lua| create_async_function(lua, flush),
     },
     HostFn {
@@ -229,18 +230,29 @@ fn update(
     }
 }
 
-/// `acp.flush!`.
+/// The longest `acp.flush!` waits for the session's updates to be queued: an editor that stops
+/// reading holds the writer, and the turn goes on without the flush after this.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `acp.flush!`: the session's barrier, given up on its cancel or after [`FLUSH_TIMEOUT`].
 fn flush(lua: Lua, explicit: Option<String>) -> impl Future<Output = mlua::Result<Option<bool>>> {
     let hub = hub(&lua).ok();
     let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
     let key = lua.current_thread().to_pointer() as usize;
     let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
+    let cancel = match (&sessions, &sid) {
+        (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
+        _ => None,
+    };
     async move {
-        let (Some(hub), Some(id)) = (hub, sid) else {
+        let (Some(hub), Some(id), Some(cancel)) = (hub, sid, cancel) else {
             return Ok(None);
         };
-        hub.barrier(&id).await;
-        Ok(Some(true))
+        tokio::select! {
+            () = hub.barrier(&id) => Ok(Some(true)),
+            () = cancel.cancelled() => Ok(None),
+            () = tokio::time::sleep(FLUSH_TIMEOUT) => Ok(None),
+        }
     }
 }
 

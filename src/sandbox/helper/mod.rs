@@ -16,27 +16,35 @@
 //! request that waits for it. Only oml holds its end of the socket (close-on-exec, never given
 //! to a command), so nothing else can ask the helper for anything.
 //!
-//! When the helper cannot be had (it did not start, it ended, the request is too large or not
-//! UTF-8), [`spawn`] says [`SpawnError::Unavailable`] and the caller forks as before; after
-//! [`MAX_STARTS`] helpers have ended, oml stops starting new ones.
+//! When the helper cannot be had (it did not start, the request is too large or not UTF-8),
+//! [`spawn`] says [`SpawnError::NotRunning`] or [`SpawnError::Unsent`] and the caller forks as
+//! before; after [`MAX_STARTS`] helpers have ended, oml stops starting new ones. A helper that
+//! ends, or does not answer within [`SPAWN_REPLY_TIMEOUT`] (and is then killed), after it was
+//! sent a command gives [`SpawnError::Lost`]: the command may have started, so it is not
+//! started again. A request given up while the helper forks (a cancel, a timeout) kills what
+//! the helper started. The files: `wire.rs` the messages, `serve.rs` the helper's side,
+//! `replies.rs` oml's reader of the answers, `child.rs` a started command as oml holds it.
 //!
 //! It knows the requests, not what the commands are for.
 
+mod child;
+mod replies;
 mod serve;
 mod wire;
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use tokio::sync::oneshot;
 
+pub use child::Child;
+use replies::{Pending, PendingMap, Spawned, Start};
 pub use serve::serve;
 pub(in crate::sandbox) use wire::Request;
 
@@ -56,79 +64,29 @@ pub fn enable() {
 /// How many helpers one oml starts before it stops trying and forks commands itself.
 const MAX_STARTS: u32 = 3;
 
+/// How long oml waits for the helper to say that a command started (or could not). A helper
+/// that has not answered by then is taken for stuck, and killed.
+const SPAWN_REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why [`spawn`] did not start the command.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    /// The helper cannot take this request; the caller starts the command itself.
-    #[error("the spawn helper is unavailable: {0}")]
-    Unavailable(String),
+    /// No helper runs (none may be started here, or too many ended): the caller starts the
+    /// command itself.
+    #[error("the spawn helper is not running")]
+    NotRunning,
+    /// The request could not be sent (too large, the socket's buffer full): the command did
+    /// not start, and the caller starts it itself.
+    #[error("the spawn helper could not be sent the command: {0}")]
+    Unsent(io::Error),
+    /// The helper ended, or stopped answering, after it was sent the command, which may have
+    /// started (and been killed with the helper): not started again.
+    #[error("the spawn helper ended before it said whether the command started")]
+    Lost,
     /// The helper tried and the command did not start (the program is missing, a sandbox step
     /// failed).
     #[error(transparent)]
     Failed(io::Error),
-}
-
-/// A command the helper started: its first process's id, and how it ended once it has.
-#[derive(Debug)]
-pub struct Child {
-    pid: i32,
-    /// Until the helper's answer about the end has been taken (or the helper is gone).
-    exit: Option<oneshot::Receiver<io::Result<i32>>>,
-    status: Option<ExitStatus>,
-}
-
-impl Child {
-    /// The first process's id, which is also the command's process group.
-    pub fn id(&self) -> u32 {
-        self.pid.unsigned_abs()
-    }
-
-    /// Wait until the command's first process has ended (cancel-safe).
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        if let Some(status) = self.status {
-            return Ok(status);
-        }
-        let Some(exit) = self.exit.as_mut() else {
-            return Err(gone());
-        };
-        let got = exit.await.map_err(|_| gone());
-        self.settle(got.and_then(|raw| raw))
-    }
-
-    /// How the command's first process ended, if it has.
-    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        if let Some(status) = self.status {
-            return Ok(Some(status));
-        }
-        let Some(exit) = self.exit.as_mut() else {
-            return Err(gone());
-        };
-        match exit.try_recv() {
-            Ok(raw) => self.settle(raw).map(Some),
-            Err(oneshot::error::TryRecvError::Empty) => Ok(None),
-            Err(oneshot::error::TryRecvError::Closed) => self.settle(Err(gone())).map(Some),
-        }
-    }
-
-    /// Keep what the helper answered about the end; the receiver is done with either way.
-    fn settle(&mut self, raw: io::Result<i32>) -> io::Result<ExitStatus> {
-        self.exit = None;
-        let status = ExitStatus::from_raw(raw?);
-        self.status = Some(status);
-        Ok(status)
-    }
-}
-
-impl Drop for Child {
-    /// Like `kill_on_drop`: a command whose waiter is gone before it ended is killed. (When the
-    /// helper ended first, the command's `PR_SET_PDEATHSIG` has killed it.)
-    fn drop(&mut self) {
-        if self.exit.is_some() && matches!(self.try_wait(), Ok(None)) {
-            // SAFETY: kill with integers; the pid is pinned until the helper reaps it, and the
-            // command's watcher keeps its number in use as a session id after that.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
-        }
-    }
 }
 
 /// Start a helper in the background unless one runs (or may not be started), so that the first
@@ -158,55 +116,75 @@ pub(super) async fn spawn(
     mut request: Request,
     fds: &[BorrowedFd<'_>],
 ) -> Result<Child, SpawnError> {
-    let helper = current().ok_or_else(|| SpawnError::Unavailable("not running".into()))?;
+    let helper = current().ok_or(SpawnError::NotRunning)?;
     let id = helper.next.fetch_add(1, Ordering::Relaxed);
     let Request::Spawn { id: slot, .. } = &mut request;
     *slot = id;
     let (spawned, on_spawned) = oneshot::channel();
     let (exited, exit) = oneshot::channel();
-    helper.pending.lock().insert(
-        id,
-        Pending {
-            spawned: Some(spawned),
-            exited,
-        },
-    );
+    let waiting = Pending {
+        spawned: Some(spawned),
+        exited,
+    };
+    helper.pending.lock().insert(id, waiting);
     if let Err(e) = wire::send(helper.socket.as_fd(), &request, fds, false) {
         helper.pending.lock().remove(&id);
-        return Err(SpawnError::Unavailable(e.to_string()));
+        return Err(SpawnError::Unsent(e));
     }
-    match on_spawned.await {
-        Ok(Ok(pid)) => Ok(Child {
-            pid,
-            exit: Some(exit),
-            status: None,
-        }),
-        Ok(Err(Start::Failed(e))) => Err(SpawnError::Failed(e)),
-        Ok(Err(Start::Gone)) | Err(_) => Err(SpawnError::Unavailable("it ended".into())),
+    let mut answer = Answer(Some(on_spawned));
+    let Some(receiver) = answer.0.as_mut() else {
+        return Err(SpawnError::Lost);
+    };
+    let got = tokio::time::timeout(SPAWN_REPLY_TIMEOUT, receiver).await;
+    answer.0 = None;
+    match got {
+        Ok(Ok(Ok(Spawned { pid, pidfd }))) => Ok(Child::new(pid, pidfd, exit)),
+        Ok(Ok(Err(Start::Failed(e)))) => Err(SpawnError::Failed(e)),
+        Ok(Ok(Err(Start::Gone)) | Err(_)) => Err(SpawnError::Lost),
+        Err(_) => {
+            helper.retire();
+            Err(SpawnError::Lost)
+        }
     }
 }
 
 // --- private helpers
 
-/// Why a request got no pid.
-enum Start {
-    Failed(io::Error),
-    Gone,
-}
+/// The answer to a spawn request while it is awaited. Dropped before it was taken (the turn
+/// was cancelled, or timed out, while the helper forked), it kills the command the helper
+/// started meanwhile, or makes the reader kill it when `Spawned` comes later.
+struct Answer(Option<oneshot::Receiver<Result<Spawned, Start>>>);
 
-/// What a request waits for.
-struct Pending {
-    /// Taken when `Spawned` or `Failed` arrives.
-    spawned: Option<oneshot::Sender<Result<i32, Start>>>,
-    exited: oneshot::Sender<io::Result<i32>>,
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(mut receiver) = self.0.take() {
+            receiver.close();
+            if let Ok(Ok(started)) = receiver.try_recv() {
+                started.kill();
+            }
+        }
+    }
 }
 
 /// A running helper.
 struct Helper {
     socket: OwnedFd,
-    pending: Mutex<HashMap<u64, Pending>>,
+    /// The helper's process id, to kill a helper that stopped answering.
+    pid: i32,
+    pending: Mutex<PendingMap>,
     next: AtomicU64,
     alive: AtomicBool,
+}
+
+impl Helper {
+    /// Stop using this helper and kill it: its reader then fails every request still waiting,
+    /// and the next command starts a new helper.
+    fn retire(&self) {
+        self.alive.store(false, Ordering::Release);
+        // SAFETY: kill with integers; the helper is this process's child and not yet reaped
+        // (its reader reaps it, after this kill ends it).
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+    }
 }
 
 /// The helper in use, and how many were started.
@@ -269,65 +247,14 @@ fn start() -> io::Result<Arc<Helper>> {
         .spawn()?;
     let helper = Arc::new(Helper {
         socket: ours,
-        pending: Mutex::new(HashMap::new()),
+        pid: i32::try_from(process.id()).unwrap_or(i32::MAX),
+        pending: Mutex::new(PendingMap::new()),
         next: AtomicU64::new(1),
         alive: AtomicBool::new(true),
     });
     let reader = helper.clone();
     std::thread::Builder::new()
         .name("oml-spawn-helper".into())
-        .spawn(move || read_replies(&reader, process))?;
+        .spawn(move || replies::read_replies(&reader, process))?;
     Ok(helper)
-}
-
-/// The reply reader's life: hand each reply to its request until the helper ends, then fail
-/// what still waits and reap the helper.
-fn read_replies(helper: &Helper, mut process: std::process::Child) {
-    let mut buffer = vec![0u8; wire::MAX_MESSAGE_BYTES];
-    loop {
-        match wire::recv::<wire::Reply>(&helper.socket, &mut buffer, true) {
-            Ok(Some((reply, _))) => deliver(helper, reply),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {}
-            Ok(None) | Err(_) => break,
-        }
-    }
-    helper.alive.store(false, Ordering::Release);
-    for (_, pending) in helper.pending.lock().drain() {
-        if let Some(spawned) = pending.spawned {
-            let _ = spawned.send(Err(Start::Gone));
-        }
-        let _ = pending.exited.send(Err(gone()));
-    }
-    let _ = process.kill();
-    let _ = process.wait();
-}
-
-/// Hand `reply` to the request it answers.
-fn deliver(helper: &Helper, reply: wire::Reply) {
-    let mut pending = helper.pending.lock();
-    match reply {
-        wire::Reply::Spawned { id, pid } => {
-            let taken = pending.get_mut(&id).and_then(|p| p.spawned.take());
-            // Nobody waits any more (the turn was cancelled meanwhile): the command goes.
-            if taken.is_none_or(|s| s.send(Ok(pid)).is_err()) {
-                // SAFETY: kill with integers; `pid` leads the group the helper just made.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-        }
-        wire::Reply::Failed { id, errno } => {
-            if let Some(spawned) = pending.remove(&id).and_then(|p| p.spawned) {
-                let _ = spawned.send(Err(Start::Failed(io::Error::from_raw_os_error(errno))));
-            }
-        }
-        wire::Reply::Exited { id, status } => {
-            if let Some(p) = pending.remove(&id) {
-                let _ = p.exited.send(Ok(status));
-            }
-        }
-    }
-}
-
-/// The error of a command whose helper ended under it.
-fn gone() -> io::Error {
-    io::Error::other("the spawn helper ended")
 }

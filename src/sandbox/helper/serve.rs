@@ -108,7 +108,9 @@ fn start(socket: BorrowedFd<'_>, request: Request, fds: Vec<OwnedFd>) -> Option<
             let pidfd = rustix::process::Pid::from_raw(pid).and_then(|p| {
                 rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
             });
-            let _ = wire::send(socket, &Reply::Spawned { id, pid }, &[], true);
+            // The pidfd goes with the answer, so that oml signals this process and no other.
+            let fds: Vec<BorrowedFd<'_>> = pidfd.iter().map(AsFd::as_fd).collect();
+            let _ = wire::send(socket, &Reply::Spawned { id, pid }, &fds, true);
             return Some(Running { id, child, pidfd });
         }
         Err(e) => Reply::Failed {
@@ -188,10 +190,28 @@ fn reap(socket: BorrowedFd<'_>, running: &mut Vec<Running>) {
     });
 }
 
-/// Close every descriptor but `keep` and the standard ones (oml gave `/dev/null` for those).
+/// Descriptors closed one by one when the kernel has no `close_range` (before Linux 5.9).
+const CLOSE_FALLBACK_MAX_FD: i32 = 65_536;
+
+/// Close every descriptor but `keep` and the standard ones (oml gave `/dev/null` for those):
+/// whatever oml inherited without close-on-exec (from an editor, a shell) stays out of here.
 fn close_others(keep: i32) {
-    let first = (keep.max(2) + 1) as libc::c_uint;
+    let first = keep.max(2) + 1;
     // SAFETY: close_range with integer bounds; these descriptors are this process's own, and
     // none of them is owned by anything yet (this runs first thing).
-    unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) };
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    };
+    if closed < 0 {
+        for fd in first..CLOSE_FALLBACK_MAX_FD {
+            // SAFETY: closing a descriptor of this process that nothing owns; a closed one gives
+            // EBADF.
+            unsafe { libc::close(fd) };
+        }
+    }
 }

@@ -138,3 +138,64 @@ pub(super) fn recv<T: for<'de> Deserialize<'de>>(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(Some((message, fds)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .expect("a socket pair")
+    }
+
+    #[test]
+    fn a_request_crosses_with_its_descriptors_and_a_huge_one_is_not_sent() {
+        let (ours, theirs) = pair();
+        let (read, write) = std::io::pipe().expect("a pipe");
+        let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+        let request = Request::Spawn {
+            id: 7,
+            program: "bash".into(),
+            args: vec!["-c".into(), "echo hi".into()],
+            env: vec![("PATH".into(), "/usr/bin".into())],
+            cwd: "/tmp".into(),
+            confined: true,
+            mounts: None,
+            ruleset: false,
+        };
+        send(
+            ours.as_fd(),
+            &request,
+            &[write.as_fd(), read.as_fd()],
+            false,
+        )
+        .expect("sent");
+        let mut buffer = vec![0u8; MAX_MESSAGE_BYTES];
+        let (got, fds) = recv::<Request>(&theirs, &mut buffer, false)
+            .expect("received")
+            .expect("a message");
+        let Request::Spawn { id, args, .. } = got;
+        assert_eq!((id, args.len(), fds.len()), (7, 2, 2));
+        let huge = Request::Spawn {
+            id: 8,
+            program: "x".repeat(MAX_MESSAGE_BYTES),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: "/".into(),
+            confined: false,
+            mounts: None,
+            ruleset: false,
+        };
+        let refused = send(ours.as_fd(), &huge, &[], false).expect_err("too large");
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);
+        drop(ours);
+        let end = recv::<Request>(&theirs, &mut buffer, false).expect("end of file");
+        assert!(end.is_none(), "nothing was sent after the first request");
+    }
+}
