@@ -51,6 +51,10 @@ fn slot(roots: Roots) -> usize {
     }
 }
 
+/// The niceness of the thread that builds the HTTP client at start-up (0 is normal, 19 the
+/// lowest priority).
+const WARM_UP_NICE: libc::c_int = 10;
+
 /// Build the HTTP client for `connect_timeout` and `roots` on a thread of its own, unless one
 /// is there: called at start-up, so that the first model call (or model list) does not wait
 /// for the root certificates. Harmless when it loses a race with a call, which builds its own.
@@ -58,6 +62,16 @@ pub fn warm_up(connect_timeout: Duration, roots: Roots) {
     let spawned = std::thread::Builder::new()
         .name("oml-http-warm".into())
         .spawn(move || {
+            // Behind what start-up is for: on a machine with few cores this thread would
+            // otherwise take the core the editor's `initialize` is answered on.
+            // SAFETY: setpriority with integers, on this thread (a Linux thread id).
+            unsafe {
+                libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    libc::gettid() as libc::id_t,
+                    WARM_UP_NICE,
+                )
+            };
             if HTTP.lock()[slot(roots)].is_none()
                 && let Ok(client) = build_http(connect_timeout, roots)
             {
