@@ -466,7 +466,8 @@ pub(super) async fn acp(
     sandbox: Option<&str>,
 ) -> anyhow::Result<i32> {
     // The editor's `initialize` is answered while the image is built.
-    let opened = crate::front::acp::open_stdio(crate::front::acp::max_line_bytes_from_env());
+    let mut opened = crate::front::acp::open_stdio(crate::front::acp::max_line_bytes_from_env());
+    opened.first_answer().await;
     let lisp = new_host(paths, Output::Stderr)?;
     // After the image (which the early `initialize` answer does not wait for), before the first
     // `session/new` lists the models.

@@ -3,8 +3,10 @@
 //!
 //! An editor starts `oml acp` and sends `initialize` first; its answer is the same whatever the
 //! init files say (it is built in Rust, see [`super::initialize`]), so nothing makes the editor
-//! wait for the Lisp boot to read it. The boot then overlaps the editor's own work between
-//! `initialize` and `session/new`. What the answer's request tells the agent (the client's
+//! wait for the Lisp boot to read it. Start-up lets the first answer go out before it builds
+//! the image (at most [`FIRST_ANSWER_WAIT`]), so that the answer's threads do not wait for a
+//! core behind the build; the build then overlaps the editor's own work between `initialize`
+//! and `session/new`. What the answer's request tells the agent (the client's
 //! capabilities) is kept and given to the Lisp side when it is there.
 //!
 //! It knows the `initialize` request and the transport; not sessions, prompts or Lisp.
@@ -28,25 +30,48 @@ pub struct Greeted {
     pub capabilities: Option<Value>,
 }
 
+/// How long start-up waits for the editor's first `initialize` to be answered (written and
+/// flushed) before it builds the image. An editor sends it as soon as it has started oml; on a
+/// machine with few cores the answer's threads would otherwise wait for a core behind the
+/// image's build. A client that sends nothing meanwhile costs start-up this much, once.
+pub const FIRST_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_millis(3);
+
 /// The connection and the task that answers `initialize` while the image is built.
 pub struct Opened {
     pub conn: Connection,
     ready: oneshot::Sender<()>,
     answering: JoinHandle<Greeted>,
+    first_answer: Option<oneshot::Receiver<()>>,
 }
 
 /// Start the transport on `conn`'s channel and answer `initialize` until [`Opened::ready`].
 pub fn open(conn: Connection, incoming: mpsc::UnboundedReceiver<Incoming>) -> Opened {
     let (ready, ready_rx) = oneshot::channel();
-    let answering = tokio::spawn(answer_until_ready(conn.clone(), incoming, ready_rx));
+    let (answered, first_answer) = oneshot::channel();
+    let answering = tokio::spawn(answer_until_ready(
+        conn.clone(),
+        incoming,
+        ready_rx,
+        answered,
+    ));
     Opened {
         conn,
         ready,
         answering,
+        first_answer: Some(first_answer),
     }
 }
 
 impl Opened {
+    /// Wait until the first `initialize` has been answered and its answer is on the wire, or
+    /// [`FIRST_ANSWER_WAIT`] has passed: the editor's first answer goes out before the image's
+    /// build takes the cores.
+    pub async fn first_answer(&mut self) {
+        if let Some(answered) = self.first_answer.take() {
+            let _ = tokio::time::timeout(FIRST_ANSWER_WAIT, answered).await;
+        }
+    }
+
     /// The image is built: stop answering and hand over what was read.
     pub async fn ready(self) -> (Connection, Greeted) {
         let _ = self.ready.send(());
@@ -72,7 +97,9 @@ async fn answer_until_ready(
     conn: Connection,
     mut incoming: mpsc::UnboundedReceiver<Incoming>,
     mut ready: oneshot::Receiver<()>,
+    answered: oneshot::Sender<()>,
 ) -> Greeted {
+    let mut answered = Some(answered);
     let mut held = Vec::new();
     let mut capabilities = None;
     loop {
@@ -90,6 +117,10 @@ async fn answer_until_ready(
                     Ok(answer)
                 });
                 respond(&conn, &r.id, answer).await;
+                if let Some(answered) = answered.take() {
+                    let _ = conn.flush().await;
+                    let _ = answered.send(());
+                }
             }
             other => held.push(other),
         }
