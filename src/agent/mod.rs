@@ -228,9 +228,6 @@ impl Agent {
         parts: &[Value],
         interrupt: &CancelToken,
     ) -> Result<PromptOutcome, AgentError> {
-        // A prompt may run a command: have the spawn helper ready by then, started beside the
-        // model call rather than in front of the command.
-        crate::sandbox::helper::warm();
         let id = turn.id.as_str();
         let f = self
             .lisp

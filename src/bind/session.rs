@@ -247,6 +247,11 @@ const SESSION: &[HostFn] = &[
                 let json = from_lua(lua, event)?;
                 let event: AgentEvent = serde_json::from_value(json)
                     .map_err(|e| rt(format!("session.emit!: not an agent event: {e}")))?;
+                // A command is about to run (after its permission, if asked): the spawn helper
+                // starts now, beside the question, not in front of the command.
+                if matches!(&event, AgentEvent::ToolStart { kind, .. } if kind == "execute") {
+                    crate::sandbox::helper::warm();
+                }
                 // Outside a session an event has nowhere to go, which is not an error.
                 if let Some(id) = id.or_else(|| s.of_thread(thread_key(lua))) {
                     s.emit(&id, event);

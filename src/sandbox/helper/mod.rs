@@ -8,7 +8,8 @@
 //! that. The command's set-up between fork and exec is the same code either way
 //! (`super::child`).
 //!
-//! How: oml starts the helper the first time it runs a command, with one end of a
+//! How: oml starts the helper when the first command's card appears ([`warm`], beside the
+//! permission question) or, at the latest, when it runs it, with one end of a
 //! `SOCK_SEQPACKET` socket pair as the helper's standard input, an empty environment, and no
 //! other descriptor. [`spawn`] sends a [`wire::Request`] with the command's output pipe, oml's
 //! lifeline and the Landlock ruleset attached, and waits for `Spawned`; the returned [`Child`]
