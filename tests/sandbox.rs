@@ -465,18 +465,19 @@ fn the_editor_terminal_launcher_ends_its_command_when_its_shell_is_killed() {
     );
 }
 
-#[test]
-fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
-    let s = Sandbox::new();
-    let bash = |command: &str| format!("(print (. (oml.tool-bash {command:?} 30 1000) :content))");
-    let form = format!(
-        "{} (io.stdout:flush) (io.read) {}",
-        bash("echo $PPID"),
-        bash("echo $PPID; echo hi")
-    );
+/// `oml eval FORM`, whose first command prints its parent's pid and which then waits for a
+/// line on stdin: the process, its stdout, and that parent (the spawn helper).
+fn first_command_from_helper(
+    s: &Sandbox,
+    form: &str,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    i32,
+) {
     let mut oml = s
         .env
-        .command(None, &["eval", &form])
+        .command(None, &["eval", form])
         .env("TMPDIR", &s.tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -486,6 +487,19 @@ fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).expect("the first command's output");
     let helper: i32 = line.trim().parse().expect("the helper's pid");
+    (oml, out, helper)
+}
+
+#[test]
+fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
+    let s = Sandbox::new();
+    let bash = |command: &str| format!("(print (. (oml.tool-bash {command:?} 30 1000) :content))");
+    let form = format!(
+        "{} (io.stdout:flush) (io.read) {}",
+        bash("echo $PPID"),
+        bash("echo $PPID; echo hi")
+    );
+    let (mut oml, mut out, helper) = first_command_from_helper(&s, &form);
     let name = std::fs::read(format!("/proc/{helper}/cmdline")).unwrap_or_default();
     assert!(
         String::from_utf8_lossy(&name).contains("__spawn-helper"),
@@ -542,18 +556,7 @@ fn a_stopped_spawn_helper_is_given_up_and_the_next_command_gets_a_new_one() {
         bash("echo never"),
         bash("echo $PPID")
     );
-    let mut oml = s
-        .env
-        .command(None, &["eval", &form])
-        .env("TMPDIR", &s.tmp)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn oml");
-    let mut out = std::io::BufReader::new(oml.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).expect("the first command's output");
-    let helper: i32 = line.trim().parse().expect("the helper's pid");
+    let (mut oml, mut out, helper) = first_command_from_helper(&s, &form);
     // SAFETY: kill with integers, on the helper this test just identified.
     unsafe { libc::kill(helper, libc::SIGSTOP) };
     std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");

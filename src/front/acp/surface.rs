@@ -24,6 +24,7 @@ use mlua::{Lua, Value};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cancel::CancelToken;
 use crate::jsonrpc::{Connection, RequestError, SendError};
 use crate::lisp::encode::LuaJson;
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
@@ -230,13 +231,9 @@ fn update(
     }
 }
 
-/// The longest `acp.flush!` waits for the session's updates to be queued: an editor that stops
-/// reading holds the writer, and the turn goes on without the flush after this.
-const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// `acp.flush!`: the session's barrier, given up on its cancel or after [`FLUSH_TIMEOUT`].
-fn flush(lua: Lua, explicit: Option<String>) -> impl Future<Output = mlua::Result<Option<bool>>> {
-    let hub = hub(&lua).ok();
+/// The session a host function acts for (`explicit`, else the running coroutine's) and the
+/// cancel token of its prompt.
+fn session_of(lua: &Lua, explicit: Option<String>) -> (Option<String>, Option<CancelToken>) {
     let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
     let key = lua.current_thread().to_pointer() as usize;
     let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
@@ -244,6 +241,17 @@ fn flush(lua: Lua, explicit: Option<String>) -> impl Future<Output = mlua::Resul
         (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
         _ => None,
     };
+    (sid, cancel)
+}
+
+/// The longest `acp.flush!` waits for the session's updates to be queued: an editor that stops
+/// reading holds the writer, and the turn goes on without the flush after this.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `acp.flush!`: the session's barrier, given up on its cancel or after [`FLUSH_TIMEOUT`].
+fn flush(lua: Lua, explicit: Option<String>) -> impl Future<Output = mlua::Result<Option<bool>>> {
+    let hub = hub(&lua).ok();
+    let (sid, cancel) = session_of(&lua, explicit);
     async move {
         let (Some(hub), Some(id), Some(cancel)) = (hub, sid, cancel) else {
             return Ok(None);
@@ -262,13 +270,7 @@ fn request(
     (method, params, explicit): (String, Value, Option<String>),
 ) -> impl Future<Output = mlua::Result<Value>> {
     let hub = hub(&lua);
-    let sessions = lua.app_data_ref::<Arc<Sessions>>().map(|s| s.clone());
-    let key = lua.current_thread().to_pointer() as usize;
-    let sid = explicit.or_else(|| sessions.as_ref().and_then(|s| s.of_thread(key)));
-    let cancel = match (&sessions, &sid) {
-        (Some(s), Some(id)) => s.with(id, |s| s.cancel.clone()),
-        _ => None,
-    };
+    let (sid, cancel) = session_of(&lua, explicit);
     async move {
         let hub = hub?;
         let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
