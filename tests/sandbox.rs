@@ -490,6 +490,19 @@ fn first_command_from_helper(
     (oml, out, helper)
 }
 
+/// Let the `oml eval` of [`first_command_from_helper`] go on: what it printed after its first
+/// command, once it exited successfully.
+fn go_on(
+    mut oml: std::process::Child,
+    mut out: std::io::BufReader<std::process::ChildStdout>,
+) -> String {
+    std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("the other commands' output");
+    assert!(oml.wait().expect("oml").success(), "{rest}");
+    rest
+}
+
 #[test]
 fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
     let s = Sandbox::new();
@@ -499,7 +512,7 @@ fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
         bash("echo $PPID"),
         bash("echo $PPID; echo hi")
     );
-    let (mut oml, mut out, helper) = first_command_from_helper(&s, &form);
+    let (oml, out, helper) = first_command_from_helper(&s, &form);
     let name = std::fs::read(format!("/proc/{helper}/cmdline")).unwrap_or_default();
     assert!(
         String::from_utf8_lossy(&name).contains("__spawn-helper"),
@@ -531,10 +544,7 @@ fn the_spawn_helper_holds_only_its_socket_and_a_killed_one_is_replaced() {
     // SAFETY: kill with integers, on the helper this test just identified.
     unsafe { libc::kill(helper, libc::SIGKILL) };
     assert!(await_exit(helper, DEADLINE), "the helper did not end");
-    std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).expect("the second command's output");
-    assert!(oml.wait().expect("oml").success(), "{rest}");
+    let rest = go_on(oml, out);
     let second: i32 = rest
         .lines()
         .next()
@@ -556,13 +566,10 @@ fn a_stopped_spawn_helper_is_given_up_and_the_next_command_gets_a_new_one() {
         bash("echo never"),
         bash("echo $PPID")
     );
-    let (mut oml, mut out, helper) = first_command_from_helper(&s, &form);
+    let (oml, out, helper) = first_command_from_helper(&s, &form);
     // SAFETY: kill with integers, on the helper this test just identified.
     unsafe { libc::kill(helper, libc::SIGSTOP) };
-    std::io::Write::write_all(oml.stdin.as_mut().expect("stdin"), b"go\n").expect("go on");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).expect("the other commands' output");
-    assert!(oml.wait().expect("oml").success(), "{rest}");
+    let rest = go_on(oml, out);
     // The stopped helper never said whether it started the command, which is not run again.
     assert!(!rest.contains("never"), "{rest}");
     assert!(rest.contains("spawn helper ended"), "{rest}");

@@ -42,7 +42,7 @@ const WATCH_INTERVAL_MS: libc::c_int = 1000;
 const PARENT_GONE_EXIT: libc::c_int = 128 + libc::SIGKILL;
 
 /// Descriptors the watcher closes one by one when the kernel has no `close_range` (Linux 5.9).
-const CLOSE_FALLBACK_MAX_FD: libc::c_int = 65_536;
+pub(super) const CLOSE_FALLBACK_MAX_FD: libc::c_int = 65_536;
 
 /// The capabilities a confined command of root's keeps (linux/capability.h numbers, which the
 /// libc crate does not name): what file work as root needs — CAP_CHOWN, CAP_DAC_OVERRIDE,

@@ -80,22 +80,19 @@ impl Prepared {
         if let Status::Unavailable(reason) = &self.status {
             return Err(SandboxError::Unavailable(reason.clone()).into());
         }
-        if let Some(request) = self.request(&launch) {
-            let lifeline = super::child::own_lifeline();
+        let lifeline = super::child::own_lifeline();
+        if let (Some(request), Some(lifeline)) = (self.request(&launch), lifeline) {
             // SAFETY: the lifeline's read end lives as long as this process (a static).
-            let lifeline = lifeline.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) });
-            let mut fds = vec![launch.stdout.as_fd(), launch.stderr.as_fd()];
-            fds.extend(lifeline);
+            let lifeline = unsafe { BorrowedFd::borrow_raw(lifeline) };
+            let mut fds = vec![launch.stdout.as_fd(), launch.stderr.as_fd(), lifeline];
             fds.extend(self.ruleset.as_deref().map(AsFd::as_fd));
-            if lifeline.is_some() {
-                match helper::spawn(request, &fds).await {
-                    Ok(child) => return Ok(Launched::Helper(child)),
-                    Err(SpawnError::Failed(e)) => return Err(e.into()),
-                    // Sent, and perhaps started: never started a second time.
-                    Err(SpawnError::Lost) => return Err(SpawnError::Lost.into()),
-                    Err(why @ (SpawnError::NotRunning | SpawnError::Unsent(_))) => {
-                        tracing::debug!("forking the command here: {why}");
-                    }
+            match helper::spawn(request, &fds).await {
+                Ok(child) => return Ok(Launched::Helper(child)),
+                Err(SpawnError::Failed(e)) => return Err(e.into()),
+                // Sent, and perhaps started: never started a second time.
+                Err(SpawnError::Lost) => return Err(SpawnError::Lost.into()),
+                Err(why @ (SpawnError::NotRunning | SpawnError::Unsent(_))) => {
+                    tracing::debug!("forking the command here: {why}");
                 }
             }
         }

@@ -132,12 +132,12 @@ pub(super) async fn spawn(
         helper.pending.lock().remove(&id);
         return Err(SpawnError::Unsent(e));
     }
-    let mut answer = Answer(Some(on_spawned));
-    let Some(receiver) = answer.0.as_mut() else {
-        return Err(SpawnError::Lost);
+    let mut answer = Answer {
+        receiver: on_spawned,
+        taken: false,
     };
-    let got = tokio::time::timeout(SPAWN_REPLY_TIMEOUT, receiver).await;
-    answer.0 = None;
+    let got = tokio::time::timeout(SPAWN_REPLY_TIMEOUT, &mut answer.receiver).await;
+    answer.taken = true;
     match got {
         Ok(Ok(Ok(Spawned { pid, pidfd }))) => Ok(Child::new(pid, pidfd, exit)),
         Ok(Ok(Err(Start::Failed(e)))) => Err(SpawnError::Failed(e)),
@@ -154,13 +154,17 @@ pub(super) async fn spawn(
 /// The answer to a spawn request while it is awaited. Dropped before it was taken (the turn
 /// was cancelled, or timed out, while the helper forked), it kills the command the helper
 /// started meanwhile, or makes the reader kill it when `Spawned` comes later.
-struct Answer(Option<oneshot::Receiver<Result<Spawned, Start>>>);
+struct Answer {
+    receiver: oneshot::Receiver<Result<Spawned, Start>>,
+    /// Whether the awaiting ended (with the answer, or with the helper given up).
+    taken: bool,
+}
 
 impl Drop for Answer {
     fn drop(&mut self) {
-        if let Some(mut receiver) = self.0.take() {
-            receiver.close();
-            if let Ok(Ok(started)) = receiver.try_recv() {
+        if !self.taken {
+            self.receiver.close();
+            if let Ok(Ok(started)) = self.receiver.try_recv() {
                 started.kill();
             }
         }

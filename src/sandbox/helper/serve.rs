@@ -168,30 +168,17 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
 
 /// Answer `Exited` for every command that has ended, and forget it.
 fn reap(socket: BorrowedFd<'_>, running: &mut Vec<Running>) {
-    running.retain_mut(|r| match r.child.try_wait() {
-        Ok(Some(status)) => {
-            let reply = Reply::Exited {
-                id: r.id,
-                status: status.into_raw(),
-            };
-            let _ = wire::send(socket, &reply, &[], true);
-            false
-        }
-        Ok(None) => true,
-        // Not ours to wait for any more: say so as a kill, which is what oml would report.
-        Err(_) => {
-            let reply = Reply::Exited {
-                id: r.id,
-                status: libc::SIGKILL,
-            };
-            let _ = wire::send(socket, &reply, &[], true);
-            false
-        }
+    running.retain_mut(|r| {
+        let status = match r.child.try_wait() {
+            Ok(Some(status)) => status.into_raw(),
+            Ok(None) => return true,
+            // Not ours to wait for any more: say so as a kill, which is what oml would report.
+            Err(_) => libc::SIGKILL,
+        };
+        let _ = wire::send(socket, &Reply::Exited { id: r.id, status }, &[], true);
+        false
     });
 }
-
-/// Descriptors closed one by one when the kernel has no `close_range` (before Linux 5.9).
-const CLOSE_FALLBACK_MAX_FD: i32 = 65_536;
 
 /// Close every descriptor but `keep` and the standard ones (oml gave `/dev/null` for those):
 /// whatever oml inherited without close-on-exec (from an editor, a shell) stays out of here.
@@ -208,7 +195,7 @@ fn close_others(keep: i32) {
         )
     };
     if closed < 0 {
-        for fd in first..CLOSE_FALLBACK_MAX_FD {
+        for fd in first..child::CLOSE_FALLBACK_MAX_FD {
             // SAFETY: closing a descriptor of this process that nothing owns; a closed one gives
             // EBADF.
             unsafe { libc::close(fd) };
