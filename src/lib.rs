@@ -10,17 +10,20 @@
 //!    JSON-RPC transport), `acp_client` (oml driving external ACP agents), `session` (the
 //!    registry, the loop's events and the session store), `project` (the project root, its
 //!    instruction files and its git state), `sandbox` (confining the commands oml runs: Landlock,
-//!    a new session, PDEATHSIG, secrets kept out of their environment);
+//!    a new session, PDEATHSIG, secrets kept out of their environment), `ask` (`oml ask`'s
+//!    session owners, over `acp_client`);
 //! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
 //!    REPL conversation;
 //! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
 //! 5. `agent`: the model loop as named Lisp steps;
 //! 6. `front`: the front ends — `front::acp` (`oml acp`), `front::print` (`oml -p`),
+//!    `front::ask` (`oml ask`),
 //!    `front::repl` (the terminal REPL and the REPL socket);
 //! 7. `cli`: arguments, modes, boot and exit statuses.
 
 pub mod acp_client;
 pub mod agent;
+pub mod ask;
 pub mod bind;
 pub mod cancel;
 pub mod catalog;

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 pub use client::Client;
 pub use process::{AgentProcess, Spawn};
-pub use router::{OutOfTurn, TurnEvent, choose};
+pub use router::{OutOfTurn, PermissionOption, TurnEvent, choose};
 pub use turn::Turn;
 pub use types::{
     BoxFuture, Category, ClientError, ConnectOptions, PermissionDecision, PermissionHandler,

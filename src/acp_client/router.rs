@@ -139,6 +139,11 @@ impl TurnShared {
     }
 
     /// Ends the turn without a consumer (its prompt was dropped): later updates are late.
+    /// The updates that have arrived and not been handed out, without waiting.
+    pub(super) fn arrived(&self) -> Vec<Update> {
+        self.lock().updates.drain(..).collect()
+    }
+
     pub(super) fn finish(&self) {
         self.lock().finished = true;
     }

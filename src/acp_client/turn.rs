@@ -31,6 +31,14 @@ impl Turn {
     }
 }
 
+impl Turn {
+    /// The updates that have arrived since the last call, without waiting: what a permission
+    /// handler's caller shows before the question, which came after them.
+    pub fn arrived(&mut self) -> Vec<crate::acp_client::Update> {
+        self.shared.arrived()
+    }
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
         if self.done {

@@ -90,6 +90,23 @@ error (the same value, so error tables keep their :category)."
                                {:agent name})
                  0)))))
 
+(fn client.resolve-agent [what]
+  "How (client.connect WHAT) starts the agent named WHAT: {:command … :args [...] :env {...}},
+from client.defagent, else the catalog (when it is on PATH); nil is client.default-agent. A
+name that is neither raises a :config error naming the defined agents. `oml ask` and
+client.ask start their session owners with it."
+  (let [what (if (= nil what) (default-agent) what)
+        cfg (or (. client.agents what) (catalog-agent what))]
+    (when (= nil cfg)
+      (let [names (icollect [k (pairs client.agents)] k)]
+        (table.sort names)
+        (error (config-error (.. "no agent named " what " is defined (client.agents: "
+                                 (if (< 0 (length names)) (table.concat names ", ") "none")
+                                 ") and the catalog has none (`oml agents`)")
+                             {:agent what})
+               0)))
+    {:command cfg.command :args (or cfg.args []) :env (or cfg.env {})}))
+
 (fn options-table? [t]
   (and (= :table (type t)) (not= nil (next t)) (= nil (. t 1))))
 

@@ -126,6 +126,65 @@ pub enum Command {
     /// command in an editor's terminal (see docs/src/safety.md). Not for people.
     #[command(hide = true, name = "sandbox-exec")]
     SandboxExec(SandboxExecArgs),
+    /// Prompt an ACP agent from the shell, in a session kept alive between prompts.
+    ///
+    /// `oml ask AGENT PROMPT…` sends the prompt to the persistent session of AGENT in this
+    /// directory (-s NAME: a named one) and prints the agent's text, its tool calls and
+    /// `[done] <stop reason>`. AGENT is a catalog name (`oml agents`), a client.defagent name, or
+    /// `--agent 'COMMAND ARGS'` in its place. Words after AGENT: `exec PROMPT…` (a one-shot
+    /// session), `status`, `cancel`, `sessions [list|new|close|show|history]`. Options come
+    /// before the prompt or the word. Exit status: 0 end_turn, 1 the agent failed, 2 usage,
+    /// 3 refusal, 4 max_turn_requests, 5 max_tokens, 130 cancelled.
+    Ask(AskArgs),
+}
+
+/// `oml ask`'s options (see `oml ask --help`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AskArgs {
+    /// The agent's command line, in place of AGENT (split like a shell's words).
+    #[arg(long, value_name = "COMMAND")]
+    pub agent: Option<String>,
+    /// The session's name (default: `default`).
+    #[arg(short = 's', long = "session", value_name = "NAME")]
+    pub session: Option<String>,
+    /// Read the prompt from PATH.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Queue the prompt and return at once (permissions: --approve-reads unless another is given).
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Seconds the session's owner keeps the agent after the last prompt.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub ttl: u64,
+    /// Print only the agent's final text.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Allow reads and searches; ask on a terminal, else reject, anything else (the default).
+    #[arg(long, group = "permissions")]
+    pub approve_reads: bool,
+    /// Allow every permission request.
+    #[arg(long, group = "permissions")]
+    pub approve_all: bool,
+    /// Reject every permission request.
+    #[arg(long, group = "permissions")]
+    pub deny_all: bool,
+    /// A Fennel file whose value is the permission handler, as client.connect's :on-permission.
+    #[arg(long, value_name = "FILE.fnl", group = "permissions")]
+    pub policy: Option<PathBuf>,
+    /// The session's model (its config option `model`, else session/set_model).
+    #[arg(long, value_name = "ID")]
+    pub model: Option<String>,
+    /// The session's mode (session/set_mode).
+    #[arg(long, value_name = "ID")]
+    pub mode: Option<String>,
+    /// A session config option (`true`/`false` are booleans), repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// AGENT (unless --agent), then the prompt or a word: exec, status, cancel, sessions.
+    #[arg(value_name = "AGENT")]
+    pub agent_name: Option<String>,
+    #[arg(value_name = "PROMPT", trailing_var_arg = true, allow_hyphen_values = true)]
+    pub words: Vec<String>,
 }
 
 /// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out

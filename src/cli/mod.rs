@@ -11,6 +11,7 @@
 //! and the messages a terminal user sees.
 
 mod args;
+mod ask;
 mod boot;
 mod launch;
 mod modes;
@@ -18,7 +19,7 @@ mod setup;
 
 use clap::Parser as _;
 
-pub use args::{Cli, Command, PrintArgs, SandboxExecArgs};
+pub use args::{AskArgs, Cli, Command, PrintArgs, SandboxExecArgs};
 pub use boot::boot;
 
 use crate::front::stdio::err;
@@ -35,6 +36,11 @@ pub mod status {
 /// Parse the arguments and run; returns the process exit status.
 pub fn main() -> i32 {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // An `oml ask` session's owner, started by `oml ask` with its spec on stdin.
+    if argv.get(1).is_some_and(|a| a == crate::ask::OWNER_ARG) {
+        init_logging();
+        return ask::owner();
+    }
     let parsed = match args::print_mode_args(argv.get(1..).unwrap_or_default()) {
         Some(rest) => {
             let name = argv.first().cloned().unwrap_or_else(|| "oml".into());
@@ -148,5 +154,6 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         }) => modes::repl_listen(&paths, &cli, socket.clone()).await,
         Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
         Some(Command::SandboxExec(args)) => Ok(launch::sandbox_exec(args)),
+        Some(Command::Ask(args)) => ask::ask(&paths, &cli, args).await,
     }
 }

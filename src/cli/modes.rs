@@ -347,7 +347,7 @@ pub const STDIN_MAX_BYTES: usize = 10 * 1024 * 1024;
 
 /// The prompt: the words; with none (or `-`), stdin; with words and piped stdin, the words and
 /// then stdin's text, set apart and labelled. `Err` is the usage message.
-async fn prompt_text(words: &[String]) -> Result<String, String> {
+pub(super) async fn prompt_text(words: &[String]) -> Result<String, String> {
     use std::io::IsTerminal as _;
     let piped = !std::io::stdin().is_terminal();
     let only_stdin = words.is_empty() || (words.len() == 1 && words[0] == "-");

@@ -20,11 +20,15 @@ use serde_json::{Value, json};
 struct Agent {
     mode: String,
     n: usize,
-    input: std::io::StdinLock<'static>,
+    input: std::io::BufReader<std::io::Stdin>,
     out: BufWriter<std::io::Stdout>,
     next_id: i64,
     authenticated: bool,
     turns: usize,
+    /// The session ids `session/load` was asked for, in order.
+    loaded: Vec<String>,
+    /// A `session/cancel` came during `sleep:`.
+    cancelled: bool,
 }
 
 impl Agent {
@@ -192,6 +196,7 @@ impl Agent {
                 }
                 "session/load" => {
                     let sid = params["sessionId"].as_str().unwrap_or("").to_owned();
+                    self.loaded.push(sid.clone());
                     self.update(&sid, json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "earlier"}}));
                     self.answer(&id, Value::Null);
                 }
@@ -372,6 +377,23 @@ impl Agent {
                 }
                 self.answer(id, json!({"stopReason": "end_turn"}));
             }
+            _ if text == "whoami" => {
+                self.turns += 1;
+                let said = format!("session {sid}, turn {} of pid {}, loaded {:?}", self.turns, std::process::id(), self.loaded);
+                self.chunk(sid, &said);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            _ if text.starts_with("sleep:") => {
+                // `sleep:MS rest`: waits MS ms (a cancel ends it early), then says the rest.
+                let ms: u64 = text[6..].split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                self.chunk(sid, "sleeping");
+                self.sleep_or_cancel(ms);
+                let rest = text.split_once(' ').map_or("", |(_, r)| r).to_owned();
+                self.chunk(sid, &format!(" done: {rest}"));
+                self.answer(id, json!({"stopReason": if self.cancelled { "cancelled" } else { "end_turn" }}));
+                self.cancelled = false;
+            }
+            _ if text == "refuse" => self.answer(id, json!({"stopReason": "refusal"})),
             _ => {
                 // prompt-ok and every other mode: two chunks, then end_turn; echo the prompt.
                 if !text.is_empty() && self.mode != "prompt-ok" {
@@ -386,6 +408,31 @@ impl Agent {
 }
 
 impl Agent {
+    /// Sleeps `ms` milliseconds unless `session/cancel` comes first (other lines meanwhile
+    /// are dropped).
+    fn sleep_or_cancel(&mut self, ms: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            if self.input.buffer().is_empty() {
+                let mut fd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+                // SAFETY: poll on one live pollfd.
+                let ready = unsafe { libc::poll(&mut fd, 1, left.as_millis() as i32) };
+                if ready <= 0 {
+                    continue;
+                }
+            }
+            let Some(m) = self.recv() else { return };
+            if m.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                self.cancelled = true;
+                return;
+            }
+        }
+    }
+
     /// What a delegated agent does: says something, runs a tool, asks to edit a file (with the
     /// diff), and answers with the decision and which turn of which session this was.
     fn delegated_turn(&mut self, id: &Value, sid: &str, text: &str) {
@@ -445,11 +492,13 @@ fn main() {
     let mut agent = Agent {
         mode,
         n,
-        input: std::io::stdin().lock(),
+        input: std::io::BufReader::new(std::io::stdin()),
         out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
         next_id: 0,
         authenticated: false,
         turns: 0,
+        loaded: Vec::new(),
+        cancelled: false,
     };
     agent.run();
 }

@@ -25,7 +25,7 @@ pub fn ask_on_terminal(enabled: bool) {
 /// numbered; an empty, unreadable or unknown answer rejects. The REPL's line editor is idle
 /// while a form waits for its prompt, so the terminal is free. A turn cancelled meanwhile is
 /// answered `cancelled` by the client whatever is typed.
-pub(super) fn terminal_permission_handler() -> PermissionHandler {
+pub fn terminal_permission_handler() -> PermissionHandler {
     Arc::new(|request: PermissionRequest| {
         Box::pin(async move {
             let answer = tokio::task::spawn_blocking(move || ask_tty(&request))
@@ -142,7 +142,7 @@ pub fn question_details(tool_call: &serde_json::Value) -> String {
     text
 }
 
-pub(super) fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHandler> {
+pub fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHandler> {
     let key = Arc::new(lisp.lua().create_registry_value(f)?);
     let lisp = lisp.clone();
     Ok(Arc::new(move |request: PermissionRequest| {
