@@ -224,7 +224,12 @@ fn log_tail(place: &Place) -> String {
 }
 
 /// `exec`: a one-shot session run by a worker in this process, read like an owner's.
-pub fn exec(spec: OwnerSpec, prompt: serde_json::Value, policy: Policy, config: Config) -> Conversation {
+pub fn exec(
+    spec: OwnerSpec,
+    prompt: serde_json::Value,
+    policy: Policy,
+    config: Config,
+) -> Conversation {
     let (tx, events) = mpsc::unbounded_channel();
     let link = Link::new(tx, policy);
     let pending = Arc::clone(&link.pending);

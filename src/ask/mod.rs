@@ -211,7 +211,10 @@ mod tests {
     fn agent_command_lines_split_like_a_shell() {
         let cases: &[(&str, &[&str])] = &[
             ("oml acp", &["oml", "acp"]),
-            ("  a   'b c'  \"d \\\"e\\\"\" f\\ g", &["a", "b c", "d \"e\"", "f g"]),
+            (
+                "  a   'b c'  \"d \\\"e\\\"\" f\\ g",
+                &["a", "b c", "d \"e\"", "f g"],
+            ),
             ("x ''", &["x", ""]),
         ];
         for (line, want) in cases {
@@ -231,7 +234,11 @@ mod tests {
         };
         let base = k("codex", "/src/x", "default").stem();
         assert_eq!(base.len(), 16);
-        for other in [k("claude", "/src/x", "default"), k("codex", "/src/y", "default"), k("codex", "/src/x", "b")] {
+        for other in [
+            k("claude", "/src/x", "default"),
+            k("codex", "/src/y", "default"),
+            k("codex", "/src/x", "b"),
+        ] {
             assert_ne!(other.stem(), base);
         }
         // The separator keeps ("ab", "c") apart from ("a", "bc").

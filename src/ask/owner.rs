@@ -19,7 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::wire::{self, Config, Event, Policy, Request, Status};
-use super::worker::{Link, Worker, failed, prompt_line};
+use super::worker::{Link, Shown, Worker, failed};
 use super::{OwnerSpec, Place};
 use crate::cancel::CancelToken;
 
@@ -57,8 +57,8 @@ struct Shared {
     in_flight: AtomicUsize,
     /// Connections being served.
     active: AtomicUsize,
-    /// The worker's state as `status` shows it, refreshed around each job.
-    shown: Mutex<(Option<i32>, Option<String>, Option<String>)>,
+    /// The worker's state as `status` shows it.
+    shown: Arc<Mutex<Shown>>,
 }
 
 /// Runs an owner for `spec` until its time is up; returns the exit status.
@@ -72,6 +72,7 @@ pub async fn serve(spec: OwnerSpec) -> i32 {
             return 1;
         }
     };
+    let mut worker = Worker::new(spec);
     let listener = match listen(&place) {
         Ok(l) => l,
         Err(e) => {
@@ -88,11 +89,9 @@ pub async fn serve(spec: OwnerSpec) -> i32 {
         started: Instant::now(),
         in_flight: AtomicUsize::new(0),
         active: AtomicUsize::new(0),
-        shown: Mutex::default(),
+        shown: Arc::clone(&worker.shown),
     });
     let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
-    let mut worker = Worker::new(spec);
-    shared.shown.lock().1 = worker.session_id();
     let closed = work(&mut worker, &shared).await;
     // Stop taking new connections, then run what still got in.
     let _ = std::fs::remove_file(&place.socket);
@@ -140,7 +139,6 @@ async fn work(worker: &mut Worker, shared: &Shared) -> bool {
             } => {
                 if !stop.is_cancelled() {
                     *shared.running.lock() = Some(stop.clone());
-                    shared.shown.lock().2 = Some(prompt_line(&prompt));
                     worker.prompt(prompt, &config, link, stop).await;
                     *shared.running.lock() = None;
                 }
@@ -162,11 +160,6 @@ async fn work(worker: &mut Worker, shared: &Shared) -> bool {
                 return true;
             }
         }
-        *shared.shown.lock() = (
-            worker.agent_pid(),
-            worker.session_id(),
-            worker.last_prompt.clone(),
-        );
         *shared.idle_since.lock() = Some(Instant::now());
     }
 }
@@ -327,15 +320,16 @@ fn enqueue(shared: &Shared, job: Job) -> usize {
 }
 
 fn status(shared: &Shared) -> Status {
-    let (agent_pid, session_id, last_prompt) = shared.shown.lock().clone();
+    let Shown {
+        agent_pid,
+        session_id,
+        last_prompt,
+    } = shared.shown.lock().clone();
     let running = shared.running.lock().is_some();
-    let ends_in_secs = shared.idle_since.lock().map(|since| {
-        shared
-            .ttl
-            .lock()
-            .saturating_sub(since.elapsed())
-            .as_secs()
-    });
+    let ends_in_secs = shared
+        .idle_since
+        .lock()
+        .map(|since| shared.ttl.lock().saturating_sub(since.elapsed()).as_secs());
     Status {
         state: if running { "running" } else { "idle" }.into(),
         owner_pid: std::process::id(),
@@ -371,8 +365,8 @@ pub async fn read_line(read: &mut (impl AsyncBufRead + Unpin)) -> std::io::Resul
 
 /// The lock file, held; `None` when another owner holds it and answers on the socket.
 async fn take_lock(place: &Place) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     crate::paths::ensure_private_dir(&place.run_dir)?;
     crate::paths::check_private_dir(&place.run_dir).map_err(std::io::Error::other)?;
     let file = std::fs::OpenOptions::new()

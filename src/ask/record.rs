@@ -112,7 +112,7 @@ pub fn all(dir: &Path) -> Vec<(PathBuf, Record)> {
         })
         .filter(|(_, r)| r.key.is_some())
         .collect();
-    found.sort_by(|a, b| b.1.updated.cmp(&a.1.updated));
+    found.sort_by_key(|(_, r)| std::cmp::Reverse(r.updated));
     found
 }
 
@@ -140,6 +140,9 @@ mod tests {
         assert_eq!(back.history[0].prompt, "p3");
         std::fs::write(&path, "{not json").unwrap();
         assert!(Record::read(&path).history.is_empty());
-        assert_eq!(clip(&"é".repeat(HISTORY_TEXT_CHARS + 1)).chars().count(), HISTORY_TEXT_CHARS + 1);
+        assert_eq!(
+            clip(&"é".repeat(HISTORY_TEXT_CHARS + 1)).chars().count(),
+            HISTORY_TEXT_CHARS + 1
+        );
     }
 }

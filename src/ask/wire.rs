@@ -188,7 +188,10 @@ mod tests {
             let back: Request = serde_json::from_slice(&line(&r)).unwrap();
             assert_eq!(back, r);
         }
-        let e: Event = serde_json::from_str(r#"{"event":"done","stop_reason":"end_turn","text":"x","later":1}"#).unwrap();
+        let e: Event = serde_json::from_str(
+            r#"{"event":"done","stop_reason":"end_turn","text":"x","later":1}"#,
+        )
+        .unwrap();
         assert_eq!(
             e,
             Event::Done {

@@ -88,7 +88,13 @@ impl Asks {
             Policy::Ask => {
                 let cancel = req.cancel.clone();
                 let (reply, answer) = oneshot::channel();
-                if questions.send(Question { request: req, reply }).is_err() {
+                if questions
+                    .send(Question {
+                        request: req,
+                        reply,
+                    })
+                    .is_err()
+                {
                     return PermissionDecision::Reject;
                 }
                 tokio::select! {
@@ -106,14 +112,23 @@ struct Connected {
     session_id: String,
 }
 
+/// What `status` shows of a worker, kept current by the worker as it changes.
+#[derive(Clone, Debug, Default)]
+pub struct Shown {
+    pub agent_pid: Option<i32>,
+    pub session_id: Option<String>,
+    /// The first line of the prompt running now, or else of the last one.
+    pub last_prompt: Option<String>,
+}
+
 /// An owner's agent, session and record.
 pub struct Worker {
     spec: OwnerSpec,
     agent: Option<Connected>,
     record: Record,
     asks: Arc<Asks>,
-    /// The first line of the prompt running now or last.
-    pub last_prompt: Option<String>,
+    /// Read by `status` while the worker is busy.
+    pub shown: Arc<Mutex<Shown>>,
 }
 
 impl Worker {
@@ -123,13 +138,24 @@ impl Worker {
         } else {
             Record::default()
         };
+        let shown = Shown {
+            session_id: record.session_id.clone(),
+            ..Shown::default()
+        };
         Worker {
             spec,
             agent: None,
             record,
             asks: Arc::default(),
-            last_prompt: None,
+            shown: Arc::new(Mutex::new(shown)),
         }
+    }
+
+    /// Brings [`Worker::shown`] up to date.
+    fn show(&self) {
+        let mut shown = self.shown.lock();
+        shown.agent_pid = self.agent_pid();
+        shown.session_id = self.session_id();
     }
 
     /// The agent's pid while it runs.
@@ -150,7 +176,7 @@ impl Worker {
     pub async fn prompt(&mut self, prompt: Value, config: &Config, link: Link, stop: CancelToken) {
         let events = link.events.clone();
         let first_line = prompt_line(&prompt);
-        self.last_prompt = Some(first_line.clone());
+        self.shown.lock().last_prompt = Some(first_line.clone());
         let started = record::now();
         let outcome = match self.ready(config).await {
             Ok(()) => self.turn(prompt, link, &stop).await,
@@ -195,6 +221,7 @@ impl Worker {
         if self.agent.is_none() {
             let connected = self.connect().await?;
             self.agent = Some(connected);
+            self.show();
         }
         let Some(c) = &self.agent else {
             return Err(ClientError::new(Category::Connection, "no agent"));
@@ -224,7 +251,11 @@ impl Worker {
         })
         .await?;
         let cwd = self.spec.key.cwd.clone();
-        let kept = self.record.session_id.clone().filter(|_| self.spec.persistent);
+        let kept = self
+            .record
+            .session_id
+            .clone()
+            .filter(|_| self.spec.persistent);
         let reopened = match kept {
             Some(id) if client.can_load_session() => {
                 client.load_session(&id, &cwd).await.map(|_| id)
@@ -314,9 +345,11 @@ impl Worker {
         if let Some(c) = self.agent.take() {
             c.client.close().await;
         }
+        self.show();
     }
 
     fn save(&self) {
+        self.show();
         if !self.spec.persistent {
             return;
         }

@@ -31,8 +31,8 @@ use crate::cancel::CancelToken;
 use crate::lisp::surface::fill;
 use crate::lisp::{HostFn, Lisp, create_async_function, from_lua, to_lua};
 
-pub use permission::{ask_on_terminal, permission_handler, terminal_permission_handler};
 use permission::ASK_ON_TERMINAL;
+pub use permission::{ask_on_terminal, permission_handler, terminal_permission_handler};
 use turns::deliver_out_of_turn;
 
 /// A connection as Lisp holds it.

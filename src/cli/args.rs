@@ -183,7 +183,11 @@ pub struct AskArgs {
     /// AGENT (unless --agent), then the prompt or a word: exec, status, cancel, sessions.
     #[arg(value_name = "AGENT")]
     pub agent_name: Option<String>,
-    #[arg(value_name = "PROMPT", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        value_name = "PROMPT",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     pub words: Vec<String>,
 }
 

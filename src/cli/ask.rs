@@ -3,7 +3,6 @@
 //! agent's name resolved to a command (`client.resolve-agent`, also in the image) only when an
 //! owner has to be started. `front::ask` prints; `ask` runs the owners.
 
-
 use anyhow::Context as _;
 use serde_json::json;
 
@@ -63,7 +62,10 @@ pub(super) async fn ask(paths: &Paths, cli: &Cli, args: &AskArgs) -> anyhow::Res
     let key = Key {
         agent,
         cwd,
-        name: args.session.clone().unwrap_or_else(|| DEFAULT_SESSION.to_owned()),
+        name: args
+            .session
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SESSION.to_owned()),
     };
     let place = Place::of(paths, &key);
     let word = words.first().map(String::as_str);
@@ -289,7 +291,11 @@ async fn resolve_name(paths: &Paths, no_init: bool, name: &str) -> Result<AgentC
         .map_err(|e| agent_error(&e))?;
     let args = value["args"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     let env = value["env"]
         .as_object()
@@ -299,9 +305,9 @@ async fn resolve_name(paths: &Paths, no_init: bool, name: &str) -> Result<AgentC
                 .collect()
         })
         .unwrap_or_default();
-    let command = value["command"]
-        .as_str()
-        .ok_or_else(|| AskError::Agent(format!("client.resolve-agent gave no command for {name}")))?;
+    let command = value["command"].as_str().ok_or_else(|| {
+        AskError::Agent(format!("client.resolve-agent gave no command for {name}"))
+    })?;
     Ok(AgentCommand {
         command: command.to_owned(),
         args,
@@ -313,4 +319,3 @@ fn usage(why: &str) -> i32 {
     err!("oml ask: {why}");
     status::USAGE
 }
-

@@ -4,6 +4,10 @@
 //! `FAKE_AGENT_GRANDCHILD_FILE` the pid of the child it starts in `spawns-grandchild`,
 //! `FAKE_AGENT_CANCEL_FILE` a line when `session/cancel` arrives in `wait-cancel`.
 //!
+//! In the default mode `ok`, a prompt `whoami` answers with the session, the turn, the pid and
+//! the sessions loaded; `sleep:MS TEXT` waits MS ms (a `session/cancel` ends it early, answered
+//! `cancelled`); `stop:REASON` ends the turn with that stop reason.
+//!
 //! The modes a delegated agent plays: `delegate` (text, a tool call, a permission request with a
 //! diff, a final answer naming the turn), `wait-cancel`, `exit-mid-turn`, `hang-in-turn`, and
 //! `auth-env` (an environment-variable login, required before `session/new`).
@@ -379,21 +383,36 @@ impl Agent {
             }
             _ if text == "whoami" => {
                 self.turns += 1;
-                let said = format!("session {sid}, turn {} of pid {}, loaded {:?}", self.turns, std::process::id(), self.loaded);
+                let said = format!(
+                    "session {sid}, turn {} of pid {}, loaded {:?}",
+                    self.turns,
+                    std::process::id(),
+                    self.loaded
+                );
                 self.chunk(sid, &said);
                 self.answer(id, json!({"stopReason": "end_turn"}));
             }
             _ if text.starts_with("sleep:") => {
                 // `sleep:MS rest`: waits MS ms (a cancel ends it early), then says the rest.
-                let ms: u64 = text[6..].split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                let ms: u64 = text[6..]
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
                 self.chunk(sid, "sleeping");
                 self.sleep_or_cancel(ms);
                 let rest = text.split_once(' ').map_or("", |(_, r)| r).to_owned();
                 self.chunk(sid, &format!(" done: {rest}"));
-                self.answer(id, json!({"stopReason": if self.cancelled { "cancelled" } else { "end_turn" }}));
+                self.answer(
+                    id,
+                    json!({"stopReason": if self.cancelled { "cancelled" } else { "end_turn" }}),
+                );
                 self.cancelled = false;
             }
-            _ if text == "refuse" => self.answer(id, json!({"stopReason": "refusal"})),
+            _ if text.starts_with("stop:") => {
+                self.chunk(sid, "stopping");
+                self.answer(id, json!({"stopReason": &text[5..]}));
+            }
             _ => {
                 // prompt-ok and every other mode: two chunks, then end_turn; echo the prompt.
                 if !text.is_empty() && self.mode != "prompt-ok" {
@@ -418,7 +437,11 @@ impl Agent {
                 return;
             }
             if self.input.buffer().is_empty() {
-                let mut fd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+                let mut fd = libc::pollfd {
+                    fd: 0,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
                 // SAFETY: poll on one live pollfd.
                 let ready = unsafe { libc::poll(&mut fd, 1, left.as_millis() as i32) };
                 if ready <= 0 {

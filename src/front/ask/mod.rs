@@ -15,7 +15,9 @@ use crate::ask::wire::{Decision, Event};
 use crate::cancel::CancelToken;
 
 pub use render::Output;
-pub use sessions::{cancel, sessions_close, sessions_history, sessions_list, sessions_show, show_status};
+pub use sessions::{
+    cancel, sessions_close, sessions_history, sessions_list, sessions_show, show_status,
+};
 
 /// `oml ask`'s exit statuses.
 pub mod status {
@@ -75,7 +77,11 @@ pub async fn follow(
         let event = match event {
             Ok(Some(e)) => e,
             Ok(None) => {
-                render.failed("owner", "the session's owner ended before the prompt did", status::FAILED);
+                render.failed(
+                    "owner",
+                    "the session's owner ended before the prompt did",
+                    status::FAILED,
+                );
                 break status::FAILED;
             }
             Err(e) => {
@@ -94,7 +100,8 @@ pub async fn follow(
                 options,
             } => {
                 let decision = decide_one(decide.as_ref(), &session_id, &tool_call, &options).await;
-                let answer = crate::acp_client::choose(&option_list(&options), &decision.clone().into());
+                let answer =
+                    crate::acp_client::choose(&option_list(&options), &decision.clone().into());
                 render.permission(&session_id, &tool_call, &options, &answer);
                 if let Err(e) = conversation.answer(id, decision).await {
                     render.failed("owner", &e.to_string(), status::FAILED);
@@ -177,7 +184,10 @@ fn option_list(options: &serde_json::Value) -> Vec<crate::acp_client::Permission
 /// asked on the terminal by `ask`.
 pub fn reads_or(ask: PermissionHandler) -> PermissionHandler {
     std::sync::Arc::new(move |request: PermissionRequest| {
-        let kind = request.tool_call.get("kind").and_then(serde_json::Value::as_str);
+        let kind = request
+            .tool_call
+            .get("kind")
+            .and_then(serde_json::Value::as_str);
         if kind.is_some_and(|k| crate::ask::worker::READ_KINDS.contains(&k)) {
             return Box::pin(async { Ok(PermissionDecision::Allow) });
         }

@@ -48,12 +48,20 @@ impl Render {
     }
 
     /// A permission question the agent asked, and what was answered.
-    pub fn permission(&mut self, session_id: &str, tool_call: &Value, options: &Value, answer: &Value) {
+    pub fn permission(
+        &mut self,
+        session_id: &str,
+        tool_call: &Value,
+        options: &Value,
+        answer: &Value,
+    ) {
         match self.output {
             Output::Quiet => {}
-            Output::Json => self.json(&json!({"jsonrpc": "2.0", "method": "session/request_permission",
+            Output::Json => self.json(
+                &json!({"jsonrpc": "2.0", "method": "session/request_permission",
                 "params": {"sessionId": session_id, "toolCall": tool_call, "options": options},
-                "answer": answer})),
+                "answer": answer}),
+            ),
             Output::Text => {
                 let title = tool_call["title"].as_str().unwrap_or("a tool call");
                 let outcome = match answer["outcome"]["optionId"].as_str() {

@@ -25,7 +25,10 @@ pub async fn show_status(place: &Place, key: &Key, output: Output) -> i32 {
                     "session_id": record.session_id}),
     };
     if output == Output::Json {
-        out!("{}", json!({"agent": key.agent, "cwd": key.cwd, "name": key.name, "status": status}));
+        out!(
+            "{}",
+            json!({"agent": key.agent, "cwd": key.cwd, "name": key.name, "status": status})
+        );
         return status::END_TURN;
     }
     out!("{}: {}", key.name, status["state"].as_str().unwrap_or("?"));
@@ -79,8 +82,10 @@ pub async fn sessions_list(paths: &Paths, key: &Key, output: Output) -> i32 {
     if output == Output::Json {
         let list: Vec<_> = rows
             .iter()
-            .map(|(k, r, running)| json!({"name": k.name, "cwd": k.cwd, "sessionId": r.session_id,
-                "updated": r.updated, "prompts": r.history.len(), "running": running}))
+            .map(|(k, r, running)| {
+                json!({"name": k.name, "cwd": k.cwd, "sessionId": r.session_id,
+                "updated": r.updated, "prompts": r.history.len(), "running": running})
+            })
             .collect();
         out!("{}", json!(list));
         return status::END_TURN;

@@ -1,0 +1,223 @@
+//! What `oml ask` prints and returns: `--json`'s ACP messages and result line, `--quiet`, every
+//! exit status, the permission policies, the prompt from a file or stdin, usage errors, and a
+//! session with `oml acp` itself.
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use super::support::fake_model::{FakeModel, text_chunks};
+use super::support::home::use_fake_model;
+use super::{Shell, finish};
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn json_prints_each_acp_message_as_sent_then_one_result_line() {
+    let shell = Shell::new("ok");
+    let ran = shell.run(&["--json", "hi"]);
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let lines = json_lines(&ran.stdout);
+    let (result, messages) = lines.split_last().unwrap();
+    for m in messages {
+        assert_eq!(m["jsonrpc"], "2.0");
+        assert_eq!(m["method"], "session/update");
+        assert_eq!(m["params"]["sessionId"], "sess-1");
+        assert_eq!(
+            m["params"]["update"]["sessionUpdate"],
+            "agent_message_chunk"
+        );
+    }
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(|m| m["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["you said: hi", "Hello, ", "world!"]);
+    assert_eq!(
+        *result,
+        serde_json::json!({"type": "result", "sessionId": "sess-1", "stopReason": "end_turn",
+            "text": "you said: hiHello, world!", "status": 0})
+    );
+}
+
+#[test]
+fn every_stop_reason_has_its_exit_status() {
+    let shell = Shell::new("ok");
+    for (reason, code) in [
+        ("end_turn", 0),
+        ("refusal", 3),
+        ("max_turn_requests", 4),
+        ("max_tokens", 5),
+    ] {
+        let ran = shell.run(&[&format!("stop:{reason}")]);
+        assert_eq!(ran.code, code, "{reason}: {ran:?}");
+        assert_eq!(ran.stdout, format!("stopping\n[done] {reason}\n"));
+    }
+    let quiet = shell.run(&["--quiet", "hi"]);
+    assert_eq!(quiet.stdout, "you said: hiHello, world!\n");
+    // Cancelled is 130 (owner.rs), a failed agent 1.
+    let broken = Shell::new("early-exit");
+    let ran = broken.run(&["--json", "hi"]);
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let result = json_lines(&ran.stdout).pop().unwrap();
+    assert_eq!(result["status"], 1);
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot find my configuration"),
+        "{result}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_is_wrong() {
+    let shell = Shell::new("ok");
+    let home = &shell.home;
+    let cases: [(&[&str], &str); 4] = [
+        (&["ask"], "name the agent"),
+        (
+            &["ask", "--agent", "x", "--set", "novalue", "hi"],
+            "expected KEY=VALUE",
+        ),
+        (
+            &["ask", "--agent", "x"],
+            "the prompt read from stdin is empty",
+        ),
+        (
+            &["ask", "--agent", "x", "sessions", "dance"],
+            "not one of list, new, close, show, history",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = home.blocking_command(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    let unknown = home
+        .blocking_command(&["ask", "nosuch", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no agent named nosuch"));
+}
+
+#[test]
+fn permission_policies_allow_reject_or_ask_a_fennel_handler() {
+    let shell = Shell::new("delegate");
+    // No terminal here: the default allows reads, rejects the edit.
+    let default = shell.run(&["first"]);
+    assert!(default.stdout.contains("Permission: no."), "{default:?}");
+    let all = shell.run(&["--approve-all", "second"]);
+    assert!(all.stdout.contains("Permission: ok."), "{all:?}");
+    let none = shell.run(&["--deny-all", "third"]);
+    assert!(none.stdout.contains("Permission: no."), "{none:?}");
+    let policy = shell.home.root.join("policy.fnl");
+    std::fs::write(
+        &policy,
+        "(fn [req] (if (= req.tool-call.kind :edit) \"ok-always\" :reject))",
+    )
+    .unwrap();
+    let asked = shell.run(&["--json", "--policy", policy.to_str().unwrap(), "fourth"]);
+    let lines = json_lines(&asked.stdout);
+    let question = lines
+        .iter()
+        .position(|l| l["method"] == "session/request_permission")
+        .expect("asked");
+    assert_eq!(
+        lines[question]["answer"]["outcome"]["optionId"],
+        "ok-always"
+    );
+    // The question comes after the updates the agent sent before it.
+    assert_eq!(lines[question - 1]["params"]["update"]["toolCallId"], "t2");
+    assert!(
+        lines.last().unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .contains("Permission: ok-always. Turn 4 in sess-1: fourth")
+    );
+    let broken = shell.home.root.join("broken.fnl");
+    std::fs::write(&broken, "(fn [req] (error \"no\"))").unwrap();
+    let failed = shell.run(&["--policy", broken.to_str().unwrap(), "fifth"]);
+    assert!(
+        failed.stdout.contains("Permission: no."),
+        "a failing policy rejects: {failed:?}"
+    );
+}
+
+#[test]
+fn the_prompt_comes_from_the_words_a_file_or_stdin() {
+    let shell = Shell::new("ok");
+    let file = shell.home.root.join("prompt.txt");
+    std::fs::write(&file, "from the file").unwrap();
+    let ran = shell.run(&["--quiet", "--file", file.to_str().unwrap()]);
+    assert_eq!(ran.stdout, "you said: from the fileHello, world!\n");
+    let mut child = shell
+        .command(&["--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"piped in").unwrap();
+    assert_eq!(finish(child).stdout, "you said: piped inHello, world!\n");
+}
+
+#[test]
+fn a_session_with_oml_acp_itself_keeps_its_conversation_between_prompts() {
+    let fake = FakeModel::start([
+        text_chunks(&["Hello ", "from oml"]),
+        text_chunks(&["Second"]),
+    ]);
+    let shell = Shell::new("ok");
+    let ask = |words: &[&str]| {
+        let mut cmd = shell.home.blocking_command(&["ask", "oml"]);
+        cmd.args(words)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        use_fake_model(&mut cmd, &fake.base_url());
+        finish(cmd.spawn().unwrap())
+    };
+    let first = ask(&["say hello"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(first.stdout, "Hello from oml\n[done] end_turn\n");
+    let second = ask(&["and again"]);
+    assert_eq!(second.stdout, "Second\n[done] end_turn\n");
+    // The second request carries the first exchange: one oml session.
+    let requests = fake.requests();
+    let messages = requests[1].body["messages"].clone();
+    let texts: Vec<String> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("say hello"))
+            && texts.iter().any(|t| t.contains("Hello from oml")),
+        "{texts:?}"
+    );
+    let status = {
+        let out = shell
+            .home
+            .blocking_command(&["ask", "oml", "--json", "status"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let closed = shell
+        .home
+        .blocking_command(&["ask", "oml", "sessions", "close"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&closed.stdout), "closed\n");
+    let owner = status["status"]["owner_pid"].as_i64().unwrap() as i32;
+    assert!(super::support::home::poll_until(
+        std::time::Duration::from_secs(10),
+        || super::gone(owner)
+    ));
+}
