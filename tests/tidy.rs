@@ -128,6 +128,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session",
             "project",
             "sandbox",
+            "ask",
         ],
     ),
     ("the Lisp host", &["lisp"]),
@@ -143,6 +144,8 @@ const SIDEWAYS: &[(&str, &str)] = &[
     ("tools", "sandbox"),
     ("project", "sandbox"),
     ("mcp", "acp_client"),
+    ("ask", "acp_client"),
+    ("ask", "sandbox"),
 ];
 
 /// The top-level module a source file belongs to (`src/llm/sse.rs` → `llm`).

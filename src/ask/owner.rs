@@ -2,6 +2,9 @@
 //! they come, runs them one at a time through its [`Worker`], answers `status` and `cancel` at
 //! any time, and ends [`Request::Prompt`]'s `ttl` seconds after its last prompt.
 //!
+//! Every connection is first checked with `sandbox::peer::check`, as the live REPL's are: a
+//! confined command (or another user) is refused, even if it found the socket.
+//!
 //! Shutting down without losing a prompt: the socket is removed first (a new asker then starts
 //! a new owner, which waits for this one's lock), connections already accepted are given time
 //! to say what they want, and whatever got queued meanwhile still runs.
@@ -169,6 +172,11 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // The rule of every socket oml listens on: no confined command, no other user.
+        if let Err(why) = crate::sandbox::peer::check(&stream) {
+            tokio::spawn(refuse(stream, why));
+            continue;
+        }
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         shared.active.fetch_add(1, Ordering::SeqCst);
         let shared = Arc::clone(&shared);
@@ -179,6 +187,17 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
             shared.active.fetch_sub(1, Ordering::SeqCst);
         });
     }
+}
+
+/// Tells a peer that may not ask why, and hangs up.
+async fn refuse(mut stream: UnixStream, why: crate::sandbox::peer::PeerRefused) {
+    tracing::warn!("refused a connection: {why}");
+    let said = Event::Failed {
+        category: "owner".into(),
+        message: format!("refused: {why}"),
+    };
+    let _ = stream.write_all(&wire::line(&said)).await;
+    let _ = stream.shutdown().await;
 }
 
 /// One asker: its request, then (for a prompt it waits for) the prompt's events out and its
@@ -211,51 +230,9 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
             ttl,
             config,
         } => {
+            let job = (prompt, config, policy, wait);
             *shared.ttl.lock() = Duration::from_secs(ttl);
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            // Nobody is left to ask for a prompt that is not waited for.
-            let policy = match (wait, policy) {
-                (false, Policy::Ask) => Policy::ApproveReads,
-                (_, p) => p,
-            };
-            let link = Link::new(tx, policy);
-            let pending = Arc::clone(&link.pending);
-            let stop = CancelToken::new();
-            let ahead = enqueue(
-                shared,
-                Job::Prompt {
-                    prompt,
-                    config,
-                    link,
-                    stop: stop.clone(),
-                },
-            );
-            write.write_all(&reply(Event::Queued { ahead })).await?;
-            if !wait {
-                return Ok(());
-            }
-            // The prompt stops (or never starts) when its asker goes away.
-            let _stop_on_exit = StopOnDrop(stop);
-            loop {
-                tokio::select! {
-                    event = rx.recv() => {
-                        let Some(event) = event else { return Ok(()) };
-                        let last = matches!(event, Event::Done { .. } | Event::Failed { .. });
-                        write.write_all(&reply(event)).await?;
-                        if last {
-                            return Ok(());
-                        }
-                    }
-                    line = read_line(&mut read) => match line? {
-                        Some(line) => {
-                            if let Ok(Request::Answer { id, decision }) = serde_json::from_str(&line) {
-                                Link::answer(&pending, id, decision);
-                            }
-                        }
-                        None => return Ok(()),
-                    }
-                }
-            }
+            serve_prompt(shared, job, &mut read, &mut write).await
         }
         Request::Cancel => {
             let running = shared.running.lock().clone();
@@ -294,6 +271,60 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
                 message: "an answer belongs on its prompt's connection".into(),
             };
             write.write_all(&reply(said)).await
+        }
+    }
+}
+
+/// A prompt's connection: queue it, then (when it waits) its events out and its answers in.
+async fn serve_prompt(
+    shared: &Shared,
+    (prompt, config, policy, wait): (Value, Config, Policy, bool),
+    read: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let reply = |e: Event| wire::line(&e);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Nobody is left to ask for a prompt that is not waited for.
+    let policy = match (wait, policy) {
+        (false, Policy::Ask) => Policy::ApproveReads,
+        (_, p) => p,
+    };
+    let link = Link::new(tx, policy);
+    let pending = Arc::clone(&link.pending);
+    let stop = CancelToken::new();
+    let ahead = enqueue(
+        shared,
+        Job::Prompt {
+            prompt,
+            config,
+            link,
+            stop: stop.clone(),
+        },
+    );
+    write.write_all(&reply(Event::Queued { ahead })).await?;
+    if !wait {
+        return Ok(());
+    }
+    // The prompt stops (or never starts) when its asker goes away.
+    let _stop_on_exit = StopOnDrop(stop);
+    loop {
+        tokio::select! {
+            event = rx.recv() => {
+                let Some(event) = event else { return Ok(()) };
+                let last = matches!(event, Event::Done { .. } | Event::Failed { .. });
+                write.write_all(&reply(event)).await?;
+                if last {
+                    return Ok(());
+                }
+            }
+            line = read_line(read) => match line? {
+                Some(line) => {
+                    if let Ok(Request::Answer { id, decision }) = serde_json::from_str(&line) {
+                        Link::answer(&pending, id, decision);
+                    }
+                }
+                None => return Ok(()),
+            }
         }
     }
 }

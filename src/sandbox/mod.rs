@@ -238,11 +238,19 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
 /// a socket file, and the user's tmux, screen, session bus, systemd and Docker would run a
 /// confined command's request unconfined. The user's runtime folder (`$XDG_RUNTIME_DIR`: the
 /// session bus, `systemd --user`, oml's own sockets), tmux's and screen's socket folders, the
-/// system bus, systemd's private socket and Docker's; with the network off, the ssh agent's too.
+/// system bus, systemd's private socket and Docker's; oml's own runtime folder wherever it is;
+/// with the network off, the ssh agent's too.
 fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
     let var = |name| std::env::var_os(name).map(PathBuf::from);
     let mut hidden: Vec<PathBuf> = HIDDEN_SOCKETS.iter().map(PathBuf::from).collect();
     hidden.extend(var("XDG_RUNTIME_DIR"));
+    // Without `XDG_RUNTIME_DIR` oml's sockets (the live REPL, `oml ask`'s owners) are in
+    // `<state>/run`, which the read-only view of the state folder does not keep a command from
+    // connecting to. It is made now if missing, so that a socket made there later is hidden too.
+    let own = crate::paths::Paths::from_env().runtime;
+    if crate::paths::ensure_private_dir(&own).is_ok() {
+        hidden.push(own);
+    }
     // SAFETY: getuid takes no arguments.
     let uid = unsafe { libc::getuid() };
     let tmux = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".to_owned());
@@ -263,7 +271,14 @@ fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
         .collect();
     hidden.sort();
     hidden.dedup();
-    hidden
+    // A folder inside one already hidden is hidden with it (and cannot be mounted over).
+    let mut outer: Vec<PathBuf> = Vec::new();
+    for h in hidden {
+        if !outer.iter().any(|o| mounts::within(&h, o)) {
+            outer.push(h);
+        }
+    }
+    outer
 }
 
 /// Sockets (and their folders) hidden from every confined command: screen's, the system bus,

@@ -51,8 +51,8 @@ fn a_confined_command_cannot_drive_the_live_repl() {
         Reply::Stream(text_chunks(&["done"])),
     ]);
     let mut cmd = t.command(None, &["acp"]);
-    // Without XDG_RUNTIME_DIR the socket is in the state folder, which commands can see (the
-    // runtime folder is hidden from them): the peer check itself is what is attacked here.
+    // Without XDG_RUNTIME_DIR the socket is in the state folder, whose `run` folder is hidden
+    // from commands too.
     cmd.env_remove("XDG_RUNTIME_DIR");
     use_fake_model(&mut cmd, &fake.base_url());
     let mut editor = Editor::spawn(cmd);
@@ -65,9 +65,12 @@ fn a_confined_command_cannot_drive_the_live_repl() {
         !marker.exists(),
         "a form sent by a confined command ran unconfined: {result}"
     );
+    // The runtime folder, wherever it is, is hidden from commands; were it not, the peer
+    // check would refuse them (a_peer_with_no_new_privs_is_refused_by_an_oml_ask_owner).
     assert!(
-        result.contains("refused") && result.contains("no_new_privs"),
-        "the command is told why: {result}"
+        (result.contains("refused") && result.contains("no_new_privs"))
+            || result.contains("FileNotFoundError"),
+        "the command does not reach the socket: {result}"
     );
     editor.finish();
 }
@@ -91,4 +94,118 @@ fn a_confined_command_cannot_reach_unix_sockets_in_the_runtime_folder() {
         listener.accept().is_err(),
         "the server got a connection: {result}"
     );
+}
+
+/// Python that finds every `oml ask` owner socket under ROOT (from the environment), connects,
+/// and asks for a prompt with every permission allowed; prints what it reached.
+const DRIVE_AN_ASK_OWNER: &str = r#"
+import glob, os, socket
+request = b'{"op":"prompt","prompt":[{"type":"text","text":"injected"}],"wait":true,"policy":"approve-all","ttl":30}\n'
+paths = glob.glob(os.environ["ROOT"] + "/**/ask/*.sock", recursive=True)
+print("sockets seen:", paths)
+for path in paths:
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(5)
+        s.connect(path)
+        s.sendall(request)
+        print("owner said:", s.recv(4096).decode(errors="replace"))
+    except Exception as e:
+        print("refused:", type(e).__name__, e)
+"#;
+
+/// An `oml ask` owner for the scripted agent in `t`'s home, with `XDG_RUNTIME_DIR` set or not;
+/// then a confined command hunts for its socket. The owner keeps the agent, which would run a
+/// prompt sent to it with every permission allowed, outside the sandbox.
+fn an_ask_owner_is_out_of_reach(runtime_var: bool) {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let agent = format!("{} ok", env!("CARGO_BIN_EXE_oml-fake-agent"));
+    let ask = |words: &[&str]| {
+        let mut cmd = t.command(None, &["ask", "--agent", &agent, "--ttl", "60"]);
+        cmd.args(words);
+        if !runtime_var {
+            cmd.env_remove("XDG_RUNTIME_DIR");
+        }
+        cmd.output().expect("run oml ask")
+    };
+    let first = ask(&["hello"]);
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let script = t.env.project.join("drive.py");
+    std::fs::write(&script, DRIVE_AN_ASK_OWNER).expect("write the script");
+    let command = format!("ROOT={} python3 {}", t.env.root.display(), script.display());
+    let (run, result) = if runtime_var {
+        t.model_runs(&command, &[])
+    } else {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let fake = FakeModel::start([
+            Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+            Reply::Stream(text_chunks(&["done"])),
+        ]);
+        let mut cmd = t.command(Some(&fake), &["-p", "--mode", "yolo", "do it"]);
+        cmd.env_remove("XDG_RUNTIME_DIR");
+        let run = crate::support::home::Run::from(cmd.output().expect("run oml"));
+        (run, tool_result(&fake, 1))
+    };
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("sockets seen"), "the script ran: {result}");
+    assert!(
+        !result.contains("owner said"),
+        "a confined command reached the owner: {result}"
+    );
+    let history = ask(&["--json", "sessions", "history"]);
+    let history: serde_json::Value = serde_json::from_slice(&history.stdout).expect("JSON");
+    assert_eq!(
+        history.as_array().map(Vec::len),
+        Some(1),
+        "only our prompt ran: {history}"
+    );
+    let closed = ask(&["sessions", "close"]);
+    assert_eq!(String::from_utf8_lossy(&closed.stdout), "closed\n");
+}
+
+#[test]
+fn a_confined_command_cannot_reach_an_oml_ask_owner() {
+    an_ask_owner_is_out_of_reach(true);
+}
+
+#[test]
+fn a_confined_command_cannot_reach_an_oml_ask_owner_without_a_runtime_folder() {
+    an_ask_owner_is_out_of_reach(false);
+}
+
+/// The second wall: a process with `no_new_privs` (as every confined command has) that reaches
+/// an owner's socket directly is refused by the owner itself.
+#[test]
+fn a_peer_with_no_new_privs_is_refused_by_an_oml_ask_owner() {
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        panic!("setpriv is missing: it is in util-linux, which every Debian system has");
+    }
+    let t = Target::new();
+    let agent = format!("{} ok", env!("CARGO_BIN_EXE_oml-fake-agent"));
+    let ask = |words: &[&str]| {
+        let mut cmd = t.command(None, &["ask", "--agent", &agent, "--ttl", "60"]);
+        cmd.args(words).output().expect("run oml ask")
+    };
+    assert_eq!(ask(&["hello"]).status.code(), Some(0));
+    let script = t.env.project.join("drive.py");
+    std::fs::write(&script, DRIVE_AN_ASK_OWNER).expect("write the script");
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--no-new-privs", "python3"])
+        .arg(&script)
+        .env("ROOT", &t.env.root)
+        .output()
+        .expect("run the script");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("owner said"),
+        "the script reached the socket: {said}"
+    );
+    assert!(
+        said.contains("refused: the peer") && said.contains("no_new_privs"),
+        "{said}"
+    );
+    assert!(!said.contains("queued"), "{said}");
+    let closed = ask(&["sessions", "close"]);
+    assert_eq!(String::from_utf8_lossy(&closed.stdout), "closed\n");
 }
