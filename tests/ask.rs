@@ -4,6 +4,8 @@
 
 mod support;
 
+#[path = "ask/flows.rs"]
+mod flows;
 #[path = "ask/output.rs"]
 mod output;
 #[path = "ask/owner.rs"]
@@ -59,10 +61,25 @@ impl Shell {
 }
 
 impl Drop for Shell {
+    /// Every owner of this home (found by its sockets) is killed, whatever its agent.
     fn drop(&mut self) {
-        if let Some(pid) = self.owner_pid() {
-            // SAFETY: kill with a pid this test's owner reported.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+        use std::io::{BufRead as _, Write as _};
+        let sockets = std::fs::read_dir(self.home.runtime.join("oml/ask"))
+            .into_iter()
+            .flatten();
+        for entry in sockets.flatten() {
+            let Ok(mut s) = std::os::unix::net::UnixStream::connect(entry.path()) else {
+                continue;
+            };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = s.write_all(b"{\"op\":\"status\"}\n");
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(s).read_line(&mut line);
+            let status: Value = serde_json::from_str(&line).unwrap_or_default();
+            if let Some(pid) = status["owner_pid"].as_i64() {
+                // SAFETY: kill with a pid this home's owner reported.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
         }
     }
 }

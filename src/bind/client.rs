@@ -4,13 +4,15 @@
 //! callbacks, and turns failures into error tables `{:category :message :code :data}` with a
 //! `__tostring`. Host functions return `(true, ...)` or `(false, err)` and a small Fennel wrapper
 //! (`client.fnl`) raises the error table, because a Rust callback cannot raise an arbitrary Lua
-//! value. `turns` holds sessions and prompts, `permission` the permission handlers.
+//! value. `turns` holds sessions and prompts, `permission` the permission handlers, `ask`
+//! `client.ask` (a prompt through an `oml ask` session owner).
 //!
 //! Prompts are async host functions: they suspend only the calling coroutine, so several
 //! sessions or connections run at once, and `client.cancel` works from another coroutine.
 //! Callbacks of a turn run in the prompt's own coroutine, in order, before the prompt returns;
 //! late updates run in a coroutine of their own.
 
+mod ask;
 mod permission;
 mod turns;
 
@@ -394,6 +396,7 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     let client = crate::lisp::surface::namespace(lua, "client")?;
     let raw = lua.create_table()?;
     fill(lua, &raw, RAW)?;
+    fill(lua, &raw, ask::RAW)?;
     let spawn = lua.create_function(spawn)?;
     let wait = create_async_function(lua, wait)?;
     let mt: Table = lua

@@ -12,6 +12,7 @@
 //! | `llm` | [`llm::install`] (settings, `llm.chat`); `llm.context-window` by `agent.fnl` |
 //! | `catalog` | [`catalog::install`] |
 //! | `client` | [`client::install`] (with `client.fnl`) |
+//! | `flow` | [`flow::install`] (`flow.fnl`) |
 //! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`, `tools.fnl`) |
 //! | `acp` | `crate::front::acp::surface::install` (with `acp.fnl`), only in `oml acp` |
@@ -25,6 +26,7 @@
 
 pub mod catalog;
 pub mod client;
+pub mod flow;
 pub mod llm;
 pub mod mcp;
 pub mod project;
@@ -41,7 +43,7 @@ pub(crate) fn rt(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
 }
 
-/// Install the `llm`, `catalog`, `client` and `sandbox` namespaces and `oml.reload` (which loads
+/// Install the `llm`, `catalog`, `client`, `flow` and `sandbox` namespaces and `oml.reload` (which loads
 /// the init files of `paths`), before the init files run so that they can `setq`, redefine and
 /// advise everything. Each step says which namespace failed.
 pub fn install(lisp: &Lisp, paths: &Paths) -> Result<(), InstallError> {
@@ -49,6 +51,7 @@ pub fn install(lisp: &Lisp, paths: &Paths) -> Result<(), InstallError> {
     session::install_reload(lisp, paths.clone()).map_err(|e| InstallError::new("oml.reload", e))?;
     catalog::install(lisp).map_err(|e| InstallError::new("catalog", e.into()))?;
     client::install(lisp).map_err(|e| InstallError::new("client", e.into()))?;
+    flow::install(lisp).map_err(|e| InstallError::new("flow", e.into()))?;
     sandbox::install(lisp).map_err(|e| InstallError::new("sandbox", e))?;
     Ok(())
 }

@@ -197,7 +197,7 @@ fn update_table(lua: &Lua, session_id: &str, u: &Update) -> mlua::Result<Table> 
     Ok(t)
 }
 
-fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientError> {
+pub(super) fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientError> {
     match content {
         Value::String(s) => Ok(json!([{"type": "text", "text": s.to_string_lossy()}])),
         Value::Table(_) => {
