@@ -28,7 +28,8 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
 /// (`src/front/acp/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
 /// (`src/front/chat/chat.fnl`), loaded only by the chat; `mcp` completes the `mcp` namespace and is loaded
-/// by the agent; `flow` is the `flow` namespace (resumable multi-step programs).
+/// by the agent; `flow` is the `flow` namespace (resumable multi-step programs);
+/// `proxy` the steps of `oml proxy` (`src/front/proxy/proxy.fnl`), loaded only by it.
 const PRELUDE: &[(&str, &str)] = &[
     ("macros", "src/lisp/prelude/macros.fnl"),
     ("host", "src/lisp/prelude/host.fnl"),
@@ -52,6 +53,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("chat", "src/front/chat/chat.fnl"),
     ("mcp", "src/bind/mcp.fnl"),
     ("flow", "src/bind/flow.fnl"),
+    ("proxy", "src/front/proxy/proxy.fnl"),
 ];
 
 fn main() {
@@ -64,6 +66,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/bind/client.fnl");
     println!("cargo:rerun-if-changed=src/bind/mcp.fnl");
     println!("cargo:rerun-if-changed=src/bind/flow.fnl");
+    println!("cargo:rerun-if-changed=src/front/proxy/proxy.fnl");
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufRead, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -373,25 +373,15 @@ fn status(shared: &Shared) -> Status {
     }
 }
 
-/// One line, without its newline; `None` at the end. Longer than [`wire::MAX_LINE_BYTES`] is an
-/// error.
+/// One line as text, without its newline; `None` at the end. Longer than
+/// [`wire::MAX_LINE_BYTES`] or not UTF-8 is an error.
 pub async fn read_line(read: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<Option<String>> {
-    use tokio::io::AsyncReadExt as _;
-    let mut bytes = Vec::new();
-    let limit = wire::MAX_LINE_BYTES as u64 + 1;
-    let n = read.take(limit).read_until(b'\n', &mut bytes).await?;
-    if n == 0 {
-        return Ok(None);
+    match wire::read_line_bytes(read, wire::MAX_LINE_BYTES).await? {
+        Some(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| std::io::Error::other("a line that is not UTF-8")),
+        None => Ok(None),
     }
-    if bytes.last() != Some(&b'\n') && bytes.len() > wire::MAX_LINE_BYTES {
-        return Err(std::io::Error::other("a line longer than the limit"));
-    }
-    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        bytes.pop();
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| std::io::Error::other("a line that is not UTF-8"))
 }
 
 /// The lock file, held; `None` when another owner holds it and answers on the socket.

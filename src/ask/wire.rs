@@ -145,6 +145,27 @@ pub struct Status {
     pub ends_in_secs: Option<u64>,
 }
 
+/// One line's bytes, without its newline (or `\r\n`); `None` at the end. A line longer than
+/// `max` bytes is an error, not a bigger buffer.
+pub async fn read_line_bytes(
+    read: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
+    let mut bytes = Vec::new();
+    let n = read.take(max as u64 + 1).read_until(b'\n', &mut bytes).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if bytes.last() != Some(&b'\n') && bytes.len() > max {
+        return Err(std::io::Error::other(format!("a line longer than {max} bytes")));
+    }
+    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        bytes.pop();
+    }
+    Ok(Some(bytes))
+}
+
 /// One line of JSON for the socket, newline included.
 pub fn line<T: Serialize>(message: &T) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(message).unwrap_or_else(|e| {

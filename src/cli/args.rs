@@ -136,6 +136,17 @@ pub enum Command {
     /// before the prompt or the word. Exit status: 0 end_turn, 1 the agent failed, 2 usage,
     /// 3 refusal, 4 max_turn_requests, 5 max_tokens, 130 cancelled.
     Ask(AskArgs),
+    /// Serve ACP on stdio in front of another agent, every message through Lisp steps.
+    ///
+    /// `oml proxy AGENT` (a catalog or client.defagent name) or `oml proxy -- COMMAND ARGS…`.
+    /// Each message passes through `proxy.to-agent` or `proxy.to-client` and its method's step
+    /// (`proxy.on-prompt`, `proxy.on-permission`, …), which the init file or the live REPL
+    /// redefines or advises (docs/src/proxy.md). stdout carries only protocol.
+    Proxy {
+        /// An agent's name, or (after `--`) the command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "AGENT")]
+        agent: Vec<String>,
+    },
 }
 
 /// `oml ask`'s options (see `oml ask --help`).

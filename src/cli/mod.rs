@@ -4,7 +4,7 @@
 //! Every mode returns an exit status to `main.rs`, the only place that exits. Modes:
 //! `oml` (the terminal chat), `oml repl` (the interactive Fennel REPL), `oml eval EXPR`, `oml run FILE [ARGS…]`, `oml trust [DIR]`,
 //! `oml untrust [DIR]`, `oml agents`, `oml sessions`, `oml acp`, `oml repl --connect [SOCKET]`,
-//! `oml repl --listen`, print mode (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`), and
+//! `oml repl --listen`, `oml ask`, `oml proxy`, print mode (`oml -p TEXT`, `oml prompt TEXT`, see `front::print`), and
 //! the hidden sandbox launcher `oml sandbox-exec` (`launch`).
 //!
 //! This layer wires things together; it holds no behaviour of its own beyond argument handling
@@ -15,6 +15,7 @@ mod ask;
 mod boot;
 mod launch;
 mod modes;
+mod proxy;
 mod setup;
 
 use clap::Parser as _;
@@ -155,5 +156,6 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
         Some(Command::SandboxExec(args)) => Ok(launch::sandbox_exec(args)),
         Some(Command::Ask(args)) => ask::ask(&paths, &cli, args).await,
+        Some(Command::Proxy { agent }) => proxy::proxy(&paths, cli.no_init, agent).await,
     }
 }

@@ -1,0 +1,126 @@
+//! `oml proxy AGENT`: an ACP agent on stdio that forwards to another agent, every message in
+//! both directions going through named Lisp steps (`proxy.fnl`: `proxy.to-agent`,
+//! `proxy.to-client`, one step per method) that the user redefines or advises live.
+//!
+//! Two pumps, one per direction, each taking one line at a time in order: an answer to a request
+//! the proxy sent itself is handed to its waiter; any other JSON message goes through
+//! `proxy.dispatch` and what comes back is forwarded — the line as it came when Lisp left the
+//! message as it was, so ids, `_meta`, unknown methods and fields pass untouched. A line that
+//! is not JSON passes as it is. An answering step (`proxy.on-permission`) gives the answer the
+//! sender gets; its default asks the other side with the request's own id.
+//!
+//! Shutdown: the editor's EOF (or SIGTERM, SIGHUP) closes the agent's stdin and the agent is
+//! ended as every client agent is (grace, SIGTERM, SIGKILL to its group); the agent's EOF
+//! answers the editor's requests still with it with an error and ends the proxy. This module
+//! does not know which agent it runs nor how its name was resolved (`cli`).
+
+mod pump;
+mod surface;
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::mpsc;
+
+use crate::acp_client::{AgentProcess, Spawn};
+use crate::lisp::Lisp;
+pub use surface::{Side, Sides};
+
+/// How long the end waits for the agent's last lines, and for them to reach the editor.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Sets up the `proxy` namespace before the init files run; returns what [`serve`] needs.
+pub fn install(lisp: &Lisp) -> mlua::Result<Wiring> {
+    let (client_tx, client_rx) = mpsc::unbounded_channel();
+    let (agent_tx, agent_rx) = mpsc::unbounded_channel();
+    let sides = Arc::new(Sides {
+        client: Side::new(client_tx),
+        agent: Side::new(agent_tx),
+        open: Default::default(),
+    });
+    surface::install(lisp, Arc::clone(&sides))?;
+    Ok(Wiring {
+        sides,
+        client_rx,
+        agent_rx,
+    })
+}
+
+/// The two sides and their writers' queues.
+pub struct Wiring {
+    sides: Arc<Sides>,
+    client_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    agent_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+}
+
+/// Runs the proxy between this process's stdio and `agent` until either side ends; returns
+/// the exit status (0 when the editor ended it, 1 when the agent could not start or died).
+pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -> i32 {
+    let Wiring {
+        sides,
+        client_rx,
+        agent_rx,
+    } = wiring;
+    let mut signals = crate::front::signals::Shutdown::listen();
+    let (process, stdin, stdout) = match AgentProcess::spawn(agent) {
+        Ok(p) => p,
+        Err(e) => {
+            crate::front::stdio::err!("oml proxy: cannot start the agent `{}`: {e}", agent.command);
+            return 1;
+        }
+    };
+    let to_client = tokio::spawn(write_lines(tokio::io::stdout(), client_rx));
+    let to_agent = tokio::spawn(write_lines(stdin, agent_rx));
+    let from_client = pump::Pump {
+        lisp: lisp.clone(),
+        sides: Arc::clone(&sides),
+        direction: pump::Direction::ToAgent,
+        max_line,
+    };
+    let from_agent = pump::Pump {
+        direction: pump::Direction::ToClient,
+        ..from_client.clone()
+    };
+    let mut editor = tokio::spawn(from_client.run(BufReader::new(tokio::io::stdin())));
+    let mut agent_side = tokio::spawn(from_agent.run(BufReader::new(stdout)));
+    let code = tokio::select! {
+        _ = &mut editor => {
+            // The editor is gone: nothing it was asked will be answered; the agent gets EOF,
+            // then the usual end.
+            sides.client.fail_pending();
+            to_agent.abort();
+            process.shutdown().await;
+            let _ = tokio::time::timeout(DRAIN_WAIT, &mut agent_side).await;
+            0
+        }
+        _ = &mut agent_side => {
+            let why = match process.wait_exit(crate::acp_client::process::EXIT_REPORT_WAIT).await {
+                Some(status) => crate::acp_client::process::describe_status(&status),
+                None => "closed its output".to_owned(),
+            };
+            pump::agent_gone(&sides, &format!("the agent {why}; {}", process.stderr_tail().trim()));
+            editor.abort();
+            1
+        }
+        signal = signals.recv() => {
+            process.shutdown().await;
+            crate::front::signals::status_for(signal)
+        }
+    };
+    // What is queued for the editor goes out before the end.
+    drop(sides);
+    drop(lisp);
+    let _ = tokio::time::timeout(DRAIN_WAIT, to_client).await;
+    process.shutdown().await;
+    code
+}
+
+/// Writes each queued line, flushing after each, until the queue closes or the peer does.
+async fn write_lines(mut out: impl AsyncWrite + Unpin, mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = lines.recv().await {
+        if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.shutdown().await;
+}
