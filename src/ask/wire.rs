@@ -153,12 +153,17 @@ pub async fn read_line_bytes(
 ) -> std::io::Result<Option<Vec<u8>>> {
     use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
     let mut bytes = Vec::new();
-    let n = read.take(max as u64 + 1).read_until(b'\n', &mut bytes).await?;
+    let n = read
+        .take(max as u64 + 1)
+        .read_until(b'\n', &mut bytes)
+        .await?;
     if n == 0 {
         return Ok(None);
     }
     if bytes.last() != Some(&b'\n') && bytes.len() > max {
-        return Err(std::io::Error::other(format!("a line longer than {max} bytes")));
+        return Err(std::io::Error::other(format!(
+            "a line longer than {max} bytes"
+        )));
     }
     while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         bytes.pop();

@@ -144,7 +144,12 @@ pub enum Command {
     /// redefines or advises (docs/src/proxy.md). stdout carries only protocol.
     Proxy {
         /// An agent's name, or (after `--`) the command and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "AGENT")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "AGENT"
+        )]
         agent: Vec<String>,
     },
 }

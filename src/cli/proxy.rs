@@ -46,13 +46,19 @@ async fn resolve(lisp: &crate::lisp::Lisp, words: &[String]) -> Result<Spawn, St
             .call_json("client.resolve-agent", &[json!(name)], &CancelToken::new())
             .await
             .map_err(|e| e.to_string())?;
-        let command = v["command"].as_str().ok_or("client.resolve-agent gave no command")?;
+        let command = v["command"]
+            .as_str()
+            .ok_or("client.resolve-agent gave no command")?;
         return Ok(Spawn {
             command: command.to_owned(),
             args: strings(&v["args"]),
             env: v["env"]
                 .as_object()
-                .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
                 .unwrap_or_default(),
             cwd: None,
         });
@@ -67,6 +73,10 @@ async fn resolve(lisp: &crate::lisp::Lisp, words: &[String]) -> Result<Spawn, St
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -2,9 +2,10 @@
 //! benchmarks. The first argument picks the behaviour (see `usage`); a second argument is a
 //! number where a mode needs one (`flood N`). `FAKE_AGENT_PID_FILE` makes it write its pid,
 //! `FAKE_AGENT_GRANDCHILD_FILE` the pid of the child it starts in `spawns-grandchild`,
-//! `FAKE_AGENT_CANCEL_FILE` a line when `session/cancel` arrives in `wait-cancel`.
+//! `FAKE_AGENT_CANCEL_FILE` a line when `session/cancel` arrives in `wait-cancel`,
+//! `FAKE_AGENT_NEW_SESSION_FILE` the params of the last `session/new`.
 //!
-//! In the default mode `ok`, a prompt `whoami` answers with the session, the turn, the pid and
+//! In every mode, `_fake/echo` answers its params. In every mode, a prompt `whoami` answers with the session, the turn, the pid and
 //! the sessions loaded; `sleep:MS TEXT` waits MS ms (a `session/cancel` ends it early, answered
 //! `cancelled`); `stop:REASON` ends the turn with that stop reason.
 //!
@@ -191,6 +192,9 @@ impl Agent {
                     }
                     sessions += 1;
                     let sid = format!("sess-{sessions}");
+                    if let Ok(path) = std::env::var("FAKE_AGENT_NEW_SESSION_FILE") {
+                        std::fs::write(path, params.to_string()).unwrap();
+                    }
                     if self.mode == "updates-before-session-response" {
                         self.update(&sid, json!({"sessionUpdate": "available_commands_update",
                             "availableCommands": [{"name": "web", "description": "Search"}]}));
@@ -208,6 +212,8 @@ impl Agent {
                 "session/resume" | "session/set_mode" | "session/set_model" => self.answer(&id, json!({})),
                 "session/set_config_option" => self.answer(&id, json!({"configOptions": [{"id": params["configId"], "currentValue": params["value"]}]})),
                 "session/close" => self.answer(&id, json!({})),
+                // An extension method: answers its params as they came.
+                "_fake/echo" => self.answer(&id, params.clone()),
                 "authenticate" => match params["methodId"].as_str() {
                     Some("key") if std::env::var("FAKE_AGENT_KEY").is_ok_and(|k| k == "sesame") => {
                         self.authenticated = true;
@@ -234,11 +240,49 @@ impl Agent {
     }
 
     fn prompt(&mut self, id: &Value, sid: &str, params: &Value) {
-        let text = params["prompt"][0]["text"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
+        // Every text block, joined; the words `whoami`, `sleep:` and `stop:` are read from the
+        // last one (context a proxy put first does not hide them).
+        let texts: Vec<&str> = params["prompt"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str())
+            .collect();
+        let text = texts.join(" | ");
+        let last = texts.last().copied().unwrap_or("").to_owned();
         match self.mode.as_str() {
+            _ if last == "whoami" => {
+                self.turns += 1;
+                let said = format!(
+                    "session {sid}, turn {} of pid {}, loaded {:?}",
+                    self.turns,
+                    std::process::id(),
+                    self.loaded
+                );
+                self.chunk(sid, &said);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            _ if last.starts_with("sleep:") => {
+                // `sleep:MS rest`: waits MS ms (a cancel ends it early), then says the rest.
+                let ms: u64 = last[6..]
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                self.chunk(sid, "sleeping");
+                self.sleep_or_cancel(ms);
+                let rest = last.split_once(' ').map_or("", |(_, r)| r).to_owned();
+                self.chunk(sid, &format!(" done: {rest}"));
+                self.answer(
+                    id,
+                    json!({"stopReason": if self.cancelled { "cancelled" } else { "end_turn" }}),
+                );
+                self.cancelled = false;
+            }
+            _ if last.starts_with("stop:") => {
+                self.chunk(sid, "stopping");
+                self.answer(id, json!({"stopReason": &last[5..]}));
+            }
             "prompt-stop" => {
                 self.chunk(sid, "partial");
                 self.answer(id, json!({"stopReason": "max_tokens"}));
@@ -380,38 +424,6 @@ impl Agent {
                     self.out.write_all(b"\n").unwrap();
                 }
                 self.answer(id, json!({"stopReason": "end_turn"}));
-            }
-            _ if text == "whoami" => {
-                self.turns += 1;
-                let said = format!(
-                    "session {sid}, turn {} of pid {}, loaded {:?}",
-                    self.turns,
-                    std::process::id(),
-                    self.loaded
-                );
-                self.chunk(sid, &said);
-                self.answer(id, json!({"stopReason": "end_turn"}));
-            }
-            _ if text.starts_with("sleep:") => {
-                // `sleep:MS rest`: waits MS ms (a cancel ends it early), then says the rest.
-                let ms: u64 = text[6..]
-                    .split(' ')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                self.chunk(sid, "sleeping");
-                self.sleep_or_cancel(ms);
-                let rest = text.split_once(' ').map_or("", |(_, r)| r).to_owned();
-                self.chunk(sid, &format!(" done: {rest}"));
-                self.answer(
-                    id,
-                    json!({"stopReason": if self.cancelled { "cancelled" } else { "end_turn" }}),
-                );
-                self.cancelled = false;
-            }
-            _ if text.starts_with("stop:") => {
-                self.chunk(sid, "stopping");
-                self.answer(id, json!({"stopReason": &text[5..]}));
             }
             _ => {
                 // prompt-ok and every other mode: two chunks, then end_turn; echo the prompt.

@@ -116,7 +116,10 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
 }
 
 /// Writes each queued line, flushing after each, until the queue closes or the peer does.
-async fn write_lines(mut out: impl AsyncWrite + Unpin, mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn write_lines(
+    mut out: impl AsyncWrite + Unpin,
+    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
     while let Some(line) = lines.recv().await {
         if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
             return;

@@ -100,7 +100,10 @@ impl Pump {
             Err(e) => {
                 tracing::warn!("oml proxy: a step failed on {}: {e}", describe(&msg));
                 if is_request {
-                    from.send(&error_answer(&msg, &format!("the proxy's step failed: {e}")));
+                    from.send(&error_answer(
+                        &msg,
+                        &format!("the proxy's step failed: {e}"),
+                    ));
                 } else {
                     self.pass(to, line, &msg);
                 }
@@ -110,18 +113,25 @@ impl Pump {
 
     /// Forwards `line` (which is `msg`), noting an editor's request the agent now owes.
     fn pass(&self, to: &Side, line: Vec<u8>, msg: &Value) {
-        if self.direction == Direction::ToAgent && msg.get("method").is_some() && let Some(id) = msg.get("id") {
+        if self.direction == Direction::ToAgent
+            && msg.get("method").is_some()
+            && let Some(id) = msg.get("id")
+        {
             self.sides.open.lock().insert(id.to_string());
         }
         to.send_line(line);
     }
 
-    async fn dispatch(&self, msg: &Value, is_request: bool) -> Result<Dispatched, crate::lisp::LispError> {
+    async fn dispatch(
+        &self,
+        msg: &Value,
+        is_request: bool,
+    ) -> Result<Dispatched, crate::lisp::LispError> {
         let lisp = &self.lisp;
         let lua = lisp.lua();
-        let f = lisp
-            .function("proxy.dispatch")?
-            .ok_or_else(|| crate::lisp::LispError::Runtime("proxy.dispatch is not a function".into()))?;
+        let f = lisp.function("proxy.dispatch")?.ok_or_else(|| {
+            crate::lisp::LispError::Runtime("proxy.dispatch is not a function".into())
+        })?;
         let table = to_lua(lua, msg)?;
         let forward = if is_request {
             LuaValue::Function(self.ask_other_side(msg)?)
@@ -129,7 +139,11 @@ impl Pump {
             LuaValue::Nil
         };
         let (out, answer): (LuaValue, Option<mlua::Table>) = lisp
-            .run(f, (self.direction.step(), table, forward), &CancelToken::new())
+            .run(
+                f,
+                (self.direction.step(), table, forward),
+                &CancelToken::new(),
+            )
             .await?;
         let forward = match out {
             LuaValue::Nil => None,
@@ -149,7 +163,7 @@ impl Pump {
         let direction = self.direction;
         let id = msg["id"].clone();
         let method = msg["method"].as_str().unwrap_or_default().to_owned();
-        self.lisp.lua().create_async_function(move |lua, params: LuaValue| {
+        crate::lisp::create_async_function(self.lisp.lua(), move |lua, params: LuaValue| {
             let (sides, id, method) = (Arc::clone(&sides), id.clone(), method.clone());
             async move {
                 let to = match direction {
@@ -161,7 +175,10 @@ impl Pump {
                     Ok(result) => to_lua(&lua, &result),
                     Err(error) => Err(crate::bind::rt(format!(
                         "{method}: {}",
-                        error.get("message").and_then(Value::as_str).unwrap_or("failed")
+                        error
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("failed")
                     ))),
                 }
             }
@@ -193,7 +210,9 @@ pub fn agent_gone(sides: &Sides, why: &str) {
     let open = std::mem::take(&mut *sides.open.lock());
     for id in open {
         let id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
-        sides.client.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": INTERNAL_ERROR, "message": why}}));
+        sides.client.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": INTERNAL_ERROR, "message": why}}),
+        );
     }
     sides.agent.fail_pending();
 }

@@ -56,18 +56,25 @@ impl Side {
                 Some(error) => Err(error.clone()),
                 None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
             },
-            Err(_) => Err(json!({"code": -32603, "message": "the peer went away before answering"})),
+            Err(_) => {
+                Err(json!({"code": -32603, "message": "the peer went away before answering"}))
+            }
         }
     }
 
     /// A fresh id for a request of the proxy's own.
     pub fn own_id(&self) -> Value {
-        Value::String(format!("{OWN_ID_PREFIX}{}", self.next_id.fetch_add(1, Ordering::SeqCst)))
+        Value::String(format!(
+            "{OWN_ID_PREFIX}{}",
+            self.next_id.fetch_add(1, Ordering::SeqCst)
+        ))
     }
 
     /// Hands an answer to the request that awaits it; false when none does.
     pub fn resolve(&self, answer: &Value) -> bool {
-        let Some(id) = answer.get("id") else { return false };
+        let Some(id) = answer.get("id") else {
+            return false;
+        };
         match self.pending.lock().remove(&id.to_string()) {
             Some(tx) => {
                 let _ = tx.send(answer.clone());
@@ -109,15 +116,28 @@ const FUNCTIONS: &[HostFn] = &[
         doc: "Send a request of the proxy's own to SIDE (:client or :agent) and wait for the \
               answer: returns its result, or raises its error's message.",
         make: |lua| {
-            create_async_function(lua, |lua, (side, method, params): (String, String, LuaValue)| async move {
-                let sides = sides(&lua)?;
-                let side = sides.named(&side).ok_or_else(|| crate::bind::rt(format!("proxy.request: no side {side} (:client or :agent)")))?;
-                let params = from_lua(&lua, params)?;
-                match side.request(side.own_id(), &method, params).await {
-                    Ok(result) => to_lua(&lua, &result),
-                    Err(error) => Err(crate::bind::rt(format!("{method}: {}", error.get("message").and_then(Value::as_str).unwrap_or("failed")))),
-                }
-            })
+            create_async_function(
+                lua,
+                |lua, (side, method, params): (String, String, LuaValue)| async move {
+                    let sides = sides(&lua)?;
+                    let side = sides.named(&side).ok_or_else(|| {
+                        crate::bind::rt(format!(
+                            "proxy.request: no side {side} (:client or :agent)"
+                        ))
+                    })?;
+                    let params = from_lua(&lua, params)?;
+                    match side.request(side.own_id(), &method, params).await {
+                        Ok(result) => to_lua(&lua, &result),
+                        Err(error) => Err(crate::bind::rt(format!(
+                            "{method}: {}",
+                            error
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("failed")
+                        ))),
+                    }
+                },
+            )
         },
     },
     HostFn {
@@ -127,7 +147,9 @@ const FUNCTIONS: &[HostFn] = &[
         make: |lua| {
             lua.create_function(|lua, (side, method, params): (String, String, LuaValue)| {
                 let sides = sides(lua)?;
-                let side = sides.named(&side).ok_or_else(|| crate::bind::rt(format!("proxy.notify: no side {side} (:client or :agent)")))?;
+                let side = sides.named(&side).ok_or_else(|| {
+                    crate::bind::rt(format!("proxy.notify: no side {side} (:client or :agent)"))
+                })?;
                 let params = from_lua(lua, params)?;
                 side.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
                 Ok(())
