@@ -24,7 +24,7 @@ use oml::paths::Paths;
 /// these, must exist.
 const NAMESPACES: &[&str] = &[
     "llm", "agent", "tools", "commands", "session", "acp", "client", "catalog", "init", "repl",
-    "json", "oml", "sandbox",
+    "json", "oml", "sandbox", "flow", "proxy",
 ];
 
 /// Names the docs may mention before they exist (a feature documented in the same change that
@@ -255,8 +255,8 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A fresh image, built the way `oml acp --no-init` builds it (the host, the agent's steps,
-/// tools and commands, the client functions, and the ACP layer's `acp.*` surface), with its
-/// folders in a throw-away directory.
+/// tools and commands, the client functions, the ACP layer's `acp.*` surface and `oml proxy`'s
+/// `proxy.*`), with its folders in a throw-away directory.
 async fn host() -> Lisp {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let paths = Paths::under(dir.path());
@@ -264,6 +264,8 @@ async fn host() -> Lisp {
         .await
         .expect("the Lisp image starts");
     oml::front::acp::install(&lisp).expect("the ACP layer installs");
+    // `oml proxy`'s namespace too (its queues are dropped: nothing is served).
+    drop(oml::front::proxy::install(&lisp).expect("the proxy's steps install"));
     lisp
 }
 
