@@ -4,6 +4,7 @@
 #   - the reference MCP servers from npm for the MCP tests, and Node.js when it is missing
 #     (scripts/setup-mcp.sh);
 #   - mdbook, pinned, for the docs site (cargo install, into ~/.cargo/bin);
+#   - the ACP proxy-chains conductor, pinned, for the `oml proxy` chain test (the same way);
 #   - Debian packages the tests need where a command is missing (apt-get, as root or with sudo):
 #     python3 and python3-venv for the interop tests against the official ACP Python SDK,
 #     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), ripgrep and
@@ -15,6 +16,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 MDBOOK_VERSION=0.5.4
+# The proxy-chains conductor from the protocol's repository (crate agent-client-protocol-conductor),
+# which tests/proxy.rs runs `oml proxy` under as a chain component.
+CONDUCTOR_VERSION=5.0.0
 
 say() { echo "setup: $*" >&2; }
 
@@ -24,6 +28,11 @@ bash "$root/scripts/setup-mcp.sh"
 if ! mdbook --version 2>/dev/null | grep -q "v$MDBOOK_VERSION"; then
   say "installing mdbook $MDBOOK_VERSION (cargo install; a few minutes once)"
   cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features --features search >&2
+fi
+
+if ! agent-client-protocol-conductor --version 2>/dev/null | grep -q "$CONDUCTOR_VERSION"; then
+  say "installing agent-client-protocol-conductor $CONDUCTOR_VERSION (cargo install; a few minutes once)"
+  cargo install agent-client-protocol-conductor --version "$CONDUCTOR_VERSION" --locked >&2
 fi
 
 # The Debian packages missing here, by what the tests run.

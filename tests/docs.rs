@@ -265,7 +265,7 @@ async fn host() -> Lisp {
         .expect("the Lisp image starts");
     oml::front::acp::install(&lisp).expect("the ACP layer installs");
     // `oml proxy`'s namespace too (its queues are dropped: nothing is served).
-    drop(oml::front::proxy::install(&lisp).expect("the proxy's steps install"));
+    drop(oml::front::proxy::install(&lisp, false).expect("the proxy's steps install"));
     lisp
 }
 

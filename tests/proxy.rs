@@ -272,3 +272,78 @@ fn gone(pid: i32) -> bool {
         Err(_) => true,
     }
 }
+
+/// The conductor of the proxy-chains RFD (`agent-client-protocol-conductor`, installed by
+/// scripts/setup.sh), or `None` after reporting it missing.
+fn conductor() -> Option<std::path::PathBuf> {
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let installed = home.join(".cargo/bin/agent-client-protocol-conductor");
+    if installed.exists() {
+        return Some(installed);
+    }
+    support::home::skip(
+        "agent-client-protocol-conductor",
+        "scripts/setup.sh installs it (cargo install agent-client-protocol-conductor --version 5.0.0 --locked)",
+    );
+    None
+}
+
+#[test]
+fn oml_proxy_is_a_component_of_the_conductors_proxy_chain() {
+    let Some(conductor) = conductor() else { return };
+    let home = Home::new();
+    support::home::write(
+        &home.user_init(),
+        r#"(proxy.recipes.add-context "CONTEXT from the chain")"#,
+    );
+    let oml = env!("CARGO_BIN_EXE_oml");
+    let cmd = home.blocking_command(&[]);
+    let mut child = Command::new(conductor)
+        .args(["agent", &format!("{oml} proxy"), &format!("{FAKE} ok")])
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .current_dir(&home.project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the conductor");
+    let mut raw = Raw {
+        out: BufReader::new(child.stdout.take().unwrap()),
+        child,
+    };
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    let init: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(init["result"]["agentInfo"]["name"], "fake-agent", "{init}");
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#,
+    );
+    let new: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(new["result"]["sessionId"], "sess-1", "{new}");
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"hi"}]}}"#);
+    let mut text = String::new();
+    loop {
+        let line: Value = serde_json::from_str(&raw.line()).unwrap();
+        if line["id"] == 3 {
+            assert_eq!(line["result"]["stopReason"], "end_turn", "{line}");
+            break;
+        }
+        text.push_str(
+            line["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or(""),
+        );
+    }
+    assert!(
+        text.starts_with("you said: CONTEXT from the chain | hi"),
+        "the proxy's advice ran in the chain: {text}"
+    );
+    drop(raw.child.stdin.take());
+    let status = support::home::wait_within(&mut raw.child, Duration::from_secs(20))
+        .expect("the conductor ends");
+    assert!(status.success(), "{status:?}");
+}

@@ -138,14 +138,14 @@ pub enum Command {
     Ask(AskArgs),
     /// Serve ACP on stdio in front of another agent, every message through Lisp steps.
     ///
-    /// `oml proxy AGENT` (a catalog or client.defagent name) or `oml proxy -- COMMAND ARGS…`.
+    /// `oml proxy AGENT` (a catalog or client.defagent name) or `oml proxy -- COMMAND ARGS…`;
+    /// with no AGENT, a component of a proxy chain under a conductor (proxy/successor).
     /// Each message passes through `proxy.to-agent` or `proxy.to-client` and its method's step
     /// (`proxy.on-prompt`, `proxy.on-permission`, …), which the init file or the live REPL
     /// redefines or advises (docs/src/proxy.md). stdout carries only protocol.
     Proxy {
         /// An agent's name, or (after `--`) the command and its arguments.
         #[arg(
-            required = true,
             trailing_var_arg = true,
             allow_hyphen_values = true,
             value_name = "AGENT"

@@ -1,6 +1,7 @@
 //! `oml proxy AGENT`: the image with the `proxy` namespace, the init files, the live REPL, and
 //! the agent's command (a single word is a name resolved by `client.resolve-agent`, more words
-//! are the command and its arguments); `front::proxy` does the rest.
+//! are the command and its arguments; none makes it a component of a proxy chain);
+//! `front::proxy` does the rest.
 
 use serde_json::json;
 
@@ -13,7 +14,7 @@ use crate::paths::Paths;
 
 pub(super) async fn proxy(paths: &Paths, no_init: bool, words: &[String]) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stderr)?;
-    let wiring = crate::front::proxy::install(&lisp)?;
+    let wiring = crate::front::proxy::install(&lisp, words.is_empty())?;
     if !no_init {
         let cwd = std::env::current_dir().ok();
         let report = init::load_all(&lisp, paths, cwd.as_deref(), true).await;
@@ -23,6 +24,8 @@ pub(super) async fn proxy(paths: &Paths, no_init: bool, words: &[String]) -> any
         }
     }
     let agent = match resolve(&lisp, words).await {
+        // No agent: a component of a proxy chain, whose conductor started its successor.
+        _ if words.is_empty() => Spawn::default(),
         Ok(a) => a,
         Err(why) => {
             crate::front::stdio::err!("oml proxy: {why}");

@@ -9,6 +9,11 @@
 //! is not JSON passes as it is. An answering step (`proxy.on-permission`) gives the answer the
 //! sender gets; its default asks the other side with the request's own id.
 //!
+//! In a proxy chain (no agent given: the conductor of the proxy-chains RFD starts the proxy and
+//! its successor), the successor is reached through the conductor on the same stdio: messages
+//! for it go out in a `proxy/successor` envelope, its messages come in one, and the conductor's
+//! `proxy/initialize` is the editor's `initialize`.
+//!
 //! Shutdown: the editor's EOF (or SIGTERM, SIGHUP) closes the agent's stdin and the agent is
 //! ended as every client agent is (grace, SIGTERM, SIGKILL to its group); the agent's EOF
 //! answers the editor's requests still with it with an error and ends the proxy. This module
@@ -30,12 +35,19 @@ pub use surface::{Side, Sides};
 const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Sets up the `proxy` namespace before the init files run; returns what [`serve`] needs.
-pub fn install(lisp: &Lisp) -> mlua::Result<Wiring> {
+/// `chain`: a component of a proxy chain, whose successor is reached through the conductor on
+/// the same stdio.
+pub fn install(lisp: &Lisp, chain: bool) -> mlua::Result<Wiring> {
     let (client_tx, client_rx) = mpsc::unbounded_channel();
-    let (agent_tx, agent_rx) = mpsc::unbounded_channel();
+    let (agent_tx, agent_rx) = if chain {
+        (client_tx.clone(), None)
+    } else {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (tx, Some(rx))
+    };
     let sides = Arc::new(Sides {
-        client: Side::new(client_tx),
-        agent: Side::new(agent_tx),
+        client: Side::new(client_tx, false),
+        agent: Side::new(agent_tx, chain),
         open: Default::default(),
     });
     surface::install(lisp, Arc::clone(&sides))?;
@@ -46,11 +58,25 @@ pub fn install(lisp: &Lisp) -> mlua::Result<Wiring> {
     })
 }
 
-/// The two sides and their writers' queues.
+/// The two sides and their writers' queues (one queue in a chain: stdout carries both).
 pub struct Wiring {
     sides: Arc<Sides>,
     client_rx: mpsc::UnboundedReceiver<Vec<u8>>,
-    agent_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    agent_rx: Option<mpsc::UnboundedReceiver<Vec<u8>>>,
+}
+
+/// The two pumps over their queues.
+fn pumps(lisp: &Lisp, sides: &Arc<Sides>) -> (pump::Pump, pump::Pump) {
+    let to_agent = pump::Pump {
+        lisp: lisp.clone(),
+        sides: Arc::clone(sides),
+        direction: pump::Direction::ToAgent,
+    };
+    let to_client = pump::Pump {
+        direction: pump::Direction::ToClient,
+        ..to_agent.clone()
+    };
+    (to_agent, to_client)
 }
 
 /// Runs the proxy between this process's stdio and `agent` until either side ends; returns
@@ -61,6 +87,9 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
         client_rx,
         agent_rx,
     } = wiring;
+    let Some(agent_rx) = agent_rx else {
+        return serve_chain(lisp, sides, client_rx, max_line).await;
+    };
     let mut signals = crate::front::signals::Shutdown::listen();
     let (process, stdin, stdout) = match AgentProcess::spawn(agent) {
         Ok(p) => p,
@@ -71,18 +100,17 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
     };
     let to_client = tokio::spawn(write_lines(tokio::io::stdout(), client_rx));
     let to_agent = tokio::spawn(write_lines(stdin, agent_rx));
-    let from_client = pump::Pump {
-        lisp: lisp.clone(),
-        sides: Arc::clone(&sides),
-        direction: pump::Direction::ToAgent,
+    let (from_client, from_agent) = pumps(&lisp, &sides);
+    let (editor_tx, editor_rx) = mpsc::unbounded_channel();
+    let (agent_tx, agent_lines) = mpsc::unbounded_channel();
+    tokio::spawn(pump::read_lines(
+        BufReader::new(tokio::io::stdin()),
         max_line,
-    };
-    let from_agent = pump::Pump {
-        direction: pump::Direction::ToClient,
-        ..from_client.clone()
-    };
-    let mut editor = tokio::spawn(from_client.run(BufReader::new(tokio::io::stdin())));
-    let mut agent_side = tokio::spawn(from_agent.run(BufReader::new(stdout)));
+        editor_tx,
+    ));
+    tokio::spawn(pump::read_lines(BufReader::new(stdout), max_line, agent_tx));
+    let mut editor = tokio::spawn(from_client.run(editor_rx));
+    let mut agent_side = tokio::spawn(from_agent.run(agent_lines));
     let code = tokio::select! {
         _ = &mut editor => {
             // The editor is gone: nothing it was asked will be answered; the agent gets EOF,
@@ -112,6 +140,45 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
     drop(lisp);
     let _ = tokio::time::timeout(DRAIN_WAIT, to_client).await;
     process.shutdown().await;
+    code
+}
+
+/// A component of a proxy chain: the conductor on stdio carries the editor's messages and, in
+/// `proxy/successor` envelopes, the successor's. Ends when the conductor closes stdin.
+async fn serve_chain(
+    lisp: Lisp,
+    sides: Arc<Sides>,
+    out: mpsc::UnboundedReceiver<Vec<u8>>,
+    max_line: usize,
+) -> i32 {
+    let mut signals = crate::front::signals::Shutdown::listen();
+    let writer = tokio::spawn(write_lines(tokio::io::stdout(), out));
+    let (from_client, from_agent) = pumps(&lisp, &sides);
+    let (agent_tx, agent_rx) = mpsc::unbounded_channel();
+    let (client_tx, client_rx) = mpsc::unbounded_channel();
+    let reader = pump::read_chain(
+        BufReader::new(tokio::io::stdin()),
+        max_line,
+        Arc::clone(&sides),
+        agent_tx,
+        client_tx,
+    );
+    let to_agent = tokio::spawn(from_client.run(agent_rx));
+    let to_client = tokio::spawn(from_agent.run(client_rx));
+    let code = tokio::select! {
+        () = reader => 0,
+        signal = signals.recv() => crate::front::signals::status_for(signal),
+    };
+    sides.client.fail_pending();
+    sides.agent.fail_pending();
+    let _ = tokio::time::timeout(DRAIN_WAIT, async {
+        let _ = to_agent.await;
+        let _ = to_client.await;
+    })
+    .await;
+    drop(sides);
+    drop(lisp);
+    let _ = tokio::time::timeout(DRAIN_WAIT, writer).await;
     code
 }
 

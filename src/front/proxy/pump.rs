@@ -7,6 +7,7 @@ use std::sync::Arc;
 use mlua::Value as LuaValue;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufRead;
+use tokio::sync::mpsc;
 
 use super::surface::{Side, Sides};
 use crate::cancel::CancelToken;
@@ -38,7 +39,6 @@ pub struct Pump {
     pub lisp: Lisp,
     pub sides: Arc<Sides>,
     pub direction: Direction,
-    pub max_line: usize,
 }
 
 impl Pump {
@@ -50,17 +50,9 @@ impl Pump {
         }
     }
 
-    /// Takes lines until the end of `input`.
-    pub async fn run(self, mut input: impl AsyncBufRead + Unpin) {
-        loop {
-            let line = match crate::ask::wire::read_line_bytes(&mut input, self.max_line).await {
-                Ok(Some(line)) => line,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!("oml proxy: {e}; ending this direction");
-                    return;
-                }
-            };
+    /// Takes lines until their queue closes.
+    pub async fn run(self, mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+        while let Some(line) = lines.recv().await {
             self.one(line).await;
         }
     }
@@ -215,4 +207,78 @@ pub fn agent_gone(sides: &Sides, why: &str) {
         );
     }
     sides.agent.fail_pending();
+}
+
+/// Reads `input`'s lines into `queue` until its end (or a line over `max`).
+pub async fn read_lines(
+    mut input: impl AsyncBufRead + Unpin,
+    max: usize,
+    queue: mpsc::UnboundedSender<Vec<u8>>,
+) {
+    loop {
+        match crate::ask::wire::read_line_bytes(&mut input, max).await {
+            Ok(Some(line)) => {
+                if queue.send(line).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("oml proxy: {e}; ending this direction");
+                return;
+            }
+        }
+    }
+}
+
+/// A chain component's one input, the conductor: `proxy/successor` envelopes are the
+/// successor's messages (unwrapped, to the editor's queue), answers go where their request came
+/// from, `proxy/initialize` is the editor's `initialize`, and the rest is the editor's.
+pub async fn read_chain(
+    mut input: impl AsyncBufRead + Unpin,
+    max: usize,
+    sides: Arc<Sides>,
+    to_agent: mpsc::UnboundedSender<Vec<u8>>,
+    to_client: mpsc::UnboundedSender<Vec<u8>>,
+) {
+    use super::surface::{PROXY_INITIALIZE, SUCCESSOR};
+    loop {
+        let line = match crate::ask::wire::read_line_bytes(&mut input, max).await {
+            Ok(Some(line)) => line,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("oml proxy: {e}; ending");
+                return;
+            }
+        };
+        let Ok(mut msg) = serde_json::from_slice::<Value>(&line) else {
+            let _ = to_agent.send(line);
+            continue;
+        };
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        let (queue, out) = match method.as_deref() {
+            Some(SUCCESSOR) => {
+                let inner = msg.get("params").cloned().unwrap_or(Value::Null);
+                let mut unwrapped =
+                    json!({"jsonrpc": "2.0", "method": inner["method"], "params": inner["params"]});
+                if let Some(id) = msg.get("id") {
+                    unwrapped["id"] = id.clone();
+                }
+                (&to_client, serde_json::to_vec(&unwrapped).unwrap_or(line))
+            }
+            Some(PROXY_INITIALIZE) => {
+                msg["method"] = json!("initialize");
+                (&to_agent, serde_json::to_vec(&msg).unwrap_or(line))
+            }
+            Some(_) => (&to_agent, line),
+            None => {
+                let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+                let from_agent = sides.open.lock().contains(&id) || sides.agent.awaits(&id);
+                (if from_agent { &to_client } else { &to_agent }, line)
+            }
+        };
+        if queue.send(out).is_err() {
+            return;
+        }
+    }
 }

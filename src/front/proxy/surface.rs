@@ -15,6 +15,10 @@ use crate::lisp::{HostFn, Lisp, create_async_function, from_lua, to_lua};
 
 static PROXY_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_proxy.luac"));
 const PROXY_FILE: &str = "src/front/proxy/proxy.fnl";
+/// The proxy-chains RFD's envelope of what goes to and comes from the successor.
+pub const SUCCESSOR: &str = "proxy/successor";
+/// What a conductor sends a proxy in place of `initialize`.
+pub const PROXY_INITIALIZE: &str = "proxy/initialize";
 /// The prefix of the ids of requests the proxy sends itself, apart from both peers' ids.
 const OWN_ID_PREFIX: &str = "oml-proxy-";
 
@@ -22,22 +26,37 @@ const OWN_ID_PREFIX: &str = "oml-proxy-";
 pub struct Side {
     /// Lines for the peer's writer, in order.
     out: mpsc::UnboundedSender<Vec<u8>>,
+    /// In a proxy chain, the successor is reached through the conductor: requests and
+    /// notifications go out in a `proxy/successor` envelope.
+    wrap: bool,
     /// Requests sent to this peer whose answers the proxy awaits, by id (as JSON text).
     pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     next_id: AtomicU64,
 }
 
 impl Side {
-    pub fn new(out: mpsc::UnboundedSender<Vec<u8>>) -> Side {
+    pub fn new(out: mpsc::UnboundedSender<Vec<u8>>, wrap: bool) -> Side {
         Side {
             out,
+            wrap,
             pending: Mutex::default(),
             next_id: AtomicU64::new(1),
         }
     }
 
-    /// Writes one line (a newline is added).
+    /// Writes one line (a newline is added), in its envelope in a chain.
     pub fn send_line(&self, mut line: Vec<u8>) {
+        if self.wrap
+            && let Ok(msg) = serde_json::from_slice::<Value>(&line)
+            && let Some(method) = msg.get("method")
+        {
+            let mut envelope = json!({"jsonrpc": "2.0", "method": SUCCESSOR,
+                "params": {"method": method, "params": msg.get("params")}});
+            if let Some(id) = msg.get("id") {
+                envelope["id"] = id.clone();
+            }
+            line = serde_json::to_vec(&envelope).unwrap_or(line);
+        }
         line.push(b'\n');
         let _ = self.out.send(line);
     }
@@ -68,6 +87,11 @@ impl Side {
             "{OWN_ID_PREFIX}{}",
             self.next_id.fetch_add(1, Ordering::SeqCst)
         ))
+    }
+
+    /// Whether a request with `id` (as JSON text) awaits its answer from this peer.
+    pub fn awaits(&self, id: &str) -> bool {
+        self.pending.lock().contains_key(id)
     }
 
     /// Hands an answer to the request that awaits it; false when none does.
