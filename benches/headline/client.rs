@@ -105,13 +105,17 @@ pub struct Agent {
 impl Agent {
     /// `BIN acp` in `home`, pointed at `fake` when given.
     pub fn spawn(home: &Home, bin: &Path, fake: Option<&FakeModel>) -> Agent {
-        let mut child = home
-            .command(bin, &["acp"], fake)
+        Agent::over(home.command(bin, &["acp"], fake))
+    }
+
+    /// Any ACP agent's `command`, over pipes.
+    pub fn over(mut command: Command) -> Agent {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn oml acp");
+            .expect("spawn the agent");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -23,7 +23,10 @@
 //!   one whose command changes a tracked file, and the store after 100 such turns
 //!   (`checkpoint.rs`);
 //! - `skills`: `session/new` to its `available_commands_update` with 200 skills and 100
-//!   markdown commands in the project, against none (`skills.rs`).
+//!   markdown commands in the project, against none (`skills.rs`);
+//! - `glue`: a prompt by `oml ask` to a warm owner over the scripted agent's own turn, and
+//!   `oml proxy`'s cost per turn and per message over the same agent asked directly
+//!   (`glue.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -41,6 +44,7 @@ mod fake_model;
 mod bare;
 mod checkpoint;
 mod client;
+mod glue;
 mod load;
 mod protocols;
 mod skills;
@@ -82,7 +86,7 @@ pub struct Sizes {
 pub struct Figure {
     pub name: &'static str,
     pub unit: &'static str,
-    /// Issue #25's target, as text (`<= 5`), or empty.
+    /// The target its issue sets, as text (`<= 5`), or empty.
     pub target: &'static str,
     pub value: f64,
 }
@@ -130,6 +134,7 @@ const PARTS: &[(&str, Part)] = &[
     ("protocols", protocols::protocols),
     ("checkpoint", checkpoint::checkpoint),
     ("skills", skills::skills),
+    ("glue", glue::glue),
 ];
 
 fn main() {
