@@ -221,3 +221,26 @@ fn a_session_with_oml_acp_itself_keeps_its_conversation_between_prompts() {
         || super::gone(owner)
     ));
 }
+
+#[test]
+fn on_a_terminal_the_default_policy_asks_what_is_not_a_read() {
+    let shell = Shell::new("delegate");
+    let mut cmd = shell
+        .home
+        .blocking_command(&["ask", "--agent", &shell.agent, "edit it"]);
+    cmd.env_remove("CI");
+    let term = super::support::pty::Term::spawn(cmd, 40, 120);
+    let question = term.wait_for("Choose 1-3", std::time::Duration::from_secs(30));
+    assert!(
+        question.contains("Edit notes.txt (edit)") && question.contains("+new"),
+        "{question}"
+    );
+    assert!(
+        !question.contains("Read notes.txt (read)\n  1)"),
+        "the read was not asked: {question}"
+    );
+    term.type_line("1");
+    let screen = term.wait_for("[done] end_turn", std::time::Duration::from_secs(30));
+    assert!(screen.contains("Permission: ok."), "{screen}");
+    assert_eq!(term.wait_exit(std::time::Duration::from_secs(20)), Some(0));
+}
