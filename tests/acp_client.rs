@@ -702,3 +702,27 @@ fn through_lisp_late_updates_find_their_turn_every_time() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines, vec!["1 in time end-turn late 2"; RUNS]);
 }
+
+#[test]
+fn additional_directories_go_only_to_an_agent_that_advertises_them() {
+    let out = lines(
+        r#"
+(local project (. arg 2))
+(local fake (client.connect (. arg 1) ["ok"]))
+(case (pcall client.new-session fake project {:additional-directories ["/tmp"]})
+  (false e) (print e.category (not= nil (e.message:find "additionalDirectories" 1 true))))
+(client.close fake)
+(local me (client.connect "oml" {:authenticate? false}))
+(print (. (client.capabilities me) :additional-directories))
+(print (type (. (client.new-session me project {:additional-directories ["/tmp"]}) :session-id)))
+(case (pcall client.new-session me project {:additional-directories ["relative"]})
+  (false e) (print e.category))
+(client.close me)
+"#,
+    );
+    assert_eq!(
+        out,
+        ["capability\ttrue", "true", "string", "protocol"],
+        "{out:?}"
+    );
+}

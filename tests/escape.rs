@@ -27,6 +27,8 @@ mod paths;
 mod project;
 #[path = "escape/rewind.rs"]
 mod rewind;
+#[path = "escape/roots.rs"]
+mod roots;
 #[path = "escape/rules.rs"]
 mod rules;
 #[path = "escape/setup.rs"]

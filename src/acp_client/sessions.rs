@@ -13,23 +13,36 @@ impl Client {
     /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
     /// wire and the updates that arrived for the new session before its answer.
     pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
-        self.new_session_with(cwd, json!([])).await
+        self.new_session_with(cwd, json!([]), &[]).await
     }
 
-    /// `session/new` with an absolute `cwd` and the MCP servers `mcp_servers` (a list of ACP
-    /// `McpServer` objects, sent as given), answered as [`Client::new_session`].
+    /// `session/new` with an absolute `cwd`, the MCP servers `mcp_servers` (a list of ACP
+    /// `McpServer` objects, sent as given) and the additional workspace roots `more` (absolute;
+    /// sent only to an agent that advertises `sessionCapabilities.additionalDirectories`, else
+    /// refused before anything is sent), answered as [`Client::new_session`].
     pub async fn new_session_with(
         &self,
         cwd: &Path,
         mcp_servers: Value,
+        more: &[std::path::PathBuf],
     ) -> Result<(Value, Vec<Update>), ClientError> {
         let cwd = absolute(cwd)?;
-        let answer = self
-            .request(
-                "session/new",
-                json!({"cwd": cwd, "mcpServers": mcp_servers}),
-            )
-            .await?;
+        let mut params = json!({"cwd": cwd, "mcpServers": mcp_servers});
+        if !more.is_empty() {
+            let offered = &self.initialized().capabilities.session_capabilities;
+            if !offered.additional_directories.0 {
+                return Err(capability(
+                    "additionalDirectories",
+                    "sessionCapabilities.additionalDirectories",
+                ));
+            }
+            let more = more
+                .iter()
+                .map(|d| absolute(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            params["additionalDirectories"] = json!(more);
+        }
+        let answer = self.request("session/new", params).await?;
         let Some(id) = super::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,

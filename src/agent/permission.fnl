@@ -71,6 +71,17 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
   (let [root (real root)]
     (and (under? path root) (not (code-folder path root)))))
 
+(fn agent.workspace-roots []
+  "The running session's workspace roots: its project root (or directory), then the client's
+additional directories (ACP `additionalDirectories`), as given."
+  (let [more (or (session.get :additional-directories) [])]
+    (icollect [_ d (ipairs more) &into [(workspace)]] d)))
+
+(fn root-of [path]
+  ;; The workspace root PATH is inside, if any.
+  (accumulate [found nil _ root (ipairs (agent.workspace-roots)) &until found]
+    (when (inside? path root) root)))
+
 (fn outside-why [path]
   (let [root (real (workspace))
         folder (and (under? path root) (code-folder path root))]
@@ -160,8 +171,8 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
                   {:tool :bash :prefix (.. (. program 1) " " (. program 2))}
                   {:tool :bash :exact command}))
       _ (let [path (and (. edit-kinds call.kind) (call-path call))
-              root (workspace)]
-          (if (and path (inside? path root)) {:tool name :inside root}
+              root (and path (root-of path))]
+          (if root {:tool name :inside root}
               path {:tool name :path path}
               {:tool name})))))
 
@@ -181,13 +192,14 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
 
 (fn agent.inside-workspace? [call]
   "Whether the file the tool CALL changes (its `path` argument) is inside the workspace: the
-project root of the session's directory (nearest .git or .oml/), else that directory. Both are
+project root of the session's directory (nearest .git or .oml/), else that directory, or one of
+the client's additional directories (`agent.workspace-roots`). Both are
 compared as real paths (`session.resolve-path`, links followed), so a link that leads out of the
 workspace counts as outside; so do the workspace's `.oml/` and `.git/`, which oml and git load
 code from (init files, modules, hooks, config), and oml's own folders (`oml.own-folders`). A call
 without a path counts as inside."
   (let [path (call-path call)]
-    (or (= nil path) (inside? path (workspace)))))
+    (or (= nil path) (not= nil (root-of path)))))
 
 (fn agent.sandboxed? []
   "Whether commands run confined now: `sandbox.mode` is not :off and the kernel enforces it

@@ -159,7 +159,9 @@ const RAW: &[HostFn] = &[
         doc: "session/new in the absolute directory ?CWD (default: the current directory). \
               ?OPTS: {:mcp-servers [...]} gives the agent MCP servers, as ACP McpServer tables \
               ({:name :command :args [] :env [{:name :value}]}, or {:type \"http\" :name :url \
-              :headers []}). Returns {:session-id :modes :config-options :models :updates \
+              :headers []}); {:additional-directories [\"/abs/dir\" ...]} more workspace roots \
+              (only to an agent that advertises them, else a :capability error). Returns \
+              {:session-id :modes :config-options :models :updates \
               :response}; :updates holds the updates sent before the answer. Failure raises an \
               error table.",
         make: |lua| {
@@ -167,19 +169,25 @@ const RAW: &[HostFn] = &[
                 lua,
                 |lua, (conn, cwd, opts): (UserDataRef<Conn>, Option<String>, Option<mlua::Value>)| {
                     let conn = conn.clone();
-                    let servers = match opts {
-                        Some(opts) => crate::lisp::from_lua(&lua, opts)
-                            .map(|o| o.get("mcp-servers").cloned().unwrap_or_else(|| serde_json::json!([]))),
-                        None => Ok(serde_json::json!([])),
+                    let opts = match opts {
+                        Some(opts) => crate::lisp::from_lua(&lua, opts),
+                        None => Ok(serde_json::Value::Null),
                     };
                     async move {
+                        let opts = opts?;
                         // An empty Lua table is an empty list either way.
-                        let servers = match servers? {
-                            serde_json::Value::Object(m) if m.is_empty() => serde_json::json!([]),
-                            other => other,
+                        let servers = match opts.get("mcp-servers").cloned() {
+                            None => serde_json::json!([]),
+                            Some(serde_json::Value::Object(m)) if m.is_empty() => serde_json::json!([]),
+                            Some(other) => other,
                         };
+                        let more: Vec<PathBuf> = opts
+                            .get("additional-directories")
+                            .and_then(serde_json::Value::as_array)
+                            .map(|a| a.iter().filter_map(|d| d.as_str().map(PathBuf::from)).collect())
+                            .unwrap_or_default();
                         let opened = match turns::session_cwd(cwd) {
-                            Ok(cwd) => conn.client.new_session_with(&cwd, servers).await,
+                            Ok(cwd) => conn.client.new_session_with(&cwd, servers, &more).await,
                             Err(e) => Err(e),
                         };
                         turns::opened_session(&lua, &conn, opened, None).await

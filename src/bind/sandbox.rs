@@ -77,7 +77,8 @@ fn settings() -> Vec<SettingDecl> {
     ]
 }
 
-/// The policy for a command run in `dir`, from the settings as they are now.
+/// The policy for a command run in `dir`, from the settings as they are now and the running
+/// session's additional workspace roots.
 pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     let mode: String = lisp.setting("sandbox.mode")?;
     let mode = Mode::from_name(&mode)
@@ -88,12 +89,19 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
             .map_err(|e| LispError::Setting(format!("sandbox.writable: {e}")))?;
         writable.push(resolved);
     }
-    let root = root_of(dir);
+    // The session's other workspace roots (ACP `additionalDirectories`) are workspaces too:
+    // writable, with their own `.oml/` and `.git` guarded.
+    let more = super::session::additional_directories(lisp.lua());
+    writable.extend(more.iter().cloned());
     let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
-    let guarded = PROJECT_CODE
-        .iter()
-        .filter(|name| !(git_writable && **name == ".git"))
-        .map(|name| root.join(name))
+    let guarded = std::iter::once(root_of(dir))
+        .chain(more)
+        .flat_map(|root| {
+            PROJECT_CODE
+                .iter()
+                .filter(|name| !(git_writable && **name == ".git"))
+                .map(move |name| root.join(name))
+        })
         .filter(|p| p.exists())
         .collect();
     Ok(Policy {

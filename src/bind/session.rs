@@ -426,6 +426,20 @@ fn session_cwd(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua
         .unwrap_or_else(process_cwd))
 }
 
+/// The running session's additional workspace roots (the client's `additionalDirectories`,
+/// kept in its data under `additional-directories`); none outside a session.
+pub(crate) fn additional_directories(lua: &Lua) -> Vec<PathBuf> {
+    let Ok(sessions) = sessions(lua) else {
+        return Vec::new();
+    };
+    sessions
+        .of_thread(thread_key(lua))
+        .and_then(|id| sessions.with(&id, |s| s.data.get("additional-directories").cloned()))
+        .flatten()
+        .and_then(|v| serde_json::from_value::<Vec<PathBuf>>(v).ok())
+        .unwrap_or_default()
+}
+
 fn current_cwd(lua: &Lua, sessions: &Sessions) -> PathBuf {
     sessions
         .of_thread(thread_key(lua))

@@ -277,7 +277,8 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                "additionalDirectories": {}},
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
         },

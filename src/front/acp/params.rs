@@ -126,6 +126,8 @@ impl InitializeParams {
 pub(super) struct NewSessionParams {
     pub cwd: Cwd,
     pub mcp_servers: McpServers,
+    #[serde(default)]
+    pub additional_directories: AdditionalDirectories,
 }
 
 /// `session/load`, `session/resume` and `session/fork`.
@@ -135,6 +137,8 @@ pub(super) struct LoadSessionParams {
     pub session_id: SessionId,
     pub cwd: Cwd,
     pub mcp_servers: McpServers,
+    #[serde(default)]
+    pub additional_directories: AdditionalDirectories,
 }
 
 /// `session/list`.
@@ -286,6 +290,36 @@ impl<'de> Deserialize<'de> for Cwd {
                 cwd.display()
             ))),
         }
+    }
+}
+
+/// `additionalDirectories`: more workspace roots for the session, each an absolute path to an
+/// existing directory (checked as `cwd` is). Absent or null is none.
+#[derive(Debug, Default)]
+pub(super) struct AdditionalDirectories(pub Vec<PathBuf>);
+
+impl<'de> Deserialize<'de> for AdditionalDirectories {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let dirs = match member(d)? {
+            None | Some(Value::Null) => return Ok(AdditionalDirectories::default()),
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(D::Error::custom(
+                    "additionalDirectories must be a list of paths",
+                ));
+            }
+        };
+        let mut out = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let Cwd(dir) = Cwd::deserialize(dir).map_err(|e| {
+                D::Error::custom(format!(
+                    "additionalDirectories: {}",
+                    e.to_string().replace("cwd", "a directory")
+                ))
+            })?;
+            out.push(dir);
+        }
+        Ok(AdditionalDirectories(out))
     }
 }
 

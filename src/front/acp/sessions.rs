@@ -24,6 +24,7 @@ use crate::lisp::{LispError, init};
 
 pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessionParams) {
     let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
+    let more = params.additional_directories.0;
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let sid = match ctx.agent.try_new_session(cwd.clone(), Some(events_tx)) {
         Ok(sid) => sid,
@@ -40,12 +41,20 @@ pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessi
         .unwrap_or_else(|_| "ask".to_owned());
     ctx.agent.sessions().with(&sid, |s| {
         s.data.insert("permission-mode".into(), json!(mode));
+        set_additional_directories(s, &more);
     });
     let ready_tx = attach(ctx, &sid, events_rx);
     let mut result = session_setup_result(ctx, &sid).await;
     result.insert("sessionId".into(), json!(sid));
     let _ = ctx.conn.respond(id, Value::Object(result)).await;
     after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
+}
+
+/// The client's `additionalDirectories` for the session (what `agent.workspace-roots` adds to
+/// its workspace, and the sandbox makes writable): kept in its data, replaced by each `session/load` or `session/resume`.
+fn set_additional_directories(s: &mut crate::session::Session, dirs: &[std::path::PathBuf]) {
+    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    s.data.insert("additional-directories".into(), json!(dirs));
 }
 
 /// Register session `sid` with the hub and start its forwarder; returns the sender that marks
@@ -200,6 +209,7 @@ pub(super) async fn session_load(
     let result = async {
         let sid = params.session_id.0;
         let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
+        let more = params.additional_directories.0;
         let store = ctx
             .agent
             .sessions()
@@ -237,6 +247,7 @@ pub(super) async fn session_load(
             s.data
                 .entry("permission-mode")
                 .or_insert_with(|| json!(mode));
+            set_additional_directories(s, &more);
         });
         let ready_tx = attach(ctx, &sid, events_rx);
         if replay {
