@@ -210,7 +210,7 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
         assert_eq!(init["agentCapabilities"]["loadSession"], true);
         assert_eq!(
             init["agentCapabilities"]["sessionCapabilities"],
-            json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}})
+            json!({"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}, "additionalDirectories": {}})
         );
         let (sid, _) = c.new_session(&env.project);
         let id = c.prompt(&sid, "What do my notes say?");

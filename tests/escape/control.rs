@@ -108,8 +108,17 @@ for path in paths:
         s = socket.socket(socket.AF_UNIX)
         s.settimeout(5)
         s.connect(path)
-        s.sendall(request)
-        print("owner said:", s.recv(4096).decode(errors="replace"))
+        # A refused peer is told at once; only a silent owner is sent the request.
+        s.settimeout(0.5)
+        try:
+            early = s.recv(4096)
+        except socket.timeout:
+            early = b""
+        s.settimeout(5)
+        if not early:
+            s.sendall(request)
+            early = s.recv(4096)
+        print("owner said:", early.decode(errors="replace"))
     except Exception as e:
         print("refused:", type(e).__name__, e)
 "#;
