@@ -512,6 +512,79 @@ fn reasoning_streams_as_thought_chunks() {
 }
 
 #[test]
+fn a_message_and_a_thought_each_carry_one_message_id_and_the_replay_keeps_them_apart() {
+    let env = Env::new();
+    let mut first = reasoning_chunks("reasoning_content", &["think ", "more"]);
+    first.extend(support::acp::text_then_tool(
+        "let me ",
+        "c1",
+        "read",
+        r#"{"path": "a.txt"}"#,
+    ));
+    let fake = FakeModel::start([
+        Reply::from(first),
+        Reply::from(text_chunks(&["done ", "now"])),
+    ]);
+    std::fs::write(env.project.join("a.txt"), "a").unwrap();
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    let (updates, _) = c.until_response(id);
+    let ids = |kind: &str| -> Vec<String> {
+        updates
+            .iter()
+            .filter(|u| u["params"]["update"]["sessionUpdate"] == kind)
+            .map(|u| {
+                u["params"]["update"]["messageId"]
+                    .as_str()
+                    .expect("a messageId")
+                    .to_owned()
+            })
+            .collect()
+    };
+    let (thoughts, texts) = (ids("agent_thought_chunk"), ids("agent_message_chunk"));
+    assert!(
+        thoughts.len() >= 1 && thoughts.iter().all(|t| *t == thoughts[0]),
+        "{thoughts:?}"
+    );
+    let before_tool = &texts[0];
+    let after_tool = texts.last().unwrap();
+    assert_ne!(
+        before_tool, after_tool,
+        "a message after the tool call is another one"
+    );
+    assert!(!texts.contains(&thoughts[0]), "the thought has its own id");
+    drop(c);
+    let mut d = support::acp::Client::start(&env, None);
+    d.initialize();
+    let (replay, _) = support::acp::load_session(&mut d, "session/load", &sid, &env.project);
+    let replayed: Vec<(String, String)> = replay
+        .iter()
+        .filter_map(|u| {
+            let u = &u["params"]["update"];
+            Some((
+                u["sessionUpdate"].as_str()?.to_owned(),
+                u["messageId"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    let kinds: Vec<&str> = replayed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "agent_message_chunk"
+        ]
+    );
+    let mut distinct: Vec<&str> = replayed.iter().map(|(_, id)| id.as_str()).collect();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{replayed:?}");
+}
+
+#[test]
 fn render_event_can_be_advised_to_drop_updates() {
     let env = Env::new();
     env.init(

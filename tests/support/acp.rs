@@ -49,6 +49,7 @@ pub fn merged(ms: &[Value]) -> Vec<Value> {
             && joinable
             && update_kind(last) == kind
             && last["params"]["sessionId"] == m["params"]["sessionId"]
+            && last["params"]["update"]["messageId"] == m["params"]["update"]["messageId"]
         {
             let text = |v: &Value| {
                 v["params"]["update"]["content"]["text"]
@@ -98,12 +99,25 @@ pub fn partial_then_hang(text: &str) -> Reply {
 }
 
 pub fn normalise(ms: &[Value], sid: &str, env: &Env) -> String {
+    // Message ids are opaque: numbered by first appearance, so that which chunks share one
+    // still shows.
+    let mut ids: Vec<String> = Vec::new();
     merged(ms)
         .iter()
         .map(|m| {
             let mut m = m.clone();
             if m["params"]["update"].get("updatedAt").is_some() {
                 m["params"]["update"]["updatedAt"] = json!("TIME");
+            }
+            if let Some(id) = m["params"]["update"]["messageId"]
+                .as_str()
+                .map(str::to_owned)
+            {
+                let n = ids.iter().position(|i| *i == id).unwrap_or_else(|| {
+                    ids.push(id);
+                    ids.len() - 1
+                });
+                m["params"]["update"]["messageId"] = json!(format!("MESSAGE{}", n + 1));
             }
             m.to_string()
                 .replace(sid, "SESSION")

@@ -47,6 +47,7 @@ mod calls;
 mod config;
 mod content;
 mod early;
+mod message_ids;
 mod params;
 mod prompt;
 mod render;

@@ -221,7 +221,12 @@ pub(super) async fn send_event(
     sid: &str,
     event: &AgentEvent,
 ) {
-    if let Some(update) = renderer.render(sid, event) {
+    let message_id = renderer.ids.for_event(event);
+    if let Some(mut update) = renderer.render(sid, event) {
+        match &mut update {
+            Rendered::Chunk(chunk) => chunk.message_id = message_id,
+            Rendered::Lisp(value) => renderer.ids.stamp(value, message_id),
+        }
         let _ = conn
             .notify(
                 "session/update",
@@ -256,6 +261,8 @@ pub(super) struct ChunkUpdate<'a> {
     #[serde(rename = "sessionUpdate")]
     session_update: &'static str,
     content: TextBlock<'a>,
+    #[serde(rename = "messageId", skip_serializing_if = "Option::is_none")]
+    message_id: Option<String>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -267,6 +274,8 @@ pub(super) struct TextBlock<'a> {
 /// Renders loop events as `session/update` payloads through `acp.render-event`.
 pub(super) struct Renderer {
     lisp: Lisp,
+    /// The `messageId`s of the session's chunks.
+    ids: super::message_ids::MessageIds,
     /// Whether `acp.render-event` is still the function acp.fnl defined (when it did).
     default: Option<DefaultWatch>,
 }
@@ -283,7 +292,11 @@ impl Renderer {
         let default = default
             .zip(namespace)
             .map(|(f, acp)| DefaultWatch::new(acp, "render-event", f));
-        Renderer { lisp, default }
+        Renderer {
+            lisp,
+            default,
+            ids: super::message_ids::MessageIds::new(),
+        }
     }
 
     /// Look `acp.render-event` up again for the next event: the end of a burst (a barrier, so
@@ -358,6 +371,7 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
             r#type: "text",
             text,
         },
+        message_id: None,
     })
 }
 

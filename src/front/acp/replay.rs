@@ -44,7 +44,8 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 /// result as a tool_call_update, completed or failed, with the diff of a write or edit, and a
 /// slash command (a `command` entry) as the prompt and what it showed; a rewind of the
 /// conversation takes back what was shown from the prompt it went back to. The session's latest plan
-/// (its last `plan` data entry, unless empty) follows the history as one `plan` update.
+/// (its last `plan` data entry, unless empty) follows the history as one `plan` update. Each
+/// message's chunks carry one `messageId` (`message_ids::number_replay`).
 ///
 /// A card's title, kind, failure and diff come from the `tool` entries the loop records before
 /// the assistant message they belong to ([`Entry::tool_record`]), matched to that message's
@@ -59,6 +60,7 @@ pub fn replay_updates(entries: &[Entry]) -> Vec<Value> {
     if let Some(plan) = replay.plan.take().and_then(|p| plan_update(&p)) {
         replay.out.push(plan);
     }
+    super::message_ids::number_replay(&mut replay.out);
     replay
         .out
         .into_iter()

@@ -1,0 +1,161 @@
+//! ACP's `messageId` (stabilized in 2026) on `agent_message_chunk`, `agent_thought_chunk` and
+//! `user_message_chunk`: the chunks of one message share an opaque id, so a client can tell two
+//! messages in a row apart and merge a message's chunks. A thought has an id of its own, apart
+//! from the text it precedes.
+//!
+//! Live, a message runs while its kind of delta keeps coming: any other event ends it (a tool
+//! call, the usage, a plan), and a notice is a message of its own. Ids are the forwarder's
+//! start time and a counter, so a session reopened by another process does not reuse them. A
+//! replay numbers its runs of chunks of one kind (`h1`, `h2`, …). This module knows the update
+//! shapes, not how they are rendered.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use serde_json::{Value, json};
+
+use crate::agent::AgentEvent;
+
+/// The chunk kinds that carry a `messageId`.
+const CHUNKS: [&str; 3] = [
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "user_message_chunk",
+];
+
+/// The ids of one session's live messages.
+pub(super) struct MessageIds {
+    prefix: String,
+    next: AtomicU64,
+    text: Mutex<Option<String>>,
+    thought: Mutex<Option<String>>,
+}
+
+impl MessageIds {
+    pub(super) fn new() -> MessageIds {
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        MessageIds {
+            prefix: format!("m{start:x}"),
+            next: AtomicU64::new(0),
+            text: Mutex::new(None),
+            thought: Mutex::new(None),
+        }
+    }
+
+    fn fresh(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{n}", self.prefix)
+    }
+
+    /// The id the chunk `event` renders to carries (a new message or the running one), or
+    /// `None` for an event that is no chunk, which ends the running messages.
+    pub(super) fn for_event(&self, event: &AgentEvent) -> Option<String> {
+        let (mine, other) = match event {
+            AgentEvent::TextDelta { .. } => (&self.text, &self.thought),
+            AgentEvent::ThoughtDelta { .. } => (&self.thought, &self.text),
+            AgentEvent::Notice { .. } => {
+                *self.text.lock() = None;
+                *self.thought.lock() = None;
+                return Some(self.fresh());
+            }
+            _ => {
+                *self.text.lock() = None;
+                *self.thought.lock() = None;
+                return None;
+            }
+        };
+        *other.lock() = None;
+        let mut mine = mine.lock();
+        Some(mine.get_or_insert_with(|| self.fresh()).clone())
+    }
+
+    /// Puts `id` (or a fresh one) on a rendered chunk that has none; other updates are left.
+    pub(super) fn stamp(&self, update: &mut Value, id: Option<String>) {
+        if is_chunk(update) && update.get("messageId").is_none() {
+            update["messageId"] = json!(id.unwrap_or_else(|| self.fresh()));
+        }
+    }
+}
+
+fn is_chunk(update: &Value) -> bool {
+    update
+        .get("sessionUpdate")
+        .and_then(Value::as_str)
+        .is_some_and(|k| CHUNKS.contains(&k))
+}
+
+/// Numbers a replay's messages: each run of chunks of one kind is one message.
+pub(super) fn number_replay(updates: &mut [Value]) {
+    let mut n = 0;
+    let mut last: Option<String> = None;
+    for u in updates.iter_mut() {
+        if !is_chunk(u) {
+            last = None;
+            continue;
+        }
+        let kind = u["sessionUpdate"].as_str().unwrap_or_default().to_owned();
+        if last.as_deref() != Some(kind.as_str()) {
+            n += 1;
+            last = Some(kind);
+        }
+        if u.get("messageId").is_none() {
+            u["messageId"] = json!(format!("h{n}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text() -> AgentEvent {
+        AgentEvent::TextDelta { text: "a".into() }
+    }
+    fn thought() -> AgentEvent {
+        AgentEvent::ThoughtDelta { text: "t".into() }
+    }
+
+    #[test]
+    fn a_message_runs_while_its_deltas_come_and_a_thought_has_its_own_id() {
+        let ids = MessageIds::new();
+        let t1 = ids.for_event(&thought());
+        let a1 = ids.for_event(&text());
+        let a2 = ids.for_event(&text());
+        assert_eq!(a1, a2);
+        assert_ne!(t1, a1);
+        assert_eq!(
+            ids.for_event(&AgentEvent::Plan {
+                entries: serde_json::json!([])
+            }),
+            None
+        );
+        let a3 = ids.for_event(&text());
+        assert_ne!(a3, a1, "a new message after another event");
+        let n = ids.for_event(&AgentEvent::Notice {
+            text: "retrying".into(),
+        });
+        assert_ne!(n, a3);
+        assert_ne!(ids.for_event(&text()), n);
+    }
+
+    #[test]
+    fn a_replay_numbers_its_runs_of_one_kind() {
+        let mut out = vec![
+            json!({"sessionUpdate": "user_message_chunk"}),
+            json!({"sessionUpdate": "user_message_chunk"}),
+            json!({"sessionUpdate": "agent_thought_chunk"}),
+            json!({"sessionUpdate": "agent_message_chunk"}),
+            json!({"sessionUpdate": "tool_call"}),
+            json!({"sessionUpdate": "agent_message_chunk"}),
+        ];
+        number_replay(&mut out);
+        let ids: Vec<&str> = out
+            .iter()
+            .map(|u| u["messageId"].as_str().unwrap_or("-"))
+            .collect();
+        assert_eq!(ids, ["h1", "h1", "h2", "h3", "-", "h4"]);
+    }
+}
