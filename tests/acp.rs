@@ -545,7 +545,7 @@ fn a_message_and_a_thought_each_carry_one_message_id_and_the_replay_keeps_them_a
     };
     let (thoughts, texts) = (ids("agent_thought_chunk"), ids("agent_message_chunk"));
     assert!(
-        thoughts.len() >= 1 && thoughts.iter().all(|t| *t == thoughts[0]),
+        !thoughts.is_empty() && thoughts.iter().all(|t| *t == thoughts[0]),
         "{thoughts:?}"
     );
     let before_tool = &texts[0];
