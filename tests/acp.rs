@@ -451,12 +451,40 @@ fn cancel_while_asking_answers_cancelled() {
     let id = c.prompt(&sid, "run it");
     let ask = c.until(|m| m["method"] == "session/request_permission");
     c.notify("session/cancel", json!({"sessionId": sid}));
-    let (_, r) = c.until_response(id);
+    let (before, r) = c.until_response(id);
     assert_eq!(r["result"]["stopReason"], "cancelled");
+    // oml stopped waiting for the question, and says so.
+    assert!(
+        before
+            .iter()
+            .any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == ask["id"]),
+        "{before:?}"
+    );
     // The client's late answer is harmless.
     c.answer(&ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
     let r = c.call("initialize", json!({"protocolVersion": 1}));
     assert_eq!(r["result"]["protocolVersion"], 1);
+}
+
+#[test]
+fn cancel_request_naming_a_prompt_cancels_it_with_its_partial_answer() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        support::acp::partial_then_hang("so far"),
+        Reply::from(text_chunks(&["ok"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let id = c.prompt(&sid, "go");
+    c.until(|m| support::acp::update_kind(m).as_deref() == Some("agent_message_chunk"));
+    // An id that names nothing running is ignored; the prompt's own stops it.
+    c.notify("$/cancel_request", json!({"requestId": 999}));
+    c.notify("$/cancel_request", json!({"requestId": id}));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    let (_, again) = c.turn(&sid, "and now");
+    assert_eq!(again, "end_turn", "the session goes on");
 }
 
 #[test]

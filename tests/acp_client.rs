@@ -726,3 +726,19 @@ fn additional_directories_go_only_to_an_agent_that_advertises_them() {
         "{out:?}"
     );
 }
+
+#[test]
+fn an_agent_that_gives_its_question_up_gets_request_cancelled_and_the_handler_stops() {
+    let out = lines(
+        r#"
+(var asked false)
+(local conn (client.connect (. arg 1) ["cancel-own-request"]
+                            {:on-permission (fn [req] (set asked true) (oml.sleep 30000) :allow)}))
+(local s (client.new-session conn (. arg 2)))
+(local r (client.prompt conn s.session-id "go"))
+(print r.stop-reason r.text)
+(client.close conn)
+"#,
+    );
+    assert_eq!(out, ["end-turn\tanswered error -32800"], "{out:?}");
+}

@@ -453,6 +453,11 @@ async fn a_request_times_out_and_stops_being_pending() {
     assert_eq!(connection.pending_requests(), 0);
     // The late answer is dropped, and the connection goes on working.
     assert_eq!(peer.json().await["id"], 1);
+    // The peer is told the request was given up (ACP's `$/cancel_request`).
+    assert_eq!(
+        peer.json().await,
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
+    );
     peer.send(json!({"jsonrpc": "2.0", "id": 1, "result": "late"}))
         .await;
     let next_request = tokio::spawn({
@@ -489,6 +494,10 @@ async fn a_request_is_cancelled_by_its_token() {
         })
     );
     assert_eq!(connection.pending_requests(), 0);
+    assert_eq!(
+        peer.json().await,
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
+    );
 
     // An already-cancelled token sends nothing: the next request on the wire is id 2.
     let refused = connection
@@ -520,6 +529,11 @@ async fn dropping_a_waiting_request_stops_it_being_pending() {
     asking.abort();
     assert!(asking.await.is_err_and(|e| e.is_cancelled()));
     assert_eq!(connection.pending_requests(), 0);
+    assert_eq!(
+        peer.json().await,
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}}),
+        "a dropped waiter tells the peer too"
+    );
 }
 
 #[tokio::test]

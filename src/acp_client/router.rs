@@ -50,6 +50,9 @@ pub(super) struct Router {
     fatal_error: Mutex<Option<ClientError>>,
     pub(super) rpc: OnceLock<Connection>,
     permission: Option<PermissionHandler>,
+    /// The agent's requests being answered, by id as on the wire: what its `$/cancel_request`
+    /// can name.
+    asked: Mutex<HashMap<String, CancelToken>>,
 }
 
 #[derive(Default)]
@@ -165,6 +168,7 @@ impl Router {
             fatal_error: Mutex::new(None),
             rpc: OnceLock::new(),
             permission,
+            asked: Mutex::new(HashMap::new()),
         };
         (Arc::new(router), rx)
     }
@@ -184,12 +188,29 @@ impl Router {
             Incoming::Notification(n) if n.method == "session/update" => {
                 self.route_update(n.params.unwrap_or(Value::Null));
             }
+            Incoming::Notification(n) if n.method == crate::jsonrpc::CANCEL_REQUEST => {
+                // The agent no longer needs an answer: its handler stops, and the request is
+                // answered -32800.
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .map(Value::to_string);
+                if let Some(token) = id.and_then(|id| self.asked.lock().get(&id).cloned()) {
+                    token.cancel();
+                }
+            }
             Incoming::Notification(n) => {
                 tracing::debug!(method = %n.method, "ignored a notification from the agent");
             }
             Incoming::Request(request) => {
+                // Registered in line order, so that a `$/cancel_request` read next finds it.
+                let abandoned = CancelToken::new();
+                self.asked
+                    .lock()
+                    .insert(request.id.to_string(), abandoned.clone());
                 let router = Arc::clone(self);
-                tokio::spawn(async move { router.answer(request).await });
+                tokio::spawn(async move { router.answer(request, abandoned).await });
             }
             Incoming::Malformed { consecutive, .. } => {
                 // The reader has logged the line; only the count matters here.
@@ -304,11 +325,18 @@ impl Router {
         (!turn.is_finished()).then(|| Arc::clone(turn))
     }
 
-    async fn answer(self: Arc<Self>, request: Request) {
-        let Some(rpc) = self.rpc.get() else { return };
+    async fn answer(self: Arc<Self>, request: Request, abandoned: CancelToken) {
+        let key = request.id.to_string();
+        let Some(rpc) = self.rpc.get() else {
+            self.asked.lock().remove(&key);
+            return;
+        };
         let outcome = match request.method.as_str() {
             "session/request_permission" => match PermissionParams::parse(request.params) {
-                Ok(params) => Ok(self.permission(params).await),
+                Ok(params) => tokio::select! {
+                    outcome = self.permission(params) => Ok(outcome),
+                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
+                },
                 Err(error) => Err(error),
             },
             other => {
@@ -316,6 +344,7 @@ impl Router {
                 Err(RpcError::method_not_found(other))
             }
         };
+        self.asked.lock().remove(&key);
         let sent = match outcome {
             Ok(result) => rpc.respond(&request.id, result).await,
             Err(error) => rpc.respond_error(&request.id, error).await,

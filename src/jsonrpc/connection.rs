@@ -274,6 +274,13 @@ impl Connection {
                 source,
             });
         }
+        // From here on, giving the request up (a timeout, the cancel token, the future dropped)
+        // tells the peer with `$/cancel_request`, so it can stop working on it.
+        let mut notice = CancelNotice {
+            queue: self.inner.queue.clone(),
+            number,
+            armed: true,
+        };
         let timed_out = async {
             match timeout {
                 Some(after) => tokio::time::sleep(after).await,
@@ -290,6 +297,7 @@ impl Connection {
             biased;
             answer = answer_rx => {
                 guard.answered();
+                notice.armed = false;
                 match answer {
                     Ok(Answer::Result(value)) => Ok(value),
                     Ok(Answer::Error(error)) => Err(RequestError::Rpc {
@@ -402,6 +410,36 @@ impl Connection {
             .send(item)
             .await
             .map_err(|_| self.inner.shared.send_error())
+    }
+}
+
+/// The method ACP (2026) gives the notification that a request was given up.
+pub const CANCEL_REQUEST: &str = "$/cancel_request";
+
+/// Sends `$/cancel_request` for request `number` when dropped still armed (the answer never
+/// came). Best effort: a full write queue or a closed connection drops the notice.
+struct CancelNotice {
+    queue: mpsc::Sender<WriteItem>,
+    number: u64,
+    armed: bool,
+}
+
+impl Drop for CancelNotice {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let notice = OutNotification {
+            jsonrpc: "2.0",
+            method: CANCEL_REQUEST,
+            params: &serde_json::json!({"requestId": self.number}),
+        };
+        if let Ok(bytes) = encode(&notice) {
+            let _ = self.queue.try_send(WriteItem::Line {
+                bytes,
+                request: None,
+            });
+        }
     }
 }
 

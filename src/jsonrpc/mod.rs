@@ -29,7 +29,7 @@ mod state;
 mod writer;
 
 pub use connection::{
-    AnswerHook, Connection, Flow, IncomingHandler, Options, RequestError, SendError,
+    AnswerHook, CANCEL_REQUEST, Connection, Flow, IncomingHandler, Options, RequestError, SendError,
 };
 pub use error::*;
 pub use frame::FrameReader;

@@ -320,6 +320,25 @@ impl Agent {
                 };
                 self.answer(id, json!({"stopReason": stop}));
             }
+            "cancel-own-request" => {
+                // Asks, gives the question up at once, and says how it was answered.
+                let options = json!([{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]);
+                self.send(json!({"jsonrpc": "2.0", "id": "perm-c", "method": "session/request_permission",
+                    "params": {"sessionId": sid, "toolCall": {"toolCallId": "c"}, "options": options}}));
+                self.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "perm-c"}}));
+                let answer = loop {
+                    let Some(m) = self.recv() else { return };
+                    if m.get("id") == Some(&json!("perm-c")) {
+                        break m;
+                    }
+                };
+                let said = match answer.get("error") {
+                    Some(e) => format!("answered error {}", e["code"]),
+                    None => format!("answered {}", answer["result"]),
+                };
+                self.chunk(sid, &said);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
             "prompt-permission-sessionless" => {
                 // A request naming no session: the client must refuse it, not ask under "".
                 let params = json!({"toolCall": {"toolCallId": "c"}, "options":

@@ -105,6 +105,9 @@ struct Ctx {
     options: ServeOptions,
     /// The hard stop of shutdown: interrupts Lisp code that ignores the cancel.
     shutdown: CancelToken,
+    /// The running `session/prompt` requests, by id as on the wire: what `$/cancel_request`
+    /// can name.
+    prompts: parking_lot::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Open the ACP connection on stdin and stdout, with lines of at most `max_line_bytes`: from
@@ -153,6 +156,7 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
         hub: hub.clone(),
         options,
         shutdown: CancelToken::new(),
+        prompts: Default::default(),
     });
     if let Some(capabilities) = &capabilities {
         remember_client(&ctx, capabilities);
@@ -181,11 +185,24 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
                 let method = Method::parse(&r.method, r.params);
                 // A cancel read after this prompt must reach it, even if it comes before the
                 // prompt's task has started: the prompt's token is made now, in line order.
-                if let Ok(Method::SessionPrompt(p)) = &method {
-                    ctx.agent.arm(&p.session_id.0);
-                }
+                let prompt_key = match &method {
+                    Ok(Method::SessionPrompt(p)) => {
+                        ctx.agent.arm(&p.session_id.0);
+                        let key = r.id.to_string();
+                        ctx.prompts
+                            .lock()
+                            .insert(key.clone(), p.session_id.0.clone());
+                        Some(key)
+                    }
+                    _ => None,
+                };
                 let ctx = ctx.clone();
-                tasks.spawn(async move { request(&ctx, r.id, method).await });
+                tasks.spawn(async move {
+                    request(&ctx, r.id, method).await;
+                    if let Some(key) = prompt_key {
+                        ctx.prompts.lock().remove(&key);
+                    }
+                });
             }
         }
     }
@@ -220,6 +237,16 @@ async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
 fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
     match NotificationMethod::parse(&n.method, n.params) {
         Ok(NotificationMethod::SessionCancel(p)) => ctx.agent.cancel(&p.session_id.0),
+        // A running prompt named by `$/cancel_request` is cancelled as by `session/cancel`, and
+        // answers with its partial result (`stopReason: cancelled`). Every other request is
+        // answered at once anyway, so there is nothing to stop.
+        Ok(NotificationMethod::CancelRequest(p)) => {
+            let sid = ctx.prompts.lock().get(&p.request_id.to_string()).cloned();
+            match sid {
+                Some(sid) => ctx.agent.cancel(&sid),
+                None => tracing::debug!("$/cancel_request for {}: nothing to cancel", p.request_id),
+            }
+        }
         Err(e) => tracing::debug!("ignoring {}: {}", n.method, e.message),
         Ok(NotificationMethod::Unknown { method, params }) => {
             if has_user_method(&ctx.lisp, &method) {

@@ -66,6 +66,8 @@ impl Method {
 #[derive(Debug)]
 pub(super) enum NotificationMethod {
     SessionCancel(SessionParams),
+    /// `$/cancel_request`: stop the request `requestId` (stabilized in 2026).
+    CancelRequest(CancelRequestParams),
     /// Any other notification, with its params as sent (`null` when there were none).
     Unknown {
         method: String,
@@ -82,12 +84,21 @@ impl NotificationMethod {
     ) -> Result<NotificationMethod, RpcError> {
         Ok(match method {
             "session/cancel" => NotificationMethod::SessionCancel(read(params)?),
+            "$/cancel_request" => NotificationMethod::CancelRequest(read(params)?),
             other => NotificationMethod::Unknown {
                 method: other.to_owned(),
                 params: params.unwrap_or(Value::Null),
             },
         })
     }
+}
+
+/// `$/cancel_request`'s params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct CancelRequestParams {
+    /// As sent; compared by its JSON text with the ids of running requests.
+    pub request_id: Value,
 }
 
 /// `params` as `T`; params that are not an object (absent, null, an array) read as `{}`.
