@@ -248,32 +248,7 @@ impl Connection {
                 id: None,
             });
         }
-        let number = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let line = encode(&OutRequest {
-            jsonrpc: "2.0",
-            id: number,
-            method,
-            params: &params,
-        })
-        .map_err(|source| RequestError::Send {
-            method: method.to_owned(),
-            source,
-        })?;
-        let (answer_tx, answer_rx) = oneshot::channel();
-        let shared = &self.inner.shared;
-        let mut guard = shared
-            .register(number, method, answer_tx, on_answer)
-            .map_err(|gone| gone.request_error(&shared.peer, method))?;
-        let item = WriteItem::Line {
-            bytes: line,
-            request: Some(number),
-        };
-        if let Err(source) = self.enqueue(item).await {
-            return Err(RequestError::Send {
-                method: method.to_owned(),
-                source,
-            });
-        }
+        let (number, answer_rx, mut guard) = self.send_request(method, &params, on_answer).await?;
         // From here on, giving the request up (a timeout, the cancel token, the future dropped)
         // tells the peer with `$/cancel_request`, so it can stop working on it.
         let mut notice = CancelNotice {
@@ -318,6 +293,43 @@ impl Connection {
                 after: timeout.unwrap_or_default(),
             }),
         }
+    }
+
+    /// Encodes, registers and enqueues one request; its number, its answer's receiver and the
+    /// guard that keeps it pending.
+    async fn send_request(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+        on_answer: Option<AnswerHook>,
+    ) -> Result<(u64, oneshot::Receiver<Answer>, super::state::PendingGuard), RequestError> {
+        let number = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = encode(&OutRequest {
+            jsonrpc: "2.0",
+            id: number,
+            method,
+            params,
+        })
+        .map_err(|source| RequestError::Send {
+            method: method.to_owned(),
+            source,
+        })?;
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let shared = &self.inner.shared;
+        let guard = shared
+            .register(number, method, answer_tx, on_answer)
+            .map_err(|gone| gone.request_error(&shared.peer, method))?;
+        let item = WriteItem::Line {
+            bytes: line,
+            request: Some(number),
+        };
+        if let Err(source) = self.enqueue(item).await {
+            return Err(RequestError::Send {
+                method: method.to_owned(),
+                source,
+            });
+        }
+        Ok((number, answer_rx, guard))
     }
 
     /// Enqueues a notification. It is written after everything enqueued before it.
