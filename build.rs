@@ -39,6 +39,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_tools", "src/agent/tools.fnl"),
     ("agent_permission", "src/agent/permission.fnl"),
     ("agent_plan", "src/agent/plan.fnl"),
+    ("agent_ask", "src/agent/ask.fnl"),
     ("agent_delegate", "src/agent/delegate.fnl"),
     ("agent_images", "src/agent/images.fnl"),
     ("agent_usage", "src/agent/usage.fnl"),

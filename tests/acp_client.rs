@@ -742,3 +742,45 @@ fn an_agent_that_gives_its_question_up_gets_request_cancelled_and_the_handler_st
     );
     assert_eq!(out, ["end-turn\tanswered error -32800"], "{out:?}");
 }
+
+#[test]
+fn omls_client_answers_oml_acps_elicitation_with_a_lisp_handler() {
+    // oml acp's model asks the user (the ask_user tool); the client answers in Lisp.
+    let fake = support::fake_model::FakeModel::start([
+        support::fake_model::Reply::from(support::fake_model::tool_call_chunks(
+            "c1",
+            "ask_user",
+            &[r#"{"question": "Which database?", "choices": ["postgres", "sqlite"]}"#],
+        )),
+        support::fake_model::Reply::from(support::fake_model::text_chunks(&["ok"])),
+    ]);
+    let home = support::home::Home::new();
+    let program = r#"
+(var seen nil)
+(local conn (client.connect "oml" {:authenticate? false
+                                   :on-elicitation (fn [req] (set seen req)
+                                                     {:action :accept :content {:answer "sqlite"}})}))
+(local s (client.new-session conn (. arg 1)))
+(local r (client.prompt conn s.session-id "set it up"))
+(print r.stop-reason seen.mode seen.message (table.concat seen.requestedSchema.properties.answer.enum ","))
+(client.close conn)
+"#;
+    let file = home.write_project_file("prog.fnl", program);
+    let mut cmd = home.blocking_command(&["--no-init", "run"]);
+    cmd.arg(&file).arg(&home.project);
+    support::home::use_fake_model(&mut cmd, &fake.base_url());
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.trim(),
+        "end-turn\tform\tWhich database?\tpostgres,sqlite"
+    );
+    let requests = fake.requests();
+    let result = requests[1].body["messages"].to_string();
+    assert!(result.contains("The user answered: sqlite"), "{result}");
+}

@@ -263,6 +263,32 @@ fn yes_runs_the_command_once() {
 }
 
 #[test]
+fn the_model_asks_a_question_with_choices_and_one_key_answers_it() {
+    let env = Env::new();
+    let args =
+        json!({"question": "Which database?", "choices": ["postgres", "sqlite"]}).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "ask_user", &[&args])),
+        answer(&["Going with it."]),
+    ]);
+    let term = open(&env, Some(&fake), &[], &[]);
+    term.type_line("set it up");
+    let screen = term.wait_for("2) sqlite", DEADLINE);
+    assert!(
+        screen.contains("Which database?") && screen.contains("1) postgres"),
+        "{screen}"
+    );
+    term.write(b"2");
+    term.wait_for("Going with it.", DEADLINE);
+    wait_ready(&term);
+    assert_eq!(
+        tool_results(&fake.requests()[1].body)[0],
+        "The user answered: sqlite"
+    );
+    exit(&term);
+}
+
+#[test]
 fn enter_answers_yes() {
     let env = Env::new();
     let fake = FakeModel::start([bash_call("c1", "echo via-enter"), answer(&["Done."])]);

@@ -829,3 +829,29 @@ fn every_json_event_has_snake_case_keys_and_the_documented_fields() {
     assert_eq!(result["cost"], Value::Null, "no llm.prices, no cost");
     assert_eq!(lines.last().unwrap()["stop_reason"], "error");
 }
+
+#[test]
+fn print_mode_has_nobody_to_ask_and_tells_the_model_so() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks(
+            "c1",
+            "ask_user",
+            &[r#"{"question": "Which?", "choices": ["a", "b"]}"#],
+        )),
+        Reply::Stream(text_chunks(&["decided"])),
+    ]);
+    let run = env.run(Some(&fake), &["-p", "go"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let second = &fake.requests()[1].body;
+    let result = second["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        result,
+        "The user could not be asked (there is nobody to ask here): decide yourself, or say what you need and stop."
+    );
+}

@@ -63,7 +63,10 @@ impl Client {
                 format!("cannot start the agent `{}`: {why}", spawn.command),
             )
         })?;
-        let (router, out_of_turn) = router::Router::new(options.on_permission.clone());
+        let (router, out_of_turn) = router::Router::new(
+            options.on_permission.clone(),
+            options.on_elicitation.clone(),
+        );
         let handler_router = Arc::clone(&router);
         let name = Path::new(&spawn.command).file_name().map_or_else(
             || spawn.command.clone(),
@@ -113,10 +116,15 @@ impl Client {
         &self,
         options: &ConnectOptions,
     ) -> Result<(Initialized, Option<String>), ClientError> {
+        // Explicitly no fs and no terminal: the agent uses its own file and terminal tools.
+        let mut capabilities =
+            json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
+        if options.on_elicitation.is_some() {
+            capabilities["elicitation"] = json!({"form": {}});
+        }
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            // Explicitly nothing: the agent uses its own file and terminal tools.
-            "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+            "clientCapabilities": capabilities,
             "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
         });
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);

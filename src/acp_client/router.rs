@@ -50,6 +50,8 @@ pub(super) struct Router {
     fatal_error: Mutex<Option<ClientError>>,
     pub(super) rpc: OnceLock<Connection>,
     permission: Option<PermissionHandler>,
+    /// Answers `elicitation/create`; without one it is not offered.
+    elicitation: Option<crate::acp_client::ElicitationHandler>,
     /// The agent's requests being answered, by id as on the wire: what its `$/cancel_request`
     /// can name.
     asked: Mutex<HashMap<String, CancelToken>>,
@@ -159,6 +161,7 @@ impl TurnShared {
 impl Router {
     pub(super) fn new(
         permission: Option<PermissionHandler>,
+        elicitation: Option<crate::acp_client::ElicitationHandler>,
     ) -> (Arc<Router>, mpsc::UnboundedReceiver<OutOfTurn>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let router = Router {
@@ -168,6 +171,7 @@ impl Router {
             fatal_error: Mutex::new(None),
             rpc: OnceLock::new(),
             permission,
+            elicitation,
             asked: Mutex::new(HashMap::new()),
         };
         (Arc::new(router), rx)
@@ -339,6 +343,13 @@ impl Router {
                 },
                 Err(error) => Err(error),
             },
+            "elicitation/create" if self.elicitation.is_some() => {
+                let params = request.params.clone().unwrap_or(Value::Null);
+                tokio::select! {
+                    answer = self.elicit(params, abandoned.clone()) => Ok(answer),
+                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
+                }
+            }
             other => {
                 tracing::debug!(method = %other, "the agent asked for a method we do not offer");
                 Err(RpcError::method_not_found(other))
@@ -352,6 +363,17 @@ impl Router {
         if let Err(e) = sent {
             tracing::debug!("could not answer the agent's {}: {e}", request.method);
         }
+    }
+
+    /// Asks the elicitation handler; a failing one answers `cancel`.
+    async fn elicit(&self, params: Value, abandoned: CancelToken) -> Value {
+        let Some(handler) = &self.elicitation else {
+            return json!({"action": "cancel"});
+        };
+        handler(params, abandoned).await.unwrap_or_else(|reason| {
+            tracing::info!("the elicitation handler failed, answering cancel: {reason}");
+            json!({"action": "cancel"})
+        })
     }
 
     /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers

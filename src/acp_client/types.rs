@@ -96,6 +96,12 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 pub type PermissionHandler =
     Arc<dyn Fn(PermissionRequest) -> BoxFuture<Result<PermissionDecision, String>> + Send + Sync>;
 
+/// Answers the agent's `elicitation/create` (its params as on the wire, and a token that fires
+/// when the agent gives the question up): the answer in wire form (`{"action": "accept",
+/// "content": {...}}`, `decline` or `cancel`). An `Err` (the handler failed) answers `cancel`.
+pub type ElicitationHandler =
+    Arc<dyn Fn(Value, CancelToken) -> BoxFuture<Result<Value, String>> + Send + Sync>;
+
 /// One `session/update`, as received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Update {
@@ -143,6 +149,8 @@ pub struct ConnectOptions {
     /// For `initialize`; `None` means [`DEFAULT_STARTUP_TIMEOUT`].
     pub startup_timeout: Option<Duration>,
     pub on_permission: Option<PermissionHandler>,
+    /// With a handler, the client advertises form elicitation and answers `elicitation/create`.
+    pub on_elicitation: Option<ElicitationHandler>,
     /// After `initialize`, send `authenticate` for the first environment-variable method whose
     /// variables are set in the agent's environment (see `auth::env_method`).
     pub auto_authenticate: bool,

@@ -51,6 +51,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("tools"),
     agent_file!("permission"),
     agent_file!("plan"),
+    agent_file!("ask"),
     agent_file!("delegate"),
     agent_file!("images"),
     agent_file!("usage"),

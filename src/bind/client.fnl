@@ -117,7 +117,9 @@ defined with client.defagent, or of a catalog agent found on PATH (`oml agents`;
 itself): ARGS are then the options, whose :env adds to the agent's. nil is client.default-agent.
 Anything else is a command: then ARGS are its arguments (a sequence of strings) and OPTS the
 options: :env (extra variables), :cwd (the agent's directory), :on-permission (the permission
-handler), :on-update (the connection's update callback), :request-timeout and :startup-timeout
+handler), :on-elicitation (answers the agent's elicitation/create, called with its params as on
+the wire and returning {:action :accept :content {...}}, {:action :decline} or {:action :cancel};
+with it the client offers form elicitation), :on-update (the connection's update callback), :request-timeout and :startup-timeout
 (seconds), :authenticate? (default true: authenticate by itself with an environment-variable
 method whose variables are set). (tostring conn) names the agent and its pid, (conn:pid) gives
 the pid. Failure raises an error table {:category :message :code :data}: a name that is neither

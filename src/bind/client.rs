@@ -550,12 +550,7 @@ async fn connect(
             opts.get::<Value>("authenticate?").map_err(lua_error)?,
             Value::Boolean(false)
         );
-        if let Some(f) = opts
-            .get::<Option<Function>>("on-permission")
-            .map_err(lua_error)?
-        {
-            options.on_permission = Some(permission_handler(lisp, f).map_err(lua_error)?);
-        }
+        permission::handlers(lisp, opts, &mut options)?;
     }
     if options.on_permission.is_none() && ASK_ON_TERMINAL.load(Ordering::SeqCst) {
         options.on_permission = Some(terminal_permission_handler());

@@ -185,6 +185,65 @@ pub fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHa
     }))
 }
 
+/// `:on-elicitation`: the Lisp function F answers the agent's `elicitation/create`. It is called
+/// with the request's params as on the wire (`message`, `mode`, `requestedSchema`, `sessionId`,
+/// …) and returns the answer in wire form (`{:action :accept :content {…}}`, `{:action :decline}`
+/// or `{:action :cancel}`); the agent giving the question up stops it.
+pub(super) fn elicitation_handler(
+    lisp: &Lisp,
+    f: Function,
+) -> mlua::Result<crate::acp_client::ElicitationHandler> {
+    let key = Arc::new(lisp.lua().create_registry_value(f)?);
+    let lisp = lisp.clone();
+    Ok(Arc::new(move |params: serde_json::Value, cancel| {
+        let lisp = lisp.clone();
+        let key = Arc::clone(&key);
+        Box::pin(async move {
+            let lua = lisp.lua();
+            let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
+                Ok((lua.registry_value(&key)?, to_lua(lua, &params)?))
+            })()
+            .map_err(|e| e.to_string())?;
+            let answer: Value = lisp
+                .run(f, arg, &cancel)
+                .await
+                .map_err(|e| format!("the elicitation handler failed: {e}"))?;
+            let answer = crate::lisp::from_lua(lua, answer).map_err(|e| e.to_string())?;
+            if answer
+                .get("action")
+                .and_then(serde_json::Value::as_str)
+                .is_none()
+            {
+                return Err(format!(
+                    "the elicitation handler returned {answer}, not {{:action …}}"
+                ));
+            }
+            Ok(answer)
+        })
+    }))
+}
+
+/// `:on-permission` and `:on-elicitation`, the handlers of the agent's requests.
+pub(super) fn handlers(
+    lisp: &Lisp,
+    opts: &Table,
+    options: &mut crate::acp_client::ConnectOptions,
+) -> Result<(), crate::acp_client::ClientError> {
+    if let Some(f) = opts
+        .get::<Option<Function>>("on-permission")
+        .map_err(super::lua_error)?
+    {
+        options.on_permission = Some(permission_handler(lisp, f).map_err(super::lua_error)?);
+    }
+    if let Some(f) = opts
+        .get::<Option<Function>>("on-elicitation")
+        .map_err(super::lua_error)?
+    {
+        options.on_elicitation = Some(elicitation_handler(lisp, f).map_err(super::lua_error)?);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -409,3 +409,35 @@ too) when the tool writes through the editor (`acp.client-fs?`), else the disk's
 (fn acp.sessions []
   "The ids of the ACP sessions, sorted."
   (session.list))
+
+;;; Asking the user: the editor's elicitation
+
+(fn acp.client-elicitation? []
+  "Whether the ACP client offered form elicitation in `initialize`
+(clientCapabilities.elicitation.form, in `acp.client-capabilities`)."
+  (let [caps acp.client-capabilities
+        e (and (= :table (type caps)) caps.elicitation)]
+    (and (= :table (type e)) (= :table (type e.form)))))
+
+(fn acp.elicit [request]
+  "Ask the editor REQUEST.message with the form REQUEST.schema through elicitation/create (form
+mode, scoped to the running session); returns its answer ({:action :accept :content {...}},
+{:action :decline} or {:action :cancel}). A cancelled prompt answers {:action :cancel} (and the
+editor is sent $/cancel_request); an error answer is an error."
+  (let [(ok result) (pcall acp.request! "elicitation/create"
+                           {:mode :form :sessionId (session.current)
+                            :message (or request.message "")
+                            :requestedSchema (or request.schema {:type :object :properties {}})})]
+    (if ok result
+        (= :cancelled (oml.error-category result)) {:action :cancel}
+        (error (oml.error-message result) 0))))
+
+;; `agent.ask-user` asks the editor when it can.
+(oml.advise* "agent.ask-user" :acp-elicitation
+  (fn [ask-user request]
+    (if (acp.client-elicitation?)
+        (acp.elicit request)
+        (let [(answer why) (ask-user request)]
+          (if (= nil answer)
+              (values nil "the editor offers no way to ask (no elicitation capability)")
+              answer)))))

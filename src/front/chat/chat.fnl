@@ -291,3 +291,34 @@ stdin) it cannot ask, and the call is refused with the reason."
           (chat.request! :resume id)
           (.. "Forked as " id (if n (.. ", with the history before prompt " n) "")
               "; going on in the fork. /resume " from " goes back.")))))
+
+;;; Asking the user: a question with a few choices, answered by a key
+
+(fn single-choice [schema]
+  ;; The field and its choices when SCHEMA is one field with at most nine choices.
+  (let [props (and (= :table (type schema)) schema.properties)
+        names (icollect [k (pairs (or props {}))] k)
+        field (. names 1)
+        choices (and field (. props field :enum))]
+    (when (and (= 1 (length names)) (= :table (type choices)) (< 0 (length choices) 10))
+      (values field choices))))
+
+(fn chat.ask-user [request]
+  "Put REQUEST (see `agent.ask-user`) to the person at the terminal when it is one question with
+at most nine choices: the message, the choices numbered, one key. Returns the answer, or nil and
+the reason when the question is of another shape or nobody is at the terminal."
+  (let [(field choices) (single-choice request.schema)]
+    (if (not field)
+        (values nil "the chat asks only questions with at most nine choices")
+        (let [lines (icollect [i c (ipairs choices)] (.. "  " i ") " (tostring c)))
+              keys (table.concat (icollect [i (ipairs choices)] (tostring i)))
+              key (chat.ask-key! (.. (or request.message "") "\n" (table.concat lines "\n")) keys)]
+          (case key
+            false (values nil "nobody is at the terminal")
+            nil {:action :cancel}
+            k {:action :accept :content {field (. choices (tonumber k))}})))))
+
+(oml.advise* "agent.ask-user" :chat
+  (fn [ask-user request]
+    (let [(answer why) (chat.ask-user request)]
+      (if answer answer (values nil why)))))
