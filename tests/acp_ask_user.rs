@@ -46,10 +46,15 @@ fn the_model_asks_the_user_through_the_editors_elicitation() {
     let (_, r) = c.until_response(id);
     assert_eq!(r["result"]["stopReason"], "end_turn");
     assert_eq!(last_tool_result(&fake, 1), "The user answered: sqlite");
+    let offered = fake.requests()[0].body["tools"].to_string();
+    assert!(
+        offered.contains("\"ask_user\""),
+        "offered with elicitation: {offered}"
+    );
 }
 
 #[test]
-fn without_elicitation_the_model_is_told_nobody_can_be_asked() {
+fn without_elicitation_the_model_is_not_offered_ask_user() {
     let env = Env::new();
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks(
@@ -64,9 +69,15 @@ fn without_elicitation_the_model_is_told_nobody_can_be_asked() {
     let (updates, stop) = c.turn(&sid, "go");
     assert_eq!(stop, "end_turn");
     assert!(updates.iter().all(|m| m["method"] != "elicitation/create"));
-    let result = last_tool_result(&fake, 1);
+    let offered: Vec<String> = fake.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
+        .collect();
     assert!(
-        result.starts_with("The user could not be asked (the editor offers no way to ask"),
-        "{result}"
+        !offered.contains(&"ask_user".to_owned()),
+        "not offered: {offered:?}"
     );
+    assert_eq!(last_tool_result(&fake, 1), "Unknown tool: ask_user");
 }

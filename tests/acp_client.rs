@@ -784,3 +784,32 @@ fn omls_client_answers_oml_acps_elicitation_with_a_lisp_handler() {
     let result = requests[1].body["messages"].to_string();
     assert!(result.contains("The user answered: sqlite"), "{result}");
 }
+
+#[test]
+fn logout_goes_only_to_an_agent_that_offers_it_and_ends_the_login() {
+    let out = lines(
+        r#"
+(fn try [...] (let [(ok e) (pcall ...)] (print ok (if ok (type e) e.category))))
+(local conn (client.connect (. arg 1) [:auth-env] {:env {:FAKE_AGENT_KEY "sesame"}}))
+(print (. (client.capabilities conn) :logout))
+(try client.new-session conn (. arg 2))
+(try client.logout conn)
+(try client.new-session conn (. arg 2))
+(client.close conn)
+(local plain (client.connect (. arg 1) ["ok"]))
+(try client.logout plain)
+(client.close plain)
+"#,
+    );
+    assert_eq!(
+        out,
+        [
+            "true",
+            "true\ttable",
+            "true\tnil",
+            "false\tagent",
+            "false\tcapability"
+        ],
+        "{out:?}"
+    );
+}

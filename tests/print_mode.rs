@@ -831,27 +831,22 @@ fn every_json_event_has_snake_case_keys_and_the_documented_fields() {
 }
 
 #[test]
-fn print_mode_has_nobody_to_ask_and_tells_the_model_so() {
+fn print_mode_has_nobody_to_ask_so_the_model_gets_no_ask_user_tool() {
     let env = Env::new();
-    let fake = FakeModel::start([
-        Reply::Stream(tool_call_chunks(
-            "c1",
-            "ask_user",
-            &[r#"{"question": "Which?", "choices": ["a", "b"]}"#],
-        )),
-        Reply::Stream(text_chunks(&["decided"])),
-    ]);
+    env.init("(fn commands.who [input] \"Ask the user.\" (let [(a why) (ask-user {:message \"?\" :schema {}})] (.. (tostring a) \"/\" why)))");
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["decided"]))]);
     let run = env.run(Some(&fake), &["-p", "go"]);
     assert_eq!(run.code, 0, "{run:?}");
-    let second = &fake.requests()[1].body;
-    let result = second["messages"]
+    let tools: Vec<String> = fake.requests()[0].body["tools"]
         .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    assert_eq!(
-        result,
-        "The user could not be asked (there is nobody to ask here): decide yourself, or say what you need and stop."
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(!tools.contains(&"ask_user".to_owned()), "{tools:?}");
+    let asked = env.run(Some(&fake), &["-p", "/who"]);
+    assert!(
+        asked.stdout.contains("nil/there is nobody to ask here"),
+        "{asked:?}"
     );
 }

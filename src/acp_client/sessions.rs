@@ -133,6 +133,15 @@ impl Client {
         self.request("session/list", params).await
     }
 
+    /// `logout` (when the agent advertises `agentCapabilities.auth.logout`): the agent forgets
+    /// its credentials; sessions need `authenticate` again.
+    pub async fn logout(&self) -> Result<(), ClientError> {
+        if !self.initialized().capabilities.auth.logout.0 {
+            return Err(capability("logout", "agentCapabilities.auth.logout"));
+        }
+        self.request("logout", json!({})).await.map(|_| ())
+    }
+
     /// `session/close` (only when advertised).
     pub async fn close_session(&self, session_id: &str) -> Result<(), ClientError> {
         if !self.has_session_capability("close") {

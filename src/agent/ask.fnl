@@ -7,6 +7,7 @@
 
 (local agent _G.agent)
 (local tools _G.tools)
+(local fennel (require :fennel))
 
 (fn agent.ask-user [request]
   "Ask the user REQUEST.message with the form REQUEST.schema (a JSON Schema object: {:type :object
@@ -16,6 +17,12 @@ elicitation gives it: {:action :accept :content {field value ...}}, {:action :de
 it: `oml acp` asks the editor (elicitation/create) when it offers form elicitation, the chat
 asks on the terminal; print mode has nobody to ask."
   (values nil "there is nobody to ask here"))
+
+(fn agent.can-ask-user? []
+  "Whether a person can be asked here, so that the `ask_user` tool is offered to the model: false
+by default; `oml acp` says yes when the editor offers form elicitation, the chat when it runs on
+a terminal."
+  false)
 
 (global ask-user
         (fn [request]
@@ -45,3 +52,5 @@ asks on the terminal; print mode has nobody to ask."
           {:action :decline} "The user declined to answer."
           {:action :cancel} "The user dismissed the question."
           _ (.. "The user could not be asked (" (or why "no way to ask") "): decide yourself, or say what you need and stop.")))))
+
+(fennel.metadata:set tools.ask_user :available? #(agent.can-ask-user?))

@@ -312,6 +312,18 @@ const RAW: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "logout",
+        args: "conn",
+        doc: "logout, when the agent advertises it (agentCapabilities.auth.logout; else a \
+              :capability error). Returns nil.",
+        make: |lua| {
+            create_async_function(lua, |lua, conn: UserDataRef<Conn>| {
+                let conn = conn.clone();
+                async move { outcome(&lua, conn.client.logout().await.map(|()| Value::Nil)) }
+            })
+        },
+    },
+    HostFn {
         name: "close-session",
         args: "conn session-id",
         doc: "session/close, when the agent advertises it (else a :capability error). Returns nil.",

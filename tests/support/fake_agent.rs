@@ -118,7 +118,13 @@ impl Agent {
             "close-ok" => session = json!({"close": {}}),
             _ => {}
         }
+        let auth = if self.mode == "auth-env" {
+            json!({"logout": {}})
+        } else {
+            json!({})
+        };
         json!({
+            "auth": auth,
             "loadSession": self.mode == "ok",
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": false, "sse": true},
@@ -212,6 +218,10 @@ impl Agent {
                 "session/resume" | "session/set_mode" | "session/set_model" => self.answer(&id, json!({})),
                 "session/set_config_option" => self.answer(&id, json!({"configOptions": [{"id": params["configId"], "currentValue": params["value"]}]})),
                 "session/close" => self.answer(&id, json!({})),
+                "logout" => {
+                    self.authenticated = false;
+                    self.answer(&id, json!({}));
+                }
                 // An extension method: answers its params as they came.
                 "_fake/echo" => self.answer(&id, params.clone()),
                 "authenticate" => match params["methodId"].as_str() {

@@ -441,3 +441,6 @@ editor is sent $/cancel_request); an error answer is an error."
           (if (= nil answer)
               (values nil "the editor offers no way to ask (no elicitation capability)")
               answer)))))
+
+(oml.advise* "agent.can-ask-user?" :acp-elicitation
+  (fn [_can-ask?] (acp.client-elicitation?)))

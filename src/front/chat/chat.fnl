@@ -322,3 +322,6 @@ the reason when the question is of another shape or nobody is at the terminal."
   (fn [ask-user request]
     (let [(answer why) (chat.ask-user request)]
       (if answer answer (values nil why)))))
+
+(oml.advise* "agent.can-ask-user?" :chat
+  (fn [_can-ask?] true))
