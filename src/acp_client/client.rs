@@ -63,10 +63,11 @@ impl Client {
                 format!("cannot start the agent `{}`: {why}", spawn.command),
             )
         })?;
-        let (router, out_of_turn) = router::Router::new(
-            options.on_permission.clone(),
-            options.on_elicitation.clone(),
-        );
+        let (router, out_of_turn) = router::Router::new(router::Handlers {
+            permission: options.on_permission.clone(),
+            elicitation: options.on_elicitation.clone(),
+            fs: options.fs.clone(),
+        });
         let handler_router = Arc::clone(&router);
         let name = Path::new(&spawn.command).file_name().map_or_else(
             || spawn.command.clone(),
@@ -116,9 +117,10 @@ impl Client {
         &self,
         options: &ConnectOptions,
     ) -> Result<(Initialized, Option<String>), ClientError> {
-        // Explicitly no fs and no terminal: the agent uses its own file and terminal tools.
+        // No terminal, and no fs unless the program serves it: the agent uses its own tools.
+        let fs = options.fs.is_some();
         let mut capabilities =
-            json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false});
+            json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": false});
         if options.on_elicitation.is_some() {
             capabilities["elicitation"] = json!({"form": {}});
         }

@@ -34,8 +34,8 @@ pub use process::{AgentProcess, Spawn};
 pub use router::{OutOfTurn, PermissionOption, TurnEvent, choose};
 pub use turn::Turn;
 pub use types::{
-    BoxFuture, Category, ClientError, ConnectOptions, ElicitationHandler, PermissionDecision,
-    PermissionHandler, PermissionRequest, StopReason, Update, kebab,
+    BoxFuture, Category, ClientError, ConnectOptions, ElicitationHandler, FsCall, FsHandler,
+    PermissionDecision, PermissionHandler, PermissionRequest, StopReason, Update, kebab,
 };
 
 /// The ACP protocol version this client speaks.

@@ -52,6 +52,8 @@ pub(super) struct Router {
     permission: Option<PermissionHandler>,
     /// Answers `elicitation/create`; without one it is not offered.
     elicitation: Option<crate::acp_client::ElicitationHandler>,
+    /// Serves `fs/*`; without one it is not offered.
+    fs: Option<crate::acp_client::FsHandler>,
     /// The agent's requests being answered, by id as on the wire: what its `$/cancel_request`
     /// can name.
     asked: Mutex<HashMap<String, CancelToken>>,
@@ -64,8 +66,17 @@ struct RouterState {
     held: HashMap<String, Vec<serde_json::Value>>,
 }
 
+/// Who answers the agent's requests.
+pub(super) struct Handlers {
+    pub permission: Option<PermissionHandler>,
+    pub elicitation: Option<crate::acp_client::ElicitationHandler>,
+    pub fs: Option<crate::acp_client::FsHandler>,
+}
+
 #[derive(Default)]
 struct SessionState {
+    /// The session's folders (`cwd`, then additional directories), for `fs/*`.
+    roots: Vec<std::path::PathBuf>,
     next_seq: u64,
     turns: u64,
     /// The running turn, or the last one (finished).
@@ -159,10 +170,12 @@ impl TurnShared {
 }
 
 impl Router {
-    pub(super) fn new(
-        permission: Option<PermissionHandler>,
-        elicitation: Option<crate::acp_client::ElicitationHandler>,
-    ) -> (Arc<Router>, mpsc::UnboundedReceiver<OutOfTurn>) {
+    pub(super) fn new(handlers: Handlers) -> (Arc<Router>, mpsc::UnboundedReceiver<OutOfTurn>) {
+        let Handlers {
+            permission,
+            elicitation,
+            fs,
+        } = handlers;
         let (tx, rx) = mpsc::unbounded_channel();
         let router = Router {
             state: Mutex::new(RouterState::default()),
@@ -172,6 +185,7 @@ impl Router {
             rpc: OnceLock::new(),
             permission,
             elicitation,
+            fs,
             asked: Mutex::new(HashMap::new()),
         };
         (Arc::new(router), rx)
@@ -282,6 +296,23 @@ impl Router {
             .collect()
     }
 
+    /// Records the folders of session `session_id` (registering it if needed).
+    pub(super) fn set_roots(&self, session_id: &str, roots: Vec<std::path::PathBuf>) {
+        self.state()
+            .sessions
+            .entry(session_id.to_owned())
+            .or_default()
+            .roots = roots;
+    }
+
+    fn roots(&self, session_id: &str) -> Vec<std::path::PathBuf> {
+        self.state()
+            .sessions
+            .get(session_id)
+            .map(|s| s.roots.clone())
+            .unwrap_or_default()
+    }
+
     pub(super) fn forget(&self, session_id: &str) {
         self.state().sessions.remove(session_id);
     }
@@ -343,6 +374,13 @@ impl Router {
                 },
                 Err(error) => Err(error),
             },
+            "fs/read_text_file" | "fs/write_text_file" if self.fs.is_some() => {
+                let params = request.params.clone().unwrap_or(Value::Null);
+                tokio::select! {
+                    served = self.serve_fs(&request.method, params, abandoned.clone()) => served,
+                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
+                }
+            }
             "elicitation/create" if self.elicitation.is_some() => {
                 let params = request.params.clone().unwrap_or(Value::Null);
                 tokio::select! {
@@ -363,6 +401,32 @@ impl Router {
         if let Err(e) = sent {
             tracing::debug!("could not answer the agent's {}: {e}", request.method);
         }
+    }
+
+    /// Hands an `fs/*` request to the program's handler, with the session's folders.
+    async fn serve_fs(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: CancelToken,
+    ) -> Result<Value, RpcError> {
+        let Some(handler) = &self.fs else {
+            return Err(RpcError::method_not_found(method));
+        };
+        let session = params
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let roots = self.roots(session);
+        let call = crate::acp_client::FsCall {
+            method: method.to_owned(),
+            params,
+            roots,
+            cancel,
+        };
+        handler(call)
+            .await
+            .map_err(|why| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, why))
     }
 
     /// Asks the elicitation handler; a failing one answers `cancel`.

@@ -50,6 +50,8 @@ impl Client {
             ));
         };
         let held = self.router().register(id);
+        let roots = std::iter::once(cwd).chain(more.iter().cloned()).collect();
+        self.router().set_roots(id, roots);
         Ok((answer, held))
     }
 
@@ -64,6 +66,7 @@ impl Client {
         }
         let answer = self.reopen("session/load", session_id, cwd).await?;
         let held = self.router().register(session_id);
+        self.router().set_roots(session_id, vec![absolute(cwd)?]);
         Ok((null_to_object(answer), held))
     }
 
@@ -74,6 +77,7 @@ impl Client {
         }
         let answer = self.reopen("session/resume", session_id, cwd).await?;
         self.router().register(session_id);
+        self.router().set_roots(session_id, vec![absolute(cwd)?]);
         Ok(null_to_object(answer))
     }
 

@@ -102,6 +102,23 @@ pub type PermissionHandler =
 pub type ElicitationHandler =
     Arc<dyn Fn(Value, CancelToken) -> BoxFuture<Result<Value, String>> + Send + Sync>;
 
+/// One `fs/read_text_file` or `fs/write_text_file` from the agent, for the program's handler.
+#[derive(Clone, Debug)]
+pub struct FsCall {
+    /// `fs/read_text_file` or `fs/write_text_file`.
+    pub method: String,
+    /// The params as on the wire (`sessionId`, `path`, `line`, `limit`, `content`).
+    pub params: Value,
+    /// The session's folders: its `cwd` and additional directories, as the client sent them.
+    /// An empty list is a session this client did not open.
+    pub roots: Vec<std::path::PathBuf>,
+    /// Fires when the agent gives the request up.
+    pub cancel: CancelToken,
+}
+
+/// Serves the agent's `fs/*` requests: the result as on the wire, or why it is refused.
+pub type FsHandler = Arc<dyn Fn(FsCall) -> BoxFuture<Result<Value, String>> + Send + Sync>;
+
 /// One `session/update`, as received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Update {
@@ -151,6 +168,9 @@ pub struct ConnectOptions {
     pub on_permission: Option<PermissionHandler>,
     /// With a handler, the client advertises form elicitation and answers `elicitation/create`.
     pub on_elicitation: Option<ElicitationHandler>,
+    /// With a handler, the client advertises `fs.readTextFile` and `fs.writeTextFile` and
+    /// serves them.
+    pub fs: Option<FsHandler>,
     /// After `initialize`, send `authenticate` for the first environment-variable method whose
     /// variables are set in the agent's environment (see `auth::env_method`).
     pub auto_authenticate: bool,

@@ -13,6 +13,7 @@
 //! late updates run in a coroutine of their own.
 
 mod ask;
+mod fs;
 mod permission;
 mod turns;
 

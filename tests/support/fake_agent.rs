@@ -34,6 +34,8 @@ struct Agent {
     loaded: Vec<String>,
     /// A `session/cancel` came during `sleep:`.
     cancelled: bool,
+    /// The `cwd` of the last `session/new`.
+    cwd: String,
 }
 
 impl Agent {
@@ -198,6 +200,7 @@ impl Agent {
                     }
                     sessions += 1;
                     let sid = format!("sess-{sessions}");
+                    self.cwd = params["cwd"].as_str().unwrap_or_default().to_owned();
                     if let Ok(path) = std::env::var("FAKE_AGENT_NEW_SESSION_FILE") {
                         std::fs::write(path, params.to_string()).unwrap();
                     }
@@ -329,6 +332,54 @@ impl Agent {
                     "end_turn"
                 };
                 self.answer(id, json!({"stopReason": stop}));
+            }
+            "fs-probe" => {
+                // Reads and writes through the client, in and out of the session's folder; says
+                // how each was answered.
+                let cwd = self.cwd.clone();
+                let probes = [
+                    (
+                        "fs/read_text_file",
+                        json!({"path": format!("{cwd}/notes.txt")}),
+                    ),
+                    (
+                        "fs/read_text_file",
+                        json!({"path": format!("{cwd}/notes.txt"), "line": 2, "limit": 1}),
+                    ),
+                    (
+                        "fs/read_text_file",
+                        json!({"path": format!("{cwd}/buffer.txt")}),
+                    ),
+                    ("fs/read_text_file", json!({"path": "/etc/hostname"})),
+                    (
+                        "fs/read_text_file",
+                        json!({"path": format!("{cwd}/out/secret.txt")}),
+                    ),
+                    (
+                        "fs/write_text_file",
+                        json!({"path": format!("{cwd}/written.txt"), "content": "from the agent"}),
+                    ),
+                    (
+                        "fs/write_text_file",
+                        json!({"path": format!("{cwd}/out/planted.txt"), "content": "x"}),
+                    ),
+                    (
+                        "fs/write_text_file",
+                        json!({"path": format!("{cwd}/refused.txt"), "content": "x"}),
+                    ),
+                ];
+                for (method, mut p) in probes {
+                    p["sessionId"] = json!(sid);
+                    let said = match self.ask(None, method, p) {
+                        Some(a) if a.get("error").is_some() => {
+                            format!("error {}", a["error"]["message"])
+                        }
+                        Some(a) => format!("ok {}", a["result"]),
+                        None => "no answer".to_owned(),
+                    };
+                    self.chunk(sid, &format!("{said}\n"));
+                }
+                self.answer(id, json!({"stopReason": "end_turn"}));
             }
             "cancel-own-request" => {
                 // Asks, gives the question up at once, and says how it was answered.
@@ -563,6 +614,7 @@ fn main() {
         turns: 0,
         loaded: Vec::new(),
         cancelled: false,
+        cwd: String::new(),
     };
     agent.run();
 }

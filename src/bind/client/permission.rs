@@ -241,6 +241,14 @@ pub(super) fn handlers(
     {
         options.on_elicitation = Some(elicitation_handler(lisp, f).map_err(super::lua_error)?);
     }
+    let fs = match opts.get::<Value>("fs").map_err(super::lua_error)? {
+        Value::Nil | Value::Boolean(false) => None,
+        Value::Function(f) => Some(Some(f)),
+        _ => Some(None),
+    };
+    if let Some(decide) = fs {
+        options.fs = Some(super::fs::fs_handler(lisp, decide).map_err(super::lua_error)?);
+    }
     Ok(())
 }
 

@@ -1,0 +1,162 @@
+//! `client.connect`'s `:fs`: oml's client serves the agent's `fs/read_text_file` and
+//! `fs/write_text_file`, so that a sub-agent sees what the program wants it to see (an unsaved
+//! buffer, a generated file) and its writes land where the program allows.
+//!
+//! Every call is held to the session's folders (the `cwd` and additional directories the
+//! client opened it with), compared as real paths: a path outside, or one whose links lead out,
+//! is refused before the program is asked, and a write never follows a link. The program's
+//! function (when `:fs` is one) then decides: nil or true does it, false or a string refuses
+//! (the string is the reason), and for a read a table `{:content "…"}` is served as the file's
+//! text.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mlua::{Function, Value};
+use serde_json::{Value as Json, json};
+
+use crate::acp_client::{FsCall, FsHandler};
+use crate::lisp::{Lisp, from_lua, to_lua};
+
+/// The largest file a read serves.
+pub const FS_READ_MAX_BYTES: usize = 10 * 1024 * 1024;
+
+/// The handler for `:fs` (`true`, or a function).
+pub(super) fn fs_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::Result<FsHandler> {
+    let key = match decide {
+        Some(f) => Some(Arc::new(lisp.lua().create_registry_value(f)?)),
+        None => None,
+    };
+    let lisp = lisp.clone();
+    Ok(Arc::new(move |call: FsCall| {
+        let (lisp, key) = (lisp.clone(), key.clone());
+        Box::pin(async move {
+            let path = checked_path(&call)?;
+            let decided = match &key {
+                Some(key) => ask(&lisp, key, &call, &path).await?,
+                None => Decision::Do,
+            };
+            match (call.method.as_str(), decided) {
+                (_, Decision::Refuse(why)) => Err(why),
+                ("fs/read_text_file", Decision::Serve(text)) => {
+                    Ok(json!({"content": slice(&text, &call.params)}))
+                }
+                ("fs/read_text_file", Decision::Do) => read(&path, &call.params),
+                (_, _) => write(&path, &call.params),
+            }
+        })
+    }))
+}
+
+/// What the program decided.
+enum Decision {
+    Do,
+    Refuse(String),
+    Serve(String),
+}
+
+/// The request's absolute path, real, inside one of the session's folders.
+fn checked_path(call: &FsCall) -> Result<PathBuf, String> {
+    let given = call
+        .params
+        .get("path")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    let path = Path::new(given);
+    if !path.is_absolute() {
+        return Err(format!("the path must be absolute: {given:?}"));
+    }
+    let real = crate::tools::path::real_path(path).map_err(|e| e.to_string())?;
+    let inside = call
+        .roots
+        .iter()
+        .any(|root| crate::tools::path::real_path(root).is_ok_and(|root| real.starts_with(&root)));
+    if !inside {
+        return Err(format!(
+            "{given} is outside the session's folders (its links followed)"
+        ));
+    }
+    Ok(real)
+}
+
+/// Calls the program's function with `{:method :path :session-id :line :limit :content}`.
+async fn ask(
+    lisp: &Lisp,
+    key: &mlua::RegistryKey,
+    call: &FsCall,
+    path: &Path,
+) -> Result<Decision, String> {
+    let lua = lisp.lua();
+    let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
+        let f: Function = lua.registry_value(key)?;
+        let mut shown = call.params.clone();
+        shown["method"] = json!(call.method);
+        shown["path"] = json!(path);
+        shown["session-id"] = call.params.get("sessionId").cloned().unwrap_or(Json::Null);
+        Ok((f, to_lua(lua, &shown)?))
+    })()
+    .map_err(|e| e.to_string())?;
+    let answer: Value = lisp
+        .run(f, arg, &call.cancel)
+        .await
+        .map_err(|e| format!("the fs handler failed: {e}"))?;
+    Ok(match answer {
+        Value::Nil | Value::Boolean(true) => Decision::Do,
+        Value::Boolean(false) => Decision::Refuse("refused by the client".into()),
+        Value::String(s) => Decision::Refuse(s.to_string_lossy()),
+        Value::Table(t) => match from_lua(lua, Value::Table(t)).map_err(|e| e.to_string())? {
+            Json::Object(m) => match m.get("content").and_then(Json::as_str) {
+                Some(text) => Decision::Serve(text.to_owned()),
+                None => Decision::Do,
+            },
+            _ => Decision::Do,
+        },
+        other => return Err(format!("the fs handler returned {}", other.type_name())),
+    })
+}
+
+fn read(path: &Path, params: &Json) -> Result<Json, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.len() as usize > FS_READ_MAX_BYTES {
+        return Err(format!(
+            "{} is larger than {FS_READ_MAX_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let bytes = crate::tools::regular::read_regular(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(json!({"content": slice(&text, params)}))
+}
+
+/// `line` (1-based) and `limit` lines of `text`, as ACP's read asks.
+fn slice(text: &str, params: &Json) -> String {
+    let line = params
+        .get("line")
+        .and_then(Json::as_u64)
+        .unwrap_or(1)
+        .max(1) as usize;
+    let limit = params
+        .get("limit")
+        .and_then(Json::as_u64)
+        .map(|n| n as usize);
+    if line == 1 && limit.is_none() {
+        return text.to_owned();
+    }
+    let lines = text.split_inclusive('\n').skip(line - 1);
+    match limit {
+        Some(n) => lines.take(n).collect(),
+        None => lines.collect(),
+    }
+}
+
+fn write(path: &Path, params: &Json) -> Result<Json, String> {
+    let content = params
+        .get("content")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    let _lock = crate::tools::atomic::file_lock();
+    crate::tools::atomic::write_atomic(path, &[content.as_bytes()], false)
+        .map_err(|e| e.to_string())?;
+    Ok(json!({}))
+}
