@@ -201,6 +201,12 @@ without a path counts as inside."
   (let [path (call-path call)]
     (or (= nil path) (not= nil (root-of path)))))
 
+(fn agent.session-network? [?session-id]
+  "Whether the session's commands may use the network: its own switch (the ACP config option
+`network`, kept as the session value `network?`) when set, else `sandbox.network?`."
+  (let [own (session.get :network? ?session-id)]
+    (if (= nil own) (oml.setting "sandbox.network?") own)))
+
 (fn agent.sandboxed? []
   "Whether commands run confined now: `sandbox.mode` is not :off and the kernel enforces it
 (`oml.sandbox-status`, :full or :partial)."

@@ -78,7 +78,7 @@ fn settings() -> Vec<SettingDecl> {
 }
 
 /// The policy for a command run in `dir`, from the settings as they are now and the running
-/// session's additional workspace roots.
+/// session's additional workspace roots and network switch (the session value `network?`).
 pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     let mode: String = lisp.setting("sandbox.mode")?;
     let mode = Mode::from_name(&mode)
@@ -107,7 +107,10 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     Ok(Policy {
         mode,
         writable,
-        network: lisp.setting("sandbox.network?")?,
+        network: match super::session::session_value(lisp.lua(), "network?") {
+            Some(serde_json::Value::Bool(own)) => own,
+            _ => lisp.setting("sandbox.network?")?,
+        },
         protected: protected_dirs(),
         guarded,
     })

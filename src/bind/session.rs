@@ -426,16 +426,17 @@ fn session_cwd(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua
         .unwrap_or_else(process_cwd))
 }
 
+/// The running session's value for `key` (see `session.put!`); `None` outside a session.
+pub(crate) fn session_value(lua: &Lua, key: &str) -> Option<Json> {
+    let sessions = sessions(lua).ok()?;
+    let id = sessions.of_thread(thread_key(lua))?;
+    sessions.with(&id, |s| s.data.get(key).cloned()).flatten()
+}
+
 /// The running session's additional workspace roots (the client's `additionalDirectories`,
 /// kept in its data under `additional-directories`); none outside a session.
 pub(crate) fn additional_directories(lua: &Lua) -> Vec<PathBuf> {
-    let Ok(sessions) = sessions(lua) else {
-        return Vec::new();
-    };
-    sessions
-        .of_thread(thread_key(lua))
-        .and_then(|id| sessions.with(&id, |s| s.data.get("additional-directories").cloned()))
-        .flatten()
+    session_value(lua, "additional-directories")
         .and_then(|v| serde_json::from_value::<Vec<PathBuf>>(v).ok())
         .unwrap_or_default()
 }

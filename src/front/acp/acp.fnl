@@ -132,9 +132,10 @@ empty (also when the endpoint gives none)."
       []))
 
 (fn acp.config-options [?session-id]
-  "The session's ACP config options: the permission mode (category mode) and the model
-(category model, choices: the current model, the configured `llm.model`, `acp.models`, then
-the endpoint's list, `acp.endpoint-models`)."
+  "The session's ACP config options: the permission mode (category mode), the model (category
+model, choices: the current model, the configured `llm.model`, `acp.models`, then the
+endpoint's list, `acp.endpoint-models`), and, to a client that takes boolean options, the
+boolean `network` (`agent.session-network?`)."
   (let [mode (agent.current-permission-mode ?session-id)
         model (acp.current-model ?session-id)
         models [model]
@@ -146,15 +147,29 @@ the endpoint's list, `acp.endpoint-models`)."
       (when (and (= :string (type m)) (not (accumulate [seen false _ x (ipairs models)]
                                                (or seen (= x m)))))
         (table.insert models m)))
-    [{:id :mode :name "Permission mode" :category :mode :type :select :currentValue mode
-      :options (icollect [_ m (ipairs acp.modes)]
-                 {:value m.id :name m.name :description m.description})}
-     {:id :model :name "Model" :category :model :type :select :currentValue model
-      :options (icollect [_ m (ipairs models)] {:value m :name m})}]))
+    (let [options [{:id :mode :name "Permission mode" :category :mode :type :select :currentValue mode
+                    :options (icollect [_ m (ipairs acp.modes)]
+                               {:value m.id :name m.name :description m.description})}
+                   {:id :model :name "Model" :category :model :type :select :currentValue model
+                    :options (icollect [_ m (ipairs models)] {:value m :name m})}]]
+      (when (acp.client-boolean-options?)
+        (table.insert options
+                      {:id :network :name "Network for commands" :type :boolean
+                       :description "Let this session's commands open TCP connections (sandbox.network? for this session)"
+                       :currentValue (agent.session-network? ?session-id)}))
+      options)))
+
+(fn acp.client-boolean-options? []
+  "Whether the ACP client takes boolean config options (clientCapabilities.session.configOptions
+.boolean in `initialize`): only then is the session's `network` switch offered."
+  (let [caps acp.client-capabilities
+        b (and (= :table (type caps)) (= :table (type caps.session))
+               (= :table (type caps.session.configOptions)) caps.session.configOptions.boolean)]
+    (= :table (type b))))
 
 (fn acp.set-config-option! [config-id value ?session-id]
-  "Set the config option CONFIG-ID (:mode or :model) of the session to VALUE; errors name what is
-wrong."
+  "Set the config option CONFIG-ID (:mode, :model, or the boolean :network) of the session to
+VALUE; errors name what is wrong."
   (case config-id
     :mode (do (when (not (accumulate [ok false _ m (ipairs acp.modes)] (or ok (= m.id value))))
                 (error (.. "Unknown mode: " (tostring value)) 0))
@@ -162,6 +177,9 @@ wrong."
     :model (do (when (or (not= :string (type value)) (not (value:find "%S")))
                  (error "The model must be a non-empty string" 0))
                (session.put! :model value ?session-id))
+    :network (do (when (not= :boolean (type value))
+                   (error "network is a boolean option: true or false" 0))
+                 (session.put! :network? value ?session-id))
     _ (error (.. "Unknown config option: " (tostring config-id)) 0)))
 
 ;;; Asking the client
