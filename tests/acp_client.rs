@@ -819,6 +819,7 @@ fn the_client_serves_fs_inside_the_sessions_folder_through_a_lisp_handler() {
     let home = support::home::Home::new();
     let project = &home.project;
     std::fs::write(project.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
     let outside = home.root.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "secret").unwrap();
@@ -871,6 +872,12 @@ fn the_client_serves_fs_inside_the_sessions_folder_through_a_lisp_handler() {
         "{stdout}"
     );
     assert!(lines[7].contains("not that one"), "{stdout}");
+    assert!(
+        lines[8].contains("where oml or git load code from"),
+        "a git hook: {stdout}"
+    );
+    assert!(lines[9].contains("needs its content"), "{stdout}");
+    assert!(!project.join(".git/hooks/pre-commit").exists());
     assert_eq!(
         std::fs::read_to_string(project.join("written.txt")).unwrap(),
         "from the agent"
@@ -879,7 +886,7 @@ fn the_client_serves_fs_inside_the_sessions_folder_through_a_lisp_handler() {
     assert!(!project.join("refused.txt").exists());
     // Only the calls inside the folder reached the program's function.
     assert_eq!(
-        lines[9],
+        lines[11],
         "fs/read_text_file notes.txt,fs/read_text_file notes.txt,fs/read_text_file buffer.txt,fs/write_text_file written.txt,fs/write_text_file refused.txt"
     );
 }

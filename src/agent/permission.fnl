@@ -186,7 +186,12 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
                       (and have (not (command:find shell-specials))
                            (accumulate [ok true i w (ipairs want)] (and ok (= w (. have i))))))
         rule.exact (= rule.exact args.command)
-        rule.inside (let [path (call-path call)] (and path (inside? path rule.inside)))
+        ;; A rule for a root the session no longer has (an additional directory of an
+        ;; earlier connection) covers nothing.
+        rule.inside (let [path (call-path call)
+                          current (accumulate [ok false _ r (ipairs (agent.workspace-roots))]
+                                    (or ok (= (real r) (real rule.inside))))]
+                      (and path current (inside? path rule.inside)))
         rule.path (= rule.path (call-path call))
         true)))
 

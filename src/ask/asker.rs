@@ -100,6 +100,18 @@ impl Conversation {
     }
 }
 
+/// A one-shot conversation dropped before its end cancels its prompt (the worker then closes
+/// the agent), as an owner does when its asker goes away.
+impl Drop for Conversation {
+    fn drop(&mut self) {
+        if let Conversation::Local { stop, done, .. } = self
+            && done.is_some()
+        {
+            stop.cancel();
+        }
+    }
+}
+
 /// The owner's socket, or an error when nobody answers there.
 pub async fn connect(place: &Place) -> std::io::Result<UnixStream> {
     UnixStream::connect(&place.socket).await

@@ -205,8 +205,10 @@ async fn refuse(mut stream: UnixStream, why: crate::sandbox::peer::PeerRefused) 
 async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
+    // Counted in flight until its request is queued (or answered), so that shutdown runs
+    // every prompt that got in.
+    let counted = InFlight(&shared.in_flight);
     let first = read_line(&mut read).await;
-    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
     let request = match first? {
         None => return Ok(()),
         Some(line) => serde_json::from_str::<Request>(&line),
@@ -232,7 +234,7 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
         } => {
             let job = (prompt, config, policy, wait);
             *shared.ttl.lock() = Duration::from_secs(ttl);
-            serve_prompt(shared, job, &mut read, &mut write).await
+            serve_prompt(shared, job, &mut read, &mut write, counted).await
         }
         Request::Cancel => {
             let running = shared.running.lock().clone();
@@ -281,6 +283,7 @@ async fn serve_prompt(
     (prompt, config, policy, wait): (Value, Config, Policy, bool),
     read: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
     write: &mut tokio::net::unix::OwnedWriteHalf,
+    counted: InFlight<'_>,
 ) -> std::io::Result<()> {
     let reply = |e: Event| wire::line(&e);
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -301,6 +304,7 @@ async fn serve_prompt(
             stop: stop.clone(),
         },
     );
+    drop(counted);
     write.write_all(&reply(Event::Queued { ahead })).await?;
     if !wait {
         return Ok(());
@@ -326,6 +330,15 @@ async fn serve_prompt(
                 None => return Ok(()),
             }
         }
+    }
+}
+
+/// Counts a connection whose request is not queued or answered yet; uncounts it when dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

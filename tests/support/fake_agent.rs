@@ -367,6 +367,14 @@ impl Agent {
                         "fs/write_text_file",
                         json!({"path": format!("{cwd}/refused.txt"), "content": "x"}),
                     ),
+                    (
+                        "fs/write_text_file",
+                        json!({"path": format!("{cwd}/.git/hooks/pre-commit"), "content": "x"}),
+                    ),
+                    (
+                        "fs/write_text_file",
+                        json!({"path": format!("{cwd}/nothing.txt")}),
+                    ),
                 ];
                 for (method, mut p) in probes {
                     p["sessionId"] = json!(sid);

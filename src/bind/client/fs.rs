@@ -76,7 +76,38 @@ fn checked_path(call: &FsCall) -> Result<PathBuf, String> {
             "{given} is outside the session's folders (its links followed)"
         ));
     }
+    if call.method == "fs/write_text_file" {
+        refuse_code_folders(&real, &call.roots, given)?;
+        if call.params.get("content").and_then(Json::as_str).is_none() {
+            return Err("fs/write_text_file needs its content".into());
+        }
+    }
     Ok(real)
+}
+
+/// Folders of a workspace that git or oml load code from, which no agent writes into (as the
+/// sandbox keeps them read-only for commands), and oml's own folders.
+const CODE_FOLDERS: [&str; 2] = [".git", ".oml"];
+
+fn refuse_code_folders(real: &Path, roots: &[PathBuf], given: &str) -> Result<(), String> {
+    let own = crate::paths::Paths::from_env();
+    let in_own = own
+        .own_dirs()
+        .iter()
+        .any(|d| crate::tools::path::real_path(d).is_ok_and(|d| real.starts_with(d)));
+    let in_code = roots.iter().any(|root| {
+        crate::tools::path::real_path(root).is_ok_and(|root| {
+            CODE_FOLDERS
+                .iter()
+                .any(|name| real.starts_with(root.join(name)))
+        })
+    });
+    if in_own || in_code {
+        return Err(format!(
+            "{given} is where oml or git load code from: not written"
+        ));
+    }
+    Ok(())
 }
 
 /// Calls the program's function with `{:method :path :session-id :line :limit :content}`.

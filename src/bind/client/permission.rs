@@ -244,7 +244,13 @@ pub(super) fn handlers(
     let fs = match opts.get::<Value>("fs").map_err(super::lua_error)? {
         Value::Nil | Value::Boolean(false) => None,
         Value::Function(f) => Some(Some(f)),
-        _ => Some(None),
+        Value::Boolean(true) => Some(None),
+        other => {
+            return Err(super::lua_error(crate::bind::rt(format!(
+                ":fs is true or a function, not {}",
+                other.type_name()
+            ))));
+        }
     };
     if let Some(decide) = fs {
         options.fs = Some(super::fs::fs_handler(lisp, decide).map_err(super::lua_error)?);

@@ -61,10 +61,12 @@ pub async fn follow(
             }
         })
     };
+    let mut cancel_sent = false;
     let code = loop {
         let event = tokio::select! {
             e = conversation.next() => e,
-            () = interrupted.cancelled() => {
+            () = interrupted.cancelled(), if !cancel_sent => {
+                cancel_sent = true;
                 // The owner cancels a prompt whose asker left; a local one is told.
                 conversation.cancel();
                 if matches!(conversation, Conversation::Socket { .. }) {
