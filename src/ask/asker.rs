@@ -277,3 +277,29 @@ pub async fn owner_main() -> i32 {
     };
     super::owner::serve(spec).await
 }
+
+/// The answer `decide` (a permission handler) gives a question an owner passed on; none, or a
+/// failing one, rejects.
+pub async fn decide(
+    decide: Option<&crate::acp_client::PermissionHandler>,
+    session_id: &str,
+    tool_call: &serde_json::Value,
+    options: &serde_json::Value,
+) -> Decision {
+    let Some(decide) = decide else {
+        return Decision::Reject;
+    };
+    let request = crate::acp_client::PermissionRequest {
+        session_id: session_id.to_owned(),
+        tool_call: tool_call.clone(),
+        options: options.clone(),
+        cancel: CancelToken::new(),
+    };
+    match decide(request).await {
+        Ok(d) => d.into(),
+        Err(e) => {
+            tracing::warn!("the permission policy failed, rejecting: {e}");
+            Decision::Reject
+        }
+    }
+}

@@ -128,12 +128,8 @@ async fn prompt(
     words: &[String],
     output: Output,
 ) -> anyhow::Result<i32> {
-    let text = match prompt_text(args, words).await {
-        Ok(t) => t,
-        Err(why) => return Ok(usage(&why)),
-    };
-    let config = match config(args) {
-        Ok(c) => c,
+    let (text, config) = match prompt_and_config(args, words).await {
+        Ok(read) => read,
         Err(why) => return Ok(usage(&why)),
     };
     let (policy, decide, _image) = permissions(paths, cli, args).await?;
@@ -166,12 +162,8 @@ async fn exec(
     words: &[String],
     output: Output,
 ) -> anyhow::Result<i32> {
-    let text = match prompt_text(args, words).await {
-        Ok(t) => t,
-        Err(why) => return Ok(usage(&why)),
-    };
-    let config = match config(args) {
-        Ok(c) => c,
+    let (text, config) = match prompt_and_config(args, words).await {
+        Ok(read) => read,
         Err(why) => return Ok(usage(&why)),
     };
     let (policy, decide, _image) = permissions(paths, cli, args).await?;
@@ -182,6 +174,12 @@ async fn exec(
     let prompt = json!([{"type": "text", "text": text}]);
     let conversation = asker::exec(spec, prompt, policy, config);
     Ok(front::follow(conversation, output, decide).await)
+}
+
+/// The prompt's text and the session's settings from the command line; `Err` is the usage
+/// message.
+async fn prompt_and_config(args: &AskArgs, words: &[String]) -> Result<(String, Config), String> {
+    Ok((prompt_text(args, words).await?, config(args)?))
 }
 
 /// The prompt: `--file`'s text after the words, else the words and piped stdin as in print

@@ -10,9 +10,9 @@ use mlua::{Function, Lua, Table, Value};
 use serde_json::json;
 
 use super::{lua_error, outcome};
-use crate::acp_client::{Category, ClientError, PermissionRequest};
+use crate::acp_client::{Category, ClientError};
 use crate::ask::asker::{self, AskError, Conversation};
-use crate::ask::wire::{Config, Decision, Event, Policy, Request};
+use crate::ask::wire::{Config, Event, Policy, Request};
 use crate::ask::{AgentCommand, DEFAULT_SESSION, DEFAULT_TTL, Key, OwnerSpec, Place, key_dir};
 use crate::cancel::CancelToken;
 use crate::lisp::{HostFn, Lisp, create_async_function, from_lua, to_lua};
@@ -152,18 +152,8 @@ async fn follow(
                 tool_call,
                 options,
             } => {
-                let decision = match &handler {
-                    Some(h) => {
-                        let request = PermissionRequest {
-                            session_id,
-                            tool_call,
-                            options,
-                            cancel: CancelToken::new(),
-                        };
-                        h(request).await.map_or(Decision::Reject, Into::into)
-                    }
-                    None => Decision::Reject,
-                };
+                let decision =
+                    asker::decide(handler.as_ref(), &session_id, &tool_call, &options).await;
                 conversation.answer(id, decision).await.map_err(ask_error)?;
             }
             Event::Done { stop_reason, text } => {

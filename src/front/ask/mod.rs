@@ -10,8 +10,8 @@ mod render;
 mod sessions;
 
 use crate::acp_client::{PermissionDecision, PermissionHandler, PermissionRequest};
-use crate::ask::asker::{AskError, Conversation};
-use crate::ask::wire::{Decision, Event};
+use crate::ask::asker::{self, AskError, Conversation};
+use crate::ask::wire::Event;
 use crate::cancel::CancelToken;
 
 pub use render::Output;
@@ -101,7 +101,8 @@ pub async fn follow(
                 tool_call,
                 options,
             } => {
-                let decision = decide_one(decide.as_ref(), &session_id, &tool_call, &options).await;
+                let decision =
+                    asker::decide(decide.as_ref(), &session_id, &tool_call, &options).await;
                 let answer =
                     crate::acp_client::choose(&option_list(&options), &decision.clone().into());
                 render.permission(&session_id, &tool_call, &options, &answer);
@@ -152,30 +153,6 @@ pub async fn queued(mut conversation: Conversation, output: Output) -> i32 {
 pub fn failed_to_ask(e: &AskError, output: Output) -> i32 {
     render::Render::new(output).failed("owner", &e.to_string(), status::FAILED);
     status::FAILED
-}
-
-async fn decide_one(
-    decide: Option<&PermissionHandler>,
-    session_id: &str,
-    tool_call: &serde_json::Value,
-    options: &serde_json::Value,
-) -> Decision {
-    let Some(decide) = decide else {
-        return Decision::Reject;
-    };
-    let request = PermissionRequest {
-        session_id: session_id.to_owned(),
-        tool_call: tool_call.clone(),
-        options: options.clone(),
-        cancel: CancelToken::new(),
-    };
-    match decide(request).await {
-        Ok(d) => d.into(),
-        Err(e) => {
-            tracing::warn!("the permission policy failed, rejecting: {e}");
-            Decision::Reject
-        }
-    }
 }
 
 fn option_list(options: &serde_json::Value) -> Vec<crate::acp_client::PermissionOption> {

@@ -163,16 +163,8 @@ impl Pump {
                     Direction::ToClient => &sides.client,
                 };
                 let params = from_lua(&lua, params)?;
-                match to.request(id, &method, params).await {
-                    Ok(result) => to_lua(&lua, &result),
-                    Err(error) => Err(crate::bind::rt(format!(
-                        "{method}: {}",
-                        error
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("failed")
-                    ))),
-                }
+                let answer = to.request(id, &method, params).await;
+                super::surface::answer_to_lua(&lua, &method, answer)
             }
         })
     }

@@ -150,16 +150,8 @@ const FUNCTIONS: &[HostFn] = &[
                         ))
                     })?;
                     let params = from_lua(&lua, params)?;
-                    match side.request(side.own_id(), &method, params).await {
-                        Ok(result) => to_lua(&lua, &result),
-                        Err(error) => Err(crate::bind::rt(format!(
-                            "{method}: {}",
-                            error
-                                .get("message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("failed")
-                        ))),
-                    }
+                    let answer = side.request(side.own_id(), &method, params).await;
+                    answer_to_lua(&lua, &method, answer)
                 },
             )
         },
@@ -181,6 +173,25 @@ const FUNCTIONS: &[HostFn] = &[
         },
     },
 ];
+
+/// A request's answer as Lisp gets it: the result, or an error naming the method and the peer's
+/// message.
+pub fn answer_to_lua(
+    lua: &Lua,
+    method: &str,
+    answer: Result<Value, Value>,
+) -> mlua::Result<LuaValue> {
+    match answer {
+        Ok(result) => to_lua(lua, &result),
+        Err(error) => Err(crate::bind::rt(format!(
+            "{method}: {}",
+            error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("failed")
+        ))),
+    }
+}
 
 fn sides(lua: &Lua) -> mlua::Result<Arc<Sides>> {
     lua.app_data_ref::<Arc<Sides>>()
