@@ -110,7 +110,8 @@ async fn answer_until_ready(
         };
         let Some(message) = message else { break };
         match message {
-            Incoming::Request(r) if r.method == "initialize" => {
+            // A client asking for v2 waits for the image, which holds `acp.protocol-versions`.
+            Incoming::Request(r) if r.method == "initialize" && !asks_v2(r.params.as_ref()) => {
                 let answer = InitializeParams::parse(r.params).and_then(|p| {
                     let answer = initialize(&p)?;
                     capabilities = Some(p.client_capabilities);
@@ -130,6 +131,14 @@ async fn answer_until_ready(
         held,
         capabilities,
     }
+}
+
+/// Whether an `initialize` asks for version 2 or later.
+fn asks_v2(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_u64)
+        .is_some_and(|v| v >= 2)
 }
 
 async fn respond(

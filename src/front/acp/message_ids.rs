@@ -24,6 +24,17 @@ const CHUNKS: [&str; 3] = [
     "user_message_chunk",
 ];
 
+/// A fresh id for a user message a v2 prompt inserts: unique in the process and across
+/// processes that start in different milliseconds.
+pub(super) fn user_message_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) + 1;
+    format!("u{start:x}-{n}")
+}
+
 /// The ids of one session's live messages.
 pub(super) struct MessageIds {
     prefix: String,

@@ -54,6 +54,7 @@ mod render;
 mod replay;
 mod sessions;
 pub mod surface;
+mod v2;
 
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
@@ -267,20 +268,33 @@ fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
 async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>) {
     let result = match method {
         Err(e) => Err(e),
-        Ok(Method::Initialize(p)) => {
-            remember_client(ctx, &p.client_capabilities);
-            initialize(&p)
-        }
+        Ok(Method::Initialize(p)) => initialize_negotiated(ctx, &p),
         Ok(Method::SessionNew(p)) => return session_new(ctx, &id, p).await,
         Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, Open::Load).await,
-        Ok(Method::SessionResume(p)) => return session_load(ctx, &id, p, Open::Resume).await,
+        Ok(Method::SessionResume(p)) => {
+            // v2 folds `session/load` into `session/resume` with a replay cursor.
+            let open = match p.replay_from {
+                Some(Value::Object(_)) if ctx.hub.dialect() == v2::Dialect::V2 => Open::Load,
+                _ => Open::Resume,
+            };
+            return session_load(ctx, &id, p, open).await;
+        }
         Ok(Method::SessionFork(p)) => return session_fork(ctx, &id, p).await,
         Ok(Method::SessionList(p)) => session_list(ctx, p),
         Ok(Method::SessionClose(p)) => session_close(ctx, &p).await,
         Ok(Method::SessionDelete(p)) => session_delete(ctx, &p).await,
-        Ok(Method::SessionPrompt(p)) => prompt(ctx, &p).await,
+        Ok(Method::SessionPrompt(p)) if ctx.hub.dialect() == v2::Dialect::V2 => {
+            return prompt::prompt_v2(ctx, &id, &p).await;
+        }
+        Ok(Method::SessionPrompt(p)) => prompt(ctx, &p, None).await,
         Ok(Method::SessionSetMode(p)) => set_mode(ctx, &p).await,
-        Ok(Method::SessionSetConfigOption(p)) => set_config_option(ctx, p).await,
+        Ok(Method::SessionSetConfigOption(p)) => {
+            let answer = set_config_option(ctx, p).await;
+            match ctx.hub.dialect() {
+                v2::Dialect::V1 => answer,
+                v2::Dialect::V2 => answer.map(v2::encode::setup_answer),
+            }
+        }
         Ok(Method::Unknown { method, params }) if has_user_method(&ctx.lisp, &method) => {
             call_user_method(ctx, &method, params).await
         }
@@ -290,6 +304,31 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
         Ok(value) => ctx.conn.respond(&id, value).await,
         Err(error) => ctx.conn.respond_error(&id, error).await,
     };
+}
+
+/// The answer to `initialize` once the image is there: version 2 when the client asks for it
+/// and `acp.protocol-versions` offers it (see [`v2`]), else [`initialize`].
+fn initialize_negotiated(ctx: &Ctx, params: &InitializeParams) -> Result<Value, RpcError> {
+    let asked = params
+        .protocol_version
+        .as_ref()
+        .map_or(0, |v| u64::from(v.0));
+    let offered: Vec<u64> = ctx
+        .lisp
+        .setting(v2::VERSIONS_SETTING)
+        .unwrap_or_else(|_| vec![PROTOCOL_VERSION]);
+    let dialect = v2::negotiate(asked, &offered);
+    ctx.hub.set_dialect(dialect);
+    match dialect {
+        v2::Dialect::V1 => {
+            remember_client(ctx, &params.client_capabilities);
+            initialize(params)
+        }
+        v2::Dialect::V2 => {
+            remember_client(ctx, &v2::client_capabilities(&params.capabilities));
+            Ok(v2::initialize_answer())
+        }
+    }
 }
 
 /// The answer to `initialize`: the same whatever the image holds, so that it can be given

@@ -121,6 +121,9 @@ pub(super) struct InitializeParams {
     /// `acp.client-capabilities`.
     #[serde(default)]
     pub client_capabilities: Value,
+    /// A v2 client's capabilities (v2 renamed the member).
+    #[serde(default)]
+    pub capabilities: Value,
 }
 
 impl InitializeParams {
@@ -150,6 +153,10 @@ pub(super) struct LoadSessionParams {
     pub mcp_servers: McpServers,
     #[serde(default)]
     pub additional_directories: AdditionalDirectories,
+    /// v2's `session/resume`: where the replay of the history starts (`{"type": "start"}`);
+    /// absent or null, no replay.
+    #[serde(default)]
+    pub replay_from: Option<Value>,
 }
 
 /// `session/list`.

@@ -14,10 +14,18 @@ use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
 use super::params::PromptParams;
 use super::render::update;
+use super::v2::encode as v2;
 use crate::agent::AgentError;
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::{self, RequestId, RpcError};
+use tokio::sync::oneshot;
 
-pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Value, RpcError> {
+/// Run the prompt; `accepted` is told once it is taken (the session known and free, the
+/// content readable), before the turn runs: a v2 client is answered then ([`prompt_v2`]).
+pub(super) async fn prompt(
+    ctx: &Arc<Ctx>,
+    params: &PromptParams,
+    accepted: Option<oneshot::Sender<()>>,
+) -> Result<Value, RpcError> {
     let sid = params.session_id.0.as_str();
     let session = ctx
         .hub
@@ -38,6 +46,9 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
+    if let Some(accepted) = accepted {
+        let _ = accepted.send(());
+    }
 
     let before = session_state(ctx, sid);
     if before.user_messages == 0 && !text.starts_with('/') {
@@ -84,6 +95,53 @@ pub(super) async fn prompt(ctx: &Arc<Ctx>, params: &PromptParams) -> Result<Valu
                 .with_data(json!({"details": message, "category": category})))
         }
     }
+}
+
+/// `session/prompt` from a v2 client: answered with the user message's id as soon as the prompt
+/// is taken, then the message and `running` are reported; the turn's end is the `idle` state
+/// update with its stop reason (`error` and the error when it failed), after all its updates.
+pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptParams) {
+    let sid = params.session_id.0.as_str();
+    let (accepted, taken) = oneshot::channel();
+    let mut run = std::pin::pin!(prompt(ctx, params, Some(accepted)));
+    let mut taken = std::pin::pin!(taken);
+    let finished = tokio::select! {
+        biased;
+        t = &mut taken => if t.is_ok() { None } else { Some(run.as_mut().await) },
+        r = run.as_mut() => Some(r),
+    };
+    let finished = match finished {
+        Some(result) if taken.try_recv().is_err() => {
+            // Refused before it was taken: the request's own error.
+            let _ = match result {
+                Ok(v) => ctx.conn.respond(id, v).await,
+                Err(e) => ctx.conn.respond_error(id, e).await,
+            };
+            return;
+        }
+        other => other,
+    };
+    let message_id = super::message_ids::user_message_id();
+    let _ = ctx.conn.respond(id, json!({"messageId": message_id})).await;
+    let user = json!({"sessionUpdate": "user_message", "messageId": message_id,
+                      "content": params.prompt.0});
+    update(ctx, sid, user).await;
+    update(ctx, sid, v2::state("running", None, None)).await;
+    let result = match finished {
+        Some(result) => result,
+        None => run.await,
+    };
+    let idle = match result {
+        Ok(answer) => {
+            let stop = answer.get("stopReason").and_then(Value::as_str);
+            v2::state("idle", stop, None)
+        }
+        Err(e) => {
+            let error = serde_json::to_value(&e).unwrap_or_default();
+            v2::state("idle", Some("error"), Some(error))
+        }
+    };
+    update(ctx, sid, idle).await;
 }
 
 /// The prompt's answer: the stop reason, the turn's `usage` (see [`usage_delta`]) as ACP's and

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
@@ -227,24 +227,8 @@ pub(super) async fn send_event(
             Rendered::Chunk(chunk) => chunk.message_id = message_id,
             Rendered::Lisp(value) => renderer.ids.stamp(value, message_id),
         }
-        let _ = conn
-            .notify(
-                "session/update",
-                UpdateParams {
-                    session_id: sid,
-                    update,
-                },
-            )
-            .await;
+        super::surface::send_update(renderer.dialect, conn, sid, update).await;
     }
-}
-
-/// The params of a `session/update` notification.
-#[derive(serde::Serialize)]
-pub(super) struct UpdateParams<'a> {
-    #[serde(rename = "sessionId")]
-    session_id: &'a str,
-    update: Rendered<'a>,
 }
 
 /// One rendered update: by Rust for the default renderer's deltas, else what Lisp returned.
@@ -278,13 +262,17 @@ pub(super) struct Renderer {
     ids: super::message_ids::MessageIds,
     /// Whether `acp.render-event` is still the function acp.fnl defined (when it did).
     default: Option<DefaultWatch>,
+    /// The version the connection speaks, settled before any session exists.
+    dialect: super::v2::Dialect,
 }
 
 impl Renderer {
     /// The renderer of `ctx`'s Lisp host, watching for the default `acp.render-event` the hub
     /// kept.
     pub(super) fn new(ctx: &Ctx) -> Renderer {
-        Renderer::watching(ctx.lisp.clone(), ctx.hub.default_render())
+        let mut renderer = Renderer::watching(ctx.lisp.clone(), ctx.hub.default_render());
+        renderer.dialect = ctx.hub.dialect();
+        renderer
     }
 
     fn watching(lisp: Lisp, default: Option<mlua::Function>) -> Renderer {
@@ -296,6 +284,7 @@ impl Renderer {
             lisp,
             default,
             ids: super::message_ids::MessageIds::new(),
+            dialect: super::v2::Dialect::V1,
         }
     }
 
@@ -406,19 +395,14 @@ pub(super) fn say(ctx: &Ctx, sid: &str, text: String) {
 /// Queue `update` for the session after everything it emitted so far.
 pub(super) async fn update(ctx: &Ctx, sid: &str, update: Value) {
     ctx.hub.barrier(sid).await;
-    let _ = ctx
-        .conn
-        .notify(
-            "session/update",
-            json!({"sessionId": sid, "update": update}),
-        )
-        .await;
+    ctx.hub.send_update(&ctx.conn, sid, update).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::Agent;
+    use serde_json::json;
 
     /// Queued deltas of one kind become one, in order; any other event ends the run and goes
     /// next, unchanged.

@@ -17,6 +17,7 @@ use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, Ses
 use super::render::{Renderer, forward, say, update};
 use super::replay::replay_updates;
 use super::surface::AcpSession;
+use super::v2::{self, Dialect};
 use super::{Ctx, SHUTDOWN_GRACE};
 use crate::agent::{AgentEvent, PromptState};
 use crate::jsonrpc::{RequestId, RpcError};
@@ -46,7 +47,7 @@ pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessi
     let ready_tx = attach(ctx, &sid, events_rx);
     let mut result = session_setup_result(ctx, &sid).await;
     result.insert("sessionId".into(), json!(sid));
-    let _ = ctx.conn.respond(id, Value::Object(result)).await;
+    respond_setup(ctx, id, result).await;
     after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
 }
 
@@ -135,6 +136,26 @@ pub(super) async fn after_setup(
     }
     advertise_commands(ctx, sid).await;
     let _ = ready_tx.send(true);
+}
+
+/// v2: the session's current state, after any replay and before the answer.
+async fn report_state(ctx: &Ctx, sid: &str) {
+    let running = ctx.hub.running(ctx.agent.sessions());
+    let state = if running.iter().any(|r| r == sid) {
+        "running"
+    } else {
+        "idle"
+    };
+    update(ctx, sid, v2::encode::state(state, None, None)).await;
+}
+
+/// Answer a session's setup request: as it is in v1, in v2's shape for a v2 client.
+async fn respond_setup(ctx: &Ctx, id: &RequestId, result: Map<String, Value>) {
+    let result = match ctx.hub.dialect() {
+        Dialect::V1 => Value::Object(result),
+        Dialect::V2 => v2::encode::setup_answer(Value::Object(result)),
+    };
+    let _ = ctx.conn.respond(id, result).await;
 }
 
 /// How a stored session is opened.
@@ -252,10 +273,7 @@ pub(super) async fn session_load(
         let ready_tx = attach(ctx, &sid, events_rx);
         if replay {
             for u in replay_updates(&loaded.entries) {
-                let _ = ctx
-                    .conn
-                    .notify("session/update", json!({"sessionId": sid, "update": u}))
-                    .await;
+                ctx.hub.send_update(&ctx.conn, &sid, u).await;
             }
         }
         Ok((sid, cwd, mcp_servers, Some(ready_tx)))
@@ -270,7 +288,10 @@ pub(super) async fn session_load(
             if open == Open::Fork {
                 result.insert("sessionId".into(), json!(sid));
             }
-            let _ = ctx.conn.respond(id, Value::Object(result)).await;
+            if ctx.hub.dialect() == Dialect::V2 {
+                report_state(ctx, &sid).await;
+            }
+            respond_setup(ctx, id, result).await;
             if let Some(ready_tx) = ready_tx {
                 after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
             }

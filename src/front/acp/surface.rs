@@ -30,6 +30,8 @@ use crate::lisp::encode::LuaJson;
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
 use crate::session::{PromptState, Sessions};
 
+use super::v2::Dialect;
+
 /// What the ACP layer keeps per session.
 #[derive(Clone)]
 pub(crate) struct AcpSession {
@@ -51,6 +53,8 @@ pub struct Hub {
     /// The client shows config options: it offered `session.configOptions` or has set one.
     /// Until then no `config_option_update` is sent (Toad answers one with an error).
     config_options: std::sync::atomic::AtomicBool,
+    /// The connection speaks the v2 draft (see [`super::v2`]).
+    v2: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -64,6 +68,21 @@ impl Hub {
     pub(crate) fn knows_config_options(&self) -> bool {
         self.config_options
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Note the version `initialize` settled on.
+    pub(crate) fn set_dialect(&self, dialect: Dialect) {
+        self.v2
+            .store(dialect == Dialect::V2, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The version the connection speaks.
+    pub(crate) fn dialect(&self) -> Dialect {
+        if self.v2.load(std::sync::atomic::Ordering::Relaxed) {
+            Dialect::V2
+        } else {
+            Dialect::V1
+        }
     }
 
     pub(crate) fn set_default_render(&self, f: Option<mlua::Function>) {
@@ -108,6 +127,16 @@ impl Hub {
         ids
     }
 
+    /// Send the session's `update` (a v1 payload) as the connection's version has it.
+    pub(crate) async fn send_update<U: serde::Serialize>(
+        &self,
+        conn: &Connection,
+        sid: &str,
+        update: U,
+    ) -> bool {
+        send_update(self.dialect(), conn, sid, update).await
+    }
+
     /// Wait until every event the session emitted before this call is in the connection's
     /// write queue. Returns at once for an unknown session or a stopped forwarder.
     pub(crate) async fn barrier(&self, id: &str) {
@@ -117,6 +146,53 @@ impl Hub {
             let _ = acked.await;
         }
     }
+}
+
+/// The params of a `session/update` notification.
+#[derive(serde::Serialize)]
+struct UpdateParams<'a, U> {
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+    update: U,
+}
+
+/// Send `update` (a v1 payload) to `sid`: as it is to a v1 client, re-encoded (or dropped) for
+/// a v2 one ([`super::v2::encode::update`]). False when the connection is closed.
+pub(crate) async fn send_update<U: serde::Serialize>(
+    dialect: Dialect,
+    conn: &Connection,
+    sid: &str,
+    update: U,
+) -> bool {
+    let sent = match dialect {
+        Dialect::V1 => {
+            conn.notify(
+                "session/update",
+                UpdateParams {
+                    session_id: sid,
+                    update,
+                },
+            )
+            .await
+        }
+        Dialect::V2 => {
+            let Some(update) = serde_json::to_value(&update)
+                .ok()
+                .and_then(super::v2::encode::update)
+            else {
+                return true;
+            };
+            conn.notify(
+                "session/update",
+                UpdateParams {
+                    session_id: sid,
+                    update,
+                },
+            )
+            .await
+        }
+    };
+    sent.is_ok()
 }
 
 static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
@@ -222,12 +298,7 @@ fn update(
         hub.barrier(&id).await;
         // Keys in the renderer's stable order: the same line from run to run.
         let update = super::render::stable_order(update, "sessionUpdate");
-        let params = json!({"sessionId": id, "update": update});
-        Ok(conn
-            .notify("session/update", params)
-            .await
-            .ok()
-            .map(|_| true))
+        Ok(hub.send_update(&conn, &id, update).await.then_some(true))
     }
 }
 
@@ -284,12 +355,25 @@ fn request(
             Value::LightUserData(null) if null.0.is_null() => Value::Table(lua.create_table()?),
             params => params,
         };
-        // Keys sorted: the same line from run to run, as the updates' (`render::stable_order`).
-        let encoded = LuaJson::sorted(&lua, &params);
-        match conn
-            .request_with(&method, encoded, None, cancel.as_ref())
-            .await
-        {
+        let answer = match (hub.dialect(), sid.as_deref()) {
+            (Dialect::V2, Some(id)) if asks_the_user(&method) => {
+                let params = from_lua(&lua, params)?;
+                let params = if method == "session/request_permission" {
+                    super::v2::encode::permission_request(params)
+                } else {
+                    params
+                };
+                ask_in_v2(&hub, &conn, id, &method, params, cancel.as_ref()).await
+            }
+            // Keys sorted: the same line from run to run, as the updates'
+            // (`render::stable_order`).
+            _ => {
+                let encoded = LuaJson::sorted(&lua, &params);
+                conn.request_with(&method, encoded, None, cancel.as_ref())
+                    .await
+            }
+        };
+        match answer {
             Ok(v) => to_lua(&lua, &v),
             Err(RequestError::Rpc { error, .. }) => {
                 Err(rt(format!("{method} failed: {}", error.message)))
@@ -313,6 +397,30 @@ fn request(
             ) => Err(rt(format!("ACP client closed before answering {method}"))),
         }
     }
+}
+
+/// The requests that wait for the user: v2 frames them with `requires_action` and `running`.
+fn asks_the_user(method: &str) -> bool {
+    matches!(method, "session/request_permission" | "elicitation/create")
+}
+
+/// Ask the v2 client `method` on session `id`'s behalf: the session requires action until the
+/// answer, then runs again (unless its turn was cancelled meanwhile, which ends it `idle`).
+async fn ask_in_v2(
+    hub: &Hub,
+    conn: &Connection,
+    id: &str,
+    method: &str,
+    params: serde_json::Value,
+    cancel: Option<&CancelToken>,
+) -> Result<serde_json::Value, RequestError> {
+    let state = |s| super::v2::encode::state(s, None, None);
+    hub.send_update(conn, id, state("requires_action")).await;
+    let answer = conn.request_with(method, params, None, cancel).await;
+    if !cancel.is_some_and(CancelToken::is_cancelled) {
+        hub.send_update(conn, id, state("running")).await;
+    }
+    answer
 }
 
 fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {

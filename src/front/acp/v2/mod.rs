@@ -1,0 +1,100 @@
+//! ACP's v2 draft (2026-07-15) beside v1 on the same agent: which version a connection speaks,
+//! the v2 `initialize` answer, and the v2 encoder ([`encode`]).
+//!
+//! One internal event model, two encoders: the loop's events are rendered once, by
+//! `acp.render-event` (so a user's redefinition or advice shows in both versions), into v1
+//! payloads; on a v2 connection each payload is re-encoded here on its way out. A client asking
+//! for version 2 gets it when `acp.protocol-versions` holds 2 (default `[1]`: the draft may
+//! still change); its `initialize` waits for the image, which holds that setting, while a v1
+//! client's is answered before the image is built, as always.
+//!
+//! The v2 lifecycle: `session/prompt` answers as soon as the prompt is accepted, with its
+//! message id; the turn's end is a `state_update` (`idle` with the stop reason), after every
+//! update of the turn; a permission question or elicitation is framed by `requires_action` and
+//! `running`. `session/resume` replays the history when asked to (`replayFrom`) and reports the
+//! state before it answers. There is no `session/load`, no modes and no client file system or
+//! terminal in v2: a v2 client's capabilities have neither, so the tools use the disk and oml's
+//! own sandboxed `bash`.
+//!
+//! It knows the versions' shapes, not sessions or the loop.
+
+use serde_json::{Value, json};
+
+pub(crate) mod encode;
+
+/// The versions of ACP a connection may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Dialect {
+    #[default]
+    V1,
+    V2,
+}
+
+/// The setting that lists the versions offered (1 is always spoken).
+pub(crate) const VERSIONS_SETTING: &str = "acp.protocol-versions";
+
+/// The version to answer a client asking for `asked` when we offer `offered`: the highest we
+/// offer at or below it, else 1 (a client asking for 0 still gets our oldest).
+pub(crate) fn negotiate(asked: u64, offered: &[u64]) -> Dialect {
+    if asked >= 2 && offered.contains(&2) {
+        Dialect::V2
+    } else {
+        Dialect::V1
+    }
+}
+
+/// The `initialize` answer to a v2 client.
+pub(crate) fn initialize_answer() -> Value {
+    json!({
+        "protocolVersion": 2,
+        "info": {"name": "oml", "title": "oml", "version": env!("CARGO_PKG_VERSION")},
+        "capabilities": {
+            "session": {
+                "prompt": {"image": {}, "embeddedContext": {}},
+                "mcp": {"http": {}, "stdio": {}},
+                "delete": {},
+                "additionalDirectories": {},
+            },
+        },
+        "authMethods": [],
+    })
+}
+
+/// The capabilities a v2 client sent, in the v1 places the Lisp side reads
+/// (`acp.client-capabilities`): elicitation and `_meta` carry over; v2 has no client file
+/// system or terminal, and config options are always shown.
+pub(crate) fn client_capabilities(v2: &Value) -> Value {
+    let mut out = json!({"session": {"configOptions": {}}});
+    if let Some(e) = v2.get("elicitation") {
+        out["elicitation"] = e.clone();
+    }
+    if let Some(m) = v2.get("_meta") {
+        out["_meta"] = m.clone();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_two_only_when_asked_and_offered() {
+        assert_eq!(negotiate(2, &[1, 2]), Dialect::V2);
+        assert_eq!(negotiate(3, &[1, 2]), Dialect::V2);
+        assert_eq!(negotiate(2, &[1]), Dialect::V1);
+        assert_eq!(negotiate(1, &[1, 2]), Dialect::V1);
+        assert_eq!(negotiate(0, &[1, 2]), Dialect::V1);
+    }
+
+    #[test]
+    fn a_v2_client_has_no_fs_or_terminal_for_the_tools() {
+        let caps = client_capabilities(&json!({"elicitation": {"form": {}},
+                                               "fs": {"readTextFile": true}}));
+        assert_eq!(
+            caps,
+            json!({"session": {"configOptions": {}},
+                                "elicitation": {"form": {}}})
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! The v2 draft of ACP (2026-07-15) beside v1 on the same `oml acp`: offered only when
+//! `acp.protocol-versions` holds 2; a v2 client gets the v2 lifecycle (the prompt acknowledged
+//! with a message id, the turn ended by an `idle` state update) and update shapes, checked by the
+//! official TypeScript SDK's `experimental/v2` schemas; a v1 client on the same binary and
+//! setting gets v1 as before.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::acp::Client;
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::{Env, use_fake_model};
+
+const OFFER_V2: &str = "(setq acp.protocol-versions [1 2])\n";
+
+#[test]
+fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
+    if !dir.join("node_modules/@agentclientprotocol/sdk").exists() {
+        return support::home::skip(
+            "the ACP TypeScript SDK",
+            "scripts/setup-mcp.sh installs it (npm ci in tests/interop/ts)",
+        );
+    }
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let args = r#"{"path": "notes.txt", "content": "one\ntwo\n"}"#;
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "write", &[args])),
+        Reply::from(text_chunks(&["Written."])),
+    ]);
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("drive_oml_v2.mjs"))
+        .arg(env!("CARGO_BIN_EXE_oml"))
+        .arg(&env.project)
+        .current_dir(&dir)
+        .env("XDG_CONFIG_HOME", &env.home.config)
+        .env("XDG_STATE_HOME", &env.home.state)
+        .env("XDG_CACHE_HOME", &env.home.cache)
+        .env("XDG_RUNTIME_DIR", &env.home.runtime)
+        .env("HOME", &env.home.home);
+    use_fake_model(&mut cmd, &fake.base_url());
+    let out = cmd.output().expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
+    assert_eq!(seen["protocolVersion"], 2, "{seen}");
+    assert_eq!(seen["agent"], "oml");
+    assert!(
+        seen["configIds"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mode")),
+        "{seen}"
+    );
+    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
+    // The prompt's answer names the user message the first update inserts.
+    assert!(seen["ackMessageId"].is_string(), "{seen}");
+    assert_eq!(seen["userMessage"]["messageId"], seen["ackMessageId"]);
+    assert_eq!(seen["userMessage"]["content"][0]["text"], "write the file");
+    let turn: Vec<&str> = seen["turn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(
+        !turn.contains(&"tool_call") && !turn.contains(&"plan"),
+        "{turn:?}"
+    );
+    assert!(turn.contains(&"tool_call_update"), "{turn:?}");
+    assert_eq!(
+        turn.last(),
+        Some(&"state_update"),
+        "the idle state ends the turn: {turn:?}"
+    );
+    // running, requires_action for the question, running again, idle with the stop reason.
+    let states = seen["turnStates"].as_array().unwrap();
+    assert_eq!(states.first(), Some(&json!("running")), "{seen}");
+    assert!(states.contains(&json!("requires_action")), "{seen}");
+    assert_eq!(states.last(), Some(&json!("idle:end_turn")), "{seen}");
+    assert_eq!(seen["permissions"][0]["subject"], "tool_call", "{seen}");
+    assert_eq!(seen["permissions"][0]["toolCallId"], "c1");
+    let diff = &seen["diffs"][0];
+    assert_eq!(diff["changes"][0]["operation"], "add", "{seen}");
+    assert!(
+        diff["patch"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("+one\n+two\n"),
+        "{seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    // session/resume with a replay: the history, then the current state, then the answer.
+    let replay: Vec<&str> = seen["replay"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(replay.contains(&"user_message_chunk"), "{replay:?}");
+    assert!(replay.contains(&"agent_message_chunk"), "{replay:?}");
+    assert_eq!(replay.last(), Some(&"state_update"), "{replay:?}");
+    assert_eq!(seen["replayStates"], json!(["idle"]));
+}
+
+#[test]
+fn a_v2_resume_reports_the_state_after_the_replay_and_before_its_answer() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let fake = FakeModel::start([Reply::from(text_chunks(&["hi there"]))]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let sid =
+        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let id = c.prompt(&sid, "hello");
+    let (_, ack) = c.until_response(id);
+    assert!(ack["result"]["messageId"].is_string(), "{ack}");
+    c.until(|m| m["params"]["update"]["state"] == "idle");
+    let id = c.request(
+        "session/resume",
+        json!({"sessionId": sid, "cwd": env.project, "replayFrom": {"type": "start"}}),
+    );
+    let (before, answer) = c.until_response(id);
+    let kinds: Vec<String> = before
+        .iter()
+        .filter_map(support::acp::update_kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user_message_chunk", "agent_message_chunk", "state_update"],
+        "{before:?}"
+    );
+    assert!(answer["result"].get("modes").is_none(), "{answer}");
+    // Without a cursor, no replay: the state alone.
+    let id = c.request(
+        "session/resume",
+        json!({"sessionId": sid, "cwd": env.project}),
+    );
+    let (before, _) = c.until_response(id);
+    let kinds: Vec<String> = before
+        .iter()
+        .filter_map(support::acp::update_kind)
+        .collect();
+    assert_eq!(kinds, ["state_update"], "{before:?}");
+}
+
+#[test]
+fn a_v1_client_on_the_same_binary_and_setting_speaks_v1() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let fake = FakeModel::start([Reply::from(text_chunks(&["hi"]))]);
+    let mut c = Client::start(&env, Some(&fake));
+    let init = c.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    assert!(init["result"]["agentCapabilities"].is_object());
+    let (sid, _) = c.new_session(&env.project);
+    let (updates, stop) = c.turn(&sid, "hello");
+    assert_eq!(stop, "end_turn");
+    assert!(
+        updates
+            .iter()
+            .all(|m| m["params"]["update"]["sessionUpdate"] != "state_update"),
+        "no v2 updates for a v1 client"
+    );
+}
+
+#[test]
+fn v2_is_not_offered_by_default() {
+    let env = Env::new();
+    let mut c = Client::start(&env, None);
+    let init = c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    assert!(init["result"]["agentCapabilities"].is_object());
+}
+
+#[test]
+fn a_v2_prompt_refused_before_it_is_taken_is_an_error_not_an_acknowledgement() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let mut c = Client::start(&env, None);
+    let init = c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], 2, "{init}");
+    let r = c.call(
+        "session/prompt",
+        json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r.get("result").is_none());
+}
