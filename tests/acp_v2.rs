@@ -49,6 +49,9 @@ fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The SDK drops a notification its schema refuses, saying so on stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Error handling"), "{stderr}");
     let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
     assert_eq!(seen["protocolVersion"], 2, "{seen}");
     assert_eq!(seen["agent"], "oml");

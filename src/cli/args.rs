@@ -98,8 +98,10 @@ pub enum Command {
     /// Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Emacs, ...).
     ///
     /// stdout carries only protocol; logs and Lisp output go to stderr. The line cap is
-    /// $OML_ACP_MAX_LINE_BYTES (default 64 MiB).
-    Acp,
+    /// $OML_ACP_MAX_LINE_BYTES (default 64 MiB). With --listen, serve ACP's remote transport
+    /// (Streamable HTTP and WebSocket on /acp) instead: stdout then says where, and each
+    /// connection is served by an `oml acp` of its own.
+    Acp(AcpArgs),
     /// List the known ACP agents, which are on PATH, and the Fennel that would configure them.
     ///
     /// Looks on PATH for the catalog's command names only; installs, downloads and changes
@@ -205,6 +207,27 @@ pub struct AskArgs {
         allow_hyphen_values = true
     )]
     pub words: Vec<String>,
+}
+
+/// `oml acp`'s options for the remote transport.
+#[derive(Debug, clap::Args, Default)]
+pub struct AcpArgs {
+    /// Listen on ADDR (HOST:PORT; port 0 picks one) for ACP over HTTP and WebSocket at /acp.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The bearer token clients must send, from FILE (default: one is made and written into
+    /// oml's runtime folder; stdout names the file).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub token_file: Option<PathBuf>,
+    /// The TLS certificate chain (PEM) for https:// and wss://.
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_cert"])]
+    pub tls_key: Option<PathBuf>,
+    /// Listen on an address other than loopback without TLS (the token then travels in clear).
+    #[arg(long, requires = "listen")]
+    pub allow_plain_http: bool,
 }
 
 /// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out

@@ -137,7 +137,10 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             modes::print(&paths, &args).await
         }
         None => modes::chat(&paths, &cli).await,
-        Some(Command::Acp) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
+        Some(Command::Acp(args)) if args.listen.is_some() => {
+            modes::acp_listen(&paths, cli.no_init, cli.sandbox.as_deref(), args).await
+        }
+        Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
         Some(Command::Agents { markdown }) => Ok(modes::agents(cli.json, *markdown)),
         Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
         Some(Command::Eval { expr }) => modes::eval(&paths, &cli, expr).await,

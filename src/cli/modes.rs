@@ -505,6 +505,43 @@ pub(super) async fn acp(
     Ok(code)
 }
 
+/// `oml acp --listen`: ACP's remote transport, each connection served by an `oml acp` with
+/// this one's flags (see [`crate::front::listen`]). Prints where it listens and the token's
+/// file on stdout, then serves until a signal.
+pub(super) async fn acp_listen(
+    paths: &Paths,
+    no_init: bool,
+    sandbox: Option<&str>,
+    args: &super::args::AcpArgs,
+) -> anyhow::Result<i32> {
+    let exe = std::env::current_exe().context("cannot find oml's own executable")?;
+    let mut agent_args = vec!["acp".to_owned()];
+    if no_init {
+        agent_args.push("--no-init".to_owned());
+    }
+    if let Some(mode) = sandbox {
+        agent_args.extend(["--sandbox".to_owned(), mode.to_owned()]);
+    }
+    let options = crate::front::listen::ListenOptions {
+        addr: args.listen.context("--listen is required")?,
+        token_file: args.token_file.clone(),
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
+        allow_plain_http: args.allow_plain_http,
+        agent: crate::acp_client::Spawn {
+            command: exe.display().to_string(),
+            args: agent_args,
+            ..Default::default()
+        },
+        runtime_dir: paths.runtime.clone(),
+    };
+    let listening = crate::front::listen::start(options).await?;
+    out!("listening {}", listening.url);
+    out!("token-file {}", listening.token_file.display());
+    listening.run().await;
+    Ok(0)
+}
+
 /// The project root of `dir` (the nearest directory with `.git` or `.oml/`), else `dir`: where
 /// its `.oml/init.fnl` is looked for.
 fn project_dir(dir: PathBuf) -> PathBuf {

@@ -12,6 +12,7 @@ pub mod acp;
 pub mod ask;
 pub mod chat;
 pub mod lines;
+pub mod listen;
 pub mod print;
 pub mod proxy;
 pub mod repl;

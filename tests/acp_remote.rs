@@ -1,0 +1,214 @@
+//! `oml acp --listen`: ACP's remote transport (Streamable HTTP and WebSocket on `/acp`), driven
+//! by the official TypeScript SDK's HTTP and WebSocket clients and by raw HTTP over TCP: a turn
+//! with a permission question, a session that outlives its connection, the bearer token on
+//! every request, and the refusals of bad requests.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::home::{Env, use_fake_model};
+
+/// A running `oml acp --listen`, killed on drop.
+struct Listener {
+    child: Child,
+    url: String,
+    token_file: PathBuf,
+}
+
+impl Listener {
+    fn start(env: &Env, fake: Option<&FakeModel>, extra: &[&str]) -> Listener {
+        let mut args = vec!["acp", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut cmd = env.command(fake, &args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start oml acp --listen");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = |prefix: &str| {
+            let mut l = String::new();
+            out.read_line(&mut l).unwrap();
+            l.strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix}, got {l:?}"))
+                .trim()
+                .to_owned()
+        };
+        let url = line("listening ");
+        let token_file = PathBuf::from(line("token-file "));
+        Listener {
+            child,
+            url,
+            token_file,
+        }
+    }
+
+    fn addr(&self) -> String {
+        let rest = self.url.strip_prefix("http://").unwrap();
+        rest.strip_suffix("/acp").unwrap().to_owned()
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file)
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request over a fresh TCP connection: the status and the body.
+fn http(addr: &str, request: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "{request}\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (code, body)
+}
+
+fn sdk_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
+    dir.join("node_modules/@agentclientprotocol/sdk")
+        .exists()
+        .then_some(dir)
+}
+
+fn drive(env: &Env, mode: &str) {
+    let Some(dir) = sdk_dir() else {
+        return support::home::skip(
+            "the ACP TypeScript SDK",
+            "scripts/setup-mcp.sh installs it (npm ci in tests/interop/ts)",
+        );
+    };
+    let args = r#"{"path": "notes.txt", "content": "remote\n"}"#;
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "write", &[args])),
+        Reply::from(text_chunks(&["Written."])),
+    ]);
+    let listener = Listener::start(env, Some(&fake), &[]);
+    let mut cmd = Command::new("node");
+    if mode == "ws" {
+        // Node 20's WebSocket is behind a flag (Node 22 has it by default and accepts the flag).
+        cmd.arg("--experimental-websocket");
+    }
+    cmd.arg(dir.join("drive_oml_remote.mjs"))
+        .arg(&listener.url)
+        .arg(&listener.token_file)
+        .arg(mode)
+        .arg(&env.project)
+        .current_dir(&dir);
+    use_fake_model(&mut cmd, &fake.base_url());
+    let out = cmd.output().expect("run node");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
+    assert_eq!(seen["protocolVersion"], 1, "{seen}");
+    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
+    assert_eq!(seen["permissions"], 1, "{seen}");
+    let kinds = seen["updates"].to_string();
+    assert!(
+        kinds.contains("tool_call") && kinds.contains("agent_message_chunk"),
+        "{seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("notes.txt")).unwrap(),
+        "remote\n"
+    );
+    // The second connection's session/load replayed the first one's turn.
+    let replay = seen["replay"].to_string();
+    assert!(replay.contains("user_message_chunk"), "{seen}");
+    assert!(replay.contains("agent_message_chunk"), "{seen}");
+}
+
+#[test]
+fn the_sdks_http_client_runs_a_turn_and_a_new_connection_loads_the_session() {
+    drive(&Env::new(), "http");
+}
+
+#[test]
+fn the_sdks_websocket_client_runs_a_turn_and_a_new_connection_loads_the_session() {
+    drive(&Env::new(), "ws");
+}
+
+#[test]
+fn every_request_needs_the_token_and_bad_requests_are_refused() {
+    let env = Env::new();
+    let l = Listener::start(&env, None, &[]);
+    let addr = l.addr();
+    let token = l.token();
+    assert_eq!(token.len(), 64);
+    let mode = std::fs::metadata(&l.token_file).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
+    let json = "Content-Type: application/json";
+    let (code, _) = http(&addr, &format!("POST /acp HTTP/1.1\r\n{json}"), init);
+    assert_eq!(code, 401, "no token");
+    let wrong = format!(
+        "POST /acp HTTP/1.1\r\n{json}\r\nAuthorization: Bearer {}x",
+        token
+    );
+    assert_eq!(http(&addr, &wrong, init).0, 401, "a wrong token");
+    let auth = format!("Authorization: Bearer {token}");
+    let post = format!("POST /acp HTTP/1.1\r\n{json}\r\n{auth}");
+    assert_eq!(
+        http(&addr, &format!("POST /other HTTP/1.1\r\n{auth}"), "").0,
+        404
+    );
+    let text = format!("POST /acp HTTP/1.1\r\nContent-Type: text/plain\r\n{auth}");
+    assert_eq!(http(&addr, &text, init).0, 415);
+    let (code, body) = http(&addr, &post, &format!("[{init}]"));
+    assert_eq!(code, 400, "a batch");
+    assert!(body.contains("-32600"), "{body}");
+    let (code, body) = http(
+        &addr,
+        &post,
+        r#"{"jsonrpc":"2.0","id":1,"method":"session/new"}"#,
+    );
+    assert_eq!(code, 400, "a connection starts with initialize: {body}");
+    let other = format!("{post}\r\nAcp-Connection-Id: 0000");
+    assert_eq!(http(&addr, &other, init).0, 404, "an unknown connection");
+    // A good initialize: answered in the body, with the connection's id.
+    let (code, body) = http(&addr, &post, init);
+    assert_eq!(code, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{body}");
+}
+
+#[test]
+fn a_listener_outside_loopback_needs_tls_or_an_explicit_flag() {
+    let env = Env::new();
+    let run = env.run(None, &["acp", "--listen", "0.0.0.0:0"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("not a loopback address"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--tls-cert"), "{}", run.stderr);
+}
