@@ -218,3 +218,77 @@ fn a_peer_with_no_new_privs_is_refused_by_an_oml_ask_owner() {
     let closed = ask(&["sessions", "close"]);
     assert_eq!(String::from_utf8_lossy(&closed.stdout), "closed\n");
 }
+
+/// Python that hunts for `oml acp --listen` token files under ROOT, then asks the listener at
+/// URL to open a connection with whatever token it found (none: no header). A connection
+/// would let it start a session in any folder and run the agent outside the sandbox.
+const DRIVE_THE_LISTENER: &str = r#"
+import glob, os, urllib.request
+found = []
+for path in glob.glob(os.environ["ROOT"] + "/**/*.token", recursive=True):
+    try:
+        found.append(open(path).read().strip())
+    except Exception as e:
+        print("unreadable:", type(e).__name__)
+print("tokens read:", len(found))
+body = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+for token in found or [None]:
+    req = urllib.request.Request(os.environ["URL"], data=body, method="POST")
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            print("status", r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        print("status", e.code)
+    except Exception as e:
+        print("refused:", type(e).__name__, e)
+"#;
+
+/// `oml acp --listen` serves the agent to whoever holds its token, on a TCP port any local
+/// process can reach: a command the agent runs, even with the network on, finds no token (it is
+/// in the runtime folder, hidden from commands) and is refused without one.
+#[test]
+fn a_confined_command_with_the_network_on_cannot_open_a_connection_to_oml_acp_listen() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    t.env.init("(setq sandbox.network? true)");
+    let mut listener = t.command(None, &["acp", "--listen", "127.0.0.1:0"]);
+    listener
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut listener = KillOnDrop(listener.spawn().expect("start the listener"));
+    let mut out = std::io::BufReader::new(listener.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).expect("the listener says where");
+    let url = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("a URL")
+        .to_owned();
+    let script = t.env.project.join("drive.py");
+    std::fs::write(&script, DRIVE_THE_LISTENER).expect("write the script");
+    let command = format!(
+        "ROOT={} URL={url} python3 {}",
+        t.env.root.display(),
+        script.display()
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("tokens read: 0"), "{result}");
+    assert!(
+        result.contains("status 401"),
+        "the listener was reached and refused: {result}"
+    );
+    assert!(!result.contains("status 200"), "{result}");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
