@@ -212,3 +212,69 @@ fn a_listener_outside_loopback_needs_tls_or_an_explicit_flag() {
     );
     assert!(run.stderr.contains("--tls-cert"), "{}", run.stderr);
 }
+
+/// oml's own client at the listener's URL: a prompt whose `write` its permission handler
+/// allows, over Streamable HTTP or a WebSocket; a connection without the token is refused.
+fn oml_client_over(transport: &str) {
+    let env = Env::new();
+    let args = r#"{"path": "remote.txt", "content": "via oml\n"}"#;
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "write", &[args])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let l = Listener::start(&env, Some(&fake), &[]);
+    let url = match transport {
+        "ws" => l.url.replacen("http://", "ws://", 1),
+        _ => l.url.clone(),
+    };
+    let script = env.file(
+        "drive.fnl",
+        r#"(local [url token-file cwd] arg)
+(local (ok e) (pcall client.connect url [] {:token "not-the-token"}))
+(print "without the token:" ok e.category)
+(var asked nil)
+(local conn (client.connect url [] {:token-file token-file
+                                    :on-permission (fn [req] (set asked req.tool-call.title) :allow)}))
+(print "connected" (tostring conn) (conn:pid))
+(local s (client.new-session conn cwd))
+(local r (client.prompt conn s.session-id "write it"))
+(print "stop" r.stop-reason "asked" asked)
+(print "closed" (client.close conn))
+"#,
+    );
+    let token_file = l.token_file.display().to_string();
+    let project = env.project.display().to_string();
+    let run = env.run(
+        None,
+        &[
+            "run",
+            &script.display().to_string(),
+            &url,
+            &token_file,
+            &project,
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let out = run.stdout.replace('\t', " ");
+    assert!(out.contains("without the token: false connection"), "{out}");
+    assert!(out.contains(&format!("at {url}> nil")), "{out}");
+    assert!(
+        out.contains("stop end-turn asked Write remote.txt"),
+        "{out}"
+    );
+    assert!(out.contains("closed true"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("remote.txt")).unwrap(),
+        "via oml\n"
+    );
+}
+
+#[test]
+fn oml_s_client_drives_the_listener_over_http() {
+    oml_client_over("http");
+}
+
+#[test]
+fn oml_s_client_drives_the_listener_over_a_websocket() {
+    oml_client_over("ws");
+}

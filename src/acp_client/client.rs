@@ -30,7 +30,8 @@ pub struct Client {
 struct ClientInner {
     name: String,
     rpc: Connection,
-    process: AgentProcess,
+    /// The agent process; `None` for an agent at a URL.
+    process: Option<AgentProcess>,
     router: Arc<router::Router>,
     initialized: Initialized,
     /// The method `connect` authenticated with by itself, if any.
@@ -51,31 +52,39 @@ impl Client {
     /// Spawns the agent and negotiates `initialize`. On any failure the process is reaped
     /// before the error is returned.
     pub async fn connect(options: ConnectOptions) -> Result<Client, ClientError> {
-        let spawn = &options.spawn;
-        let (process, stdin, stdout) = AgentProcess::spawn(spawn).map_err(|e| {
-            let why = if e.kind() == std::io::ErrorKind::NotFound && !spawn.command.contains('/') {
-                format!("there is no program `{}` on PATH", spawn.command)
-            } else {
-                e.to_string()
-            };
-            ClientError::new(
-                Category::Connection,
-                format!("cannot start the agent `{}`: {why}", spawn.command),
-            )
-        })?;
+        let (process, reader, writer, name) = match &options.remote {
+            Some(remote) => {
+                let stream = super::remote::open(&remote.url, remote.token.clone())
+                    .await
+                    .map_err(|e| {
+                        ClientError::new(
+                            Category::Connection,
+                            format!("cannot reach the agent at {}: {e}", remote.url),
+                        )
+                    })?;
+                let (r, w) = tokio::io::split(stream);
+                let (r, w): (Reader, Writer) = (Box::new(r), Box::new(w));
+                (None, r, w, remote.url.clone())
+            }
+            None => {
+                let (process, stdin, stdout) = spawn_agent(&options.spawn)?;
+                let name = Path::new(&options.spawn.command).file_name().map_or_else(
+                    || options.spawn.command.clone(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                let (r, w): (Reader, Writer) = (Box::new(stdout), Box::new(stdin));
+                (Some(process), r, w, name)
+            }
+        };
         let (router, out_of_turn) = router::Router::new(router::Handlers {
             permission: options.on_permission.clone(),
             elicitation: options.on_elicitation.clone(),
             fs: options.fs.clone(),
         });
         let handler_router = Arc::clone(&router);
-        let name = Path::new(&spawn.command).file_name().map_or_else(
-            || spawn.command.clone(),
-            |n| n.to_string_lossy().into_owned(),
-        );
         let (rpc, _unused) = Connection::start(
-            stdout,
-            stdin,
+            reader,
+            writer,
             Options {
                 peer: format!("agent {name}"),
                 on_incoming: Some(Arc::new(move |incoming| handler_router.handle(incoming))),
@@ -176,15 +185,15 @@ impl Client {
         let version = (info.version.as_deref())
             .map(|v| format!(" {v}"))
             .unwrap_or_default();
-        format!(
-            "#<acp-connection {agent}{version} pid {}>",
-            self.inner.process.pid()
-        )
+        match &self.inner.process {
+            Some(p) => format!("#<acp-connection {agent}{version} pid {}>", p.pid()),
+            None => format!("#<acp-connection {agent}{version} at {}>", self.inner.name),
+        }
     }
 
-    /// The agent process.
-    pub fn process(&self) -> &AgentProcess {
-        &self.inner.process
+    /// The agent process; `None` for an agent at a URL.
+    pub fn process(&self) -> Option<&AgentProcess> {
+        self.inner.process.as_ref()
     }
 
     /// The whole `initialize` answer (`protocolVersion`, `agentCapabilities`, `authMethods`,
@@ -325,7 +334,10 @@ impl Client {
 
     /// The connection is gone: say so with the agent's exit status and the tail of its stderr.
     async fn connection_error(&self, mut message: String) -> ClientError {
-        let process = &self.inner.process;
+        let Some(process) = &self.inner.process else {
+            message.push_str(&format!("; the connection to {} ended", self.inner.name));
+            return ClientError::new(Category::Connection, message);
+        };
         let status = process.wait_exit(process::EXIT_REPORT_WAIT).await;
         if let Some(status) = status {
             message.push_str(&format!(
@@ -428,7 +440,10 @@ impl Client {
             return false;
         }
         let _ = tokio::time::timeout(process::CLOSE_GRACE, self.inner.rpc.close()).await;
-        let graceful = self.inner.process.shutdown().await;
+        let graceful = match &self.inner.process {
+            Some(p) => p.shutdown().await,
+            None => true,
+        };
         *closed = Some(graceful);
         graceful
     }
@@ -437,6 +452,33 @@ impl Client {
     pub async fn is_closed(&self) -> bool {
         self.inner.closed.lock().await.is_some()
     }
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// Spawn the agent command, with an error that says what is missing.
+fn spawn_agent(
+    spawn: &super::Spawn,
+) -> Result<
+    (
+        AgentProcess,
+        tokio::process::ChildStdin,
+        tokio::process::ChildStdout,
+    ),
+    ClientError,
+> {
+    AgentProcess::spawn(spawn).map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::NotFound && !spawn.command.contains('/') {
+            format!("there is no program `{}` on PATH", spawn.command)
+        } else {
+            e.to_string()
+        };
+        ClientError::new(
+            Category::Connection,
+            format!("cannot start the agent `{}`: {why}", spawn.command),
+        )
+    })
 }
 
 /// Whether the agent's environment has `name` set (not empty): its own `env`, else oml's.

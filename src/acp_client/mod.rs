@@ -22,6 +22,7 @@ pub mod auth;
 pub mod capabilities;
 mod client;
 pub mod process;
+pub mod remote;
 mod router;
 mod sessions;
 mod turn;
@@ -35,7 +36,7 @@ pub use router::{OutOfTurn, PermissionOption, TurnEvent, choose};
 pub use turn::Turn;
 pub use types::{
     BoxFuture, Category, ClientError, ConnectOptions, ElicitationHandler, FsCall, FsHandler,
-    PermissionDecision, PermissionHandler, PermissionRequest, StopReason, Update, kebab,
+    PermissionDecision, PermissionHandler, PermissionRequest, Remote, StopReason, Update, kebab,
 };
 
 /// The ACP protocol version this client speaks.

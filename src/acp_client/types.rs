@@ -161,6 +161,9 @@ pub fn kebab(s: &str) -> String {
 #[derive(Clone, Default)]
 pub struct ConnectOptions {
     pub spawn: Spawn,
+    /// An agent at a URL (`http(s)://…/acp`, `ws://…`) rather than a command: `spawn` is then
+    /// unused (see [`super::remote`]).
+    pub remote: Option<Remote>,
     /// For every request but prompts; `None` means [`DEFAULT_REQUEST_TIMEOUT`].
     pub request_timeout: Option<Duration>,
     /// For `initialize`; `None` means [`DEFAULT_STARTUP_TIMEOUT`].
@@ -174,4 +177,11 @@ pub struct ConnectOptions {
     /// After `initialize`, send `authenticate` for the first environment-variable method whose
     /// variables are set in the agent's environment (see `auth::env_method`).
     pub auto_authenticate: bool,
+}
+
+/// Where a remote agent is, and the bearer token it wants.
+#[derive(Clone, Debug, Default)]
+pub struct Remote {
+    pub url: String,
+    pub token: Option<String>,
 }

@@ -160,7 +160,9 @@ impl Worker {
 
     /// The agent's pid while it runs.
     pub fn agent_pid(&self) -> Option<i32> {
-        self.agent.as_ref().map(|c| c.client.process().pid())
+        self.agent
+            .as_ref()
+            .and_then(|c| c.client.process().map(|p| p.pid()))
     }
 
     /// The session id, once there is one (the record's before the agent started).
@@ -214,7 +216,11 @@ impl Worker {
     /// The agent running with its session, and `config` applied.
     async fn ready(&mut self, config: &Config) -> Result<(), ClientError> {
         if let Some(c) = &self.agent
-            && (c.client.process().exit_status().is_some() || c.client.is_closed().await)
+            && (c
+                .client
+                .process()
+                .is_some_and(|p| p.exit_status().is_some())
+                || c.client.is_closed().await)
         {
             self.drop_agent().await;
         }

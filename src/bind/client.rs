@@ -13,15 +13,15 @@
 //! late updates run in a coroutine of their own.
 
 mod ask;
+mod connect;
 mod fs;
 mod permission;
+mod remote;
 mod turns;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use mlua::{
     Function, Lua, MultiValue, RegistryKey, Table, UserData, UserDataMethods, UserDataRef, Value,
@@ -29,14 +29,12 @@ use mlua::{
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::acp_client::{Category, Client, ClientError, ConnectOptions, Spawn};
+use crate::acp_client::{Category, Client, ClientError};
 use crate::cancel::CancelToken;
 use crate::lisp::surface::fill;
 use crate::lisp::{HostFn, Lisp, create_async_function, from_lua, to_lua};
 
-use permission::ASK_ON_TERMINAL;
 pub use permission::{ask_on_terminal, permission_handler, terminal_permission_handler};
-use turns::deliver_out_of_turn;
 
 /// A connection as Lisp holds it.
 #[derive(Clone)]
@@ -70,7 +68,9 @@ struct LastTurn {
 impl UserData for Conn {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method("__tostring", |_, this, ()| Ok(this.client.describe()));
-        methods.add_method("pid", |_, this, ()| Ok(this.client.process().pid()));
+        methods.add_method("pid", |_, this, ()| {
+            Ok(this.client.process().map(|p| p.pid()))
+        });
     }
 }
 
@@ -104,7 +104,8 @@ const RAW: &[HostFn] = &[
         name: "connect",
         args: "command ?args ?opts",
         doc: "Start the ACP agent COMMAND with the arguments ?ARGS (a sequence of strings) and \
-              negotiate. ?OPTS: :env (extra variables), :cwd (the agent's directory), \
+              negotiate; COMMAND may be the URL of a remote agent (http(s)://…/acp or ws://…, \
+              with :token, :token-file or $OML_ACP_TOKEN). ?OPTS: :env, :cwd (the agent's), \
               :on-permission (the permission handler), :on-update (the connection's update \
               callback), :request-timeout, :startup-timeout (seconds), :authenticate? (default \
               true: authenticate by itself with an environment-variable method of the agent \
@@ -118,7 +119,7 @@ const RAW: &[HostFn] = &[
                     let Some(lisp) = Lisp::from_lua(&lua) else {
                         return Err(mlua::Error::RuntimeError("the Lisp host is gone".into()));
                     };
-                    outcome(&lua, connect(&lisp, command, args, opts).await)
+                    outcome(&lua, connect::connect(&lisp, command, args, opts).await)
                 },
             )
         },
@@ -515,84 +516,4 @@ fn lua_error(e: mlua::Error) -> ClientError {
 
 fn json_value(lua: &Lua, v: &serde_json::Value) -> Value {
     to_lua(lua, v).unwrap_or(Value::Nil)
-}
-
-fn seconds(t: &Table, key: &str) -> Result<Option<Duration>, ClientError> {
-    let v: Option<f64> = t.get(key).map_err(lua_error)?;
-    Ok(v.filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64))
-}
-
-async fn connect(
-    lisp: &Lisp,
-    command: String,
-    args: Option<Table>,
-    opts: Option<Table>,
-) -> Result<Conn, ClientError> {
-    let lua = lisp.lua();
-    let args: Vec<String> = match args {
-        Some(t) => t
-            .sequence_values::<String>()
-            .collect::<mlua::Result<_>>()
-            .map_err(lua_error)?,
-        None => Vec::new(),
-    };
-    let mut options = ConnectOptions {
-        spawn: Spawn {
-            command,
-            args,
-            ..Spawn::default()
-        },
-        auto_authenticate: true,
-        ..ConnectOptions::default()
-    };
-    let mut on_update = None;
-    if let Some(opts) = &opts {
-        if let Some(env) = opts.get::<Option<Table>>("env").map_err(lua_error)? {
-            for pair in env.pairs::<String, String>() {
-                options.spawn.env.push(pair.map_err(lua_error)?);
-            }
-        }
-        options.spawn.cwd = opts
-            .get::<Option<String>>("cwd")
-            .map_err(lua_error)?
-            .map(PathBuf::from);
-        options.request_timeout = seconds(opts, "request-timeout")?;
-        options.startup_timeout = seconds(opts, "startup-timeout")?;
-        options.auto_authenticate = !matches!(
-            opts.get::<Value>("authenticate?").map_err(lua_error)?,
-            Value::Boolean(false)
-        );
-        permission::handlers(lisp, opts, &mut options)?;
-    }
-    if options.on_permission.is_none() && ASK_ON_TERMINAL.load(Ordering::SeqCst) {
-        options.on_permission = Some(terminal_permission_handler());
-    }
-    if let Some(opts) = &opts
-        && let Some(f) = opts
-            .get::<Option<Function>>("on-update")
-            .map_err(lua_error)?
-    {
-        on_update = Some(lua.create_registry_value(f).map_err(lua_error)?);
-    }
-    let client = Client::connect(options).await?;
-    let conn = Conn {
-        client: client.clone(),
-        state: Arc::new(ConnState {
-            on_update,
-            last_turns: Mutex::new(HashMap::new()),
-        }),
-    };
-    if let Some(mut rx) = client.take_out_of_turn() {
-        let lisp = lisp.clone();
-        let state = Arc::clone(&conn.state);
-        tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                if let Err(e) = deliver_out_of_turn(&lisp, &state, event).await {
-                    tracing::warn!("an out-of-turn update callback failed: {e}");
-                }
-            }
-        });
-    }
-    Ok(conn)
 }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use mlua::{Function, Lua, LuaSerdeExt as _, MultiValue, Table, Value};
 use serde_json::json;
 
-use super::{Conn, ConnState, LastTurn, lua_error, outcome, seconds};
+use super::connect::seconds;
+use super::{Conn, ConnState, LastTurn, lua_error, outcome};
 use crate::acp_client::answers::{self, UpdateKind};
 use crate::acp_client::{Category, Client, ClientError, OutOfTurn, TurnEvent, Update};
 use crate::cancel::CancelToken;

@@ -1,0 +1,359 @@
+//! The client's remote transports (ACP's draft RFD of 2026): an agent at an `http(s)://…/acp`
+//! URL over Streamable HTTP, or at a `ws://` URL over a WebSocket, seen by the JSON-RPC layer as
+//! the same byte stream of lines an agent's stdio is.
+//!
+//! [`open`] returns one end of an in-memory pipe; a pump task holds the other. Over HTTP each
+//! line the client writes is one POST (the first, `initialize`, is answered in its body and
+//! names the connection); the agent's messages come from SSE streams, the connection's and one
+//! per session, opened as the SDK's client opens them: a session's when an answer names it, and
+//! always before a message about it is posted. Over a WebSocket each line is one text frame.
+//! Closing the pipe ends the connection (DELETE, or the socket's close).
+//!
+//! It knows URLs, headers and framing; not ACP's methods beyond the `sessionId` that routes them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// The size of the in-memory pipe between the JSON-RPC layer and the pump.
+const PIPE_BYTES: usize = 1 << 16;
+
+/// The connection header.
+const CONNECTION_ID: &str = "Acp-Connection-Id";
+/// The session header.
+const SESSION_ID: &str = "Acp-Session-Id";
+
+/// Whether `target` names a remote agent rather than a command.
+pub fn is_url(target: &str) -> bool {
+    ["http://", "https://", "ws://", "wss://"]
+        .iter()
+        .any(|p| target.starts_with(p))
+}
+
+/// Connect to the agent at `url` with the bearer `token`: the JSON-RPC side of the pipe.
+pub async fn open(url: &str, token: Option<String>) -> std::io::Result<DuplexStream> {
+    let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
+    if url.starts_with("ws://") {
+        let socket = ws_connect(url, token.as_deref()).await?;
+        tokio::spawn(ws_pump(socket, ours));
+    } else if url.starts_with("wss://") {
+        return Err(std::io::Error::other(
+            "wss:// is not offered by this client; use the https:// URL of the same endpoint",
+        ));
+    } else {
+        let http = Http::new(url, token)?;
+        tokio::spawn(http_pump(http, ours));
+    }
+    Ok(theirs)
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn ws_connect(url: &str, token: Option<&str>) -> std::io::Result<Socket> {
+    let mut request = url.into_client_request().map_err(std::io::Error::other)?;
+    if let Some(token) = token {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(std::io::Error::other)?;
+        request.headers_mut().insert("Authorization", value);
+    }
+    let (socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .map_err(std::io::Error::other)?;
+    Ok(socket)
+}
+
+/// Lines to frames and frames to lines, until either side ends.
+async fn ws_pump(socket: Socket, pipe: DuplexStream) {
+    let (read, mut write) = tokio::io::split(pipe);
+    let mut lines = BufReader::new(read);
+    let (mut sink, mut frames) = socket.split();
+    loop {
+        let mut line = Vec::new();
+        tokio::select! {
+            n = lines.read_until(b'\n', &mut line) => {
+                if !matches!(n, Ok(n) if n > 0) { break }
+                let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
+                if sink.send(Message::text(text)).await.is_err() { break }
+            }
+            frame = frames.next() => match frame {
+                Some(Ok(Message::Text(text))) => {
+                    let mut bytes = text.as_bytes().to_vec();
+                    bytes.push(b'\n');
+                    if write.write_all(&bytes).await.is_err() { break }
+                }
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// The Streamable HTTP side: the endpoint, the token, the connection once `initialize` made it.
+struct Http {
+    url: String,
+    token: Option<String>,
+    client: reqwest::Client,
+    connection: Mutex<Option<String>>,
+    /// The session streams asked for, each with whether its GET has been answered.
+    sessions: Mutex<HashMap<String, watch::Receiver<bool>>>,
+    /// Requests of the agent that came on a session's stream: their answer names that session.
+    asked_on: Mutex<HashMap<String, String>>,
+    /// Lines for the JSON-RPC side, in order.
+    inbound: mpsc::UnboundedSender<Vec<u8>>,
+    inbound_rx: Mutex<Option<mpsc::UnboundedReceiver<Vec<u8>>>>,
+}
+
+impl Http {
+    fn new(url: &str, token: Option<String>) -> std::io::Result<Arc<Http>> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(std::io::Error::other)?;
+        let (inbound, inbound_rx) = mpsc::unbounded_channel();
+        Ok(Arc::new(Http {
+            url: url.to_owned(),
+            token,
+            client,
+            connection: Mutex::default(),
+            sessions: Mutex::default(),
+            asked_on: Mutex::default(),
+            inbound,
+            inbound_rx: Mutex::new(Some(inbound_rx)),
+        }))
+    }
+
+    fn request(&self, method: reqwest::Method, session: Option<&str>) -> reqwest::RequestBuilder {
+        let mut r = self.client.request(method, &self.url);
+        if let Some(token) = &self.token {
+            r = r.bearer_auth(token);
+        }
+        if let Some(c) = &*self.connection.lock() {
+            r = r.header(CONNECTION_ID, c);
+        }
+        if let Some(s) = session {
+            r = r.header(SESSION_ID, s);
+        }
+        r
+    }
+
+    /// Hand `line` to the JSON-RPC side; an agent request from a session's stream is noted.
+    fn deliver(self: &Arc<Self>, line: Vec<u8>, stream: Option<&str>) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+            if let (Some(s), Some(id), Some(_)) = (stream, v.get("id"), v.get("method")) {
+                self.asked_on.lock().insert(id.to_string(), s.to_owned());
+            }
+            if let Some(sid) = v.pointer("/result/sessionId").and_then(Value::as_str) {
+                self.open_session(sid);
+            }
+        }
+        let _ = self.inbound.send(line);
+    }
+
+    /// Open session `sid`'s stream unless it is open; returns when its GET was answered.
+    fn open_session(self: &Arc<Self>, sid: &str) -> watch::Receiver<bool> {
+        let mut sessions = self.sessions.lock();
+        if let Some(rx) = sessions.get(sid) {
+            return rx.clone();
+        }
+        let (tx, rx) = watch::channel(false);
+        sessions.insert(sid.to_owned(), rx.clone());
+        tokio::spawn(read_stream(Arc::clone(self), Some(sid.to_owned()), tx));
+        rx
+    }
+
+    /// POST one line from the client; the first must be `initialize`.
+    async fn post(self: &Arc<Self>, line: Vec<u8>) -> Result<(), String> {
+        let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+        if self.connection.lock().is_none() {
+            return self.initialize(line).await;
+        }
+        let session = match v.pointer("/params/sessionId").and_then(Value::as_str) {
+            Some(s) => Some(s.to_owned()),
+            None if v.get("method").is_none() => v
+                .get("id")
+                .and_then(|id| self.asked_on.lock().remove(&id.to_string())),
+            None => None,
+        };
+        if let Some(s) = &session {
+            let mut opened = self.open_session(s);
+            let _ = opened.wait_for(|o| *o).await;
+        }
+        let sent = self
+            .request(reqwest::Method::POST, session.as_deref())
+            .header("Content-Type", "application/json")
+            .body(line)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = sent.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        if matches!(status.as_u16(), 401 | 403 | 404 | 410) || v.get("method").is_none() {
+            return Err(format!("the agent's endpoint answered {status}"));
+        }
+        // One request refused: its caller gets an error answer, the connection goes on.
+        if let Some(id) = v.get("id") {
+            let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+                "code": -32603, "message": format!("the agent's endpoint answered {status}")}});
+            let _ = self.inbound.send(format!("{error}\n").into_bytes());
+        }
+        Ok(())
+    }
+
+    async fn initialize(self: &Arc<Self>, line: Vec<u8>) -> Result<(), String> {
+        let answer = self
+            .request(reqwest::Method::POST, None)
+            .header("Content-Type", "application/json")
+            .body(line)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = answer.status();
+        let id = answer
+            .headers()
+            .get(CONNECTION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = answer.bytes().await.map_err(|e| e.to_string())?;
+        let (true, Some(id)) = (status.is_success(), id) else {
+            return Err(format!(
+                "initialize over HTTP answered {status}: {}",
+                String::from_utf8_lossy(&body).trim()
+            ));
+        };
+        *self.connection.lock() = Some(id);
+        let (tx, mut opened) = watch::channel(false);
+        tokio::spawn(read_stream(Arc::clone(self), None, tx));
+        let _ = opened.wait_for(|o| *o).await;
+        let mut line = body.to_vec();
+        line.push(b'\n');
+        let _ = self.inbound.send(line);
+        Ok(())
+    }
+}
+
+/// Read one SSE stream (the connection's, or session `sid`'s): each `data:` event is one line
+/// for the client. `opened` turns true once the GET is answered (or failed). The connection's
+/// stream ending ends the transport.
+async fn read_stream(http: Arc<Http>, sid: Option<String>, opened: watch::Sender<bool>) {
+    let sent = http
+        .request(reqwest::Method::GET, sid.as_deref())
+        .header("Accept", "text/event-stream")
+        .send()
+        .await;
+    let _ = opened.send(true);
+    let Ok(mut response) = sent else {
+        return end(&http, &sid);
+    };
+    if !response.status().is_success() {
+        return end(&http, &sid);
+    }
+    let mut events = Events::default();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        for line in events.push(&chunk) {
+            http.deliver(line, sid.as_deref());
+        }
+    }
+    end(&http, &sid);
+}
+
+/// A stream ended: a session's is opened again when next needed; the connection's ends all.
+fn end(http: &Arc<Http>, sid: &Option<String>) {
+    match sid {
+        Some(s) => {
+            http.sessions.lock().remove(s);
+        }
+        None => {
+            let _ = http.inbound.send(Vec::new());
+        }
+    }
+}
+
+/// An SSE decoder: bytes in, the `data` of each complete event out (as one line).
+#[derive(Default)]
+struct Events {
+    buffer: Vec<u8>,
+    data: Vec<u8>,
+}
+
+impl Events {
+    fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
+        self.buffer.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some(at) = memchr::memchr(b'\n', &self.buffer) {
+            let line: Vec<u8> = self.buffer.drain(..=at).collect();
+            let line = line.strip_suffix(b"\n").unwrap_or(&line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                if !self.data.is_empty() {
+                    let mut event = std::mem::take(&mut self.data);
+                    event.push(b'\n');
+                    out.push(event);
+                }
+            } else if let Some(data) = line.strip_prefix(b"data:") {
+                if !self.data.is_empty() {
+                    self.data.push(b'\n');
+                }
+                self.data
+                    .extend_from_slice(data.strip_prefix(b" ").unwrap_or(data));
+            }
+        }
+        out
+    }
+}
+
+/// Lines from the client to POSTs, lines from the streams to the client; at the end, DELETE.
+async fn http_pump(http: Arc<Http>, pipe: DuplexStream) {
+    let Some(mut inbound) = http.inbound_rx.lock().take() else {
+        return;
+    };
+    let (read, mut write) = tokio::io::split(pipe);
+    let mut lines = BufReader::new(read);
+    loop {
+        let mut line = Vec::new();
+        tokio::select! {
+            n = lines.read_until(b'\n', &mut line) => {
+                if !matches!(n, Ok(n) if n > 0) { break }
+                if let Err(e) = http.post(line).await {
+                    tracing::warn!("ACP over HTTP: {e}");
+                    break;
+                }
+            }
+            got = inbound.recv() => match got {
+                Some(line) if !line.is_empty() => {
+                    if write.write_all(&line).await.is_err() { break }
+                }
+                _ => break,
+            },
+        }
+    }
+    if http.connection.lock().is_some() {
+        let _ = http.request(reqwest::Method::DELETE, None).send().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_cut_at_blank_lines_whatever_the_chunks() {
+        let mut e = Events::default();
+        assert!(e.push(b"data: {\"a\"").is_empty());
+        assert_eq!(
+            e.push(b":1}\n\n:\n\ndata: x\r\ndata: y\n\n"),
+            vec![b"{\"a\":1}\n".to_vec(), b"x\ny\n".to_vec()]
+        );
+        assert!(is_url("http://h/acp") && is_url("ws://h/acp") && !is_url("oml"));
+    }
+}
