@@ -5,66 +5,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use support::home::{Env, use_fake_model};
-
-/// A running `oml acp --listen`, killed on drop.
-struct Listener {
-    child: Child,
-    url: String,
-    token_file: PathBuf,
-}
-
-impl Listener {
-    fn start(env: &Env, fake: Option<&FakeModel>, extra: &[&str]) -> Listener {
-        let mut args = vec!["acp", "--listen", "127.0.0.1:0"];
-        args.extend_from_slice(extra);
-        let mut cmd = env.command(fake, &args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start oml acp --listen");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = |prefix: &str| {
-            let mut l = String::new();
-            out.read_line(&mut l).unwrap();
-            l.strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("expected {prefix}, got {l:?}"))
-                .trim()
-                .to_owned()
-        };
-        let url = line("listening ");
-        let token_file = PathBuf::from(line("token-file "));
-        Listener {
-            child,
-            url,
-            token_file,
-        }
-    }
-
-    fn addr(&self) -> String {
-        let rest = self.url.strip_prefix("http://").unwrap();
-        rest.strip_suffix("/acp").unwrap().to_owned()
-    }
-
-    fn token(&self) -> String {
-        std::fs::read_to_string(&self.token_file)
-            .unwrap()
-            .trim()
-            .to_owned()
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::listener::Listener;
 
 /// One HTTP/1.1 request over a fresh TCP connection: the status and the body.
 fn http(addr: &str, request: &str, body: &str) -> (u16, String) {

@@ -215,3 +215,91 @@ fn a_v2_prompt_refused_before_it_is_taken_is_an_error_not_an_acknowledgement() {
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(r.get("result").is_none());
 }
+
+/// oml's client and oml's agent both offering v2: the client asks for it, speaks it, and the
+/// program sees v1's shapes (the turn's answer, `tool_call`, the replay of `load-session`).
+fn oml_client_speaks_v2_to(target: &str, env: &Env, fake: &FakeModel, extra: &[&str]) {
+    let script = env.file(
+        "drive.fnl",
+        r#"(local [target token-arg cwd] arg)
+(local token-file (if (= token-arg "-") nil token-arg))
+(var asked nil)
+(fn connect []
+  (client.connect target (if token-file [] ["acp"])
+                  {:token-file token-file
+                   :on-permission (fn [req] (set asked req.tool-call.title) :allow)}))
+(local conn (connect))
+(print "version" (. (client.capabilities conn) :protocol-version))
+(local s (client.new-session conn cwd))
+(local r (client.prompt conn s.session-id "write it"))
+(print "stop" r.stop-reason "asked" asked)
+(print "kinds" (table.concat (icollect [_ u (ipairs r.updates)] u.kind) " "))
+(client.close conn)
+;; A new connection loads the session: v2's session/resume with a replay, seen as session/load.
+(local again (connect))
+(local loaded (client.load-session again s.session-id cwd))
+(print "replayed" (table.concat (icollect [_ u (ipairs loaded.updates)] u.kind) " "))
+(print "closed" (client.close again))
+"#,
+    );
+    let project = env.project.display().to_string();
+    let mut args = vec!["run", script.to_str().unwrap(), target];
+    args.extend_from_slice(extra);
+    if extra.is_empty() {
+        args.push("-");
+    }
+    args.push(&project);
+    let run = env.run(Some(fake), &args);
+    let out = run.stdout.replace('\t', " ");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(out.contains("version 2"), "{out}");
+    assert!(out.contains("stop end-turn asked Write v2.txt"), "{out}");
+    let kinds = out
+        .lines()
+        .find(|l| l.starts_with("kinds"))
+        .unwrap_or_default();
+    assert!(
+        kinds.contains("tool-call ") && kinds.contains("tool-call-update"),
+        "{out}"
+    );
+    assert!(!kinds.contains("state-update"), "{out}");
+    let replayed = out
+        .lines()
+        .find(|l| l.starts_with("replayed"))
+        .unwrap_or_default();
+    assert!(
+        replayed.contains("user-message-chunk") && replayed.contains("agent-message-chunk"),
+        "{out}"
+    );
+    assert!(out.contains("closed true"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("v2.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+fn write_then_answer() -> FakeModel {
+    let args = r#"{"path": "v2.txt", "content": "two\n"}"#;
+    FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "write", &[args])),
+        Reply::from(text_chunks(&["Done."])),
+    ])
+}
+
+#[test]
+fn oml_s_client_speaks_v2_to_oml_acp_over_stdio() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let fake = write_then_answer();
+    oml_client_speaks_v2_to(env!("CARGO_BIN_EXE_oml"), &env, &fake, &[]);
+}
+
+#[test]
+fn oml_s_client_speaks_v2_to_oml_acp_listen_over_http() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let fake = write_then_answer();
+    let listener = support::listener::Listener::start(&env, Some(&fake), &[]);
+    let token_file = listener.token_file.display().to_string();
+    oml_client_speaks_v2_to(&listener.url, &env, &fake, &[&token_file]);
+}

@@ -76,6 +76,12 @@ impl Client {
                 (Some(process), r, w, name)
             }
         };
+        let (reader, writer) = if options.offer_v2 {
+            let (r, w) = tokio::io::split(super::v2::wrap(reader, writer));
+            (Box::new(r) as Reader, Box::new(w) as Writer)
+        } else {
+            (reader, writer)
+        };
         let (router, out_of_turn) = router::Router::new(router::Handlers {
             permission: options.on_permission.clone(),
             elicitation: options.on_elicitation.clone(),
@@ -140,7 +146,9 @@ impl Client {
         });
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
         let answer = Initialized::read(self.call("initialize", params, Some(startup)).await?);
-        if answer.protocol_version.as_u64() != Some(PROTOCOL_VERSION) {
+        let version = answer.protocol_version.as_u64();
+        let v2 = options.offer_v2 && version == Some(2);
+        if version != Some(PROTOCOL_VERSION) && !v2 {
             let shown = answer.protocol_version.clone();
             let mut error = ClientError::new(
                 Category::Protocol,

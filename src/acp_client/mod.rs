@@ -27,6 +27,7 @@ mod router;
 mod sessions;
 mod turn;
 mod types;
+mod v2;
 
 use std::time::Duration;
 

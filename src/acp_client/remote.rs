@@ -76,12 +76,14 @@ async fn ws_pump(socket: Socket, pipe: DuplexStream) {
     let (read, mut write) = tokio::io::split(pipe);
     let mut lines = BufReader::new(read);
     let (mut sink, mut frames) = socket.split();
+    // Kept across turns: `read_until` is not cancel-safe (see `http_pump`).
+    let mut line = Vec::new();
     loop {
-        let mut line = Vec::new();
         tokio::select! {
             n = lines.read_until(b'\n', &mut line) => {
                 if !matches!(n, Ok(n) if n > 0) { break }
                 let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
+                line.clear();
                 if sink.send(Message::text(text)).await.is_err() { break }
             }
             frame = frames.next() => match frame {
@@ -319,12 +321,14 @@ async fn http_pump(http: Arc<Http>, pipe: DuplexStream) {
     };
     let (read, mut write) = tokio::io::split(pipe);
     let mut lines = BufReader::new(read);
+    // Kept across turns of the loop: `read_until` is not cancel-safe, and what it read of a
+    // line when the other branch won stays here.
+    let mut line = Vec::new();
     loop {
-        let mut line = Vec::new();
         tokio::select! {
             n = lines.read_until(b'\n', &mut line) => {
                 if !matches!(n, Ok(n) if n > 0) { break }
-                if let Err(e) = http.post(line).await {
+                if let Err(e) = http.post(std::mem::take(&mut line)).await {
                     tracing::warn!("ACP over HTTP: {e}");
                     break;
                 }

@@ -164,6 +164,9 @@ pub struct ConnectOptions {
     /// An agent at a URL (`http(s)://…/acp`, `ws://…`) rather than a command: `spawn` is then
     /// unused (see [`super::remote`]).
     pub remote: Option<Remote>,
+    /// Offer ACP's v2 draft besides v1 (`acp.protocol-versions` holds 2): the agent's answer
+    /// decides (see [`super::v2`]).
+    pub offer_v2: bool,
     /// For every request but prompts; `None` means [`DEFAULT_REQUEST_TIMEOUT`].
     pub request_timeout: Option<Duration>,
     /// For `initialize`; `None` means [`DEFAULT_STARTUP_TIMEOUT`].

@@ -10,6 +10,8 @@
 (local oml _G.oml)
 (local fennel (require :fennel))
 
+(defsetting acp.protocol-versions [1] :table
+  "The ACP versions `oml acp` and `client.connect` offer: [1] (the default) or [1 2], which adds the v2 draft of 2026-07-15: `oml acp` answers 2 to a client that asks for it, and `client.connect` asks for 2 and speaks it when the agent answers 2. Version 1 is always spoken. Read when a connection is initialized.")
 (defsetting client.default-agent nil :string?
   "The name of the agent (client.defagent) that (client.connect) with no command starts.")
 

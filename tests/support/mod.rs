@@ -13,6 +13,7 @@ pub mod editor;
 pub mod fake_model;
 pub mod gemini;
 pub mod home;
+pub mod listener;
 pub mod model;
 pub mod pty;
 pub mod responses;

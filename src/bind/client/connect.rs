@@ -46,6 +46,9 @@ pub(super) async fn connect(
         },
         auto_authenticate: true,
         remote,
+        offer_v2: lisp
+            .setting::<Vec<u64>>("acp.protocol-versions")
+            .is_ok_and(|v| v.contains(&2)),
         ..ConnectOptions::default()
     };
     let mut on_update = None;

@@ -25,8 +25,6 @@
   "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
 (defsetting acp.diff-max-bytes 4194304 :integer
   "Bytes of new text oml sends the editor as a `diff` at most: a permission question about a `write` or `edit` whose new text is longer names the file and its size instead, and a `write` through the editor's `fs/write_text_file` ends without a diff, as the write tool's own result has none past 4 MiB. Each copy of such a diff costs as much memory as the file, and no editor renders it better than the line.")
-(defsetting acp.protocol-versions [1] :table
-  "The ACP versions `oml acp` and `client.connect` offer: [1] (the default) or [1 2], which adds the v2 draft of 2026-07-15 for a peer that asks for it. Version 1 is always spoken. Read when a connection is initialized.")
 (defsetting repl.server? true :boolean
   "Start the live REPL server (a Unix socket, see `oml repl --connect`) inside `oml acp`.")
 
