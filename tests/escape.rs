@@ -11,6 +11,8 @@
 
 mod support;
 
+#[path = "escape/client.rs"]
+mod client;
 #[path = "escape/confine.rs"]
 mod confine;
 #[path = "escape/control.rs"]

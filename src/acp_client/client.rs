@@ -86,6 +86,7 @@ impl Client {
             permission: options.on_permission.clone(),
             elicitation: options.on_elicitation.clone(),
             fs: options.fs.clone(),
+            terminal: options.terminal.clone(),
         });
         let handler_router = Arc::clone(&router);
         let (rpc, _unused) = Connection::start(
@@ -132,10 +133,11 @@ impl Client {
         &self,
         options: &ConnectOptions,
     ) -> Result<(Initialized, Option<String>), ClientError> {
-        // No terminal, and no fs unless the program serves it: the agent uses its own tools.
+        // No fs or terminal unless the program serves them: the agent uses its own tools.
         let fs = options.fs.is_some();
+        let terminal = options.terminal.is_some();
         let mut capabilities =
-            json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": false});
+            json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal});
         if options.on_elicitation.is_some() {
             capabilities["elicitation"] = json!({"form": {}});
         }

@@ -7,8 +7,9 @@
 //!   a late update of that turn; for a session id not (yet) registered, typically because the
 //!   `session/new` or `session/load` answer is still on its way, it is held and attached when the
 //!   session is registered. Nothing is dropped and nothing sleeps.
-//! - Requests from the agent run as tasks: `session/request_permission` goes to the permission
-//!   handler; anything else is answered `-32601` and the connection stays up.
+//! - Requests from the agent run as tasks (`served`): permission, elicitation, `fs/*` and
+//!   `terminal/*` go to their handlers; anything else is answered `-32601` and the connection
+//!   stays up.
 //! - Too many consecutive bad lines make the connection fail with a protocol error.
 //!
 //! The rule, by line order and never by timing: an update belongs to a turn when its line comes
@@ -29,10 +30,12 @@ use tokio::sync::{Notify, mpsc};
 
 use super::{
     Category, ClientError, MAX_CONSECUTIVE_MALFORMED, PermissionDecision, PermissionHandler,
-    PermissionRequest, StopReason, Update,
+    StopReason, Update,
 };
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{Connection, Flow, Incoming, Request, RpcError};
+use crate::jsonrpc::{Connection, Flow, Incoming, RpcError};
+
+mod served;
 
 /// An update that arrived outside a running turn: a late update of a finished turn, or one for
 /// a session with no turn yet.
@@ -52,8 +55,9 @@ pub(super) struct Router {
     permission: Option<PermissionHandler>,
     /// Answers `elicitation/create`; without one it is not offered.
     elicitation: Option<crate::acp_client::ElicitationHandler>,
-    /// Serves `fs/*`; without one it is not offered.
+    /// Serve `fs/*` and `terminal/*`; without one they are not offered.
     fs: Option<crate::acp_client::FsHandler>,
+    terminal: Option<crate::acp_client::FsHandler>,
     /// The agent's requests being answered, by id as on the wire: what its `$/cancel_request`
     /// can name.
     asked: Mutex<HashMap<String, CancelToken>>,
@@ -71,6 +75,7 @@ pub(super) struct Handlers {
     pub permission: Option<PermissionHandler>,
     pub elicitation: Option<crate::acp_client::ElicitationHandler>,
     pub fs: Option<crate::acp_client::FsHandler>,
+    pub terminal: Option<crate::acp_client::FsHandler>,
 }
 
 #[derive(Default)]
@@ -175,6 +180,7 @@ impl Router {
             permission,
             elicitation,
             fs,
+            terminal,
         } = handlers;
         let (tx, rx) = mpsc::unbounded_channel();
         let router = Router {
@@ -186,6 +192,7 @@ impl Router {
             permission,
             elicitation,
             fs,
+            terminal,
             asked: Mutex::new(HashMap::new()),
         };
         (Arc::new(router), rx)
@@ -358,126 +365,6 @@ impl Router {
         let state = self.state();
         let turn = state.sessions.get(session_id)?.turn.as_ref()?;
         (!turn.is_finished()).then(|| Arc::clone(turn))
-    }
-
-    async fn answer(self: Arc<Self>, request: Request, abandoned: CancelToken) {
-        let key = request.id.to_string();
-        let Some(rpc) = self.rpc.get() else {
-            self.asked.lock().remove(&key);
-            return;
-        };
-        let outcome = match request.method.as_str() {
-            "session/request_permission" => match PermissionParams::parse(request.params) {
-                Ok(params) => tokio::select! {
-                    outcome = self.permission(params) => Ok(outcome),
-                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
-                },
-                Err(error) => Err(error),
-            },
-            "fs/read_text_file" | "fs/write_text_file" if self.fs.is_some() => {
-                let params = request.params.clone().unwrap_or(Value::Null);
-                tokio::select! {
-                    served = self.serve_fs(&request.method, params, abandoned.clone()) => served,
-                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
-                }
-            }
-            "elicitation/create" if self.elicitation.is_some() => {
-                let params = request.params.clone().unwrap_or(Value::Null);
-                tokio::select! {
-                    answer = self.elicit(params, abandoned.clone()) => Ok(answer),
-                    () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
-                }
-            }
-            other => {
-                tracing::debug!(method = %other, "the agent asked for a method we do not offer");
-                Err(RpcError::method_not_found(other))
-            }
-        };
-        self.asked.lock().remove(&key);
-        let sent = match outcome {
-            Ok(result) => rpc.respond(&request.id, result).await,
-            Err(error) => rpc.respond_error(&request.id, error).await,
-        };
-        if let Err(e) = sent {
-            tracing::debug!("could not answer the agent's {}: {e}", request.method);
-        }
-    }
-
-    /// Hands an `fs/*` request to the program's handler, with the session's folders.
-    async fn serve_fs(
-        &self,
-        method: &str,
-        params: Value,
-        cancel: CancelToken,
-    ) -> Result<Value, RpcError> {
-        let Some(handler) = &self.fs else {
-            return Err(RpcError::method_not_found(method));
-        };
-        let session = params
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let roots = self.roots(session);
-        let call = crate::acp_client::FsCall {
-            method: method.to_owned(),
-            params,
-            roots,
-            cancel,
-        };
-        handler(call)
-            .await
-            .map_err(|why| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, why))
-    }
-
-    /// Asks the elicitation handler; a failing one answers `cancel`.
-    async fn elicit(&self, params: Value, abandoned: CancelToken) -> Value {
-        let Some(handler) = &self.elicitation else {
-            return json!({"action": "cancel"});
-        };
-        handler(params, abandoned).await.unwrap_or_else(|reason| {
-            tracing::info!("the elicitation handler failed, answering cancel: {reason}");
-            json!({"action": "cancel"})
-        })
-    }
-
-    /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers
-    /// `cancelled` at once, whatever the handler is doing.
-    async fn permission(&self, params: PermissionParams) -> Value {
-        let PermissionParams {
-            session_id,
-            tool_call,
-            options,
-        } = params;
-        let cancel = self
-            .running_turn(&session_id)
-            .map(|t| t.cancel.clone())
-            .unwrap_or_default();
-        if cancel.is_cancelled() {
-            return cancelled_outcome();
-        }
-        let decision = match &self.permission {
-            None => Err("no permission handler".to_owned()),
-            Some(handler) => {
-                let request = PermissionRequest {
-                    session_id,
-                    tool_call,
-                    options: serde_json::to_value(&options).unwrap_or(Value::Null),
-                    cancel: cancel.clone(),
-                };
-                tokio::select! {
-                    d = handler(request) => d,
-                    () = cancel.cancelled() => return cancelled_outcome(),
-                }
-            }
-        };
-        let decision = decision.unwrap_or_else(|reason| {
-            tracing::info!("permission request rejected safely: {reason}");
-            PermissionDecision::Reject
-        });
-        if cancel.is_cancelled() {
-            return cancelled_outcome();
-        }
-        choose(&options, &decision)
     }
 }
 

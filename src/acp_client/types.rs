@@ -105,7 +105,7 @@ pub type ElicitationHandler =
 /// One `fs/read_text_file` or `fs/write_text_file` from the agent, for the program's handler.
 #[derive(Clone, Debug)]
 pub struct FsCall {
-    /// `fs/read_text_file` or `fs/write_text_file`.
+    /// `fs/read_text_file`, `fs/write_text_file`, or a `terminal/*` method.
     pub method: String,
     /// The params as on the wire (`sessionId`, `path`, `line`, `limit`, `content`).
     pub params: Value,
@@ -177,6 +177,9 @@ pub struct ConnectOptions {
     /// With a handler, the client advertises `fs.readTextFile` and `fs.writeTextFile` and
     /// serves them.
     pub fs: Option<FsHandler>,
+    /// With a handler, the client advertises `terminal` and serves `terminal/*` (the same
+    /// handler type: the method, its params, the session's folders).
+    pub terminal: Option<FsHandler>,
     /// After `initialize`, send `authenticate` for the first environment-variable method whose
     /// variables are set in the agent's environment (see `auth::env_method`).
     pub auto_authenticate: bool,

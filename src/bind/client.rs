@@ -17,6 +17,7 @@ mod connect;
 mod fs;
 mod permission;
 mod remote;
+mod terminal;
 mod turns;
 
 use std::collections::HashMap;

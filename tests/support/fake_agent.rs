@@ -82,6 +82,37 @@ impl Agent {
                          "params": {"sessionId": session, "update": update}}));
     }
 
+    /// `terminal/create` with `params`, then its exit and output, then release: one line.
+    fn run_in_terminal(&mut self, sid: &str, params: Value) -> String {
+        let created = match self.ask(None, "terminal/create", params) {
+            Some(a) if a.get("error").is_some() => {
+                return format!("refused {}", a["error"]["message"]);
+            }
+            Some(a) => a["result"]["terminalId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            None => return "no answer".to_owned(),
+        };
+        let term = json!({"sessionId": sid, "terminalId": created});
+        let exit = self.ask(None, "terminal/wait_for_exit", term.clone());
+        let output = self.ask(None, "terminal/output", term.clone());
+        self.ask(None, "terminal/release", term);
+        let code = exit
+            .map(|e| e["result"]["exitCode"].clone())
+            .unwrap_or_default();
+        let text = output
+            .map(|o| {
+                o["result"]["output"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        format!("exit {code} output {text:?}")
+    }
+
     fn chunk(&mut self, session: &str, text: &str) {
         self.update(
             session,
@@ -385,6 +416,29 @@ impl Agent {
                         Some(a) => format!("ok {}", a["result"]),
                         None => "no answer".to_owned(),
                     };
+                    self.chunk(sid, &format!("{said}\n"));
+                }
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            "terminal-probe" => {
+                // Runs commands in the client's terminal: one in the session's folder, one
+                // whose folder is outside it, one writing outside it, one the client refuses;
+                // says how each went. `$OUTSIDE` names the folder outside.
+                let (cwd, outside) = (
+                    self.cwd.clone(),
+                    std::env::var("OUTSIDE").unwrap_or_default(),
+                );
+                let probes = [
+                    json!({"command": "sh", "args": ["-c", "echo hi; echo from-agent > in.txt"]}),
+                    json!({"command": "sh", "args": ["-c", "echo there"], "cwd": outside}),
+                    json!({"command": "sh", "args": ["-c", format!("echo pwned > {outside}/planted")]}),
+                    json!({"command": "rm", "args": ["-rf", cwd]}),
+                    json!({"command": "printenv", "args": ["GREETING"],
+                           "env": [{"name": "GREETING", "value": "hello"}], "cwd": cwd}),
+                ];
+                for mut p in probes {
+                    p["sessionId"] = json!(sid);
+                    let said = self.run_in_terminal(sid, p);
                     self.chunk(sid, &format!("{said}\n"));
                 }
                 self.answer(id, json!({"stopReason": "end_turn"}));

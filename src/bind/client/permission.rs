@@ -241,21 +241,30 @@ pub(super) fn handlers(
     {
         options.on_elicitation = Some(elicitation_handler(lisp, f).map_err(super::lua_error)?);
     }
-    let fs = match opts.get::<Value>("fs").map_err(super::lua_error)? {
-        Value::Nil | Value::Boolean(false) => None,
-        Value::Function(f) => Some(Some(f)),
-        Value::Boolean(true) => Some(None),
-        other => {
-            return Err(super::lua_error(crate::bind::rt(format!(
-                ":fs is true or a function, not {}",
-                other.type_name()
-            ))));
-        }
-    };
-    if let Some(decide) = fs {
+    if let Some(decide) = served(opts, "fs")? {
         options.fs = Some(super::fs::fs_handler(lisp, decide).map_err(super::lua_error)?);
     }
+    if let Some(decide) = served(opts, "terminal")? {
+        let handler = super::terminal::terminal_handler(lisp, decide);
+        options.terminal = Some(handler.map_err(super::lua_error)?);
+    }
     Ok(())
+}
+
+/// `:fs` or `:terminal`: `None` when not served, else the program's function if it gave one.
+fn served(
+    opts: &Table,
+    key: &str,
+) -> Result<Option<Option<Function>>, crate::acp_client::ClientError> {
+    match opts.get::<Value>(key).map_err(super::lua_error)? {
+        Value::Nil | Value::Boolean(false) => Ok(None),
+        Value::Function(f) => Ok(Some(Some(f))),
+        Value::Boolean(true) => Ok(Some(None)),
+        other => Err(super::lua_error(crate::bind::rt(format!(
+            ":{key} is true or a function, not {}",
+            other.type_name()
+        )))),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,376 @@
+//! `client.connect`'s `:terminal`: oml's client serves the agent's `terminal/*` (create, output,
+//! wait_for_exit, kill, release), so that a sub-agent without a shell of its own runs commands,
+//! and every one of them runs where the program allows, confined as oml's own commands are.
+//!
+//! A command's folder (`cwd`, default the session's) must be inside the session's folders,
+//! compared as real paths. The program's function (when `:terminal` is one) is asked with
+//! `{:command :args :cwd :session-id}`: nil or true runs it, false or a string refuses. The
+//! command then runs in oml's sandbox (the `sandbox.*` settings, with the session's folders as
+//! its workspace: writable, their `.git` and `.oml` read-only), with the secrets scrubbed from
+//! its environment, in a process group of its own, its output kept up to `outputByteLimit` (the
+//! end of it). A terminal the agent never releases is killed when the connection ends.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mlua::{Function, Value};
+use parking_lot::Mutex;
+use serde_json::{Value as Json, json};
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+use crate::acp_client::{FsCall, FsHandler};
+use crate::lisp::{Lisp, to_lua};
+use crate::sandbox::{Launch, Launched};
+
+/// The output kept when the agent names no `outputByteLimit`.
+pub const DEFAULT_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// How a command ended: `exitCode` and `signal` as ACP has them.
+type Exit = Option<Json>;
+
+/// One terminal: its output, its end, and its process group.
+struct Term {
+    output: Arc<Mutex<(Vec<u8>, bool)>>,
+    exit: watch::Receiver<Exit>,
+    group: Option<u32>,
+}
+
+impl Term {
+    fn kill(&self) {
+        if let Some(pid) = self
+            .group
+            .and_then(|g| rustix::process::Pid::from_raw(g as i32))
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// A connection's terminals; dropping it kills those still running.
+#[derive(Default)]
+struct Terms {
+    all: Mutex<HashMap<String, Term>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for Terms {
+    fn drop(&mut self) {
+        for term in self.all.lock().values() {
+            if term.exit.borrow().is_none() {
+                term.kill();
+            }
+        }
+    }
+}
+
+/// The handler for `:terminal` (`true`, or a function).
+pub(super) fn terminal_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::Result<FsHandler> {
+    let key = match decide {
+        Some(f) => Some(Arc::new(lisp.lua().create_registry_value(f)?)),
+        None => None,
+    };
+    let (lisp, terms) = (lisp.clone(), Arc::new(Terms::default()));
+    Ok(Arc::new(move |call: FsCall| {
+        let (lisp, key, terms) = (lisp.clone(), key.clone(), Arc::clone(&terms));
+        Box::pin(async move {
+            let id = call
+                .params
+                .get("terminalId")
+                .and_then(Json::as_str)
+                .map(str::to_owned);
+            match (call.method.as_str(), id) {
+                ("terminal/create", _) => create(&lisp, key.as_deref(), &terms, &call).await,
+                (method, Some(id)) => use_term(&terms, method, &id).await,
+                (method, None) => Err(format!("{method} needs a terminalId")),
+            }
+        })
+    }))
+}
+
+/// `terminal/output`, `wait_for_exit`, `kill` and `release` of terminal `id`.
+async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String> {
+    let (output, mut exit) = {
+        let all = terms.all.lock();
+        let term = all.get(id).ok_or_else(|| format!("no terminal {id}"))?;
+        (Arc::clone(&term.output), term.exit.clone())
+    };
+    match method {
+        "terminal/output" => {
+            let (bytes, truncated) = &*output.lock();
+            let mut answer =
+                json!({"output": String::from_utf8_lossy(bytes), "truncated": truncated});
+            if let Some(end) = &*exit.borrow() {
+                answer["exitStatus"] = end.clone();
+            }
+            Ok(answer)
+        }
+        "terminal/wait_for_exit" => {
+            let end = exit
+                .wait_for(Option::is_some)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(end.clone().unwrap_or(Json::Null))
+        }
+        "terminal/kill" => {
+            if let Some(term) = terms.all.lock().get(id) {
+                term.kill();
+            }
+            Ok(json!({}))
+        }
+        _ => {
+            if let Some(term) = terms.all.lock().remove(id)
+                && term.exit.borrow().is_none()
+            {
+                term.kill();
+            }
+            Ok(json!({}))
+        }
+    }
+}
+
+/// `terminal/create`: checked, asked, started in the sandbox.
+async fn create(
+    lisp: &Lisp,
+    key: Option<&mlua::RegistryKey>,
+    terms: &Terms,
+    call: &FsCall,
+) -> Result<Json, String> {
+    let p = &call.params;
+    let command = p
+        .get("command")
+        .and_then(Json::as_str)
+        .ok_or("terminal/create needs a command")?;
+    let args: Vec<String> = (p.get("args").and_then(Json::as_array).into_iter().flatten())
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    let cwd = checked_cwd(p.get("cwd").and_then(Json::as_str), &call.roots)?;
+    if let Some(key) = key {
+        ask(lisp, key, call, &cwd).await?;
+    }
+    let (program, args) = with_env(command, args, p.get("env"));
+    let limit = (p.get("outputByteLimit").and_then(Json::as_u64))
+        .map_or(DEFAULT_OUTPUT_BYTES, |n| n as usize);
+    let launched = start(lisp, &call.roots, &cwd, program, args).await?;
+    let id = format!(
+        "term-{}",
+        terms
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    );
+    terms.all.lock().insert(id.clone(), launched.collect(limit));
+    Ok(json!({"terminalId": id}))
+}
+
+/// The command's folder: `given` (absolute) or the session's first folder, real, inside one of
+/// the session's folders.
+fn checked_cwd(given: Option<&str>, roots: &[PathBuf]) -> Result<PathBuf, String> {
+    let dir = match given {
+        Some(d) => PathBuf::from(d),
+        None => roots
+            .first()
+            .cloned()
+            .ok_or("no session folder to run in")?,
+    };
+    if !dir.is_absolute() {
+        return Err(format!("the cwd must be absolute: {}", dir.display()));
+    }
+    let real = crate::tools::path::real_path(&dir).map_err(|e| e.to_string())?;
+    let inside = roots
+        .iter()
+        .any(|r| crate::tools::path::real_path(r).is_ok_and(|r| real.starts_with(&r)));
+    if inside {
+        Ok(real)
+    } else {
+        Err(format!(
+            "{} is outside the session's folders",
+            dir.display()
+        ))
+    }
+}
+
+/// Asks the program's function; a refusal is the error.
+async fn ask(
+    lisp: &Lisp,
+    key: &mlua::RegistryKey,
+    call: &FsCall,
+    cwd: &Path,
+) -> Result<(), String> {
+    let lua = lisp.lua();
+    let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
+        let shown = json!({"command": call.params.get("command"), "args": call.params.get("args"),
+                           "cwd": cwd, "session-id": call.params.get("sessionId")});
+        Ok((lua.registry_value(key)?, to_lua(lua, &shown)?))
+    })()
+    .map_err(|e| e.to_string())?;
+    let answer: Value = lisp
+        .run(f, arg, &call.cancel)
+        .await
+        .map_err(|e| format!("the terminal handler failed: {e}"))?;
+    match answer {
+        Value::Nil | Value::Boolean(true) => Ok(()),
+        Value::String(s) => Err(s.to_string_lossy()),
+        _ => Err("refused by the client".into()),
+    }
+}
+
+/// The program and its arguments, through `env NAME=VALUE …` when the agent gave variables.
+fn with_env(command: &str, args: Vec<String>, env: Option<&Json>) -> (String, Vec<String>) {
+    let vars: Vec<String> = (env.and_then(Json::as_array).into_iter().flatten())
+        .filter_map(|v| {
+            Some(format!(
+                "{}={}",
+                v.get("name")?.as_str()?,
+                v.get("value")?.as_str()?
+            ))
+        })
+        .filter(|v| is_name(v.split('=').next().unwrap_or_default()))
+        .collect();
+    if vars.is_empty() {
+        return (command.to_owned(), args);
+    }
+    let mut all = vars;
+    all.push(command.to_owned());
+    all.extend(args);
+    ("env".to_owned(), all)
+}
+
+/// A variable name `env` takes as one (not an option of its own, like `-S`).
+fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Start the command in oml's sandbox, the session's folders its workspace.
+async fn start(
+    lisp: &Lisp,
+    roots: &[PathBuf],
+    cwd: &Path,
+    program: String,
+    args: Vec<String>,
+) -> Result<Started, String> {
+    let mut policy = crate::bind::sandbox::policy(lisp, cwd).map_err(|e| e.to_string())?;
+    for root in roots {
+        policy.writable.push(root.clone());
+        for name in crate::bind::sandbox::PROJECT_CODE {
+            let code = root.join(name);
+            if code.exists() && !policy.guarded.contains(&code) {
+                policy.guarded.push(code);
+            }
+        }
+    }
+    let secrets = crate::bind::sandbox::secrets(lisp).map_err(|e| e.to_string())?;
+    let prepared = crate::sandbox::prepare(&policy);
+    if let crate::sandbox::Status::Unavailable(reason) = prepared.status() {
+        return Err(format!("the sandbox is not available here: {reason}"));
+    }
+    let (reader, writer) = std::io::pipe().map_err(|e| e.to_string())?;
+    let launch = Launch {
+        program: program.into(),
+        args: args.into_iter().map(Into::into).collect(),
+        cwd: cwd.to_path_buf(),
+        stdout: OwnedFd::from(writer.try_clone().map_err(|e| e.to_string())?),
+        stderr: OwnedFd::from(writer),
+    };
+    let child = prepared
+        .scrub_env(&secrets)
+        .launch(launch)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Started { child, reader })
+}
+
+struct Started {
+    child: Launched,
+    reader: std::io::PipeReader,
+}
+
+impl Started {
+    /// Keep the last `limit` bytes of the output and note the end, in a task of their own.
+    fn collect(self, limit: usize) -> Term {
+        let Started { mut child, reader } = self;
+        let group = child.id();
+        let output = Arc::new(Mutex::new((Vec::new(), false)));
+        let (exit_tx, exit) = watch::channel(None);
+        let kept = Arc::clone(&output);
+        tokio::spawn(async move {
+            if let Ok(mut pipe) =
+                tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            {
+                let mut chunk = vec![0u8; 8192];
+                while let Ok(n) = pipe.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    keep(&kept, &chunk[..n], limit);
+                }
+            }
+            let status = child.wait().await.ok();
+            let end = status.map(|s| {
+                use std::os::unix::process::ExitStatusExt;
+                json!({"exitCode": s.code(), "signal": s.signal().map(signal_name)})
+            });
+            let _ = exit_tx.send(Some(end.unwrap_or_else(|| json!({"exitCode": null}))));
+        });
+        Term {
+            output,
+            exit,
+            group,
+        }
+    }
+}
+
+/// Append `bytes`, keeping the last `limit` (cut at a character's start).
+fn keep(output: &Mutex<(Vec<u8>, bool)>, bytes: &[u8], limit: usize) {
+    let (buf, truncated) = &mut *output.lock();
+    buf.extend_from_slice(bytes);
+    if buf.len() > limit {
+        let mut cut = buf.len() - limit;
+        while cut < buf.len() && (buf[cut] & 0xC0) == 0x80 {
+            cut += 1;
+        }
+        buf.drain(..cut);
+        *truncated = true;
+    }
+}
+
+fn signal_name(n: i32) -> String {
+    match n {
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        other => format!("SIG{other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_keeps_its_end_within_the_limit() {
+        let out = Mutex::new((Vec::new(), false));
+        keep(&out, b"hello ", 8);
+        keep(&out, "wörld".as_bytes(), 8);
+        let (buf, truncated) = &*out.lock();
+        assert_eq!(String::from_utf8_lossy(buf), "o wörld");
+        assert!(*truncated);
+        assert_eq!(
+            with_env("ls", vec!["-a".into()], None),
+            ("ls".into(), vec!["-a".into()])
+        );
+        let env = json!([{"name": "A", "value": "1"}]);
+        assert_eq!(
+            with_env("ls", vec![], Some(&env)).1,
+            vec!["A=1".to_owned(), "ls".to_owned()]
+        );
+        let sneaky = json!([{"name": "-S", "value": "sh -c id"}]);
+        assert_eq!(with_env("ls", vec![], Some(&sneaky)), ("ls".into(), vec![]));
+    }
+}
