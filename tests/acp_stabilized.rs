@@ -187,3 +187,44 @@ fn a_client_without_boolean_options_is_not_offered_the_switch() {
         .collect();
     assert_eq!(ids, ["mode", "model"]);
 }
+
+#[test]
+fn ask_user_with_a_url_sends_the_user_there_through_url_mode_elicitation() {
+    let env = Env::new();
+    env.init(
+        r#"(fn tools.login []
+  "Sign the user in."
+  (let [(answer why) (ask-user {:message "Sign in to the registry" :url "https://example.com/login"})]
+    (if answer (.. "the user said " answer.action) (.. "no: " why))))"#,
+    );
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "login", &["{}"])),
+        Reply::from(text_chunks(&["ok"])),
+        Reply::from(tool_call_chunks("c2", "login", &["{}"])),
+        Reply::from(text_chunks(&["ok"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = support::acp::yolo_session(&mut c, &env, json!({"elicitation": {"url": {}}}));
+    let id = c.prompt(&sid, "log in");
+    let ask = c.until(|m| m["method"] == "elicitation/create");
+    let p = &ask["params"];
+    assert_eq!(p["mode"], "url", "{ask}");
+    assert_eq!(p["url"], "https://example.com/login");
+    assert_eq!(p["message"], "Sign in to the registry");
+    assert!(p["elicitationId"].is_string(), "{ask}");
+    assert_eq!(p["sessionId"], json!(sid));
+    c.answer(&ask["id"], json!({"action": "accept"}));
+    let (_, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert_eq!(last_tool_result(&fake, 1), "the user said accept");
+    c.finish();
+    // An editor with form elicitation only: the tool hears why nobody was sent.
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = support::acp::yolo_session(&mut c, &env, json!({"elicitation": {"form": {}}}));
+    c.turn(&sid, "log in again");
+    assert!(
+        last_tool_result(&fake, 3).contains("no URL elicitation"),
+        "{}",
+        last_tool_result(&fake, 3)
+    );
+}

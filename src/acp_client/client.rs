@@ -139,7 +139,7 @@ impl Client {
         let mut capabilities =
             json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal});
         if options.on_elicitation.is_some() {
-            capabilities["elicitation"] = json!({"form": {}});
+            capabilities["elicitation"] = json!({"form": {}, "url": {}});
         }
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,

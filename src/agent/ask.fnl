@@ -11,11 +11,13 @@
 
 (fn agent.ask-user [request]
   "Ask the user REQUEST.message with the form REQUEST.schema (a JSON Schema object: {:type :object
-:properties {...} :required [...]}, sent as ACP's requestedSchema). Returns the answer as ACP
-elicitation gives it: {:action :accept :content {field value ...}}, {:action :decline} or
-{:action :cancel}; or nil and the reason when nobody can be asked here. The front ends advise
-it: `oml acp` asks the editor (elicitation/create) when it offers form elicitation, the chat
-asks on the terminal; print mode has nobody to ask."
+:properties {...} :required [...]}, sent as ACP's requestedSchema), or, with REQUEST.url, send
+them to that page (ACP's URL mode: a sign-in, a payment, a consent). Returns the answer as ACP
+elicitation gives it: {:action :accept :content {field value ...}} ({:action :accept} for a
+URL: the user went there, not that they finished), {:action :decline} or {:action :cancel}; or
+nil and the reason when nobody can be asked here. The front ends advise it: `oml acp` asks the
+editor (elicitation/create) when it offers that mode, the chat asks on the terminal; print mode
+has nobody to ask."
   (values nil "there is nobody to ask here"))
 
 (fn agent.can-ask-user? []

@@ -437,15 +437,29 @@ too) when the tool writes through the editor (`acp.client-fs?`), else the disk's
         e (and (= :table (type caps)) caps.elicitation)]
     (and (= :table (type e)) (= :table (type e.form)))))
 
+(fn acp.client-elicitation-url? []
+  "Whether the ACP client answers URL-mode elicitation (clientCapabilities.elicitation.url)."
+  (let [caps acp.client-capabilities
+        e (and (= :table (type caps)) caps.elicitation)]
+    (and (= :table (type e)) (= :table (type e.url)))))
+
+(var elicitations 0)
+
+(fn elicitation-params [request]
+  (if request.url
+      (do (set elicitations (+ elicitations 1))
+          {:mode :url :sessionId (session.current) :message (or request.message "")
+           :url request.url :elicitationId (.. "oml-" (os.time) "-" elicitations)})
+      {:mode :form :sessionId (session.current) :message (or request.message "")
+       :requestedSchema (or request.schema {:type :object :properties {}})}))
+
 (fn acp.elicit [request]
-  "Ask the editor REQUEST.message with the form REQUEST.schema through elicitation/create (form
-mode, scoped to the running session); returns its answer ({:action :accept :content {...}},
-{:action :decline} or {:action :cancel}). A cancelled prompt answers {:action :cancel} (and the
-editor is sent $/cancel_request); an error answer is an error."
-  (let [(ok result) (pcall acp.request! "elicitation/create"
-                           {:mode :form :sessionId (session.current)
-                            :message (or request.message "")
-                            :requestedSchema (or request.schema {:type :object :properties {}})})]
+  "Ask the editor REQUEST.message through elicitation/create, scoped to the running session: with
+the form REQUEST.schema (form mode), or sending the user to REQUEST.url (URL mode, with a fresh
+elicitationId). Returns its answer ({:action :accept :content {...}} or {:action :accept} for a
+URL, {:action :decline} or {:action :cancel}). A cancelled prompt answers {:action :cancel} (and
+the editor is sent $/cancel_request); an error answer is an error."
+  (let [(ok result) (pcall acp.request! "elicitation/create" (elicitation-params request))]
     (if ok result
         (= :cancelled (oml.error-category result)) {:action :cancel}
         (error (oml.error-message result) 0))))
@@ -453,8 +467,9 @@ editor is sent $/cancel_request); an error answer is an error."
 ;; `agent.ask-user` asks the editor when it can.
 (oml.advise* "agent.ask-user" :acp-elicitation
   (fn [ask-user request]
-    (if (acp.client-elicitation?)
-        (acp.elicit request)
+    (if (and request.url (acp.client-elicitation-url?)) (acp.elicit request)
+        request.url (values nil "the editor cannot send the user to a URL (no URL elicitation)")
+        (acp.client-elicitation?) (acp.elicit request)
         (let [(answer why) (ask-user request)]
           (if (= nil answer)
               (values nil "the editor offers no way to ask (no elicitation capability)")
