@@ -137,16 +137,21 @@ impl Agent {
         self.child.id()
     }
 
-    fn send(&mut self, message: &Value) {
+    pub fn send(&mut self, message: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         writeln!(stdin, "{message}").expect("write to the agent");
         stdin.flush().expect("flush");
     }
 
+    /// The id of the next request.
+    pub fn next_id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
     /// Send a request; its id.
     pub fn request(&mut self, method: &str, params: Value) -> u64 {
-        self.next += 1;
-        let id = self.next;
+        let id = self.next_id();
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         id
     }

@@ -26,7 +26,9 @@
 //!   markdown commands in the project, against none (`skills.rs`);
 //! - `glue`: a prompt by `oml ask` to a warm owner over the scripted agent's own turn, and
 //!   `oml proxy`'s cost per turn and per message over the same agent asked directly
-//!   (`glue.rs`).
+//!   (`glue.rs`);
+//! - `wire`: the `turn` part's turn and the `stream` part's reply over ACP v1 on stdio, the v2
+//!   draft on stdio and v1 over Streamable HTTP (`oml acp --listen`), in one run (`wire.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -49,6 +51,7 @@ mod load;
 mod protocols;
 mod skills;
 mod turn;
+mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -135,6 +138,7 @@ const PARTS: &[(&str, Part)] = &[
     ("checkpoint", checkpoint::checkpoint),
     ("skills", skills::skills),
     ("glue", glue::glue),
+    ("wire", wire::wire),
 ];
 
 fn main() {

@@ -111,7 +111,7 @@ fn one_acp_turn(agent: &mut Agent, sid: &str) -> TurnTimes {
 
 /// The fake model's own time for one tool turn's two replies, fetched one after the other by a
 /// bare HTTP client (the same HTTP stack as oml's): the median of `runs`.
-fn model_time(fake: &FakeModel, runs: usize) -> Duration {
+pub fn model_time(fake: &FakeModel, runs: usize) -> Duration {
     let times: Vec<Duration> = (0..runs)
         .map(|_| {
             push_echo_turn(fake);

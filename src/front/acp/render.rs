@@ -227,7 +227,12 @@ pub(super) async fn send_event(
             Rendered::Chunk(chunk) => chunk.message_id = message_id,
             Rendered::Lisp(value) => renderer.ids.stamp(value, message_id),
         }
-        super::surface::send_update(renderer.dialect, conn, sid, update).await;
+        // A text or thought chunk has the same shape in both versions: no re-encoding.
+        let dialect = match update {
+            Rendered::Chunk(_) => super::v2::Dialect::V1,
+            Rendered::Lisp(_) => renderer.dialect,
+        };
+        super::surface::send_update(dialect, conn, sid, update).await;
     }
 }
 
