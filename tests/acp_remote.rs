@@ -227,3 +227,80 @@ fn oml_s_client_drives_the_listener_over_http() {
 fn oml_s_client_drives_the_listener_over_a_websocket() {
     oml_client_over("ws");
 }
+
+#[test]
+fn the_endpoint_speaks_http2_too() {
+    let env = Env::new();
+    let l = Listener::start(&env, None, &[]);
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
+    // curl (Debian's, built with nghttp2) speaks HTTP/2 over cleartext with prior knowledge.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "-D",
+            "-",
+            "-w",
+            "\nversion %{http_version}\n",
+        ])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", &format!("Authorization: Bearer {}", l.token())])
+        .args(["--data", init, &l.url])
+        .output()
+        .expect("curl is on every Debian system the tests run on");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("version 2"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("acp-connection-id:"),
+        "{text}"
+    );
+    assert!(text.contains(r#""protocolVersion":1"#), "{text}");
+}
+
+#[test]
+fn with_a_certificate_the_endpoint_is_https() {
+    let env = Env::new();
+    let (cert, key) = (env.root.join("cert.pem"), env.root.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl is on every Debian system the tests run on");
+    assert!(made.status.success(), "{made:?}");
+    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let l = Listener::start(&env, None, &["--tls-cert", &c, "--tls-key", &k]);
+    assert!(l.url.starts_with("https://"), "{}", l.url);
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
+    let out = Command::new("curl")
+        .args(["-sS", "--cacert", &c, "-w", "\nversion %{http_version}\n"])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", &format!("Authorization: Bearer {}", l.token())])
+        .args(["--data", init])
+        .arg(l.url.replace("127.0.0.1", "localhost"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // TLS offers h2 by ALPN, which curl takes.
+    assert!(text.contains("version 2"), "{text}");
+    assert!(text.contains(r#""protocolVersion":1"#), "{text}");
+}
