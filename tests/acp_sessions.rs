@@ -140,6 +140,11 @@ fn omls_own_client_drives_oml_acp() {
 (print "fork" (. (client.capabilities conn) :fork-session))
 (local f (client.fork-session conn s.session-id))
 (print (not= f.session-id s.session-id) (. (client.prompt conn f.session-id "in the fork") :stop-reason))
+;; The fork deleted: the agent's list no longer has it.
+(client.close-session conn f.session-id)
+(client.delete-session conn f.session-id)
+(local listed (icollect [_ x (ipairs (. (client.list-sessions conn) :sessions))] x.sessionId))
+(print "listed" (length listed) (accumulate [has false _ id (ipairs listed)] (or has (= id f.session-id))))
 (client.close conn)
 "#,
     );
@@ -170,7 +175,8 @@ fn omls_own_client_drives_oml_acp() {
             "asked\tcall_w",
             "cancelled",
             "fork\ttrue",
-            "true\tend-turn"
+            "true\tend-turn",
+            "listed\t1\tfalse"
         ]
     );
     // The fork's request holds the parent's conversation, then its own prompt.

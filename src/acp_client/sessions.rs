@@ -157,6 +157,17 @@ impl Client {
         Ok(())
     }
 
+    /// `session/delete` (when advertised): the agent forgets the stored session.
+    pub async fn delete_session(&self, session_id: &str) -> Result<(), ClientError> {
+        if !self.has_session_capability("delete") {
+            return Err(capability("session/delete", "sessionCapabilities.delete"));
+        }
+        self.request("session/delete", json!({"sessionId": session_id}))
+            .await?;
+        self.router().forget(session_id);
+        Ok(())
+    }
+
     /// `session/set_mode`.
     pub async fn set_mode(&self, session_id: &str, mode_id: &str) -> Result<Value, ClientError> {
         self.request(

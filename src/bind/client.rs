@@ -341,6 +341,21 @@ const RAW: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "delete-session",
+        args: "conn session-id",
+        doc: "session/delete, when the agent advertises it (else a :capability error): the agent \
+              forgets the stored session. Returns nil.",
+        make: |lua| {
+            create_async_function(lua, |lua, (conn, sid): (UserDataRef<Conn>, String)| {
+                let conn = conn.clone();
+                async move {
+                    let deleted = conn.client.delete_session(&sid).await;
+                    outcome(&lua, deleted.map(|()| Value::Nil))
+                }
+            })
+        },
+    },
+    HostFn {
         name: "close",
         args: "conn",
         doc: "Close the connection and end the agent (bounded, idempotent). Returns true when \
