@@ -449,6 +449,7 @@ impl Client {
         if closed.is_some() {
             return false;
         }
+        self.inner.router.release_terminals().await;
         let _ = tokio::time::timeout(process::CLOSE_GRACE, self.inner.rpc.close()).await;
         let graceful = match &self.inner.process {
             Some(p) => p.shutdown().await,

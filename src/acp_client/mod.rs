@@ -40,6 +40,9 @@ pub use types::{
     PermissionDecision, PermissionHandler, PermissionRequest, Remote, StopReason, Update, kebab,
 };
 
+/// The method the client's close hands its terminal handler (no agent sends it): kill and
+/// forget every terminal still there.
+pub const RELEASE_TERMINALS: &str = "terminal/release-all";
 /// The ACP protocol version this client speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 /// Default limit for every request but `session/prompt`.

@@ -10,7 +10,7 @@
 //! This module does not decide whether a command may run; it only says, as an error text, that
 //! the sandbox cannot be set up here (the permission policy may turn that into a question).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mlua::{Lua, Table};
 use serde_json::{Value as Json, json};
@@ -111,6 +111,43 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
             Some(serde_json::Value::Bool(own)) => own,
             _ => lisp.setting("sandbox.network?")?,
         },
+        protected: protected_dirs(),
+        guarded,
+    })
+}
+
+/// The policy for commands an agent asks oml's client to run (`terminal/*`): exactly the
+/// session's folders `roots` (and the temp dir) writable, never their enclosing project; their
+/// `.git` and `.oml` read-only; the network as `sandbox.network?` says. Never unconfined: with
+/// `sandbox.mode` off, a sub-agent's commands still get `workspace-write`.
+pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, LispError> {
+    let mode: String = lisp.setting("sandbox.mode")?;
+    let mode = match Mode::from_name(&mode) {
+        Some(Mode::Off) => Mode::WorkspaceWrite,
+        Some(m) => m,
+        None => {
+            return Err(LispError::Setting(format!(
+                "sandbox.mode: unknown mode {mode}"
+            )));
+        }
+    };
+    let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
+    let guarded = roots
+        .iter()
+        .flat_map(|root| {
+            PROJECT_CODE
+                .iter()
+                .filter(|name| !(git_writable && **name == ".git"))
+                .map(move |name| root.join(name))
+        })
+        .filter(|p| p.exists())
+        .collect();
+    let mut writable = roots.to_vec();
+    writable.push(std::env::temp_dir());
+    Ok(Policy {
+        mode,
+        writable,
+        network: lisp.setting("sandbox.network?")?,
         protected: protected_dirs(),
         guarded,
     })

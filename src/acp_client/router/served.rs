@@ -14,6 +14,19 @@ use crate::cancel::CancelToken;
 use crate::jsonrpc::{Request, RpcError};
 
 impl Router {
+    /// Tell the terminal handler the connection is closing: it kills what still runs.
+    pub(in crate::acp_client) async fn release_terminals(&self) {
+        if let Some(handler) = &self.terminal {
+            let call = crate::acp_client::FsCall {
+                method: crate::acp_client::RELEASE_TERMINALS.to_owned(),
+                params: Value::Null,
+                roots: Vec::new(),
+                cancel: CancelToken::new(),
+            };
+            let _ = handler(call).await;
+        }
+    }
+
     pub(super) async fn answer(self: Arc<Self>, request: Request, abandoned: CancelToken) {
         let key = request.id.to_string();
         let Some(rpc) = self.rpc.get() else {

@@ -4,11 +4,14 @@
 //!
 //! A command's folder (`cwd`, default the session's) must be inside the session's folders,
 //! compared as real paths. The program's function (when `:terminal` is one) is asked with
-//! `{:command :args :cwd :session-id}`: nil or true runs it, false or a string refuses. The
-//! command then runs in oml's sandbox (the `sandbox.*` settings, with the session's folders as
-//! its workspace: writable, their `.git` and `.oml` read-only), with the secrets scrubbed from
+//! `{:command :args :env :cwd :session-id}`: nil or true runs it, false or a string refuses. The
+//! command then runs in oml's sandbox (`bind::sandbox::roots_policy`: exactly the session's
+//! folders writable, never their enclosing project, their `.git` and `.oml` read-only, and
+//! confined even when `sandbox.mode` is off), with the secrets scrubbed from
 //! its environment, in a process group of its own, its output kept up to `outputByteLimit` (the
-//! end of it). A terminal the agent never releases is killed when the connection ends.
+//! end of it, at most [`MAX_OUTPUT_BYTES`]), at most [`MAX_TERMINALS`] at once. A terminal the
+//! agent never releases is killed when the connection closes (`client.close`, or the program
+//! letting go of it).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -27,6 +30,12 @@ use crate::sandbox::{Launch, Launched};
 
 /// The output kept when the agent names no `outputByteLimit`.
 pub const DEFAULT_OUTPUT_BYTES: usize = 1024 * 1024;
+/// The most output kept, whatever `outputByteLimit` the agent names.
+pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+/// The most terminals an agent has at once on one connection.
+pub const MAX_TERMINALS: usize = 32;
+/// What the client's close asks the handler: release every terminal.
+use crate::acp_client::RELEASE_TERMINALS as RELEASE_ALL;
 
 /// How a command ended: `exitCode` and `signal` as ACP has them.
 type Exit = Option<Json>;
@@ -82,6 +91,14 @@ pub(super) fn terminal_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::R
                 .and_then(Json::as_str)
                 .map(str::to_owned);
             match (call.method.as_str(), id) {
+                (RELEASE_ALL, _) => {
+                    for (_, term) in terms.all.lock().drain() {
+                        if term.exit.borrow().is_none() {
+                            term.kill();
+                        }
+                    }
+                    Ok(Json::Null)
+                }
                 ("terminal/create", _) => create(&lisp, key.as_deref(), &terms, &call).await,
                 (method, Some(id)) => use_term(&terms, method, &id).await,
                 (method, None) => Err(format!("{method} needs a terminalId")),
@@ -115,7 +132,10 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             Ok(end.clone().unwrap_or(Json::Null))
         }
         "terminal/kill" => {
-            if let Some(term) = terms.all.lock().get(id) {
+            // Only a running group: a group id is reused once its processes are gone.
+            if let Some(term) = terms.all.lock().get(id)
+                && term.exit.borrow().is_none()
+            {
                 term.kill();
             }
             Ok(json!({}))
@@ -152,7 +172,14 @@ async fn create(
     }
     let (program, args) = with_env(command, args, p.get("env"));
     let limit = (p.get("outputByteLimit").and_then(Json::as_u64))
-        .map_or(DEFAULT_OUTPUT_BYTES, |n| n as usize);
+        .map_or(DEFAULT_OUTPUT_BYTES, |n| {
+            n.min(MAX_OUTPUT_BYTES as u64) as usize
+        });
+    if terms.all.lock().len() >= MAX_TERMINALS {
+        return Err(format!(
+            "at most {MAX_TERMINALS} terminals at once: release one first"
+        ));
+    }
     let launched = start(lisp, &call.roots, &cwd, program, args).await?;
     let id = format!(
         "term-{}",
@@ -202,7 +229,8 @@ async fn ask(
     let lua = lisp.lua();
     let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
         let shown = json!({"command": call.params.get("command"), "args": call.params.get("args"),
-                           "cwd": cwd, "session-id": call.params.get("sessionId")});
+                           "env": call.params.get("env"), "cwd": cwd,
+                           "session-id": call.params.get("sessionId")});
         Ok((lua.registry_value(key)?, to_lua(lua, &shown)?))
     })()
     .map_err(|e| e.to_string())?;
@@ -255,16 +283,11 @@ async fn start(
     program: String,
     args: Vec<String>,
 ) -> Result<Started, String> {
-    let mut policy = crate::bind::sandbox::policy(lisp, cwd).map_err(|e| e.to_string())?;
-    for root in roots {
-        policy.writable.push(root.clone());
-        for name in crate::bind::sandbox::PROJECT_CODE {
-            let code = root.join(name);
-            if code.exists() && !policy.guarded.contains(&code) {
-                policy.guarded.push(code);
-            }
-        }
-    }
+    let roots: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| crate::tools::path::real_path(r).ok())
+        .collect();
+    let policy = crate::bind::sandbox::roots_policy(lisp, &roots).map_err(|e| e.to_string())?;
     let secrets = crate::bind::sandbox::secrets(lisp).map_err(|e| e.to_string())?;
     let prepared = crate::sandbox::prepare(&policy);
     if let crate::sandbox::Status::Unavailable(reason) = prepared.status() {
