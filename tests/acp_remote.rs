@@ -109,10 +109,19 @@ fn every_request_needs_the_token_and_bad_requests_are_refused() {
     let addr = l.addr();
     let token = l.token();
     assert_eq!(token.len(), 64);
-    let mode = std::fs::metadata(&l.token_file).unwrap();
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-        0o600
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    // The token it made is on its stdout only: no file of oml's holds it.
+    let holds = |dir: &std::path::Path| {
+        std::process::Command::new("grep")
+            .args(["-rlF", &token])
+            .arg(dir)
+            .output()
+            .map(|o| !o.stdout.is_empty())
+            .unwrap_or(false)
+    };
+    assert!(
+        !holds(&env.home.runtime) && !holds(&env.home.state),
+        "a file holds the token"
     );
     let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
     let json = "Content-Type: application/json";

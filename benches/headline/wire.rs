@@ -209,12 +209,11 @@ impl Http {
             out.read_line(&mut l).ok()?;
             Some(l.split_whitespace().nth(1)?.to_owned())
         };
-        let (Some(url), Some(token_file)) = (read(), read()) else {
+        let (Some(url), Some(token)) = (read(), read()) else {
             let _ = listener.kill();
             let _ = listener.wait();
             return None;
         };
-        let token = std::fs::read_to_string(token_file).ok()?.trim().to_owned();
         let (tx, rx) = mpsc::channel();
         Some(Http {
             listener,

@@ -138,7 +138,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         }
         None => modes::chat(&paths, &cli).await,
         Some(Command::Acp(args)) if args.listen.is_some() => {
-            modes::acp_listen(&paths, cli.no_init, cli.sandbox.as_deref(), args).await
+            modes::acp_listen(cli.no_init, cli.sandbox.as_deref(), args).await
         }
         Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
         Some(Command::Agents { markdown }) => Ok(modes::agents(cli.json, *markdown)),

@@ -506,10 +506,9 @@ pub(super) async fn acp(
 }
 
 /// `oml acp --listen`: ACP's remote transport, each connection served by an `oml acp` with
-/// this one's flags (see [`crate::front::listen`]). Prints where it listens and the token's
-/// file on stdout, then serves until a signal.
+/// this one's flags (see [`crate::front::listen`]). Prints where it listens and the token it
+/// made (unless `--token-file` gave one) on stdout, then serves until a signal.
 pub(super) async fn acp_listen(
-    paths: &Paths,
     no_init: bool,
     sandbox: Option<&str>,
     args: &super::args::AcpArgs,
@@ -533,11 +532,12 @@ pub(super) async fn acp_listen(
             args: agent_args,
             ..Default::default()
         },
-        runtime_dir: paths.runtime.clone(),
     };
     let listening = crate::front::listen::start(options).await?;
     out!("listening {}", listening.url);
-    out!("token-file {}", listening.token_file.display());
+    if let Some(token) = &listening.made_token {
+        out!("token {token}");
+    }
     listening.run().await;
     Ok(0)
 }

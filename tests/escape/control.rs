@@ -248,7 +248,7 @@ for token in found or [None]:
 
 /// `oml acp --listen` serves the agent to whoever holds its token, on a TCP port any local
 /// process can reach: a command the agent runs, even with the network on, finds no token (it is
-/// in the runtime folder, hidden from commands) and is refused without one.
+/// in no file: oml printed it to its user) and is refused without one.
 #[test]
 fn a_confined_command_with_the_network_on_cannot_open_a_connection_to_oml_acp_listen() {
     let Some(_) = landlock_or_skip() else { return };
@@ -291,4 +291,66 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Anyone who can reach the port, token or not, may open connections and send nothing: idle
+/// connections are dropped after the header timeout and at most a fixed number are served at
+/// once, so a real client still gets in.
+#[test]
+fn idle_connections_do_not_starve_oml_acp_listen() {
+    let t = Target::new();
+    let mut listener = t.command(None, &["acp", "--listen", "127.0.0.1:0"]);
+    listener
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut listener = KillOnDrop(listener.spawn().expect("start the listener"));
+    let mut out = std::io::BufReader::new(listener.0.stdout.take().expect("stdout"));
+    let mut read = || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).expect("a line");
+        line.split_whitespace().nth(1).expect("a value").to_owned()
+    };
+    let (url, token) = (read(), read());
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/acp")
+        .to_owned();
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(
+        idle.len() >= 256,
+        "the idle connections were made: {}",
+        idle.len()
+    );
+    let started = std::time::Instant::now();
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
+    let answer = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "60",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args([
+            "-H",
+            &format!("Authorization: Bearer {token}"),
+            "--data",
+            init,
+            &url,
+        ])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&answer.stdout);
+    assert!(
+        text.contains(r#""protocolVersion":1"#),
+        "a real client got in: {text}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(idle);
 }

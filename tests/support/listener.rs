@@ -1,5 +1,6 @@
-//! `oml acp --listen` in a test home: started on a free loopback port, its URL and token file
-//! read from its stdout, killed when dropped.
+//! `oml acp --listen` in a test home: started on a free loopback port, its URL and the token it
+//! made read from its stdout (and put in a file of the test home for the clients that read
+//! one), killed when dropped.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -12,6 +13,8 @@ use super::home::Env;
 pub struct Listener {
     child: Child,
     pub url: String,
+    token: String,
+    /// A file of the test home holding the token.
     pub token_file: PathBuf,
 }
 
@@ -32,10 +35,13 @@ impl Listener {
                 .to_owned()
         };
         let url = line("listening ");
-        let token_file = PathBuf::from(line("token-file "));
+        let token = line("token ");
+        let token_file = env.root.join("listener.token");
+        std::fs::write(&token_file, format!("{token}\n")).expect("write the token file");
         Listener {
             child,
             url,
+            token,
             token_file,
         }
     }
@@ -46,10 +52,7 @@ impl Listener {
     }
 
     pub fn token(&self) -> String {
-        std::fs::read_to_string(&self.token_file)
-            .unwrap()
-            .trim()
-            .to_owned()
+        self.token.clone()
     }
 }
 

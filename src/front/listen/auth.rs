@@ -1,10 +1,9 @@
-//! The listener's bearer token: read from `--token-file` or made at start and written, readable
-//! by the user alone, into oml's runtime folder; and the check of each request's
-//! `Authorization` header. It knows headers and files, not connections.
+//! The listener's bearer token: read from `--token-file`, or made at start and told to the user
+//! on stdout only (a file would be readable by confined commands wherever the sandbox cannot
+//! hide oml's runtime folder); and the check of each request's `Authorization` header (or
+//! WebSocket subprotocol). It knows headers and files, not connections.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::io::Read;
 
 use hyper::HeaderMap;
 
@@ -16,49 +15,24 @@ pub const TOKEN_BYTES: usize = 32;
 /// The shortest token accepted from a file.
 const MIN_TOKEN_CHARS: usize = 16;
 
-/// Where the token of a listener on `port` is written: `<runtime>/acp-listen/<port>.token`.
-pub fn token_file_for(runtime_dir: &Path, port: u16) -> PathBuf {
-    runtime_dir.join("acp-listen").join(format!("{port}.token"))
-}
-
-/// The token and the file that holds it.
-pub(super) fn settle(options: &ListenOptions, port: u16) -> Result<(String, PathBuf), ListenError> {
-    if let Some(file) = &options.token_file {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| ListenError::Token(format!("cannot read {}: {e}", file.display())))?;
-        let token = text.trim().to_owned();
-        if token.len() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
-            return Err(ListenError::Token(format!(
-                "{} must hold one word of at least {MIN_TOKEN_CHARS} characters",
-                file.display()
-            )));
-        }
-        return Ok((token, file.clone()));
+/// The token, and whether it was made here (then the user is told it; a given one is not
+/// printed).
+pub(super) fn settle(options: &ListenOptions) -> Result<(String, bool), ListenError> {
+    let Some(file) = &options.token_file else {
+        let token = random_hex(TOKEN_BYTES)
+            .map_err(|e| ListenError::Token(format!("cannot read /dev/urandom: {e}")))?;
+        return Ok((token, true));
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| ListenError::Token(format!("cannot read {}: {e}", file.display())))?;
+    let token = text.trim().to_owned();
+    if token.len() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
+        return Err(ListenError::Token(format!(
+            "{} must hold one word of at least {MIN_TOKEN_CHARS} characters",
+            file.display()
+        )));
     }
-    let token = random_hex(TOKEN_BYTES)
-        .map_err(|e| ListenError::Token(format!("cannot read /dev/urandom: {e}")))?;
-    let file = token_file_for(&options.runtime_dir, port);
-    write_private(&file, &token)
-        .map_err(|e| ListenError::Token(format!("cannot write {}: {e}", file.display())))?;
-    Ok((token, file))
-}
-
-/// Write `text` to `file`, created for the user alone (its folder too), replacing an old one.
-fn write_private(file: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = file.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let _ = std::fs::remove_file(file);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(file)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")
+    Ok((token, false))
 }
 
 /// The WebSocket subprotocol prefix that carries the token, for clients that cannot set

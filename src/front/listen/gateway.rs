@@ -9,10 +9,15 @@
 //! `session/new` answer arrive before the client opens that session's stream). Over a WebSocket
 //! everything goes on the one stream ([`Routing::Single`]).
 //!
+//! What the agent wrote and the client has not read yet (queued, or in a reader's channel) is
+//! counted; past [`MAX_UNREAD_BYTES`] the connection ends, so a client that never opens a stream,
+//! or stops reading one, cannot make the listener hold an agent's output without end.
+//!
 //! It knows JSON-RPC lines and the routes; not HTTP, SSE framing or ACP methods.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -22,6 +27,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::acp_client::{AgentProcess, Spawn};
+
+/// The most bytes the agent may have written that the client has not read yet.
+pub const MAX_UNREAD_BYTES: usize = 256 << 20;
 
 /// Where a line goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -85,6 +93,30 @@ pub(super) struct Gateway {
     pending: Mutex<HashMap<String, Route>>,
     /// The `initialize` being answered: its id and who waits for the answer's line.
     initialize: Mutex<Option<(String, oneshot::Sender<Bytes>)>>,
+    /// Bytes delivered to a stream and not read by the client yet (see the module doc).
+    pub(super) unread: Arc<AtomicUsize>,
+}
+
+/// Ends a gateway when dropped, unless disarmed: a connection whose `initialize` was given up
+/// (the client went away, or it timed out) leaves no process behind.
+pub(super) struct CloseOnDrop(Option<Arc<Gateway>>);
+
+impl CloseOnDrop {
+    pub(super) fn new(g: &Arc<Gateway>) -> CloseOnDrop {
+        CloseOnDrop(Some(Arc::clone(g)))
+    }
+
+    pub(super) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            tokio::spawn(async move { g.close().await });
+        }
+    }
 }
 
 impl Gateway {
@@ -106,6 +138,7 @@ impl Gateway {
             streams: Mutex::default(),
             pending: Mutex::default(),
             initialize: Mutex::default(),
+            unread: Arc::default(),
         });
         tokio::spawn(read_loop(Arc::clone(&gateway), child_out));
         Ok(gateway)
@@ -177,7 +210,12 @@ impl Gateway {
         self.process.shutdown().await;
     }
 
-    fn deliver(&self, line: Bytes) {
+    /// Route `line` to its stream; false when the client has left too much unread.
+    fn deliver(&self, line: Bytes) -> bool {
+        let size = line.len();
+        if self.unread.fetch_add(size, Ordering::Relaxed) + size > MAX_UNREAD_BYTES {
+            return false;
+        }
         let route = match self.routing {
             Routing::Single => Route::Connection,
             Routing::BySession => self.route_of(&line),
@@ -186,13 +224,14 @@ impl Gateway {
         let stream = streams.entry(route).or_default();
         let line = match &stream.reader {
             Some(reader) => match reader.send(line) {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err(mpsc::error::SendError(line)) => line,
             },
             None => line,
         };
         stream.reader = None;
         stream.queue.push_back(line);
+        true
     }
 
     /// Where a line of the process goes (see the module doc); an `initialize` answer is handed
@@ -240,7 +279,15 @@ async fn read_loop(gateway: Arc<Gateway>, stdout: tokio::process::ChildStdout) {
             Some(waiter) => {
                 let _ = waiter.send(line);
             }
-            None => gateway.deliver(line),
+            None if gateway.deliver(line) => {}
+            None => {
+                tracing::warn!(
+                    "a remote client left over {MAX_UNREAD_BYTES} bytes unread: ending its connection"
+                );
+                gateway.stdin.lock().take();
+                gateway.process.shutdown().await;
+                break;
+            }
         }
     }
     for stream in gateway.streams.lock().values_mut() {

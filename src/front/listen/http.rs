@@ -14,8 +14,8 @@ use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode, body::Incoming};
 use serde_json::json;
 
-use super::gateway::{Gateway, Probe, Route, Routing};
-use super::{Body, MAX_BODY_BYTES, ORPHAN_GRACE, State, full, status};
+use super::gateway::{CloseOnDrop, Gateway, Probe, Route, Routing};
+use super::{Body, INITIALIZE_TIMEOUT, MAX_BODY_BYTES, ORPHAN_GRACE, State, full, status};
 
 /// The connection header.
 pub const CONNECTION_ID: &str = "acp-connection-id";
@@ -74,6 +74,10 @@ pub(super) async fn post(state: Arc<State>, req: Request<Incoming>) -> Response<
     let Some(gateway) = state.connection(&connection) else {
         return status(StatusCode::NOT_FOUND, "no such connection");
     };
+    if gateway.ended() {
+        state.remove(&connection).await;
+        return status(StatusCode::GONE, "the connection's agent has ended");
+    }
     let route = match session.as_deref().or(probe.session()) {
         Some(s) => Route::Session(s.to_owned()),
         None => Route::Connection,
@@ -84,14 +88,14 @@ pub(super) async fn post(state: Arc<State>, req: Request<Incoming>) -> Response<
 
 /// Why a POST body is not one message.
 #[derive(Debug, PartialEq, Eq)]
-enum BadBody {
+pub(super) enum BadBody {
     Batch,
     NotJson,
 }
 
 /// The body as one line: JSON with no raw line break inside (a pretty-printed message is
 /// re-encoded).
-fn one_line(body: Bytes) -> Result<Bytes, BadBody> {
+pub(super) fn one_line(body: Bytes) -> Result<Bytes, BadBody> {
     let trimmed = body.trim_ascii();
     if trimmed.starts_with(b"[") {
         return Err(BadBody::Batch);
@@ -125,11 +129,23 @@ async fn initialize(state: &Arc<State>, body: &Bytes, probe: &Probe<'_>) -> Resp
             return status(StatusCode::INTERNAL_SERVER_ERROR, "cannot start the agent");
         }
     };
-    let Some(answer) = gateway.initialize(body.clone(), id.get()).await else {
-        gateway.close().await;
-        return status(StatusCode::BAD_GATEWAY, "the agent ended before answering");
+    let closer = CloseOnDrop::new(&gateway);
+    let answered = tokio::time::timeout(
+        INITIALIZE_TIMEOUT,
+        gateway.initialize(body.clone(), id.get()),
+    );
+    let answer = match answered.await {
+        Ok(Some(answer)) => answer,
+        Ok(None) => return status(StatusCode::BAD_GATEWAY, "the agent ended before answering"),
+        Err(_) => {
+            return status(
+                StatusCode::GATEWAY_TIMEOUT,
+                "the agent did not answer in time",
+            );
+        }
     };
     state.add(connection.clone(), Arc::clone(&gateway));
+    closer.disarm();
     watch_orphan(state, &connection, &gateway);
     let mut r = Response::new(full(answer));
     r.headers_mut()
@@ -151,7 +167,11 @@ fn watch_orphan(state: &Arc<State>, connection: &str, gateway: &Arc<Gateway>) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(ORPHAN_GRACE).await;
-            if gateway.ended() || state.connection(&connection).is_none() {
+            if state.connection(&connection).is_none() {
+                break;
+            }
+            if gateway.ended() {
+                state.remove(&connection).await;
                 break;
             }
             if !gateway.connection_read() {
@@ -173,7 +193,7 @@ pub(super) fn get(state: &Arc<State>, req: &Request<Incoming>) -> Response<Body>
     };
     let route = header(req, SESSION_ID).map_or(Route::Connection, |s| Route::Session(s.to_owned()));
     let lines = gateway.open(route);
-    let body = super::sse::Events::new(lines);
+    let body = super::sse::Events::new(lines, Arc::clone(&gateway.unread));
     let mut r = Response::new(BodyExt::boxed(body));
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

@@ -11,9 +11,11 @@
 //! Every request must carry `Authorization: Bearer TOKEN`, also on loopback: any local process
 //! can reach a loopback port, including a command the agent itself runs with the network on, and
 //! a client can start a session in any directory. The token is `--token-file`'s, else one made at
-//! start and written (0600) into oml's runtime folder, which confined commands cannot read. A
-//! listener on an address other than loopback also needs TLS (`--tls-cert`, `--tls-key`) or
-//! `--allow-plain-http`.
+//! start and printed on stdout, never written to a file (where the sandbox cannot hide oml's
+//! runtime folder, a confined command could read it). A listener on an address other than
+//! loopback also needs TLS (`--tls-cert`, `--tls-key`) or `--allow-plain-http`. Slow or idle
+//! clients are bounded: [`HEADER_TIMEOUT`] for headers and TLS handshakes,
+//! [`MAX_TCP_CONNECTIONS`] at once, [`INITIALIZE_TIMEOUT`] for `initialize`.
 //!
 //! This file holds the options, the listener and the request router; `http` the Streamable
 //! HTTP methods, `sse` the event-stream body, `ws` the WebSocket, `gateway` the connection's
@@ -35,13 +37,14 @@ use parking_lot::Mutex;
 use crate::acp_client::Spawn;
 
 mod auth;
+mod conn;
 mod gateway;
 mod http;
 mod sse;
 mod tls;
 mod ws;
 
-pub use auth::{TOKEN_BYTES, token_file_for};
+pub use auth::TOKEN_BYTES;
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/acp";
@@ -52,6 +55,15 @@ pub const ORPHAN_GRACE: Duration = Duration::from_secs(10);
 
 /// The largest POST body read, as the stdio transport's line cap.
 pub const MAX_BODY_BYTES: usize = crate::jsonrpc::DEFAULT_MAX_LINE_BYTES;
+
+/// The most TCP connections served at once; more wait in the kernel's backlog.
+pub const MAX_TCP_CONNECTIONS: usize = 256;
+
+/// How long a client has to send a request's headers, and to finish a TLS handshake.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long `initialize` may take to be answered (the connection's image is built meanwhile).
+pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The response body of every route.
 pub(crate) type Body = BoxBody<Bytes, Infallible>;
@@ -67,8 +79,6 @@ pub struct ListenOptions {
     pub allow_plain_http: bool,
     /// The `oml acp` each connection runs.
     pub agent: Spawn,
-    /// oml's runtime folder (where a made token is written).
-    pub runtime_dir: PathBuf,
 }
 
 /// Why the listener could not start.
@@ -99,7 +109,8 @@ pub(crate) struct State {
 /// What a started listener tells its caller.
 pub struct Listening {
     pub url: String,
-    pub token_file: PathBuf,
+    /// The token, when it was made here (the user is told it); `None` for `--token-file`'s.
+    pub made_token: Option<String>,
     accept: tokio::task::JoinHandle<()>,
     state: Arc<State>,
 }
@@ -111,9 +122,7 @@ impl Listening {
         signals.recv().await;
         self.accept.abort();
         let all: Vec<_> = self.state.connections.lock().drain().collect();
-        for (_, g) in all {
-            g.close().await;
-        }
+        futures_util::future::join_all(all.iter().map(|(_, g)| g.close())).await;
     }
 }
 
@@ -133,7 +142,8 @@ pub async fn start(options: ListenOptions) -> Result<Listening, ListenError> {
         addr: options.addr,
         source,
     })?;
-    let (token, token_file) = auth::settle(&options, addr.port())?;
+    let (token, made) = auth::settle(&options)?;
+    let made_token = made.then(|| token.clone());
     let state = Arc::new(State {
         token,
         agent: options.agent.clone(),
@@ -141,57 +151,17 @@ pub async fn start(options: ListenOptions) -> Result<Listening, ListenError> {
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}{ENDPOINT}");
-    let accept = tokio::spawn(accept_loop(listener, tls, Arc::clone(&state)));
+    let accept = tokio::spawn(conn::accept_loop(listener, tls, Arc::clone(&state)));
     Ok(Listening {
         url,
-        token_file,
+        made_token,
         accept,
         state,
     })
 }
 
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    state: Arc<State>,
-) {
-    loop {
-        let Ok((socket, peer)) = listener.accept().await else {
-            continue;
-        };
-        let state = Arc::clone(&state);
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            match tls {
-                Some(tls) => match tls.accept(socket).await {
-                    Ok(stream) => serve_connection(stream, state).await,
-                    Err(e) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
-                },
-                None => serve_connection(socket, state).await,
-            }
-        });
-    }
-}
-
-/// Serve one TCP (or TLS) connection, HTTP/1.1 or HTTP/2 as its preface says.
-async fn serve_connection<S>(stream: S, state: Arc<State>)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let io = hyper_util::rt::TokioIo::new(stream);
-    let service = hyper::service::service_fn(move |req| {
-        let state = Arc::clone(&state);
-        async move { Ok::<_, Infallible>(route(state, req).await) }
-    });
-    let builder =
-        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    if let Err(e) = builder.serve_connection_with_upgrades(io, service).await {
-        tracing::debug!("HTTP connection ended: {e}");
-    }
-}
-
 /// The router: the endpoint, the token, then the method.
-async fn route(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+pub(super) async fn route(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if req.uri().path() != ENDPOINT {
         return status(StatusCode::NOT_FOUND, "not found: the ACP endpoint is /acp");
     }

@@ -5,6 +5,8 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,14 +21,20 @@ pub const KEEPALIVE: Duration = Duration::from_secs(15);
 pub(super) struct Events {
     lines: mpsc::UnboundedReceiver<Bytes>,
     keepalive: tokio::time::Interval,
+    /// The gateway's count of bytes not read yet: lowered as each line goes out.
+    unread: Arc<AtomicUsize>,
 }
 
 impl Events {
-    pub(super) fn new(lines: mpsc::UnboundedReceiver<Bytes>) -> Events {
+    pub(super) fn new(lines: mpsc::UnboundedReceiver<Bytes>, unread: Arc<AtomicUsize>) -> Events {
         let mut keepalive = tokio::time::interval(KEEPALIVE);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         keepalive.reset();
-        Events { lines, keepalive }
+        Events {
+            lines,
+            keepalive,
+            unread,
+        }
     }
 }
 
@@ -50,6 +58,7 @@ impl Body for Events {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.lines.poll_recv(cx) {
             Poll::Ready(Some(line)) => {
+                self.unread.fetch_sub(line.len(), Ordering::Relaxed);
                 self.keepalive.reset();
                 return Poll::Ready(Some(Ok(Frame::data(event(&line)))));
             }

@@ -21,6 +21,15 @@ use super::gateway::{Gateway, Probe, Route, Routing};
 use super::http::CONNECTION_ID;
 use super::{Body, State, status};
 
+/// The largest WebSocket message taken, as the stdio transport's line cap.
+pub const MAX_MESSAGE_BYTES: usize = crate::jsonrpc::DEFAULT_MAX_LINE_BYTES;
+
+fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+}
+
 /// Whether `req` asks to become a WebSocket.
 pub(super) fn is_upgrade(req: &Request<Incoming>) -> bool {
     req.headers()
@@ -52,7 +61,8 @@ pub(super) fn upgrade(state: Arc<State>, mut req: Request<Incoming>) -> Response
         match upgrading.await {
             Ok(upgraded) => {
                 let io = hyper_util::rt::TokioIo::new(upgraded);
-                let socket = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+                let socket =
+                    WebSocketStream::from_raw_socket(io, Role::Server, Some(ws_config())).await;
                 serve(socket, &gateway).await;
             }
             Err(e) => tracing::debug!("WebSocket upgrade failed: {e}"),
@@ -91,36 +101,44 @@ fn chosen_protocol(req: &Request<Incoming>) -> Option<HeaderValue> {
     HeaderValue::from_str(pick).ok()
 }
 
-/// Frames to the process, the process's lines to frames, until either side ends.
-async fn serve<S>(socket: WebSocketStream<S>, gateway: &Gateway)
+/// Frames to the process and the process's lines to frames, each way in a task of its own (a
+/// client that is slow to read never holds up what it sends), until either side ends.
+async fn serve<S>(socket: WebSocketStream<S>, gateway: &Arc<Gateway>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (mut sink, mut frames) = socket.split();
     let mut lines = gateway.open(Route::Connection);
+    let unread = Arc::clone(&gateway.unread);
+    let mut writer = tokio::spawn(async move {
+        while let Some(line) = lines.recv().await {
+            unread.fetch_sub(line.len(), std::sync::atomic::Ordering::Relaxed);
+            let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
+            if sink.send(Message::text(text)).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
     loop {
         tokio::select! {
             frame = frames.next() => match frame {
                 Some(Ok(Message::Text(text))) => {
-                    let line = Bytes::copy_from_slice(text.as_bytes());
+                    let Ok(line) = super::http::one_line(Bytes::copy_from_slice(text.as_bytes()))
+                    else {
+                        tracing::debug!("a WebSocket frame that is not one JSON-RPC message");
+                        continue;
+                    };
                     match Probe::read(&line) {
                         Some(probe) => gateway.post(line.clone(), &probe, Route::Connection),
                         None => tracing::debug!("a WebSocket frame that is not a JSON object"),
                     }
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
                 Some(Ok(_)) => {}
             },
-            line = lines.recv() => match line {
-                Some(line) => {
-                    let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
-                    if sink.send(Message::text(text)).await.is_err() {
-                        break;
-                    }
-                }
-                None => break,
-            },
+            _ = &mut writer => break,
         }
     }
-    let _ = sink.close().await;
+    writer.abort();
 }
