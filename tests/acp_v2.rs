@@ -303,3 +303,70 @@ fn oml_s_client_speaks_v2_to_oml_acp_listen_over_http() {
     let token_file = listener.token_file.display().to_string();
     oml_client_speaks_v2_to(&listener.url, &env, &fake, &[&token_file]);
 }
+
+/// A slash command runs no model and answers at once: still the client hears the prompt and
+/// `running` before any of its output, and `idle` after all of it.
+#[test]
+fn a_v2_turn_s_output_comes_between_running_and_idle() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let mut c = Client::start(&env, None);
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let sid =
+        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let id = c.prompt(&sid, "/eval (+ 1 2)");
+    let mut seen = Vec::new();
+    loop {
+        let m = c.next();
+        if m["id"] == json!(id) && m.get("method").is_none() {
+            seen.push("answer".to_owned());
+            continue;
+        }
+        let u = &m["params"]["update"];
+        let kind = match u["sessionUpdate"].as_str() {
+            Some("state_update") => format!("state:{}", u["state"].as_str().unwrap_or("?")),
+            Some(k) => k.to_owned(),
+            None => continue,
+        };
+        seen.push(kind.clone());
+        if kind == "state:idle" {
+            break;
+        }
+    }
+    let at = |k: &str| seen.iter().position(|s| s == k).unwrap_or(usize::MAX);
+    assert!(at("user_message") < at("state:running"), "{seen:?}");
+    assert!(at("agent_message_chunk") > at("state:running"), "{seen:?}");
+    assert!(at("agent_message_chunk") < at("state:idle"), "{seen:?}");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("state:idle"),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_v2_resume_from_an_unknown_cursor_is_refused() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let mut c = Client::start(&env, None);
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let sid =
+        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let r = c.call(
+        "session/resume",
+        json!({"sessionId": sid, "cwd": env.project, "replayFrom": {"type": "message", "messageId": "m"}}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

@@ -17,13 +17,21 @@ use std::sync::Arc;
 use futures_util::{SinkExt, StreamExt};
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use super::v2::read_line_capped;
+
 /// The size of the in-memory pipe between the JSON-RPC layer and the pump.
 const PIPE_BYTES: usize = 1 << 16;
+
+/// The longest line or event read: the JSON-RPC layer's own cap.
+const MAX_LINE_BYTES: usize = crate::jsonrpc::DEFAULT_MAX_LINE_BYTES;
+
+/// How long connecting to the agent's host may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The connection header.
 const CONNECTION_ID: &str = "Acp-Connection-Id";
@@ -65,39 +73,61 @@ async fn ws_connect(url: &str, token: Option<&str>) -> std::io::Result<Socket> {
             .map_err(std::io::Error::other)?;
         request.headers_mut().insert("Authorization", value);
     }
-    let (socket, _) = tokio_tungstenite::connect_async(request)
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_LINE_BYTES))
+        .max_frame_size(Some(MAX_LINE_BYTES));
+    let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), false);
+    let (socket, _) = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting timed out"))?
         .map_err(std::io::Error::other)?;
     Ok(socket)
 }
 
-/// Lines to frames and frames to lines, until either side ends.
+/// Lines to frames and frames to lines, each way in a task of its own, until either side ends.
 async fn ws_pump(socket: Socket, pipe: DuplexStream) {
     let (read, mut write) = tokio::io::split(pipe);
-    let mut lines = BufReader::new(read);
     let (mut sink, mut frames) = socket.split();
-    // Kept across turns: `read_until` is not cancel-safe (see `http_pump`).
-    let mut line = Vec::new();
+    let mut outgoing = tokio::spawn(async move {
+        let mut lines = BufReader::new(read);
+        let mut line = Vec::new();
+        while matches!(read_line_capped(&mut lines, &mut line, MAX_LINE_BYTES).await, Ok(n) if n > 0)
+        {
+            let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
+            line.clear();
+            if sink.send(Message::text(text)).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
     loop {
         tokio::select! {
-            n = lines.read_until(b'\n', &mut line) => {
-                if !matches!(n, Ok(n) if n > 0) { break }
-                let text = String::from_utf8_lossy(line.trim_ascii_end()).into_owned();
-                line.clear();
-                if sink.send(Message::text(text)).await.is_err() { break }
-            }
             frame = frames.next() => match frame {
                 Some(Ok(Message::Text(text))) => {
-                    let mut bytes = text.as_bytes().to_vec();
-                    bytes.push(b'\n');
-                    if write.write_all(&bytes).await.is_err() { break }
+                    if write.write_all(&one_line(text.as_bytes())).await.is_err() { break }
                 }
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
                 Some(Ok(_)) => {}
             },
+            _ = &mut outgoing => break,
         }
     }
-    let _ = sink.close().await;
+    outgoing.abort();
+}
+
+/// One JSON-RPC message as one line: re-encoded when it holds a line break (a pretty-printed
+/// message, or an SSE event of several `data:` lines), with its `\n`.
+fn one_line(text: &[u8]) -> Vec<u8> {
+    let text = text.trim_ascii();
+    let mut line = match memchr::memchr(b'\n', text) {
+        None => text.to_vec(),
+        Some(_) => serde_json::from_slice::<Value>(text)
+            .map(|v| v.to_string().into_bytes())
+            .unwrap_or_else(|_| text.to_vec()),
+    };
+    line.push(b'\n');
+    line
 }
 
 /// The Streamable HTTP side: the endpoint, the token, the connection once `initialize` made it.
@@ -118,6 +148,7 @@ struct Http {
 impl Http {
     fn new(url: &str, token: Option<String>) -> std::io::Result<Arc<Http>> {
         let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(std::io::Error::other)?;
         let (inbound, inbound_rx) = mpsc::unbounded_channel();
@@ -262,8 +293,15 @@ async fn read_stream(http: Arc<Http>, sid: Option<String>, opened: watch::Sender
     }
     let mut events = Events::default();
     while let Ok(Some(chunk)) = response.chunk().await {
-        for line in events.push(&chunk) {
-            http.deliver(line, sid.as_deref());
+        match events.push(&chunk) {
+            Ok(lines) => lines
+                .into_iter()
+                .for_each(|line| http.deliver(line, sid.as_deref())),
+            Err(e) => {
+                tracing::warn!("ACP over HTTP: {e}");
+                // The connection's stream failing ends the transport, as its end does.
+                return end(&http, &None);
+            }
         }
     }
     end(&http, &sid);
@@ -289,8 +327,13 @@ struct Events {
 }
 
 impl Events {
-    fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
+    /// The events completed by `chunk`; an error once an event or a line passes
+    /// [`MAX_LINE_BYTES`].
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         self.buffer.extend_from_slice(chunk);
+        if self.buffer.len() > MAX_LINE_BYTES || self.data.len() > MAX_LINE_BYTES {
+            return Err(format!("an SSE event longer than {MAX_LINE_BYTES} bytes"));
+        }
         let mut out = Vec::new();
         while let Some(at) = memchr::memchr(b'\n', &self.buffer) {
             let line: Vec<u8> = self.buffer.drain(..=at).collect();
@@ -298,9 +341,7 @@ impl Events {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
                 if !self.data.is_empty() {
-                    let mut event = std::mem::take(&mut self.data);
-                    event.push(b'\n');
-                    out.push(event);
+                    out.push(one_line(&std::mem::take(&mut self.data)));
                 }
             } else if let Some(data) = line.strip_prefix(b"data:") {
                 if !self.data.is_empty() {
@@ -310,37 +351,39 @@ impl Events {
                     .extend_from_slice(data.strip_prefix(b" ").unwrap_or(data));
             }
         }
-        out
+        Ok(out)
     }
 }
 
-/// Lines from the client to POSTs, lines from the streams to the client; at the end, DELETE.
+/// Lines from the client to POSTs (in order, one at a time), and lines from the streams to the
+/// client, in a task of its own; at the end, DELETE.
 async fn http_pump(http: Arc<Http>, pipe: DuplexStream) {
     let Some(mut inbound) = http.inbound_rx.lock().take() else {
         return;
     };
     let (read, mut write) = tokio::io::split(pipe);
+    let mut incoming = tokio::spawn(async move {
+        while let Some(line) = inbound.recv().await {
+            if line.is_empty() || write.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+    });
     let mut lines = BufReader::new(read);
-    // Kept across turns of the loop: `read_until` is not cancel-safe, and what it read of a
-    // line when the other branch won stays here.
     let mut line = Vec::new();
     loop {
         tokio::select! {
-            n = lines.read_until(b'\n', &mut line) => {
+            n = read_line_capped(&mut lines, &mut line, MAX_LINE_BYTES) => {
                 if !matches!(n, Ok(n) if n > 0) { break }
                 if let Err(e) = http.post(std::mem::take(&mut line)).await {
                     tracing::warn!("ACP over HTTP: {e}");
                     break;
                 }
             }
-            got = inbound.recv() => match got {
-                Some(line) if !line.is_empty() => {
-                    if write.write_all(&line).await.is_err() { break }
-                }
-                _ => break,
-            },
+            _ = &mut incoming => break,
         }
     }
+    incoming.abort();
     if http.connection.lock().is_some() {
         let _ = http.request(reqwest::Method::DELETE, None).send().await;
     }
@@ -353,10 +396,10 @@ mod tests {
     #[test]
     fn events_are_cut_at_blank_lines_whatever_the_chunks() {
         let mut e = Events::default();
-        assert!(e.push(b"data: {\"a\"").is_empty());
+        assert!(e.push(b"data: {\"a\"").unwrap().is_empty());
         assert_eq!(
-            e.push(b":1}\n\n:\n\ndata: x\r\ndata: y\n\n"),
-            vec![b"{\"a\":1}\n".to_vec(), b"x\ny\n".to_vec()]
+            e.push(b":1}\n\n:\n\ndata: [1,\r\ndata: 2]\n\n").unwrap(),
+            vec![b"{\"a\":1}\n".to_vec(), b"[1,2]\n".to_vec()]
         );
         assert!(is_url("http://h/acp") && is_url("ws://h/acp") && !is_url("oml"));
     }

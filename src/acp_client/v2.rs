@@ -14,12 +14,18 @@
 //! Other state updates are dropped. It knows the two versions' shapes, not the router or Lisp.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 
 /// The size of the in-memory pipe between the JSON-RPC layer and the codec.
 const PIPE_BYTES: usize = 1 << 16;
+
+/// The longest line read from either side: the JSON-RPC layer's own cap.
+const MAX_LINE_BYTES: usize = crate::jsonrpc::DEFAULT_MAX_LINE_BYTES;
 
 /// Where the negotiation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +37,21 @@ enum Mode {
     V2,
 }
 
+/// A prompt sent: its session, and whether the agent has acknowledged it (only then can an
+/// `idle` state end it: one before is a snapshot of the state before the prompt).
+struct Prompt {
+    session: String,
+    acknowledged: bool,
+}
+
 /// The codec's state.
 pub(crate) struct Codec {
     mode: Mode,
     initialize_id: Option<String>,
     /// Prompts sent and not yet ended: request id (as written) → session.
-    prompts: HashMap<String, String>,
-    /// Tool calls already shown (their first update was made a `tool_call`).
-    calls: HashSet<String>,
+    prompts: HashMap<String, Prompt>,
+    /// Tool calls already shown (their first update was made a `tool_call`), by session and id.
+    calls: HashSet<(String, String)>,
 }
 
 impl Codec {
@@ -97,7 +110,14 @@ impl Codec {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 if let Some(id) = id {
-                    self.prompts.insert(id, sid.to_owned());
+                    let session = sid.to_owned();
+                    self.prompts.insert(
+                        id,
+                        Prompt {
+                            session,
+                            acknowledged: false,
+                        },
+                    );
                 }
             }
             ("session/set_config_option", Some(p)) => {
@@ -136,8 +156,16 @@ impl Codec {
             return vec![m];
         }
         if is_answer {
-            if id.as_ref().is_some_and(|id| self.prompts.contains_key(id)) {
+            if let Some(prompt) = id.as_ref().and_then(|id| self.prompts.get_mut(id)) {
+                if m.get("error").is_some() {
+                    // Refused: the error is the prompt's answer, and no turn runs.
+                    if let Some(id) = &id {
+                        self.prompts.remove(id);
+                    }
+                    return vec![m];
+                }
                 // The acknowledgement: the answer is made when the turn ends.
+                prompt.acknowledged = true;
                 return Vec::new();
             }
             if let Some(options) = m.pointer_mut("/result/configOptions") {
@@ -185,7 +213,7 @@ impl Codec {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                if self.calls.insert(call.clone()) {
+                if self.calls.insert((sid.clone(), call.clone())) {
                     u.insert("sessionUpdate".into(), json!("tool_call"));
                     if !u.contains_key("title") {
                         let title = u.get("name").cloned().unwrap_or_else(|| json!(call));
@@ -214,19 +242,20 @@ impl Codec {
         vec![m]
     }
 
-    /// A state update: `idle` with a stop reason ends the session's prompt (its v1 answer);
-    /// the rest has no v1 form.
+    /// A state update: `idle` ends the session's acknowledged prompt (its v1 answer; without a
+    /// stop reason, `end_turn`); the rest has no v1 form.
     fn state(&mut self, sid: &str, u: &serde_json::Map<String, Value>) -> Vec<Value> {
-        let (Some("idle"), Some(stop)) = (
-            u.get("state").and_then(Value::as_str),
-            u.get("stopReason").and_then(Value::as_str),
-        ) else {
+        if u.get("state").and_then(Value::as_str) != Some("idle") {
             return Vec::new();
-        };
+        }
+        let stop = u
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn");
         let Some(id) = self
             .prompts
             .iter()
-            .find(|(_, s)| *s == sid)
+            .find(|(_, p)| p.session == sid && p.acknowledged)
             .map(|(id, _)| id.clone())
         else {
             return Vec::new();
@@ -324,57 +353,102 @@ fn chunks(sid: &str, u: &serde_json::Map<String, Value>, kind: &str) -> Vec<Valu
 }
 
 /// Put the codec between the agent's stream (`reader`, `writer`) and the JSON-RPC layer: the
-/// layer's side of the pipe is returned.
+/// layer's side of the pipe is returned. Each direction runs in a task of its own, so an agent
+/// that writes while it is being written to never waits on the codec.
 pub(crate) fn wrap<R, W>(reader: R, writer: W) -> DuplexStream
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
-    tokio::spawn(pump(Codec::new(), reader, writer, ours));
+    let codec = Arc::new(Mutex::new(Codec::new()));
+    let (from_client, to_client) = tokio::io::split(ours);
+    tokio::spawn(to_agent(Arc::clone(&codec), from_client, writer));
+    tokio::spawn(from_agent(codec, reader, to_client));
     theirs
 }
 
-async fn pump<R, W>(mut codec: Codec, reader: R, mut writer: W, pipe: DuplexStream)
+/// The client's lines, encoded, to the agent.
+async fn to_agent<R, W>(codec: Arc<Mutex<Codec>>, from_client: R, mut writer: W)
 where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
-    let (from_client, mut to_client) = tokio::io::split(pipe);
-    let mut from_client = BufReader::new(from_client);
-    let mut from_agent = BufReader::new(reader);
-    // Kept across turns of the loop: `read_until` is not cancel-safe, what it read of a line
-    // when the other branch won stays in its buffer.
-    let (mut out, mut inl) = (Vec::new(), Vec::new());
-    loop {
-        tokio::select! {
-            n = from_client.read_until(b'\n', &mut out) => {
-                if !matches!(n, Ok(n) if n > 0) { break }
-                let line = std::mem::take(&mut out);
-                let line = match serde_json::from_slice::<Value>(&line) {
-                    Ok(m) if !codec.passes() => format!("{}\n", codec.outgoing(m)).into_bytes(),
-                    _ => line,
-                };
-                if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() { break }
+    let mut lines = BufReader::new(from_client);
+    let mut line = Vec::new();
+    while matches!(read_line_capped(&mut lines, &mut line, MAX_LINE_BYTES).await, Ok(n) if n > 0) {
+        let out = match serde_json::from_slice::<Value>(&line) {
+            Ok(m) if !codec.lock().passes() => {
+                let m = codec.lock().outgoing(m);
+                format!("{m}\n").into_bytes()
             }
-            n = from_agent.read_until(b'\n', &mut inl) => {
-                if !matches!(n, Ok(n) if n > 0) { break }
-                let line = std::mem::take(&mut inl);
-                let lines = match serde_json::from_slice::<Value>(&line) {
-                    Ok(m) if !codec.passes() => codec
-                        .incoming(m)
-                        .into_iter()
-                        .map(|m| format!("{m}\n").into_bytes())
-                        .collect(),
-                    _ => vec![line],
-                };
-                for line in lines {
-                    if to_client.write_all(&line).await.is_err() { return }
-                }
-            }
+            _ => std::mem::take(&mut line),
+        };
+        line.clear();
+        if writer.write_all(&out).await.is_err() || writer.flush().await.is_err() {
+            break;
         }
     }
     let _ = writer.shutdown().await;
+}
+
+/// The agent's lines, decoded, to the client. A line past [`MAX_LINE_BYTES`] ends the stream
+/// (the JSON-RPC layer reports the connection closed).
+async fn from_agent<R, W>(codec: Arc<Mutex<Codec>>, reader: R, mut to_client: W)
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    let mut lines = BufReader::new(reader);
+    let mut line = Vec::new();
+    while matches!(read_line_capped(&mut lines, &mut line, MAX_LINE_BYTES).await, Ok(n) if n > 0) {
+        let decoded: Vec<Vec<u8>> = match serde_json::from_slice::<Value>(&line) {
+            Ok(m) if !codec.lock().passes() => {
+                let ms = codec.lock().incoming(m);
+                ms.into_iter()
+                    .map(|m| format!("{m}\n").into_bytes())
+                    .collect()
+            }
+            _ => vec![std::mem::take(&mut line)],
+        };
+        line.clear();
+        for out in decoded {
+            if to_client.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Read one line (through its `\n`) into `buf`, at most `cap` bytes: an error past that, and
+/// 0 at the end of the input.
+pub(crate) async fn read_line_capped<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<usize> {
+    let start = buf.len();
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(buf.len() - start);
+        }
+        let (take, done) = match memchr::memchr(b'\n', available) {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        buf.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        if buf.len() - start > cap {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a line longer than {cap} bytes"),
+            ));
+        }
+        if done {
+            return Ok(buf.len() - start);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -472,12 +546,43 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_prompt_is_answered_and_a_snapshot_ends_nothing() {
+        let mut c = negotiated(2);
+        c.outgoing(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                          "params": {"sessionId": "s"}}),
+        );
+        // An idle snapshot before the acknowledgement (a resume's) ends no prompt.
+        let idle = update(
+            "s",
+            json!({"sessionUpdate": "state_update", "state": "idle"}),
+        );
+        assert!(c.incoming(idle.clone()).is_empty());
+        let refused =
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "busy"}});
+        assert_eq!(c.incoming(refused.clone()), vec![refused]);
+        // The next prompt's end is its own.
+        c.outgoing(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                          "params": {"sessionId": "s"}}),
+        );
+        assert!(
+            c.incoming(json!({"jsonrpc": "2.0", "id": 2, "result": {"messageId": "u"}}))
+                .is_empty()
+        );
+        let end = c.incoming(idle);
+        assert_eq!(end[0]["id"], 2);
+        assert_eq!(end[0]["result"]["stopReason"], "end_turn");
+    }
+
+    #[test]
     fn a_failed_v2_turn_is_an_error_answer() {
         let mut c = negotiated(2);
         c.outgoing(
             json!({"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
                           "params": {"sessionId": "s"}}),
         );
+        c.incoming(json!({"jsonrpc": "2.0", "id": "p", "result": {"messageId": "u"}}));
         let end = c.incoming(update(
             "s",
             json!({"sessionUpdate": "state_update", "state": "idle",

@@ -271,14 +271,12 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
         Ok(Method::Initialize(p)) => initialize_negotiated(ctx, &p),
         Ok(Method::SessionNew(p)) => return session_new(ctx, &id, p).await,
         Ok(Method::SessionLoad(p)) => return session_load(ctx, &id, p, Open::Load).await,
-        Ok(Method::SessionResume(p)) => {
-            // v2 folds `session/load` into `session/resume` with a replay cursor.
-            let open = match p.replay_from {
-                Some(Value::Object(_)) if ctx.hub.dialect() == v2::Dialect::V2 => Open::Load,
-                _ => Open::Resume,
-            };
-            return session_load(ctx, &id, p, open).await;
-        }
+        Ok(Method::SessionResume(p)) => match v2::replay(ctx.hub.dialect(), p.replay_from.as_ref())
+        {
+            Ok(true) => return session_load(ctx, &id, p, Open::Load).await,
+            Ok(false) => return session_load(ctx, &id, p, Open::Resume).await,
+            Err(e) => Err(e),
+        },
         Ok(Method::SessionFork(p)) => return session_fork(ctx, &id, p).await,
         Ok(Method::SessionList(p)) => session_list(ctx, p),
         Ok(Method::SessionClose(p)) => session_close(ctx, &p).await,

@@ -19,12 +19,19 @@ use crate::agent::AgentError;
 use crate::jsonrpc::{self, RequestId, RpcError};
 use tokio::sync::oneshot;
 
-/// Run the prompt; `accepted` is told once it is taken (the session known and free, the
-/// content readable), before the turn runs: a v2 client is answered then ([`prompt_v2`]).
+/// A v2 prompt's handshake with the turn: the turn says it is taken, then waits for the go.
+pub(super) struct Accepted {
+    taken: oneshot::Sender<()>,
+    go: oneshot::Receiver<()>,
+}
+
+/// Run the prompt; with `accepted`, the turn says when it is taken (the session known and free,
+/// the content readable) and waits for the go before anything of it is sent: a v2 client is
+/// answered, and told the prompt and `running`, in between ([`prompt_v2`]).
 pub(super) async fn prompt(
     ctx: &Arc<Ctx>,
     params: &PromptParams,
-    accepted: Option<oneshot::Sender<()>>,
+    accepted: Option<Accepted>,
 ) -> Result<Value, RpcError> {
     let sid = params.session_id.0.as_str();
     let session = ctx
@@ -46,8 +53,9 @@ pub(super) async fn prompt(
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
-    if let Some(accepted) = accepted {
-        let _ = accepted.send(());
+    if let Some(Accepted { taken, go }) = accepted {
+        let _ = taken.send(());
+        let _ = go.await;
     }
 
     let before = session_state(ctx, sid);
@@ -103,7 +111,12 @@ pub(super) async fn prompt(
 pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptParams) {
     let sid = params.session_id.0.as_str();
     let (accepted, taken) = oneshot::channel();
-    let mut run = std::pin::pin!(prompt(ctx, params, Some(accepted)));
+    let (go_tx, go) = oneshot::channel();
+    let handshake = Accepted {
+        taken: accepted,
+        go,
+    };
+    let mut run = std::pin::pin!(prompt(ctx, params, Some(handshake)));
     let mut taken = std::pin::pin!(taken);
     let finished = tokio::select! {
         biased;
@@ -127,6 +140,7 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
                       "content": params.prompt.0});
     update(ctx, sid, user).await;
     update(ctx, sid, v2::state("running", None, None)).await;
+    let _ = go_tx.send(());
     let result = match finished {
         Some(result) => result,
         None => run.await,

@@ -43,6 +43,26 @@ pub(crate) fn negotiate(asked: u64, offered: &[u64]) -> Dialect {
     }
 }
 
+/// Whether a v2 `session/resume` replays the history: with `replayFrom: {type: start}`; absent
+/// or null, no replay; another cursor is refused (`-32602`), as the draft says. A v1 client's
+/// resume never replays.
+pub(crate) fn replay(
+    dialect: Dialect,
+    from: Option<&Value>,
+) -> Result<bool, crate::jsonrpc::RpcError> {
+    match (dialect, from) {
+        (Dialect::V1, _) | (_, None | Some(Value::Null)) => Ok(false),
+        (Dialect::V2, Some(cursor))
+            if cursor.get("type").and_then(Value::as_str) == Some("start") =>
+        {
+            Ok(true)
+        }
+        (Dialect::V2, Some(cursor)) => Err(crate::jsonrpc::RpcError::invalid_params(format!(
+            "replayFrom {cursor} is not a cursor this agent knows (only {{\"type\": \"start\"}})"
+        ))),
+    }
+}
+
 /// The `initialize` answer to a v2 client.
 pub(crate) fn initialize_answer() -> Value {
     json!({
@@ -85,6 +105,20 @@ mod tests {
         assert_eq!(negotiate(2, &[1]), Dialect::V1);
         assert_eq!(negotiate(1, &[1, 2]), Dialect::V1);
         assert_eq!(negotiate(0, &[1, 2]), Dialect::V1);
+    }
+
+    #[test]
+    fn only_the_start_cursor_replays() {
+        let start = json!({"type": "start"});
+        assert_eq!(replay(Dialect::V2, Some(&start)).ok(), Some(true));
+        assert_eq!(replay(Dialect::V2, None).ok(), Some(false));
+        assert_eq!(replay(Dialect::V2, Some(&Value::Null)).ok(), Some(false));
+        assert_eq!(replay(Dialect::V1, Some(&start)).ok(), Some(false));
+        let other = json!({"type": "message", "messageId": "m"});
+        assert_eq!(
+            replay(Dialect::V2, Some(&other)).map_err(|e| e.code),
+            Err(-32602)
+        );
     }
 
     #[test]
