@@ -55,6 +55,8 @@ pub struct Hub {
     config_options: std::sync::atomic::AtomicBool,
     /// The connection speaks the v2 draft (see [`super::v2`]).
     v2: std::sync::atomic::AtomicBool,
+    /// The questions each session has asked a v2 client and not had answered yet.
+    asking: Mutex<HashMap<String, usize>>,
 }
 
 impl Hub {
@@ -68,6 +70,23 @@ impl Hub {
     pub(crate) fn knows_config_options(&self) -> bool {
         self.config_options
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Count one more (`+1`) or one fewer (`-1`) question pending for session `id`; the count
+    /// after.
+    pub(crate) fn asking(&self, id: &str, change: i32) -> usize {
+        let mut all = lock(&self.asking);
+        let n = all.entry(id.to_owned()).or_default();
+        *n = if change > 0 {
+            *n + 1
+        } else {
+            n.saturating_sub(1)
+        };
+        let now = *n;
+        if now == 0 {
+            all.remove(id);
+        }
+        now
     }
 
     /// Note the version `initialize` settled on.
@@ -342,6 +361,10 @@ fn request(
 ) -> impl Future<Output = mlua::Result<Value>> {
     let hub = hub(&lua);
     let (sid, cancel) = session_of(&lua, explicit);
+    let running = match (lua.app_data_ref::<Arc<Sessions>>(), &sid) {
+        (Some(sessions), Some(id)) => sessions.prompt_state(id) == Some(PromptState::Running),
+        _ => false,
+    };
     async move {
         let hub = hub?;
         let conn = hub.connection().ok_or_else(|| rt("No ACP client"))?;
@@ -363,7 +386,7 @@ fn request(
                 } else {
                     params
                 };
-                ask_in_v2(&hub, &conn, id, &method, params, cancel.as_ref()).await
+                ask_in_v2(&hub, &conn, (id, running), &method, params, cancel.as_ref()).await
             }
             // Keys sorted: the same line from run to run, as the updates'
             // (`render::stable_order`).
@@ -404,20 +427,26 @@ fn asks_the_user(method: &str) -> bool {
     matches!(method, "session/request_permission" | "elicitation/create")
 }
 
-/// Ask the v2 client `method` on session `id`'s behalf: the session requires action until the
-/// answer, then runs again (unless its turn was cancelled meanwhile, which ends it `idle`).
+/// Ask the v2 client `method` on session `id`'s behalf. While its turn runs, the session
+/// requires action from the first question asked to the last one answered, then runs again
+/// (unless the turn was cancelled meanwhile, which ends it `idle`); a question from outside a
+/// turn changes no state.
 async fn ask_in_v2(
     hub: &Hub,
     conn: &Connection,
-    id: &str,
+    (id, running): (&str, bool),
     method: &str,
     params: serde_json::Value,
     cancel: Option<&CancelToken>,
 ) -> Result<serde_json::Value, RequestError> {
     let state = |s| super::v2::encode::state(s, None, None);
-    hub.send_update(conn, id, state("requires_action")).await;
+    let first = running && hub.asking(id, 1) == 1;
+    if first {
+        hub.send_update(conn, id, state("requires_action")).await;
+    }
     let answer = conn.request_with(method, params, None, cancel).await;
-    if !cancel.is_some_and(CancelToken::is_cancelled) {
+    let last = running && hub.asking(id, -1) == 0;
+    if last && !cancel.is_some_and(CancelToken::is_cancelled) {
         hub.send_update(conn, id, state("running")).await;
     }
     answer
