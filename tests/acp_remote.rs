@@ -73,6 +73,11 @@ fn drive(env: &Env, mode: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("Error handling"),
+        "the SDK refused a message: {stderr}"
+    );
     let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
     assert_eq!(seen["protocolVersion"], 1, "{seen}");
     assert_eq!(seen["stopReason"], "end_turn", "{seen}");

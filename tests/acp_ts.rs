@@ -47,6 +47,9 @@ fn the_typescript_sdk_drives_oml_acp_through_elicitation_message_ids_and_cancel_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The SDK drops a notification its schema refuses, saying so on stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Error handling"), "{stderr}");
     let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
     assert_eq!(seen["protocolVersion"], 1);
     assert_eq!(seen["additionalDirectories"], serde_json::json!({}));
