@@ -28,7 +28,9 @@ fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() 
     let env = Env::new();
     env.init(OFFER_V2);
     let args = r#"{"path": "notes.txt", "content": "one\ntwo\n"}"#;
+    let ask = r#"{"question": "Which database?", "choices": ["postgres", "sqlite"]}"#;
     let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c0", "ask_user", &[ask])),
         Reply::from(tool_call_chunks("c1", "write", &[args])),
         Reply::from(text_chunks(&["Written."])),
     ]);
@@ -88,6 +90,10 @@ fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() 
     assert_eq!(states.first(), Some(&json!("running")), "{seen}");
     assert!(states.contains(&json!("requires_action")), "{seen}");
     assert_eq!(states.last(), Some(&json!("idle:end_turn")), "{seen}");
+    assert_eq!(seen["elicitations"][0]["mode"], "form", "{seen}");
+    assert_eq!(seen["elicitations"][0]["message"], "Which database?");
+    let asked = fake.requests()[1].body["messages"].to_string();
+    assert!(asked.contains("The user answered: sqlite"), "{asked}");
     assert_eq!(seen["permissions"][0]["subject"], "tool_call", "{seen}");
     assert_eq!(seen["permissions"][0]["toolCallId"], "c1");
     let diff = &seen["diffs"][0];

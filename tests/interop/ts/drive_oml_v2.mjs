@@ -3,8 +3,9 @@
 //
 // Usage: node drive_oml_v2.mjs OML_BINARY CWD
 // The model environment (OPENAI_*) and XDG folders come from this process's environment; the
-// user init offers `acp.protocol-versions [1 2]`. The fake model first calls `write` (asked:
-// the permission question), then answers. Checks: the v2 initialize answer, session/new, a
+// user init offers `acp.protocol-versions [1 2]`. The fake model first asks the user a
+// question (`ask_user`: an elicitation), then calls `write` (asked: the permission question),
+// then answers. Checks: the v2 initialize answer, session/new, a
 // prompt acknowledged with a message id and ended by the `idle` state update, the updates in
 // v2 shapes, then session/resume with a replay. Prints one JSON line with what it saw.
 
@@ -16,7 +17,7 @@ const [oml, cwd] = process.argv.slice(2);
 const child = spawn(oml, ["acp"], { cwd, stdio: ["pipe", "pipe", "inherit"] });
 const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 
-const seen = { updates: [], permissions: [], states: [] };
+const seen = { updates: [], permissions: [], states: [], elicitations: [] };
 let idle = null;
 const app = client({ name: "oml-interop-v2" })
   .onRequest(methods.client.session.requestPermission, ({ params }) => {
@@ -24,6 +25,10 @@ const app = client({ name: "oml-interop-v2" })
                             toolCallId: params.subject?.toolCall?.toolCallId ?? null });
     const allow = params.options.find((o) => o.kind === "allow_once") ?? params.options[0];
     return { outcome: { outcome: "selected", optionId: allow.optionId } };
+  })
+  .onRequest(methods.client.elicitation.create, ({ params }) => {
+    seen.elicitations.push({ mode: params.mode, message: params.message });
+    return { action: "accept", content: { answer: "sqlite" } };
   })
   .onNotification(methods.client.session.update, ({ params }) => {
     const u = params.update;
@@ -38,7 +43,7 @@ await app.connectWith(stream, async (ctx) => {
   const init = await ctx.request(methods.agent.initialize, {
     protocolVersion: 2,
     info: { name: "oml-interop-v2", version: "1.0.0" },
-    capabilities: {},
+    capabilities: { elicitation: { form: {} } },
   });
   seen.protocolVersion = init.protocolVersion;
   seen.agent = init.info.name;
