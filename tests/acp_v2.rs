@@ -18,6 +18,17 @@ const OFFER_V2: &str = "(setq acp.protocol-versions [1 2])\n";
 
 #[test]
 fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() {
+    sdk_v2_turn(false);
+}
+
+#[test]
+fn the_typescript_sdks_v2_client_does_the_same_over_http() {
+    sdk_v2_turn(true);
+}
+
+/// The SDK's v2 client through a turn (an elicitation, a permission, a diff) and a replay:
+/// over stdio, or over `oml acp --listen` with the SDK's HTTP client.
+fn sdk_v2_turn(http: bool) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
     if !dir.join("node_modules/@agentclientprotocol/sdk").exists() {
         return support::home::skip(
@@ -34,11 +45,14 @@ fn the_typescript_sdks_v2_client_drives_a_turn_with_a_permission_and_a_replay() 
         Reply::from(tool_call_chunks("c1", "write", &[args])),
         Reply::from(text_chunks(&["Written."])),
     ]);
+    let listener = http.then(|| support::listener::Listener::start(&env, Some(&fake), &[]));
     let mut cmd = Command::new("node");
-    cmd.arg(dir.join("drive_oml_v2.mjs"))
-        .arg(env!("CARGO_BIN_EXE_oml"))
-        .arg(&env.project)
-        .current_dir(&dir)
+    cmd.arg(dir.join("drive_oml_v2.mjs"));
+    match &listener {
+        Some(l) => cmd.arg(&l.url).arg(&env.project).arg(&l.token_file),
+        None => cmd.arg(env!("CARGO_BIN_EXE_oml")).arg(&env.project),
+    };
+    cmd.current_dir(&dir)
         .env("XDG_CONFIG_HOME", &env.home.config)
         .env("XDG_STATE_HOME", &env.home.state)
         .env("XDG_CACHE_HOME", &env.home.cache)

@@ -1,7 +1,8 @@
 // Drives `oml acp` over the v2 draft with the official SDK's `experimental/v2` client, whose
 // zod schemas check every message it reads (a message that does not validate fails the run).
 //
-// Usage: node drive_oml_v2.mjs OML_BINARY CWD
+// Usage: node drive_oml_v2.mjs OML_BINARY CWD, or node drive_oml_v2.mjs URL CWD TOKEN_FILE for
+// `oml acp --listen` over the SDK's HTTP client.
 // The model environment (OPENAI_*) and XDG folders come from this process's environment; the
 // user init offers `acp.protocol-versions [1 2]`. The fake model first asks the user a
 // question (`ask_user`: an elicitation), then calls `write` (asked: the permission question),
@@ -10,12 +11,21 @@
 // v2 shapes, then session/resume with a replay. Prints one JSON line with what it saw.
 
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk/experimental/v2";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 
-const [oml, cwd] = process.argv.slice(2);
-const child = spawn(oml, ["acp"], { cwd, stdio: ["pipe", "pipe", "inherit"] });
-const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const [oml, cwd, tokenFile] = process.argv.slice(2);
+let child = null;
+let stream;
+if (oml.startsWith("http")) {
+  const token = readFileSync(tokenFile, "utf8").trim();
+  stream = createHttpStream(oml, { headers: { Authorization: `Bearer ${token}` } });
+} else {
+  child = spawn(oml, ["acp"], { cwd, stdio: ["pipe", "pipe", "inherit"] });
+  stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+}
 
 const seen = { updates: [], permissions: [], states: [], elicitations: [] };
 let idle = null;
@@ -78,5 +88,6 @@ await app.connectWith(stream, async (ctx) => {
   seen.replay = seen.updates.map((u) => u.sessionUpdate);
   seen.replayStates = [...seen.states];
 });
-child.kill();
+child?.kill();
 console.log(JSON.stringify(seen));
+process.exit(0);
