@@ -390,3 +390,38 @@ fn a_v2_resume_from_an_unknown_cursor_is_refused() {
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
+
+/// The agent dies in the middle of a v2 turn: oml's client hears of it (the prompt fails with a
+/// connection error) rather than waiting for an `idle` that never comes.
+#[test]
+fn a_v2_agent_that_dies_mid_turn_fails_the_prompt() {
+    let env = Env::new();
+    env.init(OFFER_V2);
+    let fake = FakeModel::start([support::acp::partial_then_hang("working")]);
+    let script = env.file(
+        "drive.fnl",
+        r#"(local [oml cwd] arg)
+(local conn (client.connect oml ["acp"]))
+(print "version" (. (client.capabilities conn) :protocol-version))
+(local s (client.new-session conn cwd))
+(local (ok e) (pcall client.prompt conn s.session-id "work"
+                     {:on-update (fn [u] (when (= u.kind :agent-message-chunk)
+                                           (os.execute (.. "kill -9 " (conn:pid)))))}))
+(print "prompt" ok (and e e.category))
+"#,
+    );
+    let project = env.project.display().to_string();
+    let run = env.run(
+        Some(&fake),
+        &[
+            "run",
+            script.to_str().unwrap(),
+            env!("CARGO_BIN_EXE_oml"),
+            &project,
+        ],
+    );
+    let out = run.stdout.replace('\t', " ");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(out.contains("version 2"), "{out}");
+    assert!(out.contains("prompt false connection"), "{out}");
+}

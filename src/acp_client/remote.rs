@@ -99,7 +99,7 @@ async fn ws_pump(socket: Socket, pipe: DuplexStream) {
                 break;
             }
         }
-        let _ = sink.close().await;
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, sink.close()).await;
     });
     loop {
         tokio::select! {
@@ -114,6 +114,7 @@ async fn ws_pump(socket: Socket, pipe: DuplexStream) {
         }
     }
     outgoing.abort();
+    let _ = write.shutdown().await;
 }
 
 /// One JSON-RPC message as one line: re-encoded when it holds a line break (a pretty-printed
@@ -368,6 +369,8 @@ async fn http_pump(http: Arc<Http>, pipe: DuplexStream) {
                 break;
             }
         }
+        // The transport ended: the JSON-RPC layer reads the end of its stream.
+        let _ = write.shutdown().await;
     });
     let mut lines = BufReader::new(read);
     let mut line = Vec::new();
@@ -383,10 +386,14 @@ async fn http_pump(http: Arc<Http>, pipe: DuplexStream) {
             _ = &mut incoming => break,
         }
     }
-    incoming.abort();
     if http.connection.lock().is_some() {
-        let _ = http.request(reqwest::Method::DELETE, None).send().await;
+        let delete = http.request(reqwest::Method::DELETE, None).send();
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, delete).await;
     }
+    // Let the incoming task end the client's stream (its end of file), then stop it anyway.
+    let _ = http.inbound.send(Vec::new());
+    let _ = tokio::time::timeout(CONNECT_TIMEOUT, &mut incoming).await;
+    incoming.abort();
 }
 
 #[cfg(test)]

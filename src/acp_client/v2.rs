@@ -418,6 +418,9 @@ where
             }
         }
     }
+    // The other half of the pipe is the other task's: only shutting this one down tells the
+    // JSON-RPC layer that the agent is gone.
+    let _ = to_client.shutdown().await;
 }
 
 /// Read one line (through its `\n`) into `buf`, at most `cap` bytes: an error past that, and

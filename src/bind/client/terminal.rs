@@ -63,6 +63,10 @@ impl Term {
 struct Terms {
     all: Mutex<HashMap<String, Term>>,
     next: std::sync::atomic::AtomicU64,
+    /// Terminals being started: they count against [`MAX_TERMINALS`] already.
+    starting: std::sync::atomic::AtomicUsize,
+    /// The connection closed (release-all): a terminal started after is killed at once.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Terms {
@@ -92,6 +96,9 @@ pub(super) fn terminal_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::R
                 .map(str::to_owned);
             match (call.method.as_str(), id) {
                 (RELEASE_ALL, _) => {
+                    terms
+                        .closed
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
                     for (_, term) in terms.all.lock().drain() {
                         if term.exit.borrow().is_none() {
                             term.kill();
@@ -175,12 +182,24 @@ async fn create(
         .map_or(DEFAULT_OUTPUT_BYTES, |n| {
             n.min(MAX_OUTPUT_BYTES as u64) as usize
         });
-    if terms.all.lock().len() >= MAX_TERMINALS {
-        return Err(format!(
-            "at most {MAX_TERMINALS} terminals at once: release one first"
-        ));
+    use std::sync::atomic::Ordering::SeqCst;
+    {
+        let all = terms.all.lock();
+        if all.len() + terms.starting.load(SeqCst) >= MAX_TERMINALS {
+            return Err(format!(
+                "at most {MAX_TERMINALS} terminals at once: release one first"
+            ));
+        }
+        terms.starting.fetch_add(1, SeqCst);
     }
-    let launched = start(lisp, &call.roots, &cwd, program, args).await?;
+    let starting = Starting(&terms.starting);
+    let launched = start(lisp, &call.roots, &cwd, program, args).await;
+    drop(starting);
+    let term = launched?.collect(limit);
+    if terms.closed.load(SeqCst) {
+        term.kill();
+        return Err("the connection is closing".into());
+    }
     let id = format!(
         "term-{}",
         terms
@@ -188,8 +207,17 @@ async fn create(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1
     );
-    terms.all.lock().insert(id.clone(), launched.collect(limit));
+    terms.all.lock().insert(id.clone(), term);
     Ok(json!({"terminalId": id}))
+}
+
+/// One terminal being started, counted in [`Terms::starting`] until it is (or is given up).
+struct Starting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The command's folder: `given` (absolute) or the session's first folder, real, inside one of

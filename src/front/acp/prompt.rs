@@ -155,6 +155,7 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
             v2::state("idle", Some("error"), Some(error))
         }
     };
+    ctx.hub.forget_asking(sid);
     update(ctx, sid, idle).await;
 }
 

@@ -89,6 +89,11 @@ impl Hub {
         now
     }
 
+    /// Forget the session's pending questions (its turn has ended).
+    pub(crate) fn forget_asking(&self, id: &str) {
+        lock(&self.asking).remove(id);
+    }
+
     /// Note the version `initialize` settled on.
     pub(crate) fn set_dialect(&self, dialect: Dialect) {
         self.v2
@@ -440,16 +445,37 @@ async fn ask_in_v2(
     cancel: Option<&CancelToken>,
 ) -> Result<serde_json::Value, RequestError> {
     let state = |s| super::v2::encode::state(s, None, None);
-    let first = running && hub.asking(id, 1) == 1;
-    if first {
+    let mut pending = Pending {
+        hub,
+        id,
+        counted: running,
+    };
+    if running && hub.asking(id, 1) == 1 {
         hub.send_update(conn, id, state("requires_action")).await;
     }
     let answer = conn.request_with(method, params, None, cancel).await;
+    pending.counted = false;
     let last = running && hub.asking(id, -1) == 0;
     if last && !cancel.is_some_and(CancelToken::is_cancelled) {
         hub.send_update(conn, id, state("running")).await;
     }
     answer
+}
+
+/// A question counted in [`Hub::asking`]: uncounted when its request is dropped unanswered (its
+/// coroutine abandoned), so that later questions of the session report their state again.
+struct Pending<'a> {
+    hub: &'a Hub,
+    id: &'a str,
+    counted: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.hub.asking(self.id, -1);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {

@@ -171,6 +171,14 @@ pub(super) async fn route(state: Arc<State>, req: Request<Incoming>) -> Response
             hyper::header::WWW_AUTHENTICATE,
             hyper::header::HeaderValue::from_static("Bearer"),
         );
+        // An HTTP/1 peer without the token does not keep its connection (and slot) by asking
+        // again and again.
+        if req.version() < hyper::Version::HTTP_2 {
+            r.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+        }
         return r;
     }
     if ws::is_upgrade(&req) {

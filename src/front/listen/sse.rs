@@ -72,6 +72,17 @@ impl Body for Events {
     }
 }
 
+impl Drop for Events {
+    /// What the client never read of this stream no longer counts against the connection (the
+    /// stream was replaced by a new reader, or the client went away).
+    fn drop(&mut self) {
+        self.lines.close();
+        while let Ok(line) = self.lines.try_recv() {
+            self.unread.fetch_sub(line.len(), Ordering::Relaxed);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
