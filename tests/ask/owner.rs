@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::support::home::poll_until;
 use super::{Shell, finish, gone, wait_for_state};
 
@@ -55,7 +57,15 @@ fn prompts_from_three_shells_run_one_at_a_time_in_the_order_they_came() {
 fn cancel_from_another_shell_stops_the_running_prompt_and_keeps_the_session() {
     let shell = Shell::new("ok");
     let long = shell.command(&["sleep:30000 long"]).spawn().expect("long");
-    let running = wait_for_state(&shell, "running");
+    wait_for_state(&shell, "running");
+    // The owner says `running` as soon as it takes the prompt, before its agent has started:
+    // wait for the agent too, whose pid must outlive the cancel.
+    let mut running = Value::Null;
+    let started = poll_until(Duration::from_secs(20), || {
+        running = shell.status();
+        running["agent_pid"].is_number()
+    });
+    assert!(started, "the agent never started: {running}");
     let cancel = shell.run(&["cancel"]);
     assert_eq!(
         cancel.stdout, "cancelled the running prompt\n",
