@@ -7,12 +7,11 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
-use support::home::{Env, use_fake_model};
+use support::home::Env;
 use support::listener::Listener;
 
 /// One HTTP/1.1 request over a fresh TCP connection: the status and the body.
@@ -35,50 +34,27 @@ fn http(addr: &str, request: &str, body: &str) -> (u16, String) {
     (code, body)
 }
 
-fn sdk_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
-    dir.join("node_modules/@agentclientprotocol/sdk")
-        .exists()
-        .then_some(dir)
-}
-
 fn drive(env: &Env, mode: &str) {
-    let Some(dir) = sdk_dir() else {
-        return support::home::skip(
-            "the ACP TypeScript SDK",
-            "scripts/setup-mcp.sh installs it (npm ci in tests/interop/ts)",
-        );
-    };
     let args = r#"{"path": "notes.txt", "content": "remote\n"}"#;
     let fake = FakeModel::start([
         Reply::from(tool_call_chunks("c1", "write", &[args])),
         Reply::from(text_chunks(&["Written."])),
     ]);
     let listener = Listener::start(env, Some(&fake), &[]);
-    let mut cmd = Command::new("node");
-    if mode == "ws" {
-        // Node 20's WebSocket is behind a flag (Node 22 has it by default and accepts the flag).
-        cmd.arg("--experimental-websocket");
-    }
-    cmd.arg(dir.join("drive_oml_remote.mjs"))
-        .arg(&listener.url)
+    // Node 20's WebSocket is behind a flag (Node 22 has it by default and accepts the flag).
+    let node_args: &[&str] = if mode == "ws" {
+        &["--experimental-websocket"]
+    } else {
+        &[]
+    };
+    let Some(mut cmd) = support::sdk::driver(node_args, "drive_oml_remote.mjs", env, &fake) else {
+        return;
+    };
+    cmd.arg(&listener.url)
         .arg(&listener.token_file)
         .arg(mode)
-        .arg(&env.project)
-        .current_dir(&dir);
-    use_fake_model(&mut cmd, &fake.base_url());
-    let out = cmd.output().expect("run node");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !stderr.contains("Error handling"),
-        "the SDK refused a message: {stderr}"
-    );
-    let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
+        .arg(&env.project);
+    let seen = support::sdk::seen(&mut cmd);
     assert_eq!(seen["protocolVersion"], 1, "{seen}");
     assert_eq!(seen["stopReason"], "end_turn", "{seen}");
     assert_eq!(seen["permissions"], 1, "{seen}");
@@ -246,28 +222,8 @@ fn oml_s_client_drives_the_listener_over_a_websocket() {
 fn the_endpoint_speaks_http2_too() {
     let env = Env::new();
     let l = Listener::start(&env, None, &[]);
-    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
     // curl (Debian's, built with nghttp2) speaks HTTP/2 over cleartext with prior knowledge.
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--http2-prior-knowledge",
-            "-D",
-            "-",
-            "-w",
-            "\nversion %{http_version}\n",
-        ])
-        .args(["-H", "Content-Type: application/json"])
-        .args(["-H", &format!("Authorization: Bearer {}", l.token())])
-        .args(["--data", init, &l.url])
-        .output()
-        .expect("curl is on every Debian system the tests run on");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = curl_initialize(&["--http2-prior-knowledge", "-D", "-"], &l.token(), &l.url);
     assert!(text.contains("version 2"), "{text}");
     assert!(
         text.to_ascii_lowercase().contains("acp-connection-id:"),
@@ -299,22 +255,30 @@ fn with_a_certificate_the_endpoint_is_https() {
     let (c, k) = (cert.display().to_string(), key.display().to_string());
     let l = Listener::start(&env, None, &["--tls-cert", &c, "--tls-key", &k]);
     assert!(l.url.starts_with("https://"), "{}", l.url);
+    let url = l.url.replace("127.0.0.1", "localhost");
+    let text = curl_initialize(&["--cacert", &c], &l.token(), &url);
+    // TLS offers h2 by ALPN, which curl takes.
+    assert!(text.contains("version 2"), "{text}");
+    assert!(text.contains(r#""protocolVersion":1"#), "{text}");
+}
+
+/// `initialize` POSTed by curl with `args` and the token: what it printed, ending with the HTTP
+/// version it spoke (`version 2`).
+fn curl_initialize(args: &[&str], token: &str, url: &str) -> String {
     let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}"#;
     let out = Command::new("curl")
-        .args(["-sS", "--cacert", &c, "-w", "\nversion %{http_version}\n"])
+        .args(["-sS", "-w", "\nversion %{http_version}\n"])
+        .args(args)
         .args(["-H", "Content-Type: application/json"])
-        .args(["-H", &format!("Authorization: Bearer {}", l.token())])
-        .args(["--data", init])
-        .arg(l.url.replace("127.0.0.1", "localhost"))
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["--data", init, url])
         .output()
-        .expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout);
+        .expect("curl is on every Debian system the tests run on");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // TLS offers h2 by ALPN, which curl takes.
-    assert!(text.contains("version 2"), "{text}");
-    assert!(text.contains(r#""protocolVersion":1"#), "{text}");
+    text
 }

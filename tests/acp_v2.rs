@@ -6,13 +6,26 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::{Value, json};
 use support::acp::Client;
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
-use support::home::{Env, use_fake_model};
+use support::home::Env;
+
+/// `initialize` asking for version 2; the answer.
+fn v2_initialize(c: &mut Client) -> Value {
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    )
+}
+
+/// `session/new` in the project, in v2's shape; the session id.
+fn v2_session(c: &mut Client, env: &Env) -> String {
+    c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
 
 const OFFER_V2: &str = "(setq acp.protocol-versions [1 2])\n";
 
@@ -29,13 +42,6 @@ fn the_typescript_sdks_v2_client_does_the_same_over_http() {
 /// The SDK's v2 client through a turn (an elicitation, a permission, a diff) and a replay:
 /// over stdio, or over `oml acp --listen` with the SDK's HTTP client.
 fn sdk_v2_turn(http: bool) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
-    if !dir.join("node_modules/@agentclientprotocol/sdk").exists() {
-        return support::home::skip(
-            "the ACP TypeScript SDK",
-            "scripts/setup-mcp.sh installs it (npm ci in tests/interop/ts)",
-        );
-    }
     let env = Env::new();
     env.init(OFFER_V2);
     let args = r#"{"path": "notes.txt", "content": "one\ntwo\n"}"#;
@@ -46,29 +52,14 @@ fn sdk_v2_turn(http: bool) {
         Reply::from(text_chunks(&["Written."])),
     ]);
     let listener = http.then(|| support::listener::Listener::start(&env, Some(&fake), &[]));
-    let mut cmd = Command::new("node");
-    cmd.arg(dir.join("drive_oml_v2.mjs"));
+    let Some(mut cmd) = support::sdk::driver(&[], "drive_oml_v2.mjs", &env, &fake) else {
+        return;
+    };
     match &listener {
         Some(l) => cmd.arg(&l.url).arg(&env.project).arg(&l.token_file),
         None => cmd.arg(env!("CARGO_BIN_EXE_oml")).arg(&env.project),
     };
-    cmd.current_dir(&dir)
-        .env("XDG_CONFIG_HOME", &env.home.config)
-        .env("XDG_STATE_HOME", &env.home.state)
-        .env("XDG_CACHE_HOME", &env.home.cache)
-        .env("XDG_RUNTIME_DIR", &env.home.runtime)
-        .env("HOME", &env.home.home);
-    use_fake_model(&mut cmd, &fake.base_url());
-    let out = cmd.output().expect("run node");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The SDK drops a notification its schema refuses, saying so on stderr.
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("Error handling"), "{stderr}");
-    let seen: Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("one JSON line");
+    let seen = support::sdk::seen(&mut cmd);
     assert_eq!(seen["protocolVersion"], 2, "{seen}");
     assert_eq!(seen["agent"], "oml");
     assert!(
@@ -142,15 +133,8 @@ fn a_v2_resume_reports_the_state_after_the_replay_and_before_its_answer() {
     env.init(OFFER_V2);
     let fake = FakeModel::start([Reply::from(text_chunks(&["hi there"]))]);
     let mut c = Client::start(&env, Some(&fake));
-    c.call(
-        "initialize",
-        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
-    );
-    let sid =
-        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    v2_initialize(&mut c);
+    let sid = v2_session(&mut c, &env);
     let id = c.prompt(&sid, "hello");
     let (_, ack) = c.until_response(id);
     assert!(ack["result"]["messageId"].is_string(), "{ack}");
@@ -210,10 +194,7 @@ fn a_v1_client_on_the_same_binary_and_setting_speaks_v1() {
 fn v2_is_not_offered_by_default() {
     let env = Env::new();
     let mut c = Client::start(&env, None);
-    let init = c.call(
-        "initialize",
-        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
-    );
+    let init = v2_initialize(&mut c);
     assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
     assert!(init["result"]["agentCapabilities"].is_object());
 }
@@ -223,10 +204,7 @@ fn a_v2_prompt_refused_before_it_is_taken_is_an_error_not_an_acknowledgement() {
     let env = Env::new();
     env.init(OFFER_V2);
     let mut c = Client::start(&env, None);
-    let init = c.call(
-        "initialize",
-        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
-    );
+    let init = v2_initialize(&mut c);
     assert_eq!(init["result"]["protocolVersion"], 2, "{init}");
     let r = c.call(
         "session/prompt",
@@ -331,15 +309,8 @@ fn a_v2_turn_s_output_comes_between_running_and_idle() {
     let env = Env::new();
     env.init(OFFER_V2);
     let mut c = Client::start(&env, None);
-    c.call(
-        "initialize",
-        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
-    );
-    let sid =
-        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    v2_initialize(&mut c);
+    let sid = v2_session(&mut c, &env);
     let id = c.prompt(&sid, "/eval (+ 1 2)");
     let mut seen = Vec::new();
     loop {
@@ -375,15 +346,8 @@ fn a_v2_resume_from_an_unknown_cursor_is_refused() {
     let env = Env::new();
     env.init(OFFER_V2);
     let mut c = Client::start(&env, None);
-    c.call(
-        "initialize",
-        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
-    );
-    let sid =
-        c.call("session/new", json!({"cwd": env.project, "mcpServers": []}))["result"]["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    v2_initialize(&mut c);
+    let sid = v2_session(&mut c, &env);
     let r = c.call(
         "session/resume",
         json!({"sessionId": sid, "cwd": env.project, "replayFrom": {"type": "message", "messageId": "m"}}),

@@ -80,9 +80,7 @@ fn settings() -> Vec<SettingDecl> {
 /// The policy for a command run in `dir`, from the settings as they are now and the running
 /// session's additional workspace roots and network switch (the session value `network?`).
 pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
-    let mode: String = lisp.setting("sandbox.mode")?;
-    let mode = Mode::from_name(&mode)
-        .ok_or_else(|| LispError::Setting(format!("sandbox.mode: unknown mode {mode}")))?;
+    let mode = mode_setting(lisp)?;
     let mut writable = vec![root_of(dir), std::env::temp_dir()];
     for path in strings(lisp, "sandbox.writable")? {
         let resolved = crate::tools::resolve_path(dir, &path)
@@ -93,17 +91,8 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     // writable, with their own `.oml/` and `.git` guarded.
     let more = super::session::additional_directories(lisp.lua());
     writable.extend(more.iter().cloned());
-    let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
-    let guarded = std::iter::once(root_of(dir))
-        .chain(more)
-        .flat_map(|root| {
-            PROJECT_CODE
-                .iter()
-                .filter(|name| !(git_writable && **name == ".git"))
-                .map(move |name| root.join(name))
-        })
-        .filter(|p| p.exists())
-        .collect();
+    let roots: Vec<PathBuf> = std::iter::once(root_of(dir)).chain(more).collect();
+    let guarded = guarded_in(lisp, &roots)?;
     Ok(Policy {
         mode,
         writable,
@@ -121,27 +110,11 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
 /// `.git` and `.oml` read-only; the network as `sandbox.network?` says. Never unconfined: with
 /// `sandbox.mode` off, a sub-agent's commands still get `workspace-write`.
 pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, LispError> {
-    let mode: String = lisp.setting("sandbox.mode")?;
-    let mode = match Mode::from_name(&mode) {
-        Some(Mode::Off) => Mode::WorkspaceWrite,
-        Some(m) => m,
-        None => {
-            return Err(LispError::Setting(format!(
-                "sandbox.mode: unknown mode {mode}"
-            )));
-        }
+    let mode = match mode_setting(lisp)? {
+        Mode::Off => Mode::WorkspaceWrite,
+        m => m,
     };
-    let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
-    let guarded = roots
-        .iter()
-        .flat_map(|root| {
-            PROJECT_CODE
-                .iter()
-                .filter(|name| !(git_writable && **name == ".git"))
-                .map(move |name| root.join(name))
-        })
-        .filter(|p| p.exists())
-        .collect();
+    let guarded = guarded_in(lisp, roots)?;
     let mut writable = roots.to_vec();
     writable.push(std::env::temp_dir());
     Ok(Policy {
@@ -151,6 +124,29 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
         protected: protected_dirs(),
         guarded,
     })
+}
+
+/// `sandbox.mode`, read.
+fn mode_setting(lisp: &Lisp) -> Result<Mode, LispError> {
+    let mode: String = lisp.setting("sandbox.mode")?;
+    Mode::from_name(&mode)
+        .ok_or_else(|| LispError::Setting(format!("sandbox.mode: unknown mode {mode}")))
+}
+
+/// The [`PROJECT_CODE`] paths that exist in the workspace `roots`, kept read-only (`.git` not
+/// when `sandbox.git-writable?`).
+fn guarded_in(lisp: &Lisp, roots: &[PathBuf]) -> Result<Vec<PathBuf>, LispError> {
+    let git_writable: bool = lisp.setting("sandbox.git-writable?")?;
+    Ok(roots
+        .iter()
+        .flat_map(|root| {
+            PROJECT_CODE
+                .iter()
+                .filter(|name| !(git_writable && **name == ".git"))
+                .map(move |name| root.join(name))
+        })
+        .filter(|p| p.exists())
+        .collect())
 }
 
 /// What in a project oml or git loads code or trust from, kept read-only for commands even

@@ -17,3 +17,4 @@ pub mod listener;
 pub mod model;
 pub mod pty;
 pub mod responses;
+pub mod sdk;

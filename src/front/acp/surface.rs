@@ -189,34 +189,26 @@ pub(crate) async fn send_update<U: serde::Serialize>(
     update: U,
 ) -> bool {
     let sent = match dialect {
-        Dialect::V1 => {
-            conn.notify(
-                "session/update",
-                UpdateParams {
-                    session_id: sid,
-                    update,
-                },
-            )
-            .await
-        }
-        Dialect::V2 => {
-            let Some(update) = serde_json::to_value(&update)
-                .ok()
-                .and_then(super::v2::encode::update)
-            else {
-                return true;
-            };
-            conn.notify(
-                "session/update",
-                UpdateParams {
-                    session_id: sid,
-                    update,
-                },
-            )
-            .await
-        }
+        Dialect::V1 => notify_update(conn, sid, update).await,
+        // An update v2 has no form for is left out.
+        Dialect::V2 => match serde_json::to_value(&update)
+            .ok()
+            .and_then(super::v2::encode::update)
+        {
+            Some(update) => notify_update(conn, sid, update).await,
+            None => return true,
+        },
     };
     sent.is_ok()
+}
+
+async fn notify_update<U: serde::Serialize>(
+    conn: &Connection,
+    session_id: &str,
+    update: U,
+) -> Result<(), SendError> {
+    let params = UpdateParams { session_id, update };
+    conn.notify("session/update", params).await
 }
 
 static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
