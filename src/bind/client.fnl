@@ -121,10 +121,13 @@ Anything else is a command: then ARGS are its arguments (a sequence of strings) 
 options: :env (extra variables), :cwd (the agent's directory), :on-permission (the permission
 handler), :on-elicitation (answers the agent's elicitation/create, called with its params as on
 the wire and returning {:action :accept :content {...}}, {:action :decline} or {:action :cancel};
-with it the client offers form elicitation), :on-update (the connection's update callback), :request-timeout and :startup-timeout
+with it the client offers form and URL elicitation), :fs and :terminal (true or a handler: the
+client serves the agent's fs/* and terminal/*, held to the session's folders, commands in oml's
+sandbox), :on-update (the connection's update callback), :request-timeout and :startup-timeout
 (seconds), :authenticate? (default true: authenticate by itself with an environment-variable
-method whose variables are set). (tostring conn) names the agent and its pid, (conn:pid) gives
-the pid. Failure raises an error table {:category :message :code :data}: a name that is neither
+method whose variables are set). A URL (http(s)://…/acp or ws://…) is a remote agent, with the
+token from :token, :token-file or $OML_ACP_TOKEN. (tostring conn) names the agent and its pid
+(or URL), (conn:pid) gives the pid (nil for a URL). Failure raises an error table {:category :message :code :data}: a name that is neither
 defined nor a program fails at once, and without a default agent a :config error says what to add."
     (let [what (if (= nil what) (default-agent) what)
           _ (when (not= :string (type what))
