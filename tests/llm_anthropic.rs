@@ -345,6 +345,44 @@ fn print_mode_runs_a_tool_turn_over_the_messages_api_from_the_anthropic_variable
     );
 }
 
+/// Both providers' keys in the environment, as anyone with both has them, and
+/// `(setq llm.api :anthropic)` in the init file: the request goes to `ANTHROPIC_BASE_URL` (not
+/// OpenAI's endpoint) with the Anthropic key, and the OpenAI key is sent nowhere.
+#[test]
+fn a_protocol_chosen_in_llm_api_takes_its_own_key_and_url() {
+    let env = Env::new();
+    env.init("(setq llm.api :anthropic llm.max-retries 0)");
+    let fake = FakeModel::start([says("from the messages api")]);
+    let root = fake.base_url().trim_end_matches("/v1").to_owned();
+    let out = env
+        .command(None, &["-p", "hi"])
+        .env("OPENAI_API_KEY", "sk-openai-env")
+        .env("ANTHROPIC_API_KEY", "sk-ant-env")
+        .env("ANTHROPIC_BASE_URL", &root)
+        .env("ANTHROPIC_MODEL", "claude-fake")
+        .output()
+        .expect("run oml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("from the messages api"), "{stdout}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = &requests[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.header("x-api-key"), Some("sk-ant-env"));
+    assert_eq!(sent.header("authorization"), None);
+    assert_eq!(sent.body["model"], "claude-fake");
+    assert!(
+        !format!("{:?}", sent.headers).contains("sk-openai-env"),
+        "the OpenAI key reached the Anthropic endpoint: {:?}",
+        sent.headers
+    );
+}
+
 /// `oml -p --json` over the Messages API: cached input is priced at the cache prices of
 /// `llm.prices` and counted in the result, and a refusal stops the turn as `refusal`.
 #[test]

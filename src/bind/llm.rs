@@ -134,16 +134,31 @@ pub fn set_delta_shortcut(lisp: &Lisp, shortcut: DeltaShortcut) {
     lisp.lua().set_app_data(DeltaShortcutSource(shortcut));
 }
 
-/// The model client's settings as they are now, with a native environment block's key and
-/// protocol kept at their own endpoint ([`EnvDefaults::confine`]).
+/// The model client's settings as they are now, with the endpoint, key and model that are still
+/// the environment's defaults taken from the variables of the protocol the call speaks, and a
+/// native block's key kept at its own endpoint ([`EnvDefaults::settle`]).
 ///
 /// Empty strings in `llm.api-key` and `llm.model` count as unset. When `llm.on-chunk` holds a
 /// function, the config's observer calls whatever `llm.on-chunk` holds when each chunk arrives;
 /// when it is nil, there is no observer. A setting that holds a value of the wrong type (a
 /// `set` bypasses `setq`'s check) or an unusable duration is an error naming the setting.
 pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
+    Ok(settle(settings_config(lisp)?))
+}
+
+/// `config` with its endpoint, key and model settled for the protocol it now speaks
+/// ([`EnvDefaults::settle`]): call it after anything that changes the protocol (a request's own
+/// `:api`).
+pub(crate) fn settle(mut config: LlmConfig) -> LlmConfig {
+    let env = |name: &str| std::env::var(name).ok();
+    EnvDefaults::from_lookup(env).settle(&mut config, &env);
+    config
+}
+
+/// The settings as they are, before [`settle`].
+fn settings_config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
     let non_empty = |value: Option<String>| value.filter(|value| !value.is_empty());
-    let mut config = LlmConfig {
+    let config = LlmConfig {
         base_url: lisp.setting("llm.base-url")?,
         api_key: non_empty(lisp.setting("llm.api-key")?),
         model: non_empty(lisp.setting("llm.model")?),
@@ -161,7 +176,6 @@ pub fn config(lisp: &Lisp) -> Result<LlmConfig, LispError> {
         retry_max_delay: seconds(lisp, "llm.retry-max-delay", true)?,
         on_chunk: on_chunk(lisp)?,
     };
-    EnvDefaults::from_lookup(|name| std::env::var(name).ok()).confine(&mut config);
     Ok(config)
 }
 
@@ -178,13 +192,13 @@ pub fn settings(env: impl Fn(&str) -> Option<String>) -> Vec<SettingDecl> {
             "llm.base-url",
             "string",
             Json::String(defaults.base_url),
-            "The model server's base URL: chat requests go to <base-url>/chat/completions, Responses ones to <base-url>/responses, Anthropic ones to <base-url>/v1/messages, Gemini ones to <base-url>/v1beta/models/<model>:streamGenerateContent (trailing slashes removed). Default: $OPENAI_BASE_URL; else with $ANTHROPIC_API_KEY (and no OPENAI_* variable) $ANTHROPIC_BASE_URL or https://api.anthropic.com; else with $GEMINI_API_KEY $GOOGLE_GEMINI_BASE_URL or https://generativelanguage.googleapis.com; else https://api.openai.com/v1.",
+            "The model server's base URL: chat requests go to <base-url>/chat/completions, Responses ones to <base-url>/responses, Anthropic ones to <base-url>/v1/messages, Gemini ones to <base-url>/v1beta/models/<model>:streamGenerateContent (trailing slashes removed). Default: $OPENAI_BASE_URL; else with $ANTHROPIC_API_KEY (and no OPENAI_* variable) $ANTHROPIC_BASE_URL or https://api.anthropic.com; else with $GEMINI_API_KEY $GOOGLE_GEMINI_BASE_URL or https://generativelanguage.googleapis.com; else https://api.openai.com/v1. While it holds that default, a protocol chosen in llm.api that belongs to another provider takes that provider's own URL ($ANTHROPIC_BASE_URL or https://api.anthropic.com for :anthropic, $GOOGLE_GEMINI_BASE_URL or Google's for :gemini, $OPENAI_BASE_URL or OpenAI's for :chat and :responses).",
         ),
         SettingDecl::new(
             "llm.api-key",
             "string?",
             or_nil(defaults.api_key),
-            "Sent as `Authorization: Bearer <key>` (chat, Responses), `x-api-key` (Anthropic) or `x-goog-api-key` (Gemini); nil sends none. Secret: never shown. Default: $OPENAI_API_KEY, else $ANTHROPIC_API_KEY, else $GEMINI_API_KEY.",
+            "Sent as `Authorization: Bearer <key>` (chat, Responses), `x-api-key` (Anthropic) or `x-goog-api-key` (Gemini); nil sends none. Secret: never shown. Default: the key of the provider whose protocol the call speaks: $OPENAI_API_KEY for :chat and :responses, $ANTHROPIC_API_KEY for :anthropic, $GEMINI_API_KEY for :gemini (with llm.api :auto, the first that is set, in that order). A key from the environment is never sent to another provider's endpoint; a key set here goes wherever llm.base-url points.",
         )
         .secret(),
         SettingDecl::new(

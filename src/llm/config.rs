@@ -185,50 +185,131 @@ pub struct EnvDefaults {
     /// `Some` when the block fixes the protocol (the Anthropic one does: a proxy named by
     /// `ANTHROPIC_BASE_URL` speaks it whatever its host).
     pub api: Option<Api>,
+    /// Whether the base URL came from the block's variable (a gateway or proxy the user named)
+    /// rather than being the provider's own default endpoint.
+    pub url_from_env: bool,
+}
+
+/// Whose block of environment variables a protocol takes its key, URL and model from: chat
+/// completions and the Responses API are OpenAI's (and every compatible server's), the other
+/// two have their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFamily {
+    /// `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`.
+    OpenAi,
+    /// `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `ANTHROPIC_MODEL`.
+    Anthropic,
+    /// `GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, `GEMINI_MODEL`.
+    Gemini,
+}
+
+impl KeyFamily {
+    /// The family whose variables `api` reads.
+    pub fn of(api: Api) -> Self {
+        match api {
+            Api::Chat | Api::Responses => KeyFamily::OpenAi,
+            Api::Anthropic => KeyFamily::Anthropic,
+            Api::Gemini => KeyFamily::Gemini,
+        }
+    }
 }
 
 impl EnvDefaults {
     /// Read through `lookup`; an empty variable counts as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        use super::{anthropic, gemini};
         let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
         let openai = non_empty(ENV_API_KEY).is_some() || non_empty(ENV_BASE_URL).is_some();
-        let native = [
-            (
+        if !openai {
+            for family in [KeyFamily::Anthropic, KeyFamily::Gemini] {
+                let block = Self::block(family, &lookup);
+                if block.api_key.is_some() {
+                    return block;
+                }
+            }
+        }
+        Self::block(KeyFamily::OpenAi, &lookup)
+    }
+
+    /// The block of `family` alone, whether or not its key is set: its base URL (the
+    /// variable's, else the family's default), key and model (a native family's model variable,
+    /// else `OPENAI_MODEL`), and the protocol a native family fixes.
+    pub fn block(family: KeyFamily, lookup: &impl Fn(&str) -> Option<String>) -> Self {
+        use super::{anthropic, gemini};
+        let non_empty = |name: &str| lookup(name).filter(|value| !value.is_empty());
+        let (key, base, default_base, model, api) = match family {
+            KeyFamily::OpenAi => {
+                let named = non_empty(ENV_BASE_URL);
+                return Self {
+                    url_from_env: named.is_some(),
+                    base_url: named.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+                    api_key: non_empty(ENV_API_KEY),
+                    model: non_empty(ENV_MODEL),
+                    api: None,
+                };
+            }
+            KeyFamily::Anthropic => (
                 anthropic::ENV_API_KEY,
                 anthropic::ENV_BASE_URL,
                 anthropic::DEFAULT_BASE_URL,
                 anthropic::ENV_MODEL,
                 Api::Anthropic,
             ),
-            (
+            KeyFamily::Gemini => (
                 gemini::ENV_API_KEY,
                 gemini::ENV_BASE_URL,
                 gemini::DEFAULT_BASE_URL,
                 gemini::ENV_MODEL,
                 Api::Gemini,
             ),
-        ];
-        for (key, base, default_base, model, api) in native.into_iter().filter(|_| !openai) {
-            if let Some(key) = non_empty(key) {
-                return Self {
-                    base_url: non_empty(base).unwrap_or_else(|| default_base.to_owned()),
-                    api_key: Some(key),
-                    model: non_empty(model).or_else(|| non_empty(ENV_MODEL)),
-                    api: Some(api),
-                };
-            }
-        }
+        };
+        let named = non_empty(base);
         Self {
-            base_url: non_empty(ENV_BASE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
-            api_key: non_empty(ENV_API_KEY),
-            model: non_empty(ENV_MODEL),
-            api: None,
+            url_from_env: named.is_some(),
+            base_url: named.unwrap_or_else(|| default_base.to_owned()),
+            api_key: non_empty(key),
+            model: non_empty(model).or_else(|| non_empty(ENV_MODEL)),
+            api: Some(api),
         }
     }
-}
 
-impl EnvDefaults {
+    /// The family this block's variables belong to.
+    pub fn family(&self) -> KeyFamily {
+        self.api.map_or(KeyFamily::OpenAi, KeyFamily::of)
+    }
+
+    /// Give `config` the endpoint of the protocol it speaks: when that protocol (`llm.api`,
+    /// or what `:auto` picks) reads another family's variables than this block, and the
+    /// block's URL is its provider's own endpoint (no `*_BASE_URL` named a gateway), the base
+    /// URL, key and model that are still this block's defaults are replaced by that family's
+    /// own (`ANTHROPIC_*` for `:anthropic`, `GEMINI_*` for `:gemini`, `OPENAI_*` for `:chat`
+    /// and `:responses`). So `(setq llm.api :anthropic)` with both `OPENAI_API_KEY` and
+    /// `ANTHROPIC_API_KEY` set sends the Anthropic key to Anthropic's endpoint, and no key at
+    /// all where that family has none. A value set in Lisp (one that differs from this
+    /// block's) is kept: `llm.api-key` and `llm.base-url` say where a key goes; and a gateway
+    /// named by the block's variable keeps its key, as it always did. Then
+    /// [`confine`](Self::confine).
+    pub fn settle(&self, config: &mut LlmConfig, lookup: &impl Fn(&str) -> Option<String>) {
+        let family = KeyFamily::of(config.api());
+        if family != self.family() && !self.url_from_env {
+            let own = Self::block(family, lookup);
+            let same_url = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+            if same_url(&config.base_url, &self.base_url) {
+                config.base_url = own.base_url;
+            }
+            if config.api_key == self.api_key {
+                config.api_key = own.api_key;
+            }
+            if config.model == self.model && own.model.is_some() {
+                config.model = own.model;
+            }
+            // The protocol is the one the user chose; pin it, so the new base URL's host does
+            // not make `:auto` pick another.
+            config.api = Some(config.api());
+            return;
+        }
+        self.confine(config);
+    }
+
     /// Keep a native block's key and protocol at the endpoint they came with: when `config`
     /// points at another base URL (an init file's local server, say) while its key and protocol
     /// are still this block's defaults, the key is not sent there and the protocol goes back to
@@ -344,6 +425,62 @@ mod tests {
         };
         openai.confine(&mut gateway);
         assert_eq!(gateway.api_key.as_deref(), Some("sk"));
+    }
+
+    #[test]
+    fn a_chosen_protocol_takes_its_own_providers_key_and_url() {
+        let vars: &[(&str, &str)] = &[
+            ("OPENAI_API_KEY", "sk-openai"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("GEMINI_API_KEY", "gk"),
+            ("ANTHROPIC_MODEL", "claude-x"),
+        ];
+        let lookup = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        };
+        let env = EnvDefaults::from_lookup(lookup);
+        assert_eq!(env.family(), KeyFamily::OpenAi);
+        let settled = |api: Option<Api>, base_url: Option<&str>, key: Option<&str>| {
+            let mut config = LlmConfig {
+                base_url: base_url.map_or(env.base_url.clone(), str::to_owned),
+                api_key: key.map_or(env.api_key.clone(), |key| Some(key.to_owned())),
+                model: env.model.clone(),
+                api,
+                ..LlmConfig::default()
+            };
+            env.settle(&mut config, &lookup);
+            config
+        };
+        let anthropic = settled(Some(Api::Anthropic), None, None);
+        assert_eq!(anthropic.base_url, "https://api.anthropic.com");
+        assert_eq!(anthropic.api_key.as_deref(), Some("sk-ant"));
+        assert_eq!(anthropic.model.as_deref(), Some("claude-x"));
+        assert_eq!(anthropic.api, Some(Api::Anthropic));
+        let gemini = settled(Some(Api::Gemini), None, None);
+        assert_eq!(gemini.api_key.as_deref(), Some("gk"));
+        assert_eq!(gemini.base_url, "https://generativelanguage.googleapis.com");
+        // What the user set is kept: their key goes where they said.
+        let own_key = settled(Some(Api::Anthropic), None, Some("mine"));
+        assert_eq!(own_key.api_key.as_deref(), Some("mine"));
+        let proxy = settled(Some(Api::Anthropic), Some("http://proxy:1"), None);
+        assert_eq!(proxy.base_url, "http://proxy:1");
+        assert_eq!(proxy.api_key.as_deref(), Some("sk-ant"));
+        // The OpenAI family keeps its block, gateways included.
+        let chat = settled(Some(Api::Chat), None, None);
+        assert_eq!(chat.api_key.as_deref(), Some("sk-openai"));
+        // No key of the chosen family: none is sent, rather than another provider's.
+        let only_openai = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-openai".to_owned());
+        let env = EnvDefaults::from_lookup(only_openai);
+        let mut config = LlmConfig {
+            api_key: env.api_key.clone(),
+            api: Some(Api::Anthropic),
+            ..LlmConfig::default()
+        };
+        env.settle(&mut config, &only_openai);
+        assert_eq!(config.api_key, None);
+        assert_eq!(config.base_url, "https://api.anthropic.com");
     }
 
     #[test]

@@ -44,13 +44,15 @@ impl LispRequest {
         self.model.as_deref()
     }
 
-    /// `config` with the request's own protocol (when it names one) in place of `llm.api`, and
-    /// the protocol then fixed for the request's model ([`LlmConfig::pinned`]).
+    /// `config` with the request's own protocol (when it names one) in place of `llm.api`, its
+    /// endpoint, key and model then those of that protocol's provider where they were the
+    /// environment's defaults ([`super::settle`]), and the protocol fixed for the request's
+    /// model ([`LlmConfig::pinned`]).
     pub(super) fn configure(&self, mut config: LlmConfig) -> LlmConfig {
         if let Some(api) = self.api {
             config.api = api;
         }
-        config.pinned(self.model())
+        super::settle(config).pinned(self.model())
     }
 
     /// The request table `request`, or what is wrong with it.

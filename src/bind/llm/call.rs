@@ -1,7 +1,7 @@
 //! One `llm.chat` call: the host functions the Fennel wrapper (`llm.fnl`) drives, the call's
 //! state and event pump, and the results as Lisp data (`body` checks and encodes the request).
 //!
-//! This module does not read settings (`super::config` does) and knows nothing of sessions.
+//! This module does not read settings (`super::settings_config` does) and knows nothing of sessions.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +13,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio::sync::mpsc;
 
 use super::body::LispRequest;
-use super::{CancelSource, DeltaShortcutSource, DeltaSink, config, error_text};
+use super::{CancelSource, DeltaShortcutSource, DeltaSink, error_text};
 use crate::lisp::{Lisp, to_lua};
 use crate::llm::{ChatOutcome, LlmClient, LlmError, StreamEvent};
 
@@ -154,7 +154,8 @@ fn start_call(
     let on_event = on_event(&opts)?;
     let request = LispRequest::parse(lua, request)?;
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
-    let config = request.configure(config(&lisp).map_err(|error| error.to_string())?);
+    let settings = super::settings_config(&lisp).map_err(|error| error.to_string())?;
+    let config = request.configure(settings);
     let body = request.encode(lua, &config)?;
     drop(request);
     let cancel = lua

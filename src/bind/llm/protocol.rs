@@ -21,7 +21,8 @@ pub(super) const PROTOCOL_FNS: &[HostFn] = &[HostFn {
 /// `llm.protocol`.
 fn protocol(lua: &Lua, (model, api): (Option<String>, Option<String>)) -> mlua::Result<String> {
     let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
-    let mut config = super::config(&lisp).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    let mut config =
+        super::settings_config(&lisp).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
     match api.as_deref() {
         None => {}
         Some("auto") => config.api = None,
@@ -31,5 +32,6 @@ fn protocol(lua: &Lua, (model, api): (Option<String>, Option<String>)) -> mlua::
             })?);
         }
     }
-    Ok(config.pinned(model.as_deref()).api().name().to_owned())
+    let config = super::settle(config).pinned(model.as_deref());
+    Ok(config.api().name().to_owned())
 }
