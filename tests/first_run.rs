@@ -86,3 +86,38 @@ fn print_mode_without_a_model_says_what_it_found_and_asks_nothing() {
         "nothing is written headless"
     );
 }
+
+/// A person who types their question before the dialog is done: a line that is no model id is
+/// asked again, an id the server does not list is confirmed first, and nothing is written to the
+/// init file until a model is chosen.
+#[test]
+fn a_question_typed_at_the_model_offer_is_not_taken_for_a_model() {
+    let env = Env::new();
+    let fake = FakeModel::start(Vec::<Reply>::new());
+    fake.serve_models(&["fake-a", "fake-b"]);
+    let mut cmd = env.command(None, &[]);
+    cmd.env("OPENROUTER_API_KEY", "sk-or-test")
+        .env("OPENROUTER_BASE_URL", fake.base_url());
+    let term = Term::spawn(cmd, 40, 110);
+    term.wait_for("Use which? [number, Enter to skip]", DEADLINE);
+    term.type_line("1");
+    term.wait_for("Which model? [number or id, Enter to skip]", DEADLINE);
+    term.type_line("Say hi in three words");
+    term.wait_for("That is not a model id", DEADLINE);
+    term.type_line("fake-z");
+    term.wait_for(
+        "The server does not list \"fake-z\". Use it anyway? [y/N]",
+        DEADLINE,
+    );
+    term.type_line("n");
+    term.type_line("");
+    term.wait_for("Skipped.", DEADLINE);
+    term.wait_for("› ", DEADLINE);
+    exit(&term);
+    let init = std::fs::read_to_string(env.home.user_init()).unwrap_or_default();
+    assert!(
+        !init.contains("llm.model"),
+        "nothing chosen, nothing written: {init}"
+    );
+    assert!(!init.contains("Say hi"), "{init}");
+}

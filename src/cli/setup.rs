@@ -122,21 +122,59 @@ fn pick<'a>(
     }
 }
 
-/// The model the user numbers or types, or `None` for an empty answer.
+/// The model the user numbers or types, or `None` for an empty answer (or the end of input).
+///
+/// Nothing is taken by accident: a line with spaces (a question typed too early) is no model id
+/// and is asked again, and an id the server does not list (or any id, when the list did not
+/// come) is used only once the user confirms it.
 fn pick_model(
     models: &[String],
     input: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> io::Result<Option<String>> {
-    let answer = ask("Which model? [number or id, Enter to skip] ", input, out)?;
-    if answer.is_empty() {
-        return Ok(None);
+    loop {
+        let answer = ask("Which model? [number or id, Enter to skip] ", input, out)?;
+        if answer.is_empty() {
+            return Ok(None);
+        }
+        let shown = models.len().min(MODELS_SHOWN);
+        if let Ok(n) = answer.parse::<usize>() {
+            match models.iter().take(MODELS_SHOWN).nth(n.wrapping_sub(1)) {
+                Some(model) => return Ok(Some(model.clone())),
+                None if shown > 0 => {
+                    writeln!(out, "Type a number from 1 to {shown}, or a model id.")?;
+                    continue;
+                }
+                None => {}
+            }
+        }
+        if answer.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            writeln!(
+                out,
+                "That is not a model id (an id has no spaces). Type one, or Enter to skip."
+            )?;
+            continue;
+        }
+        if models.contains(&answer) || confirm_unlisted(&answer, models, input, out)? {
+            return Ok(Some(answer));
+        }
     }
-    let numbered = answer
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| models.iter().take(MODELS_SHOWN).nth(n.wrapping_sub(1)));
-    Ok(Some(numbered.cloned().unwrap_or(answer)))
+}
+
+/// Whether the user wants `id`, which `models` does not hold, all the same.
+fn confirm_unlisted(
+    id: &str,
+    models: &[String],
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> io::Result<bool> {
+    let question = if models.is_empty() {
+        format!("Use the model \"{id}\"? It could not be checked against a list. [y/N] ")
+    } else {
+        format!("The server does not list \"{id}\". Use it anyway? [y/N] ")
+    };
+    let answer = ask(&question, input, out)?;
+    Ok(matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes"))
 }
 
 /// One answer, trimmed; empty at the end of input.
@@ -188,7 +226,7 @@ mod tests {
         std::fs::write(&init, "(setq agent.max-turns 9)").unwrap();
         let found = [local("http://127.0.0.1:9/v1")];
         let mut out = Vec::new();
-        let mut input = "7\n1\nmy-model\n".as_bytes();
+        let mut input = "7\n1\nmy model\nmy-model\nn\nmy-model\ny\n".as_bytes();
         let done = dialog(&LlmClient::new(), &found, &init, &mut input, &mut out)
             .await
             .unwrap();
@@ -198,6 +236,8 @@ mod tests {
         );
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("Type a number from 1 to 1."), "{text}");
+        assert!(text.contains("That is not a model id"), "{text}");
+        assert!(text.contains("Use the model \"my-model\"?"), "{text}");
         let written = std::fs::read_to_string(&init).unwrap();
         assert!(
             written.starts_with("(setq agent.max-turns 9)\n\n;; The model"),
