@@ -248,6 +248,30 @@ fn a_retried_request_is_a_notice_and_stderr_has_no_colour() {
     assert!(notice[0]["text"].as_str().unwrap().contains("retrying in"));
 }
 
+/// A retry notice says the failure once: the status and the provider's own message, not the
+/// error's message wrapped in another nor the raw JSON body.
+#[test]
+fn a_retry_notice_names_the_status_and_the_providers_message_once() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        Reply::error(
+            500,
+            r#"{"error":{"message":"upstream overloaded","type":"server_error","code":null}}"#,
+        ),
+        Reply::from(text_chunks(&["fine now"])),
+    ]);
+    env.init("(setq llm.retry-base-delay 0.01)");
+    let run = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("[model request failed (HTTP 500: upstream overloaded); retrying in"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("Model request failed"), "{run:?}");
+    assert!(!run.stderr.contains("server_error"), "{run:?}");
+}
+
 fn fake_again() -> FakeModel {
     FakeModel::start([
         Reply::error(429, "slow down"),

@@ -138,7 +138,7 @@ impl LlmClient {
             let _ = events.send(StreamEvent::Retry {
                 attempt: retries,
                 delay,
-                reason: error.to_string(),
+                reason: error.brief(),
             });
             tokio::select! {
                 biased;

@@ -19,6 +19,9 @@ pub const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
 /// At most this many characters of a malformed chunk or a provider error are quoted; the head is
 /// kept.
 pub const MAX_QUOTED_CHUNK_CHARS: usize = 500;
+/// At most this many characters of a provider's message are quoted in a one-line notice
+/// ([`LlmError::brief`]).
+pub const MAX_BRIEF_CHARS: usize = 200;
 
 /// How providers word a refusal of a request longer than the model's context, in their error
 /// bodies (OpenAI, OpenRouter, DeepSeek, Anthropic-compatible gateways, vLLM, llama.cpp), lower
@@ -143,6 +146,29 @@ impl LlmError {
         }
     }
 
+    /// The failure in one short line, for a notice that names it (a retry): an HTTP error as
+    /// its status and the provider's own message (`error.message`, `message`, `error` or
+    /// `detail` of a JSON body), or the body's first line, capped at [`MAX_BRIEF_CHARS`];
+    /// any other error as its message's first line.
+    pub fn brief(&self) -> String {
+        match self {
+            Self::Http { status, body } => {
+                let said = provider_message(body)
+                    .unwrap_or_else(|| body.lines().next().unwrap_or("").trim().to_owned());
+                let said = cap_chars(&said, MAX_BRIEF_CHARS);
+                if said.is_empty() {
+                    format!("HTTP {status}")
+                } else {
+                    format!("HTTP {status}: {said}")
+                }
+            }
+            other => {
+                let text = other.to_string();
+                cap_chars(text.lines().next().unwrap_or(""), MAX_BRIEF_CHARS)
+            }
+        }
+    }
+
     /// The HTTP status, for [`LlmError::Http`].
     pub fn status(&self) -> Option<u16> {
         if let Self::Http { status, .. } = self {
@@ -153,7 +179,23 @@ impl LlmError {
     }
 }
 
-/// The first `max_chars` characters of `text`, with `…` appended when something was cut.
+/// The message a provider put in a JSON error body: OpenAI's and Anthropic's
+/// `{"error": {"message": …}}`, a top-level `message`, an `error` string, or FastAPI's `detail`.
+fn provider_message(body: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    let error = json.get("error");
+    [
+        error.and_then(|e| e.get("message")),
+        json.get("message"),
+        error,
+        json.get("detail"),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|value| value.as_str().map(|text| text.trim().to_owned()))
+    .filter(|text| !text.is_empty())
+}
+
 /// ` (found: A, B)` for the providers of [`LlmError::NoModel`], or nothing.
 fn found_text(found: &[String]) -> String {
     if found.is_empty() {
@@ -183,6 +225,32 @@ pub(crate) fn cap_chars(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_brief_names_the_status_and_the_providers_message_once() {
+        let http = |body: &str| {
+            LlmError::Http {
+                status: 500,
+                body: body.to_owned(),
+            }
+            .brief()
+        };
+        assert_eq!(
+            http(r#"{"error":{"message":"upstream overloaded","type":"server_error"}}"#),
+            "HTTP 500: upstream overloaded"
+        );
+        assert_eq!(http(r#"{"detail":"bad gateway"}"#), "HTTP 500: bad gateway");
+        assert_eq!(http("<html>\n<body>oops"), "HTTP 500: <html>");
+        assert_eq!(http(""), "HTTP 500");
+        let connect = LlmError::Connect {
+            url: "http://x".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(
+            connect.brief(),
+            "could not reach the model at http://x: refused"
+        );
+    }
 
     #[test]
     fn only_a_refusal_for_length_exceeds_the_context() {
