@@ -526,7 +526,7 @@ fn served_turn(c: &mut Client, sid: &str, text: &str) -> (Vec<Value>, Vec<Value>
             Some("fs/write_text_file") => {
                 let content = m["params"]["content"].as_str().unwrap_or_default();
                 fs::write(&path, content).expect("the editor saves");
-                c.answer(&m["id"], json!(null));
+                c.answer(&m["id"], json!({}));
                 writes.push(m["params"].clone());
             }
             None if m["id"] == json!(id) => return (messages, writes),

@@ -140,7 +140,7 @@ fn editor_turn(ed: &mut Editor, sid: &str, text: &str) -> (Vec<serde_json::Value
             Some("fs/write_text_file") => {
                 let content = m["params"]["content"].as_str().unwrap_or_default();
                 fs::write(&path, content).expect("the editor saves");
-                ed.answer(&m["id"], json!(null));
+                ed.answer(&m["id"], json!({}));
                 writes.push(m["params"].clone());
             }
             _ if update(&m) == "agent_message_chunk" => {
