@@ -487,6 +487,51 @@ fn cancel_request_naming_a_prompt_cancels_it_with_its_partial_answer() {
     assert_eq!(again, "end_turn", "the session goes on");
 }
 
+/// Issue 43 item 2: a prompt cancelled while its answer streams (by `session/cancel`, then by
+/// `$/cancel_request`) leaves no message running: each next answer is a message of its own.
+#[test]
+fn an_answer_after_a_cancelled_one_has_a_message_id_of_its_own() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        partial_then_hang("first"),
+        partial_then_hang("second"),
+        Reply::from(text_chunks(&["third"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let chunk_id = |m: &Value| {
+        m["params"]["update"]["messageId"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let mut ids = Vec::new();
+    for cancel in ["session/cancel", "$/cancel_request"] {
+        let id = c.prompt(&sid, "go");
+        let chunk = c.until(|m| update_kind(m).as_deref() == Some("agent_message_chunk"));
+        ids.push(chunk_id(&chunk).expect("a messageId"));
+        let params = if cancel == "session/cancel" {
+            json!({"sessionId": sid})
+        } else {
+            json!({"requestId": id})
+        };
+        c.notify(cancel, params);
+        let (_, r) = c.until_response(id);
+        assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    }
+    let (updates, _) = c.turn(&sid, "go");
+    let last = updates
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("agent_message_chunk"))
+        .and_then(chunk_id)
+        .expect("the answer's messageId");
+    ids.push(last);
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "each answer is its own message: {ids:?}");
+}
+
 #[test]
 fn cancel_kills_a_running_command() {
     let env = Env::new();

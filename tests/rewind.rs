@@ -370,3 +370,213 @@ fn what_a_command_changes_in_a_git_work_tree_is_rewound_too() {
     );
     assert!(!p.join("new.txt").exists(), "{out}");
 }
+
+/// The line of prompt `n` in the list `/rewind` shows.
+fn listed(list: &str, n: usize) -> String {
+    let start = format!("{n}. ");
+    list.lines()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("no prompt {n} in {list}"))
+        .to_owned()
+}
+
+/// Issue 43 item 5: what a rewind put back is no prompt's change, nor is what a prompt the
+/// rewind dropped changed.
+#[test]
+fn the_rewind_list_counts_a_change_only_under_the_prompt_that_made_it() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        call("c1", "write", json!({"path": "a.txt", "content": "one\n"})),
+        say("wrote one"),
+        say("nothing to do"),
+        call("c2", "write", json!({"path": "b.txt", "content": "bee\n"})),
+        say("wrote bee"),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = yolo_session(&mut c, &env, json!({}));
+    c.turn(&sid, "one");
+    c.turn(&sid, "two");
+    command(&mut c, &sid, "/rewind 1 files");
+    assert!(!env.project.join("a.txt").exists());
+    let list = command(&mut c, &sid, "/rewind");
+    assert_eq!(listed(&list, 1), "1. one  (1 file changed)", "{list}");
+    assert_eq!(listed(&list, 2), "2. two", "the restore is not prompt 2's");
+
+    c.turn(&sid, "three");
+    command(&mut c, &sid, "/rewind 3");
+    assert!(!env.project.join("b.txt").exists());
+    let list = command(&mut c, &sid, "/rewind");
+    assert_eq!(
+        listed(&list, 2),
+        "2. two",
+        "nor is what prompt 3 did: {list}"
+    );
+    assert!(!list.contains("3. "), "{list}");
+}
+
+/// Every line break of `text` (Markdown) shows as one: a line follows a blank line, or is an
+/// item of the list the line before it starts or continues.
+fn assert_lines_apart(text: &str) {
+    let item = |l: &str| {
+        l.starts_with("- ")
+            || l.split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        assert!(
+            a.is_empty() || b.is_empty() || (item(a) && item(b)),
+            "{a:?} and {b:?} would run together:\n{text}"
+        );
+    }
+}
+
+/// Issue 43 item 14: the list and the report are Markdown whose lines stay apart (Toad
+/// renders the answer as Markdown, where a single line break is a space).
+#[test]
+fn the_rewind_answers_are_markdown_with_their_lines_apart() {
+    let env = Env::new();
+    env.file("a.txt", "original\n");
+    let fake = FakeModel::start([
+        two_calls(
+            ("c1", "write", json!({"path": "a.txt", "content": "mine\n"})),
+            ("c2", "write", json!({"path": "b.txt", "content": "new\n"})),
+        ),
+        say("done"),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = yolo_session(&mut c, &env, json!({}));
+    c.turn(&sid, "write both");
+    let (a, b) = (env.project.join("a.txt"), env.project.join("b.txt"));
+    let list = command(&mut c, &sid, "/rewind");
+    assert_lines_apart(&list);
+    fs::write(&a, "the user's\n").expect("edit");
+    let refused = command(&mut c, &sid, "/rewind 1");
+    assert!(refused.starts_with("Nothing was rewound.\n\n"), "{refused}");
+    assert_lines_apart(&refused);
+    let out = command(&mut c, &sid, "/rewind 1 force");
+    assert_lines_apart(&out);
+    let expected = format!(
+        "\n\nRestored:\n\n- `{}`\n\nRemoved (created since):\n\n- `{}`",
+        a.display(),
+        b.display()
+    );
+    assert!(out.contains(&expected), "{out}");
+}
+
+/// The `entries` of the last `plan` update among `updates`, if any.
+fn last_plan(updates: &[Value]) -> Option<Value> {
+    updates
+        .iter()
+        .rfind(|m| update_kind(m).as_deref() == Some("plan"))
+        .map(|m| m["params"]["update"]["entries"].clone())
+}
+
+/// Issue 43 item 3: a rewind of the conversation takes the plan back to that of the last
+/// prompt that remains, live (a `plan` update) and in the replay.
+#[test]
+fn a_rewind_takes_the_plan_back_live_and_in_the_replay() {
+    let env = Env::new();
+    let plan = |step: &str| json!({"steps": [{"step": step, "status": "pending"}]});
+    let fake = FakeModel::start([
+        call("c1", "update_plan", plan("first plan")),
+        say("planned"),
+        call("c2", "update_plan", plan("second plan")),
+        say("planned again"),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = yolo_session(&mut c, &env, json!({}));
+    c.turn(&sid, "plan");
+    c.turn(&sid, "plan again");
+    let content = |p: &Option<Value>| p.as_ref().map(|e| e[0]["content"].clone());
+
+    let (updates, _) = c.turn(&sid, "/rewind 2");
+    let live = last_plan(&updates);
+    assert_eq!(content(&live), Some(json!("first plan")), "{updates:?}");
+    c.call("session/close", json!({"sessionId": sid}));
+    let (replay, _) = load_session(&mut c, "session/load", &sid, &env.project);
+    assert_eq!(content(&last_plan(&replay)), Some(json!("first plan")));
+    while update_kind(&c.next()).as_deref() != Some("available_commands_update") {}
+
+    let (updates, _) = c.turn(&sid, "/rewind 1");
+    assert_eq!(
+        last_plan(&updates),
+        Some(json!([])),
+        "no plan before prompt 1"
+    );
+    c.call("session/close", json!({"sessionId": sid}));
+    let (replay, _) = load_session(&mut c, "session/load", &sid, &env.project);
+    assert_eq!(last_plan(&replay), None, "nothing to replay: {replay:?}");
+}
+
+/// One turn served as an editor that offers `fs` and saves what it is sent: reads and writes
+/// go to the disk. The turn's messages, and the params of each `fs/write_text_file`.
+fn served_turn(c: &mut Client, sid: &str, text: &str) -> (Vec<Value>, Vec<Value>) {
+    let id = c.prompt(sid, text);
+    let (mut messages, mut writes) = (Vec::new(), Vec::new());
+    loop {
+        let m = c.next();
+        let path = m["params"]["path"].as_str().unwrap_or_default().to_owned();
+        match m["method"].as_str() {
+            Some("fs/read_text_file") => match fs::read_to_string(&path) {
+                Ok(content) => c.answer(&m["id"], json!({"content": content})),
+                Err(_) => c.answer_error(&m["id"], -32002, "Resource not found"),
+            },
+            Some("fs/write_text_file") => {
+                let content = m["params"]["content"].as_str().unwrap_or_default();
+                fs::write(&path, content).expect("the editor saves");
+                c.answer(&m["id"], json!({}));
+                writes.push(m["params"].clone());
+            }
+            None if m["id"] == json!(id) => return (messages, writes),
+            _ => messages.push(m),
+        }
+    }
+}
+
+/// Issue 43 item 4: with an editor that offers `fs`, a rewind puts files back through
+/// `fs/write_text_file`, as the edits went, removes on the disk what did not exist before, and
+/// shows them all on a card of kind edit with their paths as locations.
+#[test]
+fn a_rewind_writes_through_the_editor_that_offers_fs_and_shows_the_files() {
+    let env = Env::new();
+    env.file("a.txt", "original\n");
+    let fake = FakeModel::start([
+        two_calls(
+            ("c1", "write", json!({"path": "a.txt", "content": "mine\n"})),
+            ("c2", "write", json!({"path": "b.txt", "content": "new\n"})),
+        ),
+        say("done"),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let fs_caps = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let sid = yolo_session(&mut c, &env, fs_caps);
+    let (a, b) = (env.project.join("a.txt"), env.project.join("b.txt"));
+    let (_, writes) = served_turn(&mut c, &sid, "write both");
+    assert_eq!(writes.len(), 2, "the edits went through the editor");
+    assert_eq!(read(&a).as_deref(), Some("mine\n"));
+
+    let (messages, writes) = served_turn(&mut c, &sid, "/rewind 1");
+    let (a_path, b_path) = (a.display().to_string(), b.display().to_string());
+    assert_eq!(
+        writes,
+        [json!({"sessionId": sid, "path": a_path, "content": "original\n"})],
+        "{messages:?}"
+    );
+    assert_eq!(read(&a).as_deref(), Some("original\n"));
+    assert!(!b.exists(), "a file created since is removed on the disk");
+    let card = messages
+        .iter()
+        .find(|m| update_kind(m).as_deref() == Some("tool_call"))
+        .map(|m| &m["params"]["update"])
+        .expect("a card for the rewound files");
+    assert_eq!(card["kind"], "edit", "{card}");
+    assert_eq!(
+        card["locations"],
+        json!([{"path": a_path}, {"path": b_path}]),
+        "{card}"
+    );
+    let text = texts(&messages);
+    assert!(text.contains(&a_path) && text.contains(&b_path), "{text}");
+}

@@ -8,6 +8,7 @@
 (local agent _G.agent)
 (local commands _G.commands)
 (local session _G.session)
+(local json _G.json)
 
 ;;; Checkpoints: what a tool call changes, kept before it runs (agent.execute-tool calls
 ;;; agent.with-checkpoint)
@@ -76,25 +77,43 @@ are none."
             "\n\n/rewind N takes the conversation and the files back to just before prompt N; add `files` or `conversation` for one of them."))))
 
 (fn path-list [title paths]
+  ;; A paragraph, then a Markdown list of PATHS: each on a line of its own in any editor.
   (if (= 0 (length paths)) ""
-      (.. "\n" title "\n" (table.concat (icollect [_ p (ipairs paths)] (.. "- " p)) "\n"))))
+      (.. "\n\n" title "\n\n"
+          (table.concat (icollect [_ p (ipairs paths)] (.. "- `" p "`")) "\n"))))
 
 (fn agent.rewind-report [r scope]
-  "What /rewind shows of the result R of `session.rewind` with SCOPE."
+  "What /rewind shows of the result R of `session.rewind` with SCOPE, in Markdown: paragraphs
+apart, the files as lists."
   (if r.refused
       (.. "Nothing was rewound."
           (path-list "These files changed since oml last wrote them:" r.conflicts)
           (path-list "The earlier content of these was not kept (checkpoint.max-bytes, or not a regular file):" r.lost)
           "\n\n`/rewind " r.prompt (if (= scope :both) "" (.. " " scope)) " force` overwrites the changed ones and leaves the others as they are.")
       (.. "Rewound to just before prompt " r.prompt ": " (r.text:gsub "%s+" " ")
-          (if r.messages (.. "\nThe conversation is back to " (plural r.messages "message") ".") "")
+          (if r.messages (.. "\n\nThe conversation is back to " (plural r.messages "message") ".") "")
           (path-list "Restored:" r.restored)
           (path-list "Removed (created since):" r.removed)
           (path-list "Left as they are (their earlier content was not kept):" r.lost)
           (path-list "Could not be put back:" r.failed)
           (if (and (not= scope :conversation) (= 0 (+ (length r.restored) (length r.removed))))
-              "\nNo file needed restoring."
+              "\n\nNo file needed restoring."
               ""))))
+
+(fn agent.write-restored [path content session-id]
+  "Called by `session.rewind` for each file it puts back, with its PATH (absolute, no link in
+it) and earlier CONTENT (bytes), in the session SESSION-ID: true when it wrote the file itself,
+nil to have `session.rewind` write it on the disk; an error is why the file could not be put
+back. Returns nil here; `oml acp` redefines it to write through the editor when it offers to."
+  nil)
+
+(fn agent.on-rewound [r]
+  "Called by /rewind after the rewind R (the result of `session.rewind`) was done, not refused:
+shows the plan it took back (R's :plan) as a plan event. `oml acp` advises it to show the files
+put back as a tool card too."
+  (when r.plan
+    (session.emit! {:type :plan
+                    :entries (if (< 0 (length r.plan)) (agent.plan-entries r.plan) (json.array))})))
 
 (fn commands.rewind [input]
   {:fnl/docstring "Take this session back to just before an earlier prompt: the conversation, the files oml changed since, or both. Without N, list the prompts."
@@ -103,7 +122,9 @@ are none."
       (agent.prompt-list)
       (let [(req why) (agent.parse-rewind input)]
         (if (not req) why
-            (agent.rewind-report (session.rewind req.n req.scope req.force) req.scope)))))
+            (let [r (session.rewind req.n req.scope req.force)]
+              (when (not r.refused) (agent.on-rewound r))
+              (agent.rewind-report r req.scope))))))
 
 (fn commands.fork [input]
   {:fnl/docstring "Start a new session from this one, with its whole history or what came before prompt N; both go on independently."

@@ -14,6 +14,7 @@ mod changes;
 mod descriptors;
 mod preview;
 mod reload;
+mod restore;
 mod rewind;
 mod secrets;
 pub(crate) mod tools;

@@ -4,8 +4,9 @@
 //! Pure: it reads the entries of a session file ([`Entry`]) and answers; it neither reads nor
 //! writes files. The loop records a `prompt` entry as each user prompt starts ([`PROMPT_KIND`]),
 //! the file tools a `checkpoint` entry per change ([`Checkpoint`]) and a rewind a `rewind` entry
-//! ([`Rewind`]). A rewind of the conversation drops the prompts from its point on: the next
-//! prompt takes the number of the first one dropped, as in the transcript the model sees.
+//! ([`Rewind`]), after the `checkpoint` entries of the files it put back. A rewind of the
+//! conversation drops the prompts from its point on: the next prompt takes the number of the
+//! first one dropped, as in the transcript the model sees.
 
 use std::collections::HashMap;
 
@@ -107,6 +108,31 @@ pub fn transcript_until(entries: &[Entry], end: usize) -> Vec<Value> {
     t
 }
 
+/// What the `data` entries before `end` leave under `key` (`Null` for nothing), in the history
+/// as it stands: a rewind of the conversation takes the value back to what it was when the
+/// prompt it went back to started.
+pub fn data_until(entries: &[Entry], end: usize, key: &str) -> Value {
+    let mut value = Value::Null;
+    // The value as each prompt of the history as it stands started.
+    let mut at_prompts: Vec<Value> = Vec::new();
+    for e in &entries[..end.min(entries.len())] {
+        match e {
+            Entry::Data { key: k, value: v } if k == key => value = v.clone(),
+            Entry::Custom { kind, .. } if kind == PROMPT_KIND => at_prompts.push(value.clone()),
+            _ => {
+                if let Some(r) = Rewind::of(e).filter(|r| r.conversation) {
+                    let keep = r.prompt.saturating_sub(1);
+                    if let Some(then) = at_prompts.get(keep) {
+                        value = then.clone();
+                    }
+                    at_prompts.truncate(keep);
+                }
+            }
+        }
+    }
+    value
+}
+
 /// What a rewind of the files does to one path: put back the content before the first change
 /// made after the point, provided the file is still what the last change left.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,15 +178,28 @@ pub fn restores(entries: &[Entry], start: usize) -> Vec<Restore> {
         .collect()
 }
 
-/// How many distinct files were changed after entry `start` and before `end`.
+/// How many distinct files the prompt whose `prompt` entry is at `start` changed, among the
+/// entries before `end`: its changes stop at the next `prompt` entry (one a rewind dropped
+/// too), and what a rewind put back is no prompt's change. A rewind records its changes just
+/// before its `rewind` entry, so the `checkpoint` entries right before one are its own.
 pub fn files_changed(entries: &[Entry], start: usize, end: usize) -> usize {
     let end = end.min(entries.len());
-    let paths: std::collections::HashSet<String> = entries
-        .get(start..end)
-        .unwrap_or_default()
+    let after = entries.get(start + 1..end).unwrap_or_default();
+    let own = after
         .iter()
-        .filter_map(|e| Checkpoint::of(e).map(|c| c.path))
-        .collect();
+        .position(|e| matches!(e, Entry::Custom { kind, .. } if kind == PROMPT_KIND))
+        .map_or(after, |next| &after[..next]);
+    let mut paths = std::collections::HashSet::new();
+    let mut rewinds = false;
+    for e in own.iter().rev() {
+        match Checkpoint::of(e) {
+            Some(_) if rewinds => {}
+            Some(c) => {
+                paths.insert(c.path);
+            }
+            None => rewinds = Rewind::of(e).is_some(),
+        }
+    }
     paths.len()
 }
 
@@ -183,6 +222,72 @@ mod tests {
             kept: true,
         }
         .entry()
+    }
+
+    #[test]
+    fn a_value_goes_back_with_the_conversation() {
+        let plan = |v: &str| Entry::Data {
+            key: "plan".into(),
+            value: json!([v]),
+        };
+        let mut entries = vec![
+            prompt_entry("one"),
+            plan("a"),
+            prompt_entry("two"),
+            plan("b"),
+            prompt_entry("three"),
+        ];
+        assert_eq!(data_until(&entries, 4, "plan"), json!(["b"]));
+        assert_eq!(data_until(&entries, 2, "plan"), json!(["a"]));
+        assert_eq!(data_until(&entries, 0, "plan"), Value::Null);
+        // A session file from before rewinds recorded the plan: the rewind to prompt 2 takes
+        // it back to "a" all the same.
+        entries.push(
+            Rewind {
+                prompt: 2,
+                conversation: true,
+                files: false,
+            }
+            .entry(),
+        );
+        assert_eq!(data_until(&entries, entries.len(), "plan"), json!(["a"]));
+    }
+
+    #[test]
+    fn what_a_rewind_put_back_is_counted_under_no_prompt() {
+        let entries = vec![
+            prompt_entry("one"),
+            change("/a", Some("a0"), Some("a1")),
+            prompt_entry("two"),
+            msg("user", "two"),
+            change("/b", None, Some("b1")),
+            // `/rewind 2`: /b removed, then the rewind.
+            change("/b", Some("b1"), None),
+            Rewind {
+                prompt: 2,
+                conversation: true,
+                files: true,
+            }
+            .entry(),
+        ];
+        let p = prompts(&entries);
+        assert_eq!(p.len(), 1);
+        assert_eq!(files_changed(&entries, p[0].index, entries.len()), 1);
+        // `/rewind 1 files` from prompt 2 puts /a back too: prompt 2 still changed only /b.
+        let mut entries = entries[..5].to_vec();
+        entries.push(msg("assistant", "did two"));
+        entries.push(change("/b", Some("b1"), None));
+        entries.push(change("/a", Some("a1"), Some("a0")));
+        entries.push(
+            Rewind {
+                prompt: 1,
+                conversation: false,
+                files: true,
+            }
+            .entry(),
+        );
+        let p = prompts(&entries);
+        assert_eq!(files_changed(&entries, p[1].index, entries.len()), 1);
     }
 
     #[test]

@@ -5,22 +5,27 @@
 //!
 //! What a rewind reads is the session file (`crate::session::history`), flushed first, so it
 //! works the same after a crash and a load; the contents it puts back come from the session's
-//! checkpoint store (`crate::session::checkpoint`). A restored file is written as the tools
-//! write (`crate::tools::atomic`): no symbolic link in its folders is followed, so a link a
-//! command planted since cannot turn a rewind into a write elsewhere. It knows nothing of the
-//! commands that call it.
+//! checkpoint store (`crate::session::checkpoint`), put back by `restore` (on the disk with no
+//! symbolic link followed, so a link a command planted since cannot turn a rewind into a write
+//! elsewhere, or through the editor). A rewind of the conversation takes the session's plan back
+//! too. It knows nothing of the commands that call it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mlua::{Lua, Table, Value};
 use parking_lot::Mutex;
 
+use super::restore::{self, FilesOutcome};
 use super::{rt, secrets, session_id, sessions};
-use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define};
+use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, to_lua};
 use crate::session::checkpoint::{Checkpoint, CheckpointStore, Snapshot};
-use crate::session::history::{self, Restore, Rewind};
+use crate::session::history::{self, Rewind};
 use crate::session::{Entry, Sessions, store::Store};
+
+/// The session data key of the plan (`agent.plan`), which a rewind of the conversation takes
+/// back.
+const PLAN_KEY: &str = "plan";
 
 /// The default of `checkpoint.max-bytes`: 256 MiB of earlier contents per session.
 pub const CHECKPOINT_MAX_BYTES: i64 = 256 * 1024 * 1024;
@@ -119,84 +124,6 @@ impl Scope {
     }
 }
 
-/// What the files part of a rewind did, or would have done.
-#[derive(Debug, Default)]
-struct FilesOutcome {
-    restored: Vec<String>,
-    removed: Vec<String>,
-    /// Changed since by someone else (or now a link or a folder).
-    conflicts: Vec<String>,
-    /// Their earlier content was not kept (over the cap, or not a regular file).
-    lost: Vec<String>,
-    /// Could not be put back (a link among its folders, an I/O error): path and why.
-    failed: Vec<String>,
-    /// Nothing was written: there were conflicts or lost contents and no `force`.
-    refused: bool,
-    checkpoints: Vec<Checkpoint>,
-}
-
-/// Put the files of `restores` back, after checking them all: with a conflict or a lost
-/// content and no `force`, nothing is written.
-fn restore_files(
-    cp: &CheckpointStore,
-    restores: &[Restore],
-    force: bool,
-    used: u64,
-    cap: u64,
-) -> std::io::Result<FilesOutcome> {
-    let mut out = FilesOutcome::default();
-    for r in restores {
-        if !r.kept {
-            out.lost.push(r.path.clone());
-            continue;
-        }
-        let now = cp.snapshot(Path::new(&r.path), false, 0, 0)?;
-        if now == Snapshot::Other || now.digest() != r.expect {
-            out.conflicts.push(r.path.clone());
-        }
-    }
-    let clear = out.conflicts.is_empty() && out.lost.is_empty();
-    if !(force || clear) {
-        out.refused = true;
-        return Ok(out);
-    }
-    let mut used = used;
-    for r in restores.iter().filter(|r| r.kept) {
-        let path = PathBuf::from(&r.path);
-        let before = cp.snapshot(&path, true, used, cap)?;
-        if let Snapshot::File { kept: true, .. } = before {
-            used = used.saturating_add(std::fs::metadata(&path).map_or(0, |m| m.len()));
-        }
-        let done = match &r.content {
-            Some(digest) => cp
-                .get(digest)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    crate::tools::atomic::write_atomic(&path, &[&bytes], true)
-                        .map_err(|e| e.to_string())
-                })
-                .map(|()| &mut out.restored),
-            None => crate::tools::atomic::remove_file(&path)
-                .map_err(|e| e.to_string())
-                .map(|()| &mut out.removed),
-        };
-        match done {
-            Ok(list) => list.push(r.path.clone()),
-            Err(why) => {
-                out.failed.push(format!("{}: {why}", r.path));
-                continue;
-            }
-        }
-        out.checkpoints.push(Checkpoint {
-            path: r.path.clone(),
-            before: before.digest(),
-            after: r.content.clone(),
-            kept: before.kept(),
-        });
-    }
-    Ok(out)
-}
-
 fn strings(lua: &Lua, items: &[String]) -> mlua::Result<Table> {
     lua.create_sequence_from(items.iter().map(String::as_str))
 }
@@ -228,12 +155,8 @@ async fn rewind(
         let restores = history::restores(&entries, prompt.index);
         let cp = store.checkpoints(&id);
         let (used, cap) = (used(&id, &cp), cap(&lua));
-        let force = force.unwrap_or(false);
-        files =
-            tokio::task::spawn_blocking(move || restore_files(&cp, &restores, force, used, cap))
-                .await
-                .map_err(|e| rt(e.to_string()))?
-                .map_err(|e| rt(format!("session.rewind: {e}")))?;
+        let store = restore::Store { cp, used, cap };
+        files = restore::restore_files(&lua, &id, store, restores, force.unwrap_or(false)).await?;
     }
     for (key, list) in [
         ("restored", &files.restored),
@@ -267,9 +190,37 @@ async fn rewind(
                 s.transcript = messages.into_iter().map(std::sync::Arc::new).collect();
             });
         }
+        if let Some(plan) = rewind_plan(&lua, &s, &id, &entries, prompt.index) {
+            out.set("plan", to_lua(&lua, &plan)?)?;
+        }
     }
     s.flush(&id).await;
     Ok(out)
+}
+
+/// The plan goes back with the conversation: the session's plan becomes the one it had
+/// before the entry `end` (recorded, so a load replays it), returned when it changed (an empty
+/// list when there was none).
+fn rewind_plan(
+    lua: &Lua,
+    s: &Sessions,
+    id: &str,
+    entries: &[Entry],
+    end: usize,
+) -> Option<serde_json::Value> {
+    let then = history::data_until(entries, end, PLAN_KEY);
+    let redactions = secrets::redactions(lua);
+    let changed = s.with(id, |s| {
+        let now = s.data.get(PLAN_KEY).unwrap_or(&serde_json::Value::Null);
+        let changed = *now != then;
+        if changed {
+            super::put(s, PLAN_KEY.to_owned(), then.clone(), &redactions);
+        }
+        changed
+    });
+    changed
+        .unwrap_or(false)
+        .then(|| then.as_array().map_or_else(Vec::new, Clone::clone).into())
 }
 
 fn prompt_number(n: i64) -> usize {
@@ -443,9 +394,13 @@ const REWIND: &[HostFn] = &[
               since by someone else, or whose earlier content was not kept, stops the whole \
               rewind (nothing is changed; :refused is true) unless FORCE. A file that cannot be \
               written back (a symbolic link among its folders, which is never followed) is \
-              left alone and named in :failed. Returns {:prompt :text :restored :removed \
-              :conflicts :lost :failed :refused :messages}; the session's file \
-              records the rewind, so a load replays the history as it is after it.",
+              left alone and named in :failed. Each file put back is first offered to \
+              `agent.write-restored` (`oml acp` writes it through the editor); a file created \
+              since is removed from the disk. A rewind of the conversation takes the plan \
+              (`agent.plan`) back to what it was before prompt N. Returns {:prompt :text \
+              :restored :removed :conflicts :lost :failed :refused :messages :plan}, :plan the \
+              plan of then when the rewind changed it; the session's file records the rewind, \
+              so a load replays the history as it is after it.",
         make: |lua| create_async_function(lua, rewind),
     },
     HostFn {

@@ -399,6 +399,37 @@ too) when the tool writes through the editor (`acp.client-fs?`), else the disk's
                       (let [(ok e) (pcall acp.client-write path (. r :new-text))]
                         (if ok r (client-error "write" path e)))))))))))
 
+;;; /rewind puts files back through the editor too, and says which
+
+(fn agent.write-restored [path content session-id]
+  "In ACP mode: a file `session.rewind` puts back (PATH, its earlier CONTENT) goes through
+fs/write_text_file when the editor offers it (`acp.client-fs?`) and CONTENT is text (UTF-8), so
+the editor's buffer follows, as with `write` and `edit`; true then. Nil otherwise: the disk is
+written. The editor's error answer is an error (the file is named as not put back)."
+  (when (and (acp.client-fs? :write) (utf8.len content))
+    (acp.request! "fs/write_text_file" {:sessionId session-id : path : content} session-id)
+    true))
+
+(var rewind-cards 0)
+
+(oml.advise* "agent.on-rewound" :acp-card
+  (fn [on-rewound r]
+    (on-rewound r)
+    ;; A card of kind edit with the files as its locations: the editor can reload their
+    ;; buffers (the removed ones were deleted on the disk, which ACP cannot ask it to do).
+    (let [lines (icollect [_ p (ipairs (or r.restored []))] (.. "Restored " p))]
+      (each [_ p (ipairs (or r.removed []))] (table.insert lines (.. "Removed " p)))
+      (when (< 0 (length lines))
+        (set rewind-cards (+ rewind-cards 1))
+        (let [id (.. "rewind-" (os.time) "-" rewind-cards)
+              paths (icollect [_ p (ipairs (or r.restored []))] p)]
+          (each [_ p (ipairs (or r.removed []))] (table.insert paths p))
+          (session.emit! {:type :tool-start : id :name :rewind :kind :edit
+                          :title (.. "Rewind to just before prompt " r.prompt)
+                          :args {:prompt r.prompt}
+                          :locations (icollect [_ p (ipairs paths)] {:path p})})
+          (session.emit! {:type :tool-end : id :content (table.concat lines "\n")}))))))
+
 ;;; Commands in the editor's terminal
 
 (fn acp.client-terminal? []

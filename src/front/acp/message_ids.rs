@@ -4,7 +4,8 @@
 //! from the text it precedes.
 //!
 //! Live, a message runs while its kind of delta keeps coming: any other event ends it (a tool
-//! call, the usage, a plan), and a notice is a message of its own. Ids are the forwarder's
+//! call, the usage, a plan), and a notice is a message of its own; a barrier ends it too (the end
+//! of a turn, a cancelled one included, so the next turn's answer is a new message). Ids are the forwarder's
 //! start time and a counter, so a session reopened by another process does not reuse them. A
 //! replay numbers its runs of chunks of one kind (`h1`, `h2`, …). This module knows the update
 //! shapes, not how they are rendered.
@@ -81,6 +82,13 @@ impl MessageIds {
         *other.lock() = None;
         let mut mine = mine.lock();
         Some(mine.get_or_insert_with(|| self.fresh()).clone())
+    }
+
+    /// Ends the running messages: what comes next is a new message. Called at each barrier
+    /// (the end of a turn, a cancelled one too, or an update sent apart from the loop's events).
+    pub(super) fn end(&self) {
+        *self.text.lock() = None;
+        *self.thought.lock() = None;
     }
 
     /// Puts `id` (or a fresh one) on a rendered chunk that has none; other updates are left.

@@ -74,6 +74,7 @@ pub(super) async fn forward(
                     }
                     tail.flush(&renderer, &conn, &sid).await;
                     renderer.expire();
+                    renderer.ids.end();
                     let _ = ack.send(());
                 }
                 None => break,
