@@ -154,8 +154,8 @@ fn read(path: &Path, params: &Json) -> Result<Json, String> {
             path.display()
         ));
     }
-    let bytes = crate::tools::regular::read_regular(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes =
+        crate::regular::read_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     Ok(json!({"content": slice(&text, params)}))
 }
