@@ -8,8 +8,14 @@
 //! terminals read as `ESC [`). Used wherever such text is written for a person: the chat, print
 //! mode's text output and `oml ask`'s. Knows nothing of where the text came from.
 
-/// `text` without escape sequences or control characters, except `\n` and `\t`.
-pub fn printable(text: &str) -> String {
+use std::borrow::Cow;
+
+/// `text` without escape sequences or control characters, except `\n` and `\t` (borrowed when
+/// it holds none).
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if is_printable(text) {
+        return Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -20,7 +26,7 @@ pub fn printable(text: &str) -> String {
             c => out.push(c),
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Whether [`printable`] would change `text` (a cheap test for the common case).

@@ -155,3 +155,34 @@ fn a_front_matter_nested_past_reason_is_skipped_with_why_not_parsed_for_minutes(
         "{skills:?}"
     );
 }
+
+#[test]
+fn a_description_or_an_answer_cannot_drive_the_terminal_in_print_mode() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    // YAML's double quotes turn `\e` and `\a` into ESC and BEL.
+    t.env.file(
+        ".claude/commands/wipe.md",
+        "---\ndescription: \"wipe \\e[2J\\e]0;TITLE\\a done\"\n---\nGo.\n",
+    );
+    t.env.file(
+        ".claude/skills/wipe/SKILL.md",
+        "---\ndescription: \"skill \\e[2J\\e]0;TITLE\\a done\"\n---\nGo.\n",
+    );
+    let shown = |args: &[&str], fake: Option<&FakeModel>| {
+        let run = run_within(t.command(fake, args));
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            !run.stdout.contains(['\u{1b}', '\u{7}']),
+            "{args:?}: {run:?}"
+        );
+        run.stdout
+    };
+    assert!(shown(&["-p", "/commands"], None).contains("wipe  done"));
+    assert!(shown(&["-p", "/context"], None).contains("skill  done"));
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&[
+        "an answer \u{1b}]52;c;cm0gLXJmIH4=\u{7}",
+        "that\u{1b}[2J ends",
+    ]))]);
+    assert!(shown(&["-p", "hello"], Some(&fake)).contains("an answer that ends"));
+}

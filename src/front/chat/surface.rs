@@ -175,7 +175,7 @@ pub fn clean(text: &str) -> String {
     if text.contains('\t') {
         text.replace('\t', &" ".repeat(TAB_SPACES))
     } else {
-        text
+        text.into_owned()
     }
 }
 
