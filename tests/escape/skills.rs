@@ -84,11 +84,8 @@ fn mkfifo(path: &std::path::Path) {
     fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a C path");
     // SAFETY: mkfifo reads a NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "mkfifo {path:?}"
-    );
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {path:?}");
 }
 
 #[test]
