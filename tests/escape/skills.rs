@@ -117,6 +117,11 @@ fn a_fifo_where_skills_commands_or_instructions_are_read_does_not_hang_oml() {
     );
     let commands = run_within(t.command(None, &["-p", "/commands"]));
     assert_eq!(commands.code, 0, "{commands:?}");
+    // An editor's `session/new` is answered (the client fails after a minute without one).
+    let mut editor = crate::support::acp::Client::start(&t.env, None);
+    editor.initialize();
+    let (_, setup) = editor.new_session(p);
+    assert!(!setup.is_empty());
 }
 
 #[test]
