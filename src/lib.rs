@@ -4,7 +4,9 @@
 //! into the process's exit code; everything else lives here, in layers whose imports only go down
 //! (ARCHITECTURE.md says why each exists; `tests/tidy.rs` checks the rule):
 //!
-//! 1. foundation: `cancel` (the cancellation token), `paths` (the XDG folders);
+//! 1. foundation: `cancel` (the cancellation token), `paths` (the XDG folders), `sized` (JSON
+//!    encoded to its size), `regular` (files opened only when regular, without blocking),
+//!    `printable` (text stripped of terminal controls);
 //! 2. subsystems without Lisp: `llm` (the streaming chat-completions client), `tools` (the
 //!    built-in tools as plain Rust), `catalog` (known ACP agents), `jsonrpc` (the newline-delimited
 //!    JSON-RPC transport), `acp_client` (oml driving external ACP agents), `session` (the
@@ -34,7 +36,9 @@ pub mod lisp;
 pub mod llm;
 pub mod mcp;
 pub mod paths;
+pub mod printable;
 pub mod project;
+pub mod regular;
 pub mod sandbox;
 pub mod session;
 pub mod sized;

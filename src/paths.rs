@@ -6,6 +6,9 @@
 //! - cache: `$XDG_CACHE_HOME/oml` (`~/.cache/oml`): compiled Fennel, safe to delete.
 //! - runtime: `$XDG_RUNTIME_DIR/oml` for sockets, else `<state>/run`.
 //!
+//! - the agent folders `~/.agents`, `~/.claude` and `~/.codex` ([`AGENT_DIRS`]), not oml's but
+//!   loaded from: skills and commands (oml reads the first two), hooks and settings.
+//!
 //! This module only computes paths; it creates nothing except through `ensure_dir`, and knows
 //! nothing about what the files contain.
 
@@ -112,6 +115,27 @@ impl Paths {
     pub fn own_dirs(&self) -> [&Path; 4] {
         [&self.config, &self.state, &self.cache, &self.runtime]
     }
+}
+
+/// The folders in the home folder where oml and other coding agents load code and instructions
+/// from: skills (with their `skill.fnl`, which oml runs in its own process), markdown commands,
+/// sub-agents, hooks and settings (`~/.claude/settings.json` names programs Claude Code runs,
+/// `~/.codex/config.toml` programs Codex runs). Like oml's own folders, no confined command may
+/// write beneath them (`crate::sandbox::Policy::protected`).
+pub const AGENT_DIRS: [&str; 3] = [".agents", ".claude", ".codex"];
+
+/// The home folder (`$HOME`), where the [`AGENT_DIRS`] are, when it is set.
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The [`AGENT_DIRS`] in the home folder, whether they exist or not (none without a home).
+pub fn agent_dirs() -> Vec<PathBuf> {
+    home_dir()
+        .map(|home| AGENT_DIRS.iter().map(|d| home.join(d)).collect())
+        .unwrap_or_default()
 }
 
 /// The project-local init file and load path of a directory.

@@ -93,6 +93,7 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     writable.extend(more.iter().cloned());
     let roots: Vec<PathBuf> = std::iter::once(root_of(dir)).chain(more).collect();
     let guarded = guarded_in(lisp, &roots)?;
+    let protected = protected_dirs(held_by(mode, &writable));
     Ok(Policy {
         mode,
         writable,
@@ -100,7 +101,7 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
             Some(serde_json::Value::Bool(own)) => own,
             _ => lisp.setting("sandbox.network?")?,
         },
-        protected: protected_dirs(),
+        protected,
         guarded,
     })
 }
@@ -117,11 +118,12 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
     let guarded = guarded_in(lisp, roots)?;
     let mut writable = roots.to_vec();
     writable.push(std::env::temp_dir());
+    let protected = protected_dirs(held_by(mode, &writable));
     Ok(Policy {
         mode,
         writable,
         network: lisp.setting("sandbox.network?")?,
-        protected: protected_dirs(),
+        protected,
         guarded,
     })
 }
@@ -163,18 +165,46 @@ fn root_of(dir: &Path) -> std::path::PathBuf {
     crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf())
 }
 
-/// oml's own folders ([`crate::paths::Paths::own_dirs`]), made now when missing, so that a
-/// command cannot make one first where a writable path holds it.
-fn protected_dirs() -> Vec<std::path::PathBuf> {
+/// The paths a command of `mode` may write beneath: `writable` under `:workspace-write`, none
+/// otherwise.
+fn held_by(mode: Mode, writable: &[PathBuf]) -> &[PathBuf] {
+    match mode {
+        Mode::WorkspaceWrite => writable,
+        Mode::ReadOnly | Mode::Off => &[],
+    }
+}
+
+/// What no confined command may write: oml's own folders ([`crate::paths::Paths::own_dirs`]),
+/// made now when missing, and the user's agent folders ([`crate::paths::agent_dirs`]: skills
+/// with their `skill.fnl`, commands, hooks), made now when missing where one of `writable`
+/// holds them (a session in the home folder) — either way so that a command cannot make one
+/// first, out of the read-only view's reach, and plant code in it.
+fn protected_dirs(writable: &[PathBuf]) -> Vec<PathBuf> {
     let paths = crate::paths::Paths::from_env();
-    paths
+    let mut dirs: Vec<PathBuf> = paths
         .own_dirs()
         .into_iter()
         .inspect(|dir| {
             let _ = crate::paths::ensure_private_dir(dir);
         })
         .map(Path::to_path_buf)
-        .collect()
+        .collect();
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .filter_map(|w| std::fs::canonicalize(w).ok())
+        .collect();
+    for dir in crate::paths::agent_dirs() {
+        let missing = std::fs::symlink_metadata(&dir).is_err();
+        let held = || {
+            let parent = dir.parent().and_then(|p| std::fs::canonicalize(p).ok());
+            parent.is_some_and(|p| writable.iter().any(|w| p.starts_with(w)))
+        };
+        if missing && held() {
+            let _ = crate::paths::ensure_private_dir(&dir);
+        }
+        dirs.push(dir);
+    }
+    dirs
 }
 
 /// The secrets to remove, from the settings as they are now.
@@ -291,12 +321,13 @@ const SANDBOX: &[HostFn] = &[
     HostFn {
         name: "own-folders",
         args: "",
-        doc: "oml's own folders (config, state, cache, runtime), as real paths: where it loads \
-              code and trust from. No confined command writes beneath them, and the write and \
-              edit tools count a file there as outside the workspace.",
+        doc: "oml's own folders (config, state, cache, runtime) and the user's agent folders \
+              (~/.agents, ~/.claude, ~/.codex: skills, commands, hooks), as real paths: where \
+              code and trust are loaded from. No confined command writes beneath them, and the \
+              write and edit tools count a file there as outside the workspace.",
         make: |lua| {
             lua.create_function(|_, ()| {
-                let dirs: Vec<String> = protected_dirs()
+                let dirs: Vec<String> = protected_dirs(&[])
                     .iter()
                     .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
                     .map(|d| d.display().to_string())
@@ -314,7 +345,8 @@ const SANDBOX: &[HostFn] = &[
           the policy is not enforced here; :reason says what), :unavailable (commands are \
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
           without Landlock); :writable lists where :workspace-write commands may write; \
-          :protected lists oml's own folders, read-only even beneath them; :guarded the \
+          :protected lists oml's own folders and the user's agent folders (~/.agents, \
+          ~/.claude, ~/.codex), read-only even beneath them; :guarded the \
           project's .oml/ and .git (see sandbox.git-writable?), read-only with the view; \
           :read-only-view? \
           says whether commands get the read-only view of the rest of the file system (a \

@@ -21,10 +21,14 @@ impl Lisp {
 
     /// Compile a file, using the compiled-Lua cache when the file's content has been seen.
     pub fn compile_file(&self, path: &Path) -> Result<Function, LispError> {
-        let src = std::fs::read_to_string(path).map_err(|source| LispError::Io {
+        let io = |source| LispError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // Only a regular file, opened without blocking (a FIFO would hang the load).
+        let bytes = crate::regular::read_regular(path).map_err(io)?;
+        let src = String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         let name = path.display().to_string();
         let Some(cache) = &self.shared.cache_dir else {
             return self.compile(&src, &name);

@@ -235,7 +235,7 @@ impl TrustStore {
     /// loaded), each named by its path. Without either folder it is the init file's hash alone,
     /// as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
-        let Ok(init) = std::fs::read(paths::project_init(dir)) else {
+        let Ok(init) = crate::regular::read_regular(&paths::project_init(dir)) else {
             return NO_INIT_FILE.to_string();
         };
         let lisp = paths::project_lisp(dir);
@@ -292,7 +292,8 @@ impl TrustStore {
 }
 
 /// Every file under `dir` (links followed, as `require` follows them) with its path relative to
-/// `root`; unreadable ones count with empty content, so they still change the hash.
+/// `root`; unreadable ones (and a FIFO or a device, which is never opened blocking) count with
+/// empty content, so they still change the hash.
 fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -307,7 +308,10 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
                 .unwrap_or(&path)
                 .display()
                 .to_string();
-            out.push((name, std::fs::read(&path).unwrap_or_default()));
+            out.push((
+                name,
+                crate::regular::read_regular(&path).unwrap_or_default(),
+            ));
         }
     }
 }

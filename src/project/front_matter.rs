@@ -1,11 +1,26 @@
 //! YAML front matter of markdown files (`SKILL.md`, markdown commands): a first line `---`, YAML,
 //! a line `---`, then the body. Parsed with a real YAML parser ([`yaml_serde`]); an error names
 //! its line in the file. It knows nothing of what the fields mean.
+//!
+//! Such files come from any repository, and the parser's time grows faster than the square of
+//! the nesting of flow collections (`[[[[…` or `{a: {a: …`: 40,000 levels take seconds, 80,000
+//! most of a minute, and every session's start-up reads them). So before parsing, a front matter
+//! is refused when it is over [`MAX_FRONT_MATTER_BYTES`] or holds more than
+//! [`MAX_FLOW_OPENERS`] `[` and `{` (which bounds the nesting, wherever they are); together they
+//! bound the parse to a few milliseconds. Block nesting (indentation, `- - -`) costs linear time.
 
 use serde::de::DeserializeOwned;
 
 /// Bytes of a markdown file read at most: a skill or a command is instructions, not data.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Bytes of one front matter (between its `---` lines) parsed at most: names, a description,
+/// a few settings.
+pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+
+/// `[` and `{` one front matter may hold, counted anywhere (a quoted one too): more than any
+/// front matter written by hand, and few enough that no nesting of flow collections is costly.
+pub const MAX_FLOW_OPENERS: usize = 256;
 
 /// A front matter that could not be read, with the 1-based line of the file it is about.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +49,7 @@ pub fn split<T: DeserializeOwned>(text: &str) -> Result<(T, &str), FrontMatterEr
             });
         }
     };
+    bounded(yaml)?;
     let yaml = if yaml.trim().is_empty() { "{}" } else { yaml };
     Ok((from_yaml(yaml, 2)?, body))
 }
@@ -48,6 +64,31 @@ fn find_end(rest: &str) -> Option<(usize, usize)> {
         at += line.len();
     }
     None
+}
+
+/// Why the front matter `yaml` (which starts on the file's line 2) is not parsed at all, if it
+/// is over [`MAX_FRONT_MATTER_BYTES`] or [`MAX_FLOW_OPENERS`].
+fn bounded(yaml: &str) -> Result<(), FrontMatterError> {
+    if yaml.len() > MAX_FRONT_MATTER_BYTES {
+        return Err(FrontMatterError {
+            line: 1,
+            message: format!(
+                "not read: the front matter is {} bytes, over {MAX_FRONT_MATTER_BYTES}",
+                yaml.len()
+            ),
+        });
+    }
+    let opener = memchr::memchr2_iter(b'[', b'{', yaml.as_bytes()).nth(MAX_FLOW_OPENERS);
+    match opener {
+        Some(at) => Err(FrontMatterError {
+            line: 2 + memchr::memchr_iter(b'\n', &yaml.as_bytes()[..at]).count(),
+            message: format!(
+                "not read: the front matter holds more than {MAX_FLOW_OPENERS} `[` and `{{` \
+                 (deeply nested lists or maps take the YAML parser too long)"
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `yaml` read as `T`; an error's line counted from `first_line` of the file.
@@ -81,6 +122,28 @@ mod tests {
         assert_eq!(m["description"].as_str(), Some("folded text\n"));
         let (m, _) = split::<Map>("---\n---\nx").unwrap();
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_front_matter_too_large_or_too_nested_is_refused_before_parsing() {
+        let deep = format!(
+            "---\nname: a\nx: {}{}\n---\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let e = split::<Map>(&deep).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("more than 256"), "{e}");
+        let nested_maps = format!("---\nx: {}1{}\n---\n", "{a: ".repeat(300), "}".repeat(300));
+        assert!(split::<Map>(&nested_maps).is_err());
+        let big = format!(
+            "---\ndescription: {}\n---\n",
+            "x".repeat(MAX_FRONT_MATTER_BYTES)
+        );
+        let e = split::<Map>(&big).unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        let fine = format!("---\nx: {}1{}\n---\n", "[".repeat(20), "]".repeat(20));
+        assert!(split::<Map>(&fine).is_ok());
     }
 
     #[test]

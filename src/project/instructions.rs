@@ -157,7 +157,8 @@ fn outside(real: &Path, within: &Path, user_wide: bool) -> String {
 /// The file as text: at most [`INSTRUCTION_FILE_MAX_BYTES`], refused when it is not UTF-8 text.
 fn read_text(path: &Path) -> Result<String, String> {
     use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read: {e}"))?;
+    // Only a regular file, opened without blocking: a FIFO named AGENTS.md would hang every request.
+    let file = crate::regular::open_regular(path).map_err(|e| format!("cannot be read: {e}"))?;
     let mut bytes = Vec::new();
     file.take(INSTRUCTION_FILE_MAX_BYTES)
         .read_to_end(&mut bytes)

@@ -211,7 +211,9 @@ fn read_text(folder: &Folder, file: &Path, linked: bool) -> Result<String, Probl
             "not read: it leads out of the project, to {to}"
         )));
     }
-    let mut f = std::fs::File::open(file).map_err(|e| problem(format!("cannot be read: {e}")))?;
+    // Only a regular file, opened without blocking: a FIFO planted here would hang discovery.
+    let mut f =
+        crate::regular::open_regular(file).map_err(|e| problem(format!("cannot be read: {e}")))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     if len > MAX_FILE_BYTES {
         return Err(problem(format!(

@@ -95,7 +95,9 @@ pub struct Policy {
     /// Whether TCP `bind` and `connect` are allowed. Off needs Landlock ABI 4 (Linux 6.7).
     pub network: bool,
     /// Folders no confined command may write, whatever [`Policy::writable`] says: oml's own
-    /// configuration, state, cache and runtime folders, where it loads code and trust from.
+    /// configuration, state, cache and runtime folders, where it loads code and trust from, and
+    /// the user's agent folders (`~/.agents`, `~/.claude`, `~/.codex`), where skills (whose
+    /// `skill.fnl` oml runs), commands and hooks are.
     /// Bound read-only beneath a writable path ([`mounts`]); where that cannot be done, a
     /// writable path that holds one of them is not made writable.
     pub protected: Vec<PathBuf>,
@@ -291,26 +293,28 @@ const HIDDEN_SOCKETS: &[&str] = &[
     "/var/run/docker.sock",
 ];
 
-/// Drop the writable paths that lie inside one of oml's `protected` folders, saying so.
+/// Drop the writable paths that lie inside one of the `protected` folders, saying so.
 fn drop_inside(writable: &mut Vec<PathBuf>, protected: &[PathBuf], limits: &mut Vec<String>) {
     writable.retain(|w| match protected.iter().find(|p| mounts::within(w, p)) {
         Some(p) => {
             let (w, p) = (w.display(), p.display());
-            limits.push(format!("{w} is in oml's folder {p}: not writable"));
+            limits.push(format!(
+                "{w} is in {p}, where code is loaded from: not writable"
+            ));
             false
         }
         None => true,
     });
 }
 
-/// Without the mount layer, drop the writable paths that hold one of oml's `held` folders (it
-/// could not be carved out), saying so.
+/// Without the mount layer, drop the writable paths that hold one of the `held` protected
+/// folders (it could not be carved out), saying so.
 fn drop_holders(writable: &mut Vec<PathBuf>, held: &[PathBuf], limits: &mut Vec<String>) {
     writable.retain(|w| match held.iter().find(|p| mounts::within(p, w)) {
         Some(p) => {
             let (w, p) = (w.display(), p.display());
             limits.push(format!(
-                "{w} holds oml's folder {p} and cannot be carved out here: not writable"
+                "{w} holds {p}, where code is loaded from, and it cannot be carved out here: not writable"
             ));
             false
         }

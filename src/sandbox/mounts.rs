@@ -6,8 +6,9 @@
 //! all of them (`EROFS`), so the command gets a view of the file system where everything outside
 //! [`super::Policy::writable`] is mounted read-only. And Landlock's rules are an allow-list that
 //! cannot carve a folder out of an allowed one, while a mount can: oml's configuration, state,
-//! cache and runtime folders ([`super::Policy::protected`]), where oml loads code and trust
-//! from, are bound read-only on top even when a writable path (`~`, `~/.cache`) holds them.
+//! cache and runtime folders and the user's agent folders ([`super::Policy::protected`]), where
+//! code and trust are loaded from, are bound read-only on top even when a writable path (`~`,
+//! `~/.cache`) holds them.
 //!
 //! How, in the child between fork and exec (async-signal-safe system calls only, on a [`Plan`]
 //! made before the fork): `unshare(CLONE_NEWUSER | CLONE_NEWNS)` (a user namespace, so no

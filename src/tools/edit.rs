@@ -216,7 +216,7 @@ fn plan(path: &Path, edits: &[Edit]) -> Result<Plan, ToolError> {
     if !fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
         return Err(ToolError::NotFound(path.to_path_buf()));
     }
-    let bytes = super::regular::read_regular(path).map_err(|e| ToolError::io("read", path, e))?;
+    let bytes = crate::regular::read_regular(path).map_err(|e| ToolError::io("read", path, e))?;
     let text = String::from_utf8(bytes).map_err(|_| ToolError::NotText(path.to_path_buf()))?;
     plan_text(path, text, edits)
 }

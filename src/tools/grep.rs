@@ -238,7 +238,7 @@ fn fallback(
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let Ok(bytes) = super::regular::read_regular(entry.path()) else {
+        let Ok(bytes) = crate::regular::read_regular(entry.path()) else {
             continue;
         };
         let sniff = &bytes[..bytes.len().min(super::search::BINARY_SNIFF_BYTES)];

@@ -53,7 +53,7 @@ pub fn image_mime(head: &[u8]) -> Option<&'static str> {
 /// (a text file, a directory, a file that cannot be opened).
 pub fn file_image_mime(path: &Path) -> Option<&'static str> {
     let mut head = [0u8; 16];
-    let mut file = super::regular::open_regular(path).ok()?;
+    let mut file = crate::regular::open_regular(path).ok()?;
     let mut n = 0;
     while n < head.len() {
         match file.read(&mut head[n..]) {
@@ -96,7 +96,7 @@ pub fn read_image(path: &Path) -> Result<Image, ImageError> {
             bytes,
         });
     }
-    let data = super::regular::read_regular(path).map_err(|e| ToolError::io("read", path, e))?;
+    let data = crate::regular::read_regular(path).map_err(|e| ToolError::io("read", path, e))?;
     let mime = image_mime(&data).ok_or_else(|| ImageError::NotAnImage(path.to_path_buf()))?;
     Ok(Image {
         mime,

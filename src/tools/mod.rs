@@ -28,7 +28,6 @@ pub mod image;
 pub mod ls;
 pub mod path;
 pub mod read;
-pub mod regular;
 pub mod search;
 pub mod shown;
 pub mod truncate;

@@ -97,7 +97,7 @@ fn try_read(
             io::Error::other("not a regular file"),
         ));
     }
-    let file = super::regular::open_regular(path).map_err(|e| ToolError::io("read", path, e))?;
+    let file = crate::regular::open_regular(path).map_err(|e| ToolError::io("read", path, e))?;
     read_from(path, file, offset, limit, limits)
 }
 

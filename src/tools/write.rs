@@ -86,6 +86,6 @@ fn old_text(path: &Path) -> Option<String> {
     fs::metadata(path)
         .ok()
         .filter(|meta| meta.len() <= WRITE_DIFF_OLD_MAX_BYTES)
-        .and_then(|_| super::regular::read_regular(path).ok())
+        .and_then(|_| crate::regular::read_regular(path).ok())
         .and_then(|bytes| String::from_utf8(bytes).ok())
 }

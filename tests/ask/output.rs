@@ -244,3 +244,27 @@ fn on_a_terminal_the_default_policy_asks_what_is_not_a_read() {
     assert!(screen.contains("Permission: ok."), "{screen}");
     assert_eq!(term.wait_exit(std::time::Duration::from_secs(20)), Some(0));
 }
+
+#[test]
+fn the_agents_text_reaches_the_terminal_without_escape_sequences_but_json_keeps_them() {
+    let shell = Shell::new("ok");
+    let hostile = "hi \u{1b}]0;pwned\u{7}\u{1b}[2Jthere\r\u{9b}31m";
+    let ran = shell.run(&[hostile]);
+    assert_eq!(ran.code, 0, "{ran:?}");
+    assert!(
+        ran.stdout.starts_with("you said: hi there31m"),
+        "{:?}",
+        ran.stdout
+    );
+    assert!(
+        !ran.stdout.contains(['\u{1b}', '\u{7}', '\r', '\u{9b}']),
+        "{:?}",
+        ran.stdout
+    );
+    let json = shell.run(&["--json", hostile]);
+    let first = &json_lines(&json.stdout)[0];
+    assert_eq!(
+        first["params"]["update"]["content"]["text"],
+        format!("you said: {hostile}")
+    );
+}

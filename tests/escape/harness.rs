@@ -2,10 +2,11 @@
 //! is outside every writable path), Landlock's presence, and a print-mode turn in which the fake
 //! model asks for one `bash` command.
 
+use std::io::Read;
 use std::path::PathBuf;
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
-use crate::support::home::{Env, Run};
+use crate::support::home::{DEADLINE, Env, Run, wait_within};
 
 pub use crate::support::home::{landlock_or_skip, process_runs, wait_for_pid};
 
@@ -66,4 +67,47 @@ pub fn tool_result(fake: &FakeModel, request: usize) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Run `cmd` to its end, its output captured; fails, after killing it, when it still runs at
+/// the deadline (the attack hung it). The deadline is generous: only a hang reaches it.
+pub fn run_within(mut cmd: std::process::Command) -> Run {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start oml");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let Some(status) = wait_within(&mut child, DEADLINE) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("oml still ran after {DEADLINE:?}: it hung");
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.join().expect("stdout"),
+        stderr: stderr.join().expect("stderr"),
+    }
 }

@@ -1,6 +1,8 @@
 //! A session started where oml's own folders are inside the workspace (the home folder, with
 //! `~/.config`, `~/.local/state` and `~/.cache` beneath it): neither a command nor the `write`
-//! tool may change what oml loads code and trust from, not even by moving a parent folder aside.
+//! tool may change what oml loads code and trust from, not even by moving a parent folder aside;
+//! nor may a command plant a skill in the user's skill folders (`~/.agents/skills`,
+//! `~/.claude/skills`), whose `skill.fnl` oml runs in its own process.
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::Run;
@@ -20,7 +22,7 @@ fn a_command_cannot_swap_omls_config_folder_by_moving_its_parent() {
     let t = Target::new();
     let marker = t.outside.join("ran-from-a-swapped-config");
     let init = format!(
-        "(with-open [f (io.open [[{}]] :w)] (f:write :x))",
+        "(with-open [f (io.open \"{}\" :w)] (f:write :x))",
         marker.display()
     );
     let command = format!(
@@ -77,4 +79,75 @@ fn the_write_tool_asks_before_writing_into_omls_own_folders() {
         "{result}"
     );
     assert!(!init.exists(), "the user init file was written");
+}
+
+#[test]
+fn a_command_cannot_plant_a_skill_whose_lisp_oml_would_run_unconfined() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let home = &t.env.home.home;
+    // ~/.claude/skills exists, ~/.agents does not: a command must not make it first either.
+    std::fs::create_dir_all(home.join(".claude/skills")).expect("mkdir");
+    let marker = t.outside.join("ran-from-a-planted-skill");
+    let lisp = format!(
+        "(with-open [f (io.open \"{}\" :w)] (f:write :x))",
+        marker.display()
+    );
+    let plant = |dir: &str, name: &str| {
+        format!(
+            "mkdir -p {dir}/{name} && printf -- '---\\ndescription: {name}\\n---\\nGo.\\n' \\
+             > {dir}/{name}/SKILL.md && cat > {dir}/{name}/skill.fnl <<'EOF'\n{lisp}\nEOF\n\
+             echo {name}=$?\n"
+        )
+    };
+    let command = plant("$HOME/.agents/skills", "evil") + &plant("$HOME/.claude/skills", "evil2");
+    let args = serde_json::json!({ "command": command }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let mut cmd = t.command(Some(&fake), &["-p", "--mode", "yolo", "set up"]);
+    let run = Run::from(cmd.current_dir(home).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = tool_result(&fake, 1);
+    for planted in ["evil=0", "evil2=0"] {
+        assert!(!result.contains(planted), "{planted}: {result}");
+    }
+    // A later session in the same place loads the skills.
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "skill", &[r#"{"name":"evil"}"#])),
+        Reply::Stream(tool_call_chunks("c2", "skill", &[r#"{"name":"evil2"}"#])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let mut cmd = t.command(Some(&fake), &["-p", "--mode", "yolo", "use them"]);
+    let run = Run::from(cmd.current_dir(home).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !marker.exists(),
+        "a skill.fnl planted by a command ran: {result}"
+    );
+}
+
+#[test]
+fn the_write_tool_asks_before_writing_a_skill_into_the_users_skill_folders() {
+    let t = Target::new();
+    let home = &t.env.home.home;
+    let lisp = home.join(".agents/skills/w/skill.fnl");
+    let args = serde_json::json!({ "path": lisp.display().to_string(), "content": "(os.exit 7)" })
+        .to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "write", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    // Print mode's default, accept-edits: edits inside the workspace (here the home folder)
+    // run without asking.
+    let mut cmd = t.command(Some(&fake), &["-p", "configure"]);
+    let run = Run::from(cmd.current_dir(home).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = tool_result(&fake, 1);
+    assert!(
+        result.contains("where oml or git load code from") && result.contains("needs permission"),
+        "{result}"
+    );
+    assert!(!lisp.exists(), "the skill's Lisp was written");
 }

@@ -2,12 +2,14 @@
 //! code, and never a file outside the project. A SKILL.md (or its folder) that is a link leading
 //! out of the project would put a secret into the system prompt; a name with `..` would make
 //! the `skill` tool read another file; a project command named like a built-in would take its
-//! place. Each runs the real `oml -p` against a scripted model.
+//! place; a FIFO where a SKILL.md, a command or an AGENTS.md is looked for, or a front matter
+//! nested a hundred thousand levels deep, would hang every start. Each runs the real `oml -p`
+//! against a scripted model.
 
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use super::harness::Target;
+use super::harness::{Target, run_within};
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
 #[test]
@@ -75,4 +77,114 @@ fn a_project_command_cannot_take_the_place_of_a_built_in_one() {
         fake.requests().is_empty(),
         "the file's text never reached the model"
     );
+}
+
+/// Make a FIFO at `path` (and its folder), as a command of the model's could.
+fn mkfifo(path: &std::path::Path) {
+    fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("a C path");
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {path:?}");
+}
+
+#[test]
+fn a_fifo_where_skills_commands_or_instructions_are_read_does_not_hang_oml() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    t.env.file(
+        ".claude/skills/good/SKILL.md",
+        "---\ndescription: a skill that is a file\n---\nDo it.\n",
+    );
+    let p = &t.env.project;
+    for fifo in [
+        ".claude/skills/x/SKILL.md",
+        ".claude/commands/c.md",
+        "AGENTS.md",
+    ] {
+        mkfifo(&p.join(fifo));
+    }
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello back"]))]);
+    let run = run_within(t.command(Some(&fake), &["-p", "hello"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("hello back"), "{run:?}");
+    let system = fake.requests()[0].body.to_string();
+    assert!(system.contains("a skill that is a file"), "{system}");
+    let skills = run_within(t.command(None, &["-p", "/skills"]));
+    assert!(
+        skills.stdout.contains("x/SKILL.md") && skills.stdout.contains("not a regular file"),
+        "{skills:?}"
+    );
+    let commands = run_within(t.command(None, &["-p", "/commands"]));
+    assert_eq!(commands.code, 0, "{commands:?}");
+    // An editor's `session/new` is answered (the client fails after a minute without one).
+    let mut editor = crate::support::acp::Client::start(&t.env, None);
+    editor.initialize();
+    let (_, setup) = editor.new_session(p);
+    assert!(!setup.is_empty());
+}
+
+#[test]
+fn a_front_matter_nested_past_reason_is_skipped_with_why_not_parsed_for_minutes() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    // 150,000 levels, 300 KB: under the file limit, and minutes of parsing before the fix.
+    let deep = 150_000;
+    t.env.file(
+        ".claude/skills/deep/SKILL.md",
+        &format!(
+            "---\nname: deep\ndescription: {}{}\n---\nDo it.\n",
+            "[".repeat(deep),
+            "]".repeat(deep)
+        ),
+    );
+    let maps = 30_000;
+    t.env.file(
+        ".claude/commands/maps.md",
+        &format!(
+            "---\ndescription: {}1{}\n---\nDo it.\n",
+            "{a: ".repeat(maps),
+            "}".repeat(maps)
+        ),
+    );
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello back"]))]);
+    let run = run_within(t.command(Some(&fake), &["-p", "hello"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("hello back"), "{run:?}");
+    let skills = run_within(t.command(None, &["-p", "/skills"]));
+    assert!(
+        skills.stdout.contains("deep/SKILL.md") && skills.stdout.contains("not read"),
+        "{skills:?}"
+    );
+}
+
+#[test]
+fn a_description_or_an_answer_cannot_drive_the_terminal_in_print_mode() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    // YAML's double quotes turn `\e` and `\a` into ESC and BEL.
+    t.env.file(
+        ".claude/commands/wipe.md",
+        "---\ndescription: \"wipe \\e[2J\\e]0;TITLE\\a done\"\n---\nGo.\n",
+    );
+    t.env.file(
+        ".claude/skills/wipe/SKILL.md",
+        "---\ndescription: \"skill \\e[2J\\e]0;TITLE\\a done\"\n---\nGo.\n",
+    );
+    let shown = |args: &[&str], fake: Option<&FakeModel>| {
+        let run = run_within(t.command(fake, args));
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            !run.stdout.contains(['\u{1b}', '\u{7}']),
+            "{args:?}: {run:?}"
+        );
+        run.stdout
+    };
+    assert!(shown(&["-p", "/commands"], None).contains("wipe  done"));
+    assert!(shown(&["-p", "/context"], None).contains("skill  done"));
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&[
+        "an answer \u{1b}]52;c;cm0gLXJmIH4=\u{7}",
+        "that\u{1b}[2J ends",
+    ]))]);
+    assert!(shown(&["-p", "hello"], Some(&fake)).contains("an answer that ends"));
 }

@@ -86,14 +86,17 @@ fn checked_path(call: &FsCall) -> Result<PathBuf, String> {
 }
 
 /// Folders of a workspace that git or oml load code from, which no agent writes into (as the
-/// sandbox keeps them read-only for commands), and oml's own folders.
+/// sandbox keeps them read-only for commands), and oml's own folders and the user's agent
+/// folders.
 const CODE_FOLDERS: [&str; 2] = [".git", ".oml"];
 
 fn refuse_code_folders(real: &Path, roots: &[PathBuf], given: &str) -> Result<(), String> {
     let own = crate::paths::Paths::from_env();
+    let agents = crate::paths::agent_dirs();
     let in_own = own
         .own_dirs()
-        .iter()
+        .into_iter()
+        .chain(agents.iter().map(PathBuf::as_path))
         .any(|d| crate::tools::path::real_path(d).is_ok_and(|d| real.starts_with(d)));
     let in_code = roots.iter().any(|root| {
         crate::tools::path::real_path(root).is_ok_and(|root| {
@@ -154,8 +157,8 @@ fn read(path: &Path, params: &Json) -> Result<Json, String> {
             path.display()
         ));
     }
-    let bytes = crate::tools::regular::read_regular(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes =
+        crate::regular::read_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     Ok(json!({"content": slice(&text, params)}))
 }

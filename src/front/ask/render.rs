@@ -1,6 +1,12 @@
 //! How `oml ask` shows a prompt's events: on a terminal (the agent's text as it streams, a line
 //! per tool call and plan, `[done] <stop reason>`), as NDJSON (`--json`: each ACP message as
 //! the agent sent it, then one result line), or quietly (`--quiet`: the final text only).
+//!
+//! What the agent sends is its own text, and through it a repository's: the text format, made
+//! for a person, goes through [`crate::printable`] (no escape sequence or control character but
+//! `\n` and `\t` reaches the terminal, whether stdout is one or a pipe into `tee`); `--quiet`
+//! does so when stdout is a terminal and keeps every character for a script; `--json` keeps
+//! them all, escaped by JSON.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -21,6 +27,8 @@ pub enum Output {
 pub struct Render {
     output: Output,
     out: std::io::Stdout,
+    /// What is written goes through [`crate::printable`] first.
+    printable: bool,
     /// The last byte written ends a line (or nothing was written).
     at_line_start: bool,
     /// Tool call titles by id, for their updates.
@@ -29,9 +37,17 @@ pub struct Render {
 
 impl Render {
     pub fn new(output: Output) -> Render {
+        use std::io::IsTerminal as _;
+        let out = std::io::stdout();
+        let printable = match output {
+            Output::Text => true,
+            Output::Quiet => out.is_terminal(),
+            Output::Json => false,
+        };
         Render {
             output,
-            out: std::io::stdout(),
+            out,
+            printable,
             at_line_start: true,
             titles: HashMap::new(),
         }
@@ -96,7 +112,7 @@ impl Render {
         } else if !self.at_line_start {
             self.write("\n");
         }
-        crate::front::stdio::err!("oml ask: {message}");
+        crate::front::stdio::err!("oml ask: {}", crate::printable::printable(message));
     }
 
     /// `--no-wait`: the prompt is queued.
@@ -164,6 +180,11 @@ impl Render {
         if text.is_empty() {
             return;
         }
+        let text = if self.printable {
+            crate::printable::printable(text)
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        };
         // A closed pipe (`| head`) ends the output, not the prompt.
         let mut out = self.out.lock();
         let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());

@@ -114,7 +114,7 @@ fn read_mention(path: &Path) -> Result<String, String> {
             "{size} bytes, over the {MENTION_MAX_BYTES}-byte limit; the agent can read it"
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = crate::regular::read_regular(path).map_err(|e| e.to_string())?;
     if bytes.contains(&0) {
         return Err("a binary file".to_owned());
     }

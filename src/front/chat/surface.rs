@@ -168,41 +168,14 @@ const CHAT: &[HostFn] = &[
 pub const TAB_SPACES: usize = 4;
 
 /// `text` without escape sequences or control characters other than `\n` (tabs become
-/// [`TAB_SPACES`] spaces): what the chat shows of text it did not write itself.
+/// [`TAB_SPACES`] spaces): what the chat shows of text it did not write itself
+/// ([`crate::printable`]).
 pub fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\n' => out.push('\n'),
-            '\t' => out.extend(std::iter::repeat_n(' ', TAB_SPACES)),
-            '\x1b' => skip_escape(&mut chars),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Skip the rest of an escape sequence whose ESC was just read: CSI (`ESC [` … final byte),
-/// OSC (`ESC ]` … BEL or `ESC \\`), or one more character.
-fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    match chars.next() {
-        Some('[') => {
-            for c in chars.by_ref() {
-                if ('\x40'..='\x7e').contains(&c) {
-                    break;
-                }
-            }
-        }
-        Some(']') => {
-            while let Some(c) = chars.next() {
-                if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
-                    break;
-                }
-            }
-        }
-        _ => {}
+    let text = crate::printable::printable(text);
+    if text.contains('\t') {
+        text.replace('\t', &" ".repeat(TAB_SPACES))
+    } else {
+        text.into_owned()
     }
 }
 

@@ -2,6 +2,12 @@
 //! tool call and `  ok:`/`  failed:` with the first line of its result, reasoning only when asked,
 //! and a spinner on stderr while nothing arrives (only when stderr is a terminal). With `json`,
 //! each event is one line of the JSON stream instead (`super::json`). Returns the final text.
+//!
+//! The text format is for a person, and what it shows was written by others (the model, a
+//! repository's skill and command descriptions, a tool's output): it goes through
+//! [`crate::printable`], so no escape sequence or control character but `\n` and `\t` reaches
+//! the terminal, whether stdout is one or a pipe into `tee` or `less -R`. The JSON stream keeps
+//! every character (escaped by JSON).
 
 use std::io::Write as _;
 
@@ -50,6 +56,7 @@ impl Screen {
         if text.is_empty() {
             return;
         }
+        let text = crate::printable::printable(text);
         self.clear_spinner();
         let mut out = std::io::stdout().lock();
         // A closed stdout (piped into `head`) stops the run (`super::wrote`), quietly.
@@ -148,7 +155,7 @@ pub(super) async fn render(
             AgentEvent::Plan { entries } => screen.line(&plan_lines(&entries)),
             AgentEvent::Notice { text } => {
                 screen.clear_spinner();
-                crate::front::stdio::err!("[{text}]");
+                crate::front::stdio::err!("[{}]", crate::printable::printable(&text));
             }
             AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
         }

@@ -1,7 +1,10 @@
-//! Opening a file the tools read, only when it is a regular file: a FIFO nobody writes would
-//! block the open (and the turn, past any cancel), and a device such as `/dev/zero` never ends.
-//! The file is opened without blocking and checked on the descriptor itself, so nothing can be
-//! swapped in between the check and the read. Knows nothing of what is read.
+//! Opening a file oml reads on its own or the model's behalf, only when it is a regular file: a
+//! FIFO nobody writes would block the open (a turn past any cancel, or start-up itself when it
+//! sits where skills, commands or instructions are looked for), and a device such as
+//! `/dev/zero` never ends. The file is opened without blocking and checked on the descriptor
+//! itself, so nothing can be swapped in between the check and the read. The tools, the skills
+//! and commands, the instruction files and the trust hash of a project's init files all read
+//! through it. Knows nothing of what is read.
 
 use std::fs::File;
 use std::io::{self, Read};
