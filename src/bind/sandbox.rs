@@ -48,7 +48,7 @@ fn settings() -> Vec<SettingDecl> {
             "sandbox.network?",
             "boolean",
             json!(false),
-            "Whether confined commands may open TCP connections and listen on TCP ports. Denying needs Linux 6.7 (Landlock ABI 4); on older kernels oml.sandbox-status says the network is not restricted.",
+            "Whether confined commands may use the network. Off (the default), each command gets a network namespace of its own where user namespaces allow: no route anywhere, whatever the protocol (UDP, TCP, ICMP), and none of the host's abstract Unix sockets; Landlock also refuses TCP bind and connect (Linux 6.7). Where no namespace can be made only TCP is refused; oml.sandbox-status's :network says which holds.",
         ),
         SettingDecl::new(
             "sandbox.writable",
@@ -341,7 +341,7 @@ const SANDBOX: &[HostFn] = &[
         args: "?dir",
         doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
           directory) on this kernel, from the sandbox.* settings as they are now: {:mode \
-          :enforced :reason :abi :network? :writable}. :enforced is :full, :partial (some of \
+          :enforced :reason :abi :network? :network :writable}. :enforced is :full, :partial (some of \
           the policy is not enforced here; :reason says what), :unavailable (commands are \
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
           without Landlock); :writable lists where :workspace-write commands may write; \
@@ -350,7 +350,10 @@ const SANDBOX: &[HostFn] = &[
           project's .oml/ and .git (see sandbox.git-writable?), read-only with the view; \
           :read-only-view? \
           says whether commands get the read-only view of the rest of the file system (a \
-          private mount namespace: chmod, chown, utimes and xattrs outside fail).",
+          private mount namespace: chmod, chown, utimes and xattrs outside fail); :network \
+          says what keeps commands off the network: :namespace (a network namespace of their \
+          own: no protocol reaches anything), :landlock-tcp (only TCP is refused), \
+          :unrestricted, or :open when sandbox.network? lets them on.",
         make: |lua| lua.create_function(sandbox_status),
     },
 ];
@@ -369,6 +372,7 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     t.set("reason", status.reason())?;
     t.set("abi", sandbox::landlock::probe().ok())?;
     t.set("network?", policy.network)?;
+    t.set("network", sandbox::network_layer(&policy).name())?;
     let writable: Vec<String> = match policy.mode {
         Mode::WorkspaceWrite => sandbox::effective(&policy)
             .writable

@@ -3,8 +3,9 @@
 //!
 //! A [`Policy`] says what a command may do: under [`Mode::WorkspaceWrite`] it reads and executes
 //! everywhere but writes only beneath [`Policy::writable`] (the workspace, the temp dir, paths
-//! the user listed); under [`Mode::ReadOnly`] it writes nowhere; [`Policy::network`] off denies
-//! TCP `bind` and `connect`. [`prepare`] turns a policy into a [`Prepared`] sandbox **before** the
+//! the user listed); under [`Mode::ReadOnly`] it writes nowhere; [`Policy::network`] off gives
+//! it a network namespace of its own (no route anywhere, for any protocol; [`mounts`]) where
+//! one can be made, and denies TCP `bind` and `connect` through Landlock as a second layer. [`prepare`] turns a policy into a [`Prepared`] sandbox **before** the
 //! fork (building a Landlock ruleset allocates and opens files), with a typed [`Status`] that
 //! says what this kernel enforces; [`Prepared::confine`] then sets up a `std::process::Command`
 //! so that the child, between fork and exec, does only async-signal-safe system calls:
@@ -92,7 +93,10 @@ pub struct Policy {
     /// it): the workspace root(s), the system temp dir, paths the user listed. A path that does
     /// not exist is skipped. Ignored by the other modes.
     pub writable: Vec<PathBuf>,
-    /// Whether TCP `bind` and `connect` are allowed. Off needs Landlock ABI 4 (Linux 6.7).
+    /// Whether the command may use the network. Off gives it a network namespace of its own
+    /// (nothing reaches out, whatever the protocol) where user namespaces allow, and denies TCP
+    /// `bind` and `connect` through Landlock (ABI 4, Linux 6.7) as a second layer
+    /// ([`network_layer`] says which holds).
     pub network: bool,
     /// Folders no confined command may write, whatever [`Policy::writable`] says: oml's own
     /// configuration, state, cache and runtime folders, where it loads code and trust from, and
@@ -216,7 +220,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 _ => Vec::new(),
             };
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
-            let plan = mounts::Plan::new(&writable, &read_only, &hidden_sockets(&policy));
+            let isolate = !policy.network && network_limit(&mut limits);
+            let plan = mounts::Plan::new(&writable, &read_only, &hidden_sockets(&policy), isolate);
             (policy, Some(Arc::new(plan)), limits)
         }
         Err(why) => {
@@ -224,6 +229,9 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 "chmod, chown, utimes and extended attributes outside the writable paths are \
                  not restricted: {why}"
             ));
+            if !policy.network {
+                network_limit(&mut limits);
+            }
             if policy.mode == Mode::WorkspaceWrite {
                 drop_holders(&mut policy.writable, &held_protected, &mut limits);
                 for g in &held_guarded {
@@ -232,6 +240,65 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             }
             (policy, None, limits)
         }
+    }
+}
+
+/// With the network off, whether commands get a network namespace of their own
+/// ([`mounts::network_available`]); when they cannot, what is then not restricted is added to
+/// `limits`: only TCP is refused (by Landlock, where its ABI has TCP rules).
+fn network_limit(limits: &mut Vec<String>) -> bool {
+    match mounts::network_available() {
+        Ok(()) => true,
+        Err(why) => {
+            limits.push(format!(
+                "with the network off only TCP is refused (UDP, ICMP and the host's abstract \
+                 Unix sockets are not): {why}"
+            ));
+            false
+        }
+    }
+}
+
+/// How a policy's network switch is enforced here: a namespace of the command's own, or
+/// Landlock's TCP rules alone, or nothing; or the network is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetworkLayer {
+    /// The policy lets the command use the network.
+    Open,
+    /// A network namespace of the command's own: nothing reaches out, whatever the protocol.
+    Namespace,
+    /// Landlock refuses TCP `bind` and `connect`; other protocols are not restricted.
+    TcpOnly,
+    /// Nothing restricts the network here.
+    Unrestricted,
+}
+
+impl NetworkLayer {
+    /// The name `oml.sandbox-status` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkLayer::Open => "open",
+            NetworkLayer::Namespace => "namespace",
+            NetworkLayer::TcpOnly => "landlock-tcp",
+            NetworkLayer::Unrestricted => "unrestricted",
+        }
+    }
+}
+
+/// What keeps `policy`'s command off the network on this machine.
+pub fn network_layer(policy: &Policy) -> NetworkLayer {
+    if policy.network {
+        return NetworkLayer::Open;
+    }
+    if policy.mode == Mode::Off {
+        return NetworkLayer::Unrestricted;
+    }
+    if mounts::network_available().is_ok() {
+        return NetworkLayer::Namespace;
+    }
+    match landlock::probe() {
+        Ok(abi) if abi >= landlock::TCP_ABI => NetworkLayer::TcpOnly,
+        _ => NetworkLayer::Unrestricted,
     }
 }
 

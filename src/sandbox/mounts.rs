@@ -26,6 +26,12 @@
 //! path holding one of oml's folders is not made writable at all (`super::prepare` says so in
 //! the status).
 //!
+//! With the network off, the same `unshare` also makes a network namespace
+//! (`CLONE_NEWNET`): the command sees no interface but a loopback that is down, so no
+//! protocol (UDP, TCP, ICMP) reaches anything, and the host's abstract Unix sockets, which
+//! belong to the host's network namespace, are out of reach too. [`network_available`] probes
+//! it apart, since a container may allow the first two namespaces and not this one.
+//!
 //! This module knows nothing of Landlock or of which paths matter; it gets them in the plan.
 
 use std::ffi::CString;
@@ -47,6 +53,10 @@ pub(super) struct Plan {
     /// the Unix sockets of servers that run what they are sent ([`super::hidden_sockets`]).
     hidden_dirs: Vec<CString>,
     hidden_files: Vec<CString>,
+    /// Whether the command gets a network namespace of its own (with the network off): no
+    /// interface but a loopback that is down, so no route anywhere, for any protocol, and none
+    /// of the host's abstract Unix sockets.
+    isolate_network: bool,
 }
 
 impl Plan {
@@ -55,7 +65,12 @@ impl Plan {
     /// path and a protected one beneath it is bound too, writable: a mount point cannot be
     /// renamed or removed, so no command can move a protected folder's parent aside and put a
     /// folder of its own in its place.
-    pub(super) fn new(writable: &[PathBuf], protected: &[PathBuf], hidden: &[PathBuf]) -> Plan {
+    pub(super) fn new(
+        writable: &[PathBuf],
+        protected: &[PathBuf],
+        hidden: &[PathBuf],
+        isolate_network: bool,
+    ) -> Plan {
         // SAFETY: geteuid and getegid take no arguments.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         let maps = (uid != 0).then(|| {
@@ -93,6 +108,7 @@ impl Plan {
             protected: c(protected),
             hidden_dirs: c(&dirs),
             hidden_files: c(&files),
+            isolate_network,
         }
     }
 }
@@ -101,7 +117,30 @@ impl Plan {
 /// once, in a short-lived child that makes an empty plan's namespace.
 pub fn available() -> Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBED.get_or_init(probe).clone()
+    PROBED
+        .get_or_init(|| {
+            probe(&Plan::new(&[], &[], &[], false)).map_err(|why| {
+                format!(
+                    "no private mount namespace for commands ({why}; user namespaces may be \
+                     disabled, or the kernel is older than Linux 5.12)"
+                )
+            })
+        })
+        .clone()
+}
+
+/// Whether commands can also get a network namespace of their own (a container's seccomp
+/// policy may allow user and mount namespaces but not this one): `Err` says why not. Probed
+/// once, after [`available`].
+pub fn network_available() -> Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED
+        .get_or_init(|| {
+            available()?;
+            probe(&Plan::new(&[], &[], &[], true))
+                .map_err(|why| format!("no network namespace for commands ({why})"))
+        })
+        .clone()
 }
 
 /// The read-only view for this process (a forked child about to exec); async-signal-safe.
@@ -111,15 +150,20 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     // again after its exec anyway; the watcher, forked before, stays as oml is.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    let net = if plan.isolate_network {
+        libc::CLONE_NEWNET
+    } else {
+        0
+    };
     match &plan.maps {
         Some((uid_map, gid_map)) => {
-            check(unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+            check(unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | net))?;
             // An unprivileged user may map its own group only once setgroups is denied.
             write_proc(c"/proc/self/setgroups", c"deny")?;
             write_proc(c"/proc/self/uid_map", uid_map)?;
             write_proc(c"/proc/self/gid_map", gid_map)?;
         }
-        None => check(unshare(libc::CLONE_NEWNS))?,
+        None => check(unshare(libc::CLONE_NEWNS | net))?,
     }
     mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
     for path in plan.writable.iter().chain(&plan.protected) {
@@ -167,20 +211,16 @@ fn hide(plan: &Plan) -> io::Result<()> {
 /// The size of the buffer the working directory is read into (`PATH_MAX`).
 const CWD_MAX: usize = 4096;
 
-fn probe() -> Result<(), String> {
-    let plan = Plan::new(&[], &[], &[]);
+fn probe(plan: &Plan) -> Result<(), String> {
     let flags = libc::SIGCHLD as libc::c_long;
     // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork
     // handlers; the child only makes system calls (`enter`, `_exit`) and never returns.
     let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
     if pid < 0 {
-        return Err(format!(
-            "cannot probe mount namespaces: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(format!("cannot probe: {}", io::Error::last_os_error()));
     }
     if pid == 0 {
-        let code = match enter(&plan) {
+        let code = match enter(plan) {
             Ok(()) => 0,
             Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
         };
@@ -191,15 +231,11 @@ fn probe() -> Result<(), String> {
     // SAFETY: waitpid on the child just made, into a local integer.
     let waited = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
     if waited < 0 || !libc::WIFEXITED(status) {
-        return Err("the mount namespace probe did not finish".to_owned());
+        return Err("the probe did not finish".to_owned());
     }
     match libc::WEXITSTATUS(status) {
         0 => Ok(()),
-        errno => Err(format!(
-            "no private mount namespace for commands ({}; user namespaces may be disabled, \
-             or the kernel is older than Linux 5.12)",
-            io::Error::from_raw_os_error(errno)
-        )),
+        errno => Err(io::Error::from_raw_os_error(errno).to_string()),
     }
 }
 

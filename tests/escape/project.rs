@@ -151,13 +151,15 @@ fn omls_git_status_gives_a_repositorys_filter_no_secret() {
     let Some(_) = landlock_or_skip() else { return };
     let t = Target::new();
     git_init(&t);
-    // A clean filter that sends its environment out (UDP is not a Landlock right) and then
-    // passes the file through; a touched file makes git status run it.
-    let listener = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    // A clean filter that sends its environment out and then passes the file through; a
+    // touched file makes git status run it. UDP no longer leaves a confined command (it has a
+    // network namespace of its own), so the filter sends over a Unix datagram socket in a
+    // folder outside, which the mount view does not hide.
+    let socket = t.outside.join("leak.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&socket).expect("bind");
     listener
         .set_read_timeout(Some(std::time::Duration::from_millis(500)))
         .expect("timeout");
-    let port = listener.local_addr().expect("addr").port();
     let git = |args: &[&str]| {
         let ok = Command::new("git")
             .args(args)
@@ -168,7 +170,20 @@ fn omls_git_status_gives_a_repositorys_filter_no_secret() {
     };
     std::fs::write(t.env.project.join(".gitattributes"), "a.txt filter=leak\n").expect("attrs");
     std::fs::write(t.env.project.join("a.txt"), "x\n").expect("file");
-    let filter = format!("bash -c 'env > /dev/udp/127.0.0.1/{port}; cat'");
+    let script = t.outside.join("leak.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nenv | python3 -c 'import socket, sys; \
+             socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(sys.stdin.buffer.read(), \
+             \"{}\")'\nexec cat\n",
+            socket.display()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let filter = script.display().to_string();
     git(&["config", "filter.leak.clean", &filter]);
     git(&["add", "a.txt", ".gitattributes"]);
     // Newer times than the index: status hashes the file again through the filter.
@@ -195,7 +210,7 @@ fn omls_git_status_gives_a_repositorys_filter_no_secret() {
 }
 
 /// Every datagram that arrives on `listener` until it is quiet for its read timeout, as text.
-fn received(listener: &std::net::UdpSocket) -> String {
+fn received(listener: &std::os::unix::net::UnixDatagram) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 65536];
     while let Ok(n) = listener.recv(&mut buf) {
