@@ -440,8 +440,8 @@ none is configured. Every front end and command asks this function."
 
 (fn agent.execute-tool [call]
   "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a
-\"Blocked: reason\" error when the permission policy refuses it, else (after
-`agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
+\"Blocked: reason\" error when the permission policy refuses it (or the failure of a change that
+would fail), else (after `agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
 file-changing call's `path` is resolved first (`session.resolve-path`, links followed), and both
 the permission check and the tool get that path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
 to change the permission policy or rewrite results."
@@ -450,8 +450,8 @@ to change the permission policy or rewrite results."
     (if (not entry)
         {:content (.. "Unknown tool: " call.name) :error? true}
         (let [blocked (agent.check-permission call)]
-          (if blocked
-              {:content (.. "Blocked: " blocked) :error? true}
+          (if (= :table (type blocked)) blocked
+              blocked {:content (.. "Blocked: " blocked) :error? true}
               (do (agent.on-tool-allowed call)
                   (agent.with-checkpoint call #(entry.fn call.args))))))))
 
