@@ -65,7 +65,7 @@ use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
 pub use prompt::stop_reason;
 pub use replay::replay_updates;
-pub use sessions::LIST_PAGE;
+pub use sessions::{LIST_PAGE, SESSION_IN_USE};
 use sessions::{
     Open, session_close, session_delete, session_fork, session_list, session_load, session_new,
 };
