@@ -383,30 +383,3 @@ fn prices_give_the_usage_update_a_cost() {
     assert!((costs[0] - call).abs() < 1e-12, "{costs:?}");
     assert!((costs[1] - 2.0 * call).abs() < 1e-12, "{costs:?}");
 }
-
-/// `config_option_update` goes only to a client that understands config options: one that
-/// offered `session.configOptions`, or has set an option. Toad, which does neither, answers it
-/// with an error.
-#[test]
-fn config_option_updates_go_only_to_clients_that_use_them() {
-    let env = Env::new();
-    let mut c = Client::start(&env, None);
-    c.initialize();
-    let (sid, _) = c.new_session(&env.project);
-    let set_mode = |c: &mut Client, mode: &str| {
-        let id = c.request(
-            "session/set_mode",
-            json!({"sessionId": sid, "modeId": mode}),
-        );
-        kinds(&c.until_response(id).0)
-    };
-    assert_eq!(set_mode(&mut c, "yolo"), ["current_mode_update"]);
-    c.call(
-        "session/set_config_option",
-        json!({"sessionId": sid, "configId": "mode", "value": "ask"}),
-    );
-    assert_eq!(
-        set_mode(&mut c, "yolo"),
-        ["current_mode_update", "config_option_update"]
-    );
-}

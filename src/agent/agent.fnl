@@ -440,8 +440,8 @@ none is configured. Every front end and command asks this function."
 
 (fn agent.execute-tool [call]
   "Run the tool CALL {:id :name :args :kind}: \"Unknown tool: x\" for an unknown name, a
-\"Blocked: reason\" error when the permission policy refuses it, else (after
-`agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
+\"Blocked: reason\" error when the permission policy refuses it (or the failure of a change that
+would fail), else (after `agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
 file-changing call's `path` is resolved first (`session.resolve-path`, links followed), and both
 the permission check and the tool get that path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
 to change the permission policy or rewrite results."
@@ -450,8 +450,8 @@ to change the permission policy or rewrite results."
     (if (not entry)
         {:content (.. "Unknown tool: " call.name) :error? true}
         (let [blocked (agent.check-permission call)]
-          (if blocked
-              {:content (.. "Blocked: " blocked) :error? true}
+          (if (= :table (type blocked)) blocked
+              blocked {:content (.. "Blocked: " blocked) :error? true}
               (do (agent.on-tool-allowed call)
                   (agent.with-checkpoint call #(entry.fn call.args))))))))
 
@@ -539,11 +539,11 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
     nil))
 
 (fn agent.prompt [text ?parts]
-  "One user prompt: run it as a slash command when it names one (a markdown command's prompt
-goes on as the prompt), else mark it
-(`session.mark-prompt!`, the point /rewind and /fork count) and append it to the
-transcript (with ?PARTS, the prompt's images as content parts, see `agent.user-content`) and run
-the loop. Returns {:stop-reason :command}."
+  "One user prompt: run it as a slash command when it names one (a markdown command's prompt goes on
+as the prompt, after a `command` entry keeping it as typed, for replays), else mark it
+(`session.mark-prompt!`, the point /rewind and /fork count), append it to the transcript (with
+?PARTS, the prompt's images as content parts, see `agent.user-content`) and run the loop. Returns
+{:stop-reason :command}."
   (let [parsed (agent.parse-prompt text)
         entry (and parsed.command (agent.find-command parsed.command))
         ;; A markdown command's file, its arguments put in, is the prompt.
@@ -552,6 +552,7 @@ the loop. Returns {:stop-reason :command}."
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
         (do (session.mark-prompt! text)
+            (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
             (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
             {:stop-reason (agent.run)}))))
 

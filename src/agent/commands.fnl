@@ -78,6 +78,21 @@
       (do (session.put! :model input)
           (.. "Model set to " input " for this session"))))
 
+(fn commands.mode [input]
+  {:fnl/docstring "Show this session's permission mode and the modes there are, or switch this session to another (as the editor's mode picker does)."
+   :hint "ask, accept-edits, yolo or read-only (empty: list them)"}
+  (let [current (agent.current-permission-mode)
+        ids (icollect [_ m (ipairs agent.permission-modes)] m.id)
+        known? (accumulate [found false _ id (ipairs ids)] (or found (= id input)))]
+    (if (= input "")
+        (.. "Mode: " current "\n\n"
+            (table.concat (icollect [_ m (ipairs agent.permission-modes)]
+                            (.. "- `" m.id "`" (if (= m.id current) " (current)" "") ": " m.description))
+                          "\n"))
+        known? (do (session.put! :permission-mode input)
+                   (.. "Mode set to " input " for this session"))
+        (.. "Unknown mode " input ": " (table.concat ids ", ")))))
+
 (local apis {:chat true :anthropic true :responses true :gemini true :auto true})
 
 (fn commands.api [input]

@@ -248,6 +248,9 @@ impl Agent {
             })
             .await;
         self.sessions.bind_thread(key, None);
+        if let Err(e) = &result {
+            self.record_failure(id, e, interrupt);
+        }
         // The end of a turn: everything it recorded is on disk before the frontend answers,
         // or the user is told what is not (the checkpoints of its last command included).
         crate::bind::session::settle_checkpoints(id).await;
@@ -272,6 +275,37 @@ impl Agent {
         })
     }
 }
+
+impl Agent {
+    /// Keep the error that ended a prompt in the session's file, as a `failure` entry
+    /// ([`FAILURE_KIND`], `{message}`) recorded through `session.record!` (looked up now, so
+    /// secrets are taken out as from any entry): a replay shows it as the turn's answer, as the
+    /// front end showed it live. A cancelled or interrupted prompt, or an exit, failed nothing.
+    fn record_failure(&self, id: &str, e: &LispError, interrupt: &CancelToken) {
+        let stopped = matches!(
+            e,
+            LispError::Interrupted | LispError::Exit(_) | LispError::Cancelled { .. }
+        );
+        let cancelled = self.sessions.with(id, |s| s.cancel.is_cancelled());
+        if stopped || interrupt.is_cancelled() || cancelled == Some(true) {
+            return;
+        }
+        let data = serde_json::json!({ "message": e.to_string() });
+        let recorded = self.lisp.function("session.record!").and_then(|f| {
+            let Some(f) = f else { return Ok(()) };
+            let data = crate::lisp::to_lua(self.lisp.lua(), &data)?;
+            f.call::<()>((FAILURE_KIND, data, id))
+                .map_err(LispError::from)
+        });
+        if let Err(e) = recorded {
+            tracing::warn!("cannot record the failure of a prompt: {e}");
+        }
+    }
+}
+
+/// The custom entry `kind` that keeps the error a prompt ended with (see
+/// [`Agent::record_failure`]).
+pub const FAILURE_KIND: &str = "failure";
 
 /// What the user is told at the end of a turn about the session's file: that some of it is
 /// only in memory, or that what was is on disk again.

@@ -254,9 +254,20 @@ when none covers it."
         (when (agent.rule-matches? r.rule call) (set verdict r.verdict))))
     verdict))
 
+(fn agent.change-failure [call]
+  "Why oml's own write or edit CALL {:name :args} would fail if it ran — the tool's message, from
+`oml.preview-change` (old_text not found, a folder, ...) — or nil when it would not, and for any
+other tool. `agent.check-permission` fails such a call at once rather than ask about it; the ACP
+front end redefines this to look at the editor's text when the tool writes through the editor."
+  (when (and (not call.mcp) (or (= call.name :write) (= call.name :edit)))
+    (let [(ok diff why) (pcall oml.preview-change call.name (or call.args {}))]
+      (when (and ok (not diff)) why))))
+
 (fn agent.check-permission [call]
   "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
-mode and rules, else the reason it may not. Tools of kind edit, delete and move count as edits;
+mode and rules, else the reason it may not; or, where it would ask about a write or edit that
+would fail (`agent.change-failure`), that failure as the call's result {:content :error? true},
+so nobody is asked about a change that cannot be made. Tools of kind edit, delete and move count as edits;
 kind execute (bash) as commands; an MCP server's tool (:mcp in CALL) that the server does not
 mark read-only as an MCP call, asked about in every mode but yolo (read-only refuses it); every
 other kind always runs. accept-edits runs edits inside
@@ -275,17 +286,19 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
-          _ (case (agent.ask-permission call)
-              :allow-once nil
-              :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
-              :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
-                                 "the user rejected it")
-              :reject-once "the user rejected it"
-              :cancelled "the prompt was cancelled before the user answered"
-              _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
-                                  (.. " of " (call-path call) " (" (outside-why (call-path call)) ")")
-                                  "")
-                    " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))))
+          _ (case (agent.change-failure call)
+              why {:content why :error? true}
+              _ (case (agent.ask-permission call)
+                  :allow-once nil
+                  :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
+                  :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
+                                     "the user rejected it")
+                  :reject-once "the user rejected it"
+                  :cancelled "the prompt was cancelled before the user answered"
+                  _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
+                                      (.. " of " (call-path call) " (" (outside-why (call-path call)) ")")
+                                      "")
+                        " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)")))))))
 
 (fn commands.permissions [input]
   {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."

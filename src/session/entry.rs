@@ -79,6 +79,14 @@ pub struct Header {
         skip_serializing_if = "Option::is_none"
     )]
     pub fork_prompt: Option<usize>,
+    /// The title a listing shows instead of the first user message: a fork's, which would
+    /// otherwise be its parent's.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub title: Option<String>,
 }
 
 /// What the loop records for each tool call (`{"type":"custom","kind":"tool","data":{…}}`), for

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Write as _};
 
 use super::entry::{Entry, Header};
-use super::store::{SessionSummary, Store, now, valid_id};
+use super::store::{SessionSummary, Store, make_title, now, valid_id};
 
 /// Fork the stored session `parent` into the new session `id`, with the parent's entries
 /// before entry number `end` (all when `None`); `prompt` is the parent's prompt number the
@@ -61,6 +61,7 @@ pub fn fork(
         version: env!("CARGO_PKG_VERSION").to_owned(),
         parent: Some(parent.to_owned()),
         fork_prompt: prompt,
+        title: Some(fork_title(store.title(parent).as_deref(), parent)),
     });
     let mut out = serde_json::to_vec(&header)?;
     out.push(b'\n');
@@ -73,6 +74,15 @@ pub fn fork(
         .open(store.path(id))?;
     file.write_all(&out)?;
     file.sync_all()
+}
+
+/// A fork's title, so that a session list tells it from its parent: the parent's title with
+/// " (fork)", or "Fork of ID" when the parent has none; cut as every title is.
+pub fn fork_title(parent_title: Option<&str>, parent: &str) -> String {
+    make_title(&match parent_title {
+        Some(t) => format!("{t} (fork)"),
+        None => format!("Fork of {parent}"),
+    })
 }
 
 /// The sessions of `list` as a tree: each with its depth, a fork right under its parent (the

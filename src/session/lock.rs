@@ -8,6 +8,9 @@
 //! writer appends through, and a session opened again here writes through that same descriptor,
 //! so an open session holds one descriptor however often it is opened (the many sessions of an
 //! editor fit a low `RLIMIT_NOFILE`). It knows nothing of what is written.
+//!
+//! A refusal is a [`Busy`] inside the `io::Error`, naming the process that holds the lock when
+//! the kernel says (`/proc/locks`), so a front end can tell the user which one.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -53,13 +56,11 @@ impl SessionLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::ResourceBusy,
-                    format!(
-                        "session {id} is open in another oml process; finish there, or start \
-                         a new session"
-                    ),
-                ));
+                let busy = Busy {
+                    id: id.to_owned(),
+                    pid: holder(&file),
+                };
+                return Err(io::Error::new(io::ErrorKind::ResourceBusy, busy));
             }
             Err(TryLockError::Error(error)) => return Err(error),
         }
@@ -73,6 +74,52 @@ impl SessionLock {
         );
         Ok((lock(), file))
     }
+}
+
+/// The session is open in another process: the one its lock is held by.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "session {id} is open in another oml process{}; finish there, or start a new session",
+    pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+)]
+pub struct Busy {
+    pub id: String,
+    /// The process holding the lock, when `/proc/locks` names it.
+    pub pid: Option<u32>,
+}
+
+impl Busy {
+    /// The [`Busy`] an error of [`SessionLock::acquire`] carries, if it is one.
+    pub fn of(error: &io::Error) -> Option<&Busy> {
+        error.get_ref()?.downcast_ref::<Busy>()
+    }
+}
+
+/// The process holding the `flock` on `file`: the line of `/proc/locks` (`N: FLOCK ADVISORY
+/// WRITE PID MAJ:MIN:INODE 0 EOF`, the device in hex) whose file is this one. `None` when the
+/// kernel does not say (no `/proc`, another kind of file system).
+fn holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = file.metadata().ok()?;
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let want = (
+        u64::from(rustix::fs::major(dev)),
+        u64::from(rustix::fs::minor(dev)),
+        ino,
+    );
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        // A waiter's line reads `N: -> FLOCK …`; the holder's has the type second.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, "FLOCK", _, _, pid, file, ..] = fields.as_slice() else {
+            return None;
+        };
+        let mut parts = file.split(':');
+        let major = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let minor = u64::from_str_radix(parts.next()?, 16).ok()?;
+        let inode = parts.next()?.parse::<u64>().ok()?;
+        ((major, minor, inode) == want).then(|| pid.parse().ok())?
+    })
 }
 
 impl Drop for SessionLock {
@@ -114,6 +161,9 @@ mod tests {
         for _ in 0..2 {
             let e = SessionLock::acquire(&path, "s", open()).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
+            let busy = Busy::of(&e).expect("a Busy");
+            // The holder is this very process here (another description of the file).
+            assert_eq!(busy.pid, Some(std::process::id()), "{e}");
         }
         drop(other);
         assert!(SessionLock::acquire(&path, "s", open()).is_ok());

@@ -109,7 +109,8 @@ impl Loaded {
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
-    /// The first user message, on one line, cut to [`TITLE_CHARS`] characters.
+    /// The header's title (a fork's), else the first user message; on one line, cut to
+    /// [`TITLE_CHARS`] characters.
     pub title: Option<String>,
     /// When the file was last written (RFC 3339, UTC).
     pub updated_at: String,
@@ -143,6 +144,11 @@ impl Store {
 
     pub fn exists(&self, id: &str) -> bool {
         valid_id(id) && self.path(id).is_file()
+    }
+
+    /// The title a listing shows for session `id` (see [`SessionSummary::title`]).
+    pub fn title(&self, id: &str) -> Option<String> {
+        summarize(&self.path(id)).and_then(|s| s.title)
     }
 
     /// Create the file of a new session (its header written) and start its writer. The header
@@ -333,8 +339,16 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
     let (parent, fork_prompt) = (header.parent, header.fork_prompt);
     let id = Some(header.id).filter(|id| !id.is_empty())?;
     let cwd = PathBuf::from(header.cwd?);
-    let mut title = None;
-    for line in lines.take(TITLE_SEARCH_LINES) {
+    let mut title = header
+        .title
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| make_title(&t));
+    let search = if title.is_some() {
+        0
+    } else {
+        TITLE_SEARCH_LINES
+    };
+    for line in lines.take(search) {
         let Ok(line) = line else { break };
         if let Some(Entry::Message { message }) = Entry::parse(&line)
             && message["role"] == "user"

@@ -364,6 +364,14 @@ too) when the tool writes through the editor (`acp.client-fs?`), else the disk's
           (if (. r :new-text) r.diff (values nil r.content)))
         (oml.preview-change name args))))
 
+(fn agent.change-failure [call]
+  "Why oml's own write or edit CALL would fail if it ran, or nil (see the default in
+permission.fnl): `acp.preview-change`, so on the editor's text when the tool writes through the
+editor, the text the question's diff would show."
+  (when (and (not call.mcp) (or (= call.name :write) (= call.name :edit)))
+    (let [(ok diff why) (pcall acp.preview-change call.name (or call.args {}))]
+      (when (and ok (not diff)) why))))
+
 (oml.advise* "tools.read" :client-fs
   (fn [read args]
     (let [path (resolved args)]

@@ -34,7 +34,6 @@ pub(super) async fn set_config_option(
     params: SetConfigOptionParams,
 ) -> Result<Value, RpcError> {
     let sid = known_session(ctx, &params.session_id.0)?;
-    ctx.hub.note_config_options();
     let config_id = params.config_id.0.as_str();
     let value = params
         .value
@@ -90,14 +89,10 @@ pub(super) async fn advertise_commands(ctx: &Ctx, sid: &str) {
     }
 }
 
-/// A `config_option_update` with the session's options, to a client that understands them
-/// (it offered `session.configOptions` or has set an option; Toad, which does neither, answers
-/// one with an error). The others learn of a change from `current_mode_update` and the next
-/// `session/new`.
+/// A `config_option_update` with the session's options, to every client, whatever it offered
+/// in `initialize`: it is a stable v1 notification, and agent-shell, which offers no
+/// `session.configOptions`, keeps its header's model and mode from it.
 pub(super) async fn config_update(ctx: &Ctx, sid: &str) {
-    if !ctx.hub.knows_config_options() {
-        return;
-    }
     if let Ok(options) = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await {
         update(
             ctx,

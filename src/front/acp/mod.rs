@@ -65,7 +65,7 @@ use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
 pub use prompt::stop_reason;
 pub use replay::replay_updates;
-pub use sessions::LIST_PAGE;
+pub use sessions::{LIST_PAGE, SESSION_IN_USE};
 use sessions::{
     Open, session_close, session_delete, session_fork, session_list, session_load, session_new,
 };
@@ -357,15 +357,8 @@ fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
 }
 
 /// Keep the client's capabilities as `acp.client-capabilities`, where the tools' ACP advice
-/// (`acp.client-fs?`, `acp.client-terminal?`) reads them, and note whether it takes
-/// `config_option_update`.
+/// (`acp.client-fs?`, `acp.client-terminal?`) reads them.
 fn remember_client(ctx: &Ctx, capabilities: &Value) {
-    if capabilities
-        .pointer("/session/configOptions")
-        .is_some_and(Value::is_object)
-    {
-        ctx.hub.note_config_options();
-    }
     let lua = ctx.lisp.lua();
     let kept = crate::lisp::to_lua(lua, capabilities).and_then(|v| {
         let acp: mlua::Table = lua.globals().get("acp")?;

@@ -42,7 +42,9 @@ pub(super) fn replay_tool_kind(name: &str) -> &'static str {
 /// user_message_chunk, reasoning as agent_thought_chunk (kept in the message, or recorded as a
 /// `thought` entry), answers as agent_message_chunk, each tool call as a tool_call card and its
 /// result as a tool_call_update, completed or failed, with the diff of a write or edit, and a
-/// slash command (a `command` entry) as the prompt and what it showed; a rewind of the
+/// slash command (a `command` entry) as the prompt and what it showed (a markdown command as
+/// typed, its expansion left out), the error a prompt failed with (a `failure` entry) as its
+/// answer; a rewind of the
 /// conversation takes back what was shown from the prompt it went back to. The session's latest plan
 /// (its last `plan` data entry, unless empty) follows the history as one `plan` update. Each
 /// message's chunks carry one `messageId` (`message_ids::number_replay`).
@@ -83,6 +85,8 @@ struct Replay {
     /// Where in `out` each user prompt of the history as it stands starts (its `prompt`
     /// entry), for a rewind of the conversation.
     prompts: Vec<usize>,
+    /// A markdown command was shown as typed: the next user message, its expansion, is not.
+    expanded: bool,
 }
 
 impl Replay {
@@ -98,6 +102,12 @@ impl Replay {
                 self.thought = data.get("text").and_then(Value::as_str).map(str::to_owned);
             }
             Entry::Custom { kind, data } if kind == "command" => self.command(data),
+            Entry::Custom { kind, data } if kind == crate::agent::FAILURE_KIND => {
+                let message = data.get("message").and_then(Value::as_str).unwrap_or("");
+                self.out.push(
+                    json!({"sessionUpdate": "agent_message_chunk", "content": text(message)}),
+                );
+            }
             Entry::Custom { kind, .. } if kind == history::PROMPT_KIND => {
                 self.prompts.push(self.out.len());
             }
@@ -136,6 +146,7 @@ impl Replay {
         );
         self.out
             .push(json!({"sessionUpdate": "user_message_chunk", "content": text(&prompt)}));
+        self.expanded = data.get("expanded").and_then(Value::as_bool) == Some(true);
         if !field("output").is_empty() {
             self.out.push(
                 json!({"sessionUpdate": "agent_message_chunk", "content": text(field("output"))}),
@@ -148,8 +159,10 @@ impl Replay {
         let content = message_text(&m.content);
         match m.role.as_deref() {
             Some("user") => {
-                self.out.push(json!({
-                    "sessionUpdate": "user_message_chunk", "content": text(&content)}));
+                if !std::mem::take(&mut self.expanded) {
+                    self.out.push(json!({
+                        "sessionUpdate": "user_message_chunk", "content": text(&content)}));
+                }
                 for image in images(&m.content) {
                     self.out.push(json!({
                         "sessionUpdate": "user_message_chunk", "content": image}));

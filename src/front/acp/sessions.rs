@@ -258,7 +258,7 @@ pub(super) async fn session_load(
             .agent
             .sessions()
             .load(&sid, Some(events_tx))
-            .map_err(|e| RpcError::internal_error(format!("cannot load session {sid}: {e}")))?;
+            .map_err(|e| load_error(&sid, &e))?;
         let mode: String = ctx
             .lisp
             .setting("agent.permission-mode")
@@ -292,11 +292,44 @@ pub(super) async fn session_load(
                 report_state(ctx, &sid).await;
             }
             respond_setup(ctx, id, result).await;
+            announce_fork(ctx, &sid, open).await;
             if let Some(ready_tx) = ready_tx {
                 after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
             }
         }
     }
+}
+
+/// The error code of a `session/load` or `session/resume` refused because another oml process
+/// has the session open (JSON-RPC's range for implementation-defined server errors; ACP uses
+/// -32000 and -32002). Its `data`: `{sessionId, pid, details, category: "busy"}`.
+pub const SESSION_IN_USE: i32 = -32010;
+
+/// The answer to a session that cannot be loaded: [`SESSION_IN_USE`] when another process
+/// holds it, else an internal error.
+fn load_error(sid: &str, e: &std::io::Error) -> RpcError {
+    match crate::session::lock::Busy::of(e) {
+        Some(busy) => RpcError::new(SESSION_IN_USE, busy.to_string()).with_data(json!({
+            "sessionId": sid, "pid": busy.pid, "details": busy.to_string(), "category": "busy",
+        })),
+        None => RpcError::internal_error(format!("cannot load session {sid}: {e}")),
+    }
+}
+
+/// A fork just opened ([`Open::Fork`]; nothing for the others) names itself, as a session's
+/// first prompt does: its own title (its parent's with " (fork)") and the time it was made, so
+/// an editor does not show it as its parent.
+async fn announce_fork(ctx: &Ctx, sid: &str, open: Open) {
+    let store = ctx.agent.sessions().store();
+    let Some(title) = store
+        .filter(|_| open == Open::Fork)
+        .and_then(|s| s.title(sid))
+    else {
+        return;
+    };
+    let now = crate::session::store::rfc3339(std::time::SystemTime::now());
+    let info = json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now});
+    update(ctx, sid, info).await;
 }
 
 /// How many sessions one `session/list` page holds.

@@ -50,9 +50,6 @@ pub struct Hub {
     /// The `acp.render-event` that acp.fnl defines, held so that it stays alive: the forwarders
     /// render in Rust what it would render while the name still holds exactly this function.
     default_render: Mutex<Option<mlua::Function>>,
-    /// The client shows config options: it offered `session.configOptions` or has set one.
-    /// Until then no `config_option_update` is sent (Toad answers one with an error).
-    config_options: std::sync::atomic::AtomicBool,
     /// The connection speaks the v2 draft (see [`super::v2`]).
     v2: std::sync::atomic::AtomicBool,
     /// The questions each session has asked a v2 client and not had answered yet.
@@ -60,18 +57,6 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Note that the client understands config options (see [`Hub::knows_config_options`]).
-    pub(crate) fn note_config_options(&self) {
-        self.config_options
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether `config_option_update` may be sent to this client.
-    pub(crate) fn knows_config_options(&self) -> bool {
-        self.config_options
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Count one more (`+1`) or one fewer (`-1`) question pending for session `id`; the count
     /// after.
     pub(crate) fn asking(&self, id: &str, change: i32) -> usize {
