@@ -50,20 +50,23 @@ await app.connectWith(stream, async (ctx) => {
     prompt: [{ type: "text", text: "set it up" }],
   });
   seen.firstStop = first.stopReason;
-  seen.firstChunks = [...seen.chunks];
-  seen.chunks.length = 0;
-  // The second reply hangs after its first chunk; aborting the request makes the SDK send
-  // $/cancel_request for it, and oml answers the prompt cancelled.
+  // The SDK may run a notification's handler after the answer that followed it on the wire
+  // has resolved its request, so the first turn's chunks are not all counted yet here. Handlers
+  // do run in line order: the first turn's chunks are those before the second turn's first.
+  // The second reply hangs after its first chunk ("working"); aborting the request makes the
+  // SDK send $/cancel_request for it, and oml answers the prompt cancelled.
   const abort = new AbortController();
   const pending = ctx.request(
     methods.agent.session.prompt,
     { sessionId: sid, prompt: [{ type: "text", text: "take your time" }] },
     { cancellationSignal: abort.signal },
   );
-  while (seen.chunks.length === 0) await new Promise((r) => setTimeout(r, 10));
+  const secondStarted = () => seen.chunks.findIndex((c) => c.text === "working");
+  while (secondStarted() < 0) await new Promise((r) => setTimeout(r, 10));
   abort.abort();
   const second = await pending;
   seen.secondStop = second.stopReason;
+  seen.firstChunks = seen.chunks.slice(0, secondStarted());
 });
 child.kill();
 console.log(JSON.stringify(seen));
