@@ -524,7 +524,7 @@ async fn retries_are_reported_as_events() {
     assert_eq!(retry["type"], "retry");
     assert_eq!(retry["attempt"], 1);
     assert!(retry["delay"].as_f64().is_some_and(|d| d > 0.0), "{retry}");
-    assert_eq!(retry["reason"], "Model request failed: HTTP 503: busy");
+    assert_eq!(retry["reason"], "HTTP 503: busy");
     assert_eq!(got["result"]["text"], "ok");
     assert_eq!(fake.requests().len(), 2);
 }
