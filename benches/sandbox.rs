@@ -48,6 +48,7 @@ fn policy() -> Policy {
         network: false,
         protected: Vec::new(),
         guarded: Vec::new(),
+        deny_read: Vec::new(),
     }
 }
 

@@ -127,6 +127,7 @@ fn git_summary(bencher: Bencher) {
                 network: false,
                 protected: Vec::new(),
                 guarded: Vec::new(),
+                deny_read: Vec::new(),
             }),
         ))
     });

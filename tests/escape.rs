@@ -35,6 +35,8 @@ mod rewind;
 mod roots;
 #[path = "escape/rules.rs"]
 mod rules;
+#[path = "escape/secrets.rs"]
+mod secrets;
 #[path = "escape/setup.rs"]
 mod setup;
 #[path = "escape/signals.rs"]

@@ -154,6 +154,12 @@ character other than a tab, a wrapper with an option, or nothing left to run."
         (ok abs) (pcall session.resolve-path (or p ""))]
     (when ok abs)))
 
+(fn secret-read? [call]
+  ;; Whether oml's own read, ls, grep or find CALL looks inside a sandbox.deny-read path.
+  (let [p (and (not call.mcp) (or (= call.kind :read) (= call.kind :search))
+               (= :table (type call.args)) call.args.path)]
+    (and (= :string (type p)) (not= p "") (oml.denied-read? p))))
+
 (fn agent.permission-rule [call]
   "The rule an \"always\" answer to the tool CALL {:name :args} adds: for bash, the program and
 its subcommand (`agent.command-program`: past `timeout N`, `nice` and the like) when both are
@@ -269,7 +275,8 @@ mode and rules, else the reason it may not; or, where it would ask about a write
 would fail (`agent.change-failure`), that failure as the call's result {:content :error? true},
 so nobody is asked about a change that cannot be made. Tools of kind edit, delete and move count as edits;
 kind execute (bash) as commands; an MCP server's tool (:mcp in CALL) that the server does not
-mark read-only as an MCP call, asked about in every mode but yolo (read-only refuses it); every
+mark read-only as an MCP call, asked about in every mode but yolo (read-only refuses it); so is
+oml's own read, ls, grep or find of a path inside `sandbox.deny-read` (`oml.denied-read?`); every
 other kind always runs. accept-edits runs edits inside
 the workspace only (`agent.inside-workspace?`), and commands only while they run confined
 (`agent.sandboxed?`); others ask. An \"always\" answer adds
@@ -278,6 +285,7 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
         needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
                   (. edit-kinds call.kind) :edit
                   (= call.kind :execute) :execute
+                  (secret-read? call) :secret
                   nil)]
     (if (or (= nil needs) (= mode :yolo)) nil
         (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")

@@ -180,15 +180,21 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
     Ok(list)
 }
 
-/// The sandbox oml's own `git status` runs in: read-only, no network (the secrets stay, git
-/// needs none of them but reads no more than the user's own git does).
+/// The sandbox oml's own `git status` runs in: read-only, no network, and the default
+/// `sandbox.deny-read` paths unread (a repository's clean filter or fsmonitor is the
+/// repository's code).
 pub(crate) fn read_only() -> crate::sandbox::Prepared {
+    let here = std::env::current_dir().unwrap_or_default();
     crate::sandbox::prepare(&crate::sandbox::Policy {
         mode: crate::sandbox::Mode::ReadOnly,
         writable: Vec::new(),
         network: false,
         protected: Vec::new(),
         guarded: Vec::new(),
+        deny_read: super::sandbox::default_deny_read()
+            .iter()
+            .filter_map(|path| crate::tools::resolve_path(&here, path).ok())
+            .collect(),
     })
 }
 

@@ -57,6 +57,12 @@ fn settings() -> Vec<SettingDecl> {
             "More folders (or files) where :workspace-write commands may write, besides the project root and the temp dir, e.g. [\"~/.cache\"]; relative paths are relative to the session's directory. oml's own folders (config, state, cache, runtime) stay read-only beneath them (see oml.sandbox-status).",
         ),
         SettingDecl::new(
+            "sandbox.deny-read",
+            "table",
+            json!(default_deny_read()),
+            "Paths no confined command may read or list (~ is the home folder): each is covered in the command's view by an empty read-only folder or file, so a read finds nothing. The default lists ssh, cloud, container, package-registry and VCS credentials, GPG and password stores, browser profiles, keyrings, oml's own session transcripts, checkpoints and trust records, and Claude Code's and Codex's transcripts and credentials. Add with (setq sandbox.deny-read (doto sandbox.deny-read (table.insert \"~/secrets\"))); remove one by leaving it out. A workspace inside one of them is refused, with the reason; without the mount layer they stay readable and oml.sandbox-status says so.",
+        ),
+        SettingDecl::new(
             "sandbox.git-writable?",
             "boolean",
             json!(false),
@@ -75,6 +81,65 @@ fn settings() -> Vec<SettingDecl> {
             "More environment variables removed from commands' environment, besides those whose names look secret and the one holding llm.api-key, e.g. [\"DATABASE_URL\"].",
         ),
     ]
+}
+
+/// The secrets commands may not read by default (`sandbox.deny-read`): credentials of ssh, the
+/// clouds, containers, package registries and git hosts; GPG and password stores; browser
+/// profiles and keyrings; oml's own transcripts, checkpoints and trust records; Claude Code's
+/// and Codex's transcripts, histories and credentials.
+pub fn default_deny_read() -> Vec<String> {
+    let mut paths: Vec<String> = DENY_READ_HOME.iter().map(|p| format!("~/{p}")).collect();
+    let own = crate::paths::Paths::from_env();
+    for path in [
+        own.sessions_dir(),
+        own.state.join("checkpoints"),
+        own.trust_file(),
+    ] {
+        paths.push(path.display().to_string());
+    }
+    paths
+}
+
+/// [`default_deny_read`]'s paths beneath the home folder.
+const DENY_READ_HOME: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".gnupg",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".config/gh",
+    ".password-store",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".local/share/keyrings",
+    ".local/share/kwalletd",
+    ".claude/projects",
+    ".claude/todos",
+    ".claude/shell-snapshots",
+    ".claude/history.jsonl",
+    ".claude/.credentials.json",
+    ".codex/sessions",
+    ".codex/archived_sessions",
+    ".codex/history.jsonl",
+    ".codex/auth.json",
+];
+
+/// `sandbox.deny-read`, each path made absolute (`~` the home folder, a relative one against
+/// `dir`); a path that cannot be resolved (no home folder) is left out.
+fn deny_read(lisp: &Lisp, dir: &Path) -> Result<Vec<PathBuf>, LispError> {
+    Ok(strings(lisp, "sandbox.deny-read")?
+        .iter()
+        .filter_map(|path| crate::tools::resolve_path(dir, path).ok())
+        .collect())
 }
 
 /// The policy for a command run in `dir`, from the settings as they are now and the running
@@ -103,6 +168,7 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
         },
         protected,
         guarded,
+        deny_read: deny_read(lisp, dir)?,
     })
 }
 
@@ -125,6 +191,10 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
         network: lisp.setting("sandbox.network?")?,
         protected,
         guarded,
+        deny_read: match roots.first() {
+            Some(root) => deny_read(lisp, root)?,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -277,6 +347,11 @@ pub(crate) fn launcher(lua: &Lua, dir: &Path, command: &str) -> Result<Launcher,
             }
         }
     }
+    if policy.mode != Mode::Off {
+        for path in &policy.deny_read {
+            flags.extend(["--deny-read".to_owned(), path.display().to_string()]);
+        }
+    }
     if policy.network {
         flags.push("--network".to_owned());
     }
@@ -337,6 +412,14 @@ const SANDBOX: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "denied-read?",
+        args: "path",
+        doc: "Whether PATH (relative to the session's directory; every link followed) lies in \
+              one of the sandbox.deny-read paths, which no confined command may read. The \
+              permission policy asks before oml's own read, ls, grep and find look there.",
+        make: |lua| lua.create_function(denied_read),
+    },
+    HostFn {
         name: "sandbox-status",
         args: "?dir",
         doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
@@ -357,6 +440,21 @@ const SANDBOX: &[HostFn] = &[
         make: |lua| lua.create_function(sandbox_status),
     },
 ];
+
+/// `oml.denied-read?`.
+fn denied_read(lua: &Lua, path: String) -> mlua::Result<bool> {
+    let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
+    let here = cwd(lua);
+    let Ok(path) = crate::tools::resolve_path(&here, &path) else {
+        return Ok(false);
+    };
+    let real = std::fs::canonicalize(&path).unwrap_or(path);
+    let denied = deny_read(&lisp, &here).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    Ok(denied.iter().any(|d| {
+        let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+        real.starts_with(&d)
+    }))
+}
 
 /// `oml.sandbox-status`.
 fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {

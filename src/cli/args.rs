@@ -245,6 +245,9 @@ pub struct SandboxExecArgs {
     /// A folder that stays read-only even beneath a writable path (oml's own folders).
     #[arg(long = "protect", value_name = "PATH")]
     pub protect: Vec<PathBuf>,
+    /// A path the command may not read or list (`sandbox.deny-read`).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    pub deny_read: Vec<PathBuf>,
     /// A path in the workspace that stays read-only where the kernel allows (`.oml`, git's
     /// hooks and config).
     #[arg(long = "guard", value_name = "PATH")]

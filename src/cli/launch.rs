@@ -83,6 +83,7 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         network: args.network,
         protected: args.protect.clone(),
         guarded: args.guard.clone(),
+        deny_read: args.deny_read.clone(),
     };
     let secrets = Secrets {
         also: args.secret.clone(),

@@ -95,14 +95,14 @@ fn probe_kernel() -> Result<i32, String> {
     })
 }
 
-/// What `policy` gets from Landlock ABI `abi` (at least 1).
-pub fn status_for(abi: i32, policy: &Policy) -> Status {
+/// What `policy` gets from Landlock ABI `abi` (at least 1); `net_namespace` says whether the
+/// command gets a network namespace of its own (`super::mounts`), which needs no TCP rules.
+pub fn status_for(abi: i32, policy: &Policy, net_namespace: bool) -> Status {
     let mut missing = Vec::new();
     if abi < TRUNCATE_ABI {
         missing.push("truncating files by path is not restricted (ABI 3, Linux 6.2)");
     }
-    // A network namespace of the command's own (`super::mounts`) needs no TCP rules.
-    if !policy.network && abi < TCP_ABI && super::mounts::network_available().is_err() {
+    if !policy.network && abi < TCP_ABI && !net_namespace {
         missing.push("the network is not restricted: no TCP rules before ABI 4 (Linux 6.7)");
     }
     if abi < SCOPE_ABI {
@@ -140,7 +140,8 @@ pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
         .map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
     let fd: Option<OwnedFd> = ruleset.into();
     let fd = fd.ok_or_else(|| "this kernel does not support the Landlock ruleset".to_owned())?;
-    let (status, fd) = (status_for(abi, policy), Arc::new(fd));
+    let namespace = super::mounts::network_available().is_ok();
+    let (status, fd) = (status_for(abi, policy, namespace), Arc::new(fd));
     *last = complete.then(|| (policy.clone(), status.clone(), fd.clone()));
     Ok((status, fd))
 }
@@ -210,21 +211,27 @@ mod tests {
             network,
             protected: Vec::new(),
             guarded: Vec::new(),
+            deny_read: Vec::new(),
         }
     }
 
     #[test]
     fn old_abis_enforce_part_of_the_policy_and_say_which_part() {
-        assert_eq!(status_for(6, &policy(false)), Status::Full);
-        assert_eq!(status_for(1, &policy(true)).name(), "partial");
-        let Status::PartiallyEnforced(reason) = status_for(3, &policy(false)) else {
+        assert_eq!(status_for(6, &policy(false), false), Status::Full);
+        assert_eq!(status_for(1, &policy(true), false).name(), "partial");
+        let Status::PartiallyEnforced(reason) = status_for(3, &policy(false), false) else {
             panic!("ABI 3 has no TCP rules");
         };
         assert!(reason.contains("no TCP rules"), "{reason}");
-        let Status::PartiallyEnforced(reason) = status_for(5, &policy(true)) else {
+        // A network namespace needs no TCP rules: only truncation and scopes are missing.
+        let Status::PartiallyEnforced(reason) = status_for(3, &policy(false), true) else {
+            panic!("ABI 3 has no scopes");
+        };
+        assert!(!reason.contains("TCP"), "{reason}");
+        let Status::PartiallyEnforced(reason) = status_for(5, &policy(true), false) else {
             panic!("ABI 5 has no scopes");
         };
         assert!(reason.contains("no scopes"), "{reason}");
-        assert_eq!(status_for(6, &policy(true)), Status::Full);
+        assert_eq!(status_for(6, &policy(true), false), Status::Full);
     }
 }

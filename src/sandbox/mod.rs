@@ -35,6 +35,7 @@
 //! applied in a helper process before exec) and `codex-rs/core/src/spawn.rs` (PDEATHSIG).
 
 mod child;
+mod deny;
 pub mod env;
 pub mod helper;
 pub mod landlock;
@@ -109,6 +110,11 @@ pub struct Policy {
     /// config): read-only beneath the writable paths where the mount layer can be had; without
     /// it they stay writable and the status says so.
     pub guarded: Vec<PathBuf>,
+    /// Paths no command may read or list (secrets: `~/.ssh`, cloud credentials, transcripts):
+    /// covered in the command's mount view by an empty read-only folder or file ([`deny`]). A
+    /// workspace inside one makes the sandbox unavailable, with the reason; without the mount
+    /// layer they stay readable and the status says so.
+    pub deny_read: Vec<PathBuf>,
 }
 
 /// What the sandbox enforces on this kernel for a policy.
@@ -171,9 +177,14 @@ pub struct Prepared {
 /// reuses that ruleset. The kernel's Landlock version is probed only once.
 pub fn prepare(policy: &Policy) -> Prepared {
     let (policy, mounts, limits) = plan(policy);
-    let (status, ruleset) = match policy.mode {
-        Mode::Off => (Status::Off, None),
-        Mode::ReadOnly | Mode::WorkspaceWrite => match landlock::build(&policy) {
+    let conflict = match policy.mode {
+        Mode::Off => None,
+        Mode::ReadOnly | Mode::WorkspaceWrite => deny::conflict(&policy),
+    };
+    let (status, ruleset) = match (policy.mode, conflict) {
+        (Mode::Off, _) => (Status::Off, None),
+        (_, Some(reason)) => (Status::Unavailable(reason), None),
+        (Mode::ReadOnly | Mode::WorkspaceWrite, None) => match landlock::build(&policy) {
             Ok((status, fd)) => (with_limits(status, &limits), Some(fd)),
             Err(reason) => {
                 warn_once(&reason);
@@ -221,7 +232,9 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             };
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
             let isolate = !policy.network && network_limit(&mut limits);
-            let plan = mounts::Plan::new(&writable, &read_only, &hidden_sockets(&policy), isolate);
+            let mut hidden = hidden_sockets(&policy);
+            hidden.extend(deny::existing(&policy));
+            let plan = mounts::Plan::new(&writable, &read_only, &hidden, isolate);
             (policy, Some(Arc::new(plan)), limits)
         }
         Err(why) => {
@@ -231,6 +244,10 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             ));
             if !policy.network {
                 network_limit(&mut limits);
+            }
+            let denied = deny::existing(&policy);
+            if !denied.is_empty() {
+                limits.push(deny::unenforced(&denied, &why));
             }
             if policy.mode == Mode::WorkspaceWrite {
                 drop_holders(&mut policy.writable, &held_protected, &mut limits);
@@ -416,7 +433,13 @@ pub fn status(policy: &Policy) -> Status {
         Mode::ReadOnly | Mode::WorkspaceWrite => match landlock::probe() {
             Ok(abi) => {
                 let (policy, _, limits) = plan(policy);
-                with_limits(landlock::status_for(abi, &policy), &limits)
+                match deny::conflict(&policy) {
+                    Some(reason) => Status::Unavailable(reason),
+                    None => {
+                        let namespace = mounts::network_available().is_ok();
+                        with_limits(landlock::status_for(abi, &policy, namespace), &limits)
+                    }
+                }
             }
             Err(reason) => Status::Unavailable(reason),
         },
@@ -432,6 +455,7 @@ impl Prepared {
             network: true,
             protected: Vec::new(),
             guarded: Vec::new(),
+            deny_read: Vec::new(),
         })
     }
 
