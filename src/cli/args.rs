@@ -146,13 +146,12 @@ pub enum Command {
     /// (`proxy.on-prompt`, `proxy.on-permission`, …), which the init file or the live REPL
     /// redefines or advises (docs/src/proxy.md). stdout carries only protocol.
     Proxy {
-        /// An agent's name, or (after `--`) the command and its arguments.
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "AGENT"
-        )]
-        agent: Vec<String>,
+        /// An agent's name (`client.defagent` or the catalog).
+        #[arg(value_name = "AGENT", conflicts_with = "command")]
+        agent: Option<String>,
+        /// After `--`: the agent's command and its arguments, whatever their number.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
 }
 
