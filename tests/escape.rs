@@ -23,6 +23,8 @@ mod harness;
 mod helper;
 #[path = "escape/home.rs"]
 mod home;
+#[path = "escape/listen.rs"]
+mod listen;
 #[path = "escape/paths.rs"]
 mod paths;
 #[path = "escape/project.rs"]

@@ -214,8 +214,9 @@ pub struct AcpArgs {
     /// Listen on ADDR (HOST:PORT; port 0 picks one) for ACP over HTTP and WebSocket at /acp.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
-    /// The bearer token clients must send, from FILE (default: one is made and printed on
-    /// stdout, never written anywhere).
+    /// The bearer token clients must send, from FILE, which must lie in a folder the sandbox
+    /// hides from commands (the runtime folder) (default: one is made and printed on stdout,
+    /// never written anywhere).
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub token_file: Option<PathBuf>,
     /// The TLS certificate chain (PEM) for https:// and wss://.
