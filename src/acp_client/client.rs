@@ -112,7 +112,23 @@ impl Client {
                 closed: tokio::sync::Mutex::new(None),
             }),
         };
-        let (initialized, method) = match client.negotiate(&options).await {
+        let negotiated = match &options.cancel {
+            Some(cancel) => tokio::select! {
+                negotiated = client.negotiate(&options) => negotiated,
+                () = cancel.cancelled() => {
+                    // Closing an agent that does not end at EOF takes the ladder's seconds;
+                    // the caller does not wait for them.
+                    let closing = client.clone();
+                    tokio::spawn(async move { closing.close().await });
+                    return Err(ClientError::new(
+                        Category::Connection,
+                        "cancelled while the agent was starting",
+                    ));
+                }
+            },
+            None => client.negotiate(&options).await,
+        };
+        let (initialized, method) = match negotiated {
             Ok(negotiated) => negotiated,
             Err(e) => {
                 client.close().await;
