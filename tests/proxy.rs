@@ -479,15 +479,15 @@ fn the_proxy_exits_as_soon_as_its_agent_has_after_the_editor_leaves() {
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"_echo","params":{}}"#);
     // `cat` echoes the line back: the agent is up and the proxy forwards both ways.
     assert!(raw.line().contains(r#""method":"_echo""#));
-    let closed = std::time::Instant::now();
     drop(raw.child.stdin.take());
-    let status = support::home::wait_within(&mut raw.child, Duration::from_secs(20))
-        .expect("the proxy ends");
-    let took = closed.elapsed();
+    let status = support::home::wait_within(&mut raw.child, BEFORE_THE_LADDER)
+        .expect("the proxy exits with its agent, before the ladder's SIGTERM would come");
     assert_eq!(status.code(), Some(0));
     assert!(ended.exists(), "the agent ended by itself, after its EOF");
-    assert!(
-        took < Duration::from_millis(1500),
-        "the proxy lingered {took:?} after an agent that had ended"
-    );
 }
+
+/// Well before the shutdown ladder's first step, SIGTERM `CLOSE_GRACE` (2 s) after EOF, which
+/// is for agents that do not end: a proxy still there then did not exit with its agent. (It
+/// took 2 s, whatever the agent.) The proxy's own end takes a few milliseconds; the margin is
+/// for a loaded machine.
+const BEFORE_THE_LADDER: Duration = Duration::from_millis(1500);

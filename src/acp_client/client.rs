@@ -112,13 +112,27 @@ impl Client {
                 closed: tokio::sync::Mutex::new(None),
             }),
         };
+        let (initialized, method) = client.negotiate_or_give_up(&options).await?;
+        // Only this function has the Arc so far (the router holds no client), so it can be filled.
+        let mut client = client;
+        let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
+        inner.initialized = initialized;
+        inner.authenticated = method;
+        Ok(client)
+    }
+
+    /// [`Client::negotiate`], the client closed when it fails; given up at once when
+    /// `options.cancel` is cancelled first (the agent is then closed in the background: one that
+    /// does not end at EOF takes the ladder's seconds, which the caller does not wait for).
+    async fn negotiate_or_give_up(
+        &self,
+        options: &ConnectOptions,
+    ) -> Result<(Initialized, Option<String>), ClientError> {
         let negotiated = match &options.cancel {
             Some(cancel) => tokio::select! {
-                negotiated = client.negotiate(&options) => negotiated,
+                negotiated = self.negotiate(options) => negotiated,
                 () = cancel.cancelled() => {
-                    // Closing an agent that does not end at EOF takes the ladder's seconds;
-                    // the caller does not wait for them.
-                    let closing = client.clone();
+                    let closing = self.clone();
                     tokio::spawn(async move { closing.close().await });
                     return Err(ClientError::new(
                         Category::Connection,
@@ -126,21 +140,12 @@ impl Client {
                     ));
                 }
             },
-            None => client.negotiate(&options).await,
+            None => self.negotiate(options).await,
         };
-        let (initialized, method) = match negotiated {
-            Ok(negotiated) => negotiated,
-            Err(e) => {
-                client.close().await;
-                return Err(e);
-            }
-        };
-        // Only this function has the Arc so far (the router holds no client), so it can be filled.
-        let mut client = client;
-        let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
-        inner.initialized = initialized;
-        inner.authenticated = method;
-        Ok(client)
+        if negotiated.is_err() {
+            self.close().await;
+        }
+        negotiated
     }
 
     /// `initialize`, the version check, and `authenticate` when an environment-variable method
