@@ -120,11 +120,10 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
     tokio::spawn(pump::read_lines(BufReader::new(stdout), max_line, agent_tx));
     let mut editor = tokio::spawn(from_client.run(editor_rx));
     let mut agent_side = tokio::spawn(from_agent.run(agent_lines));
-    let editor_left = tokio::select! {
-        // The editor is gone: nothing it was asked will be answered.
-        _ = &mut editor => true,
-        // The editor stops its agent: the end of its input.
-        _ = signals.recv() => false,
+    tokio::select! {
+        // The editor is gone, or stops its agent (as the end of its input).
+        _ = &mut editor => {}
+        _ = signals.recv() => {}
         _ = &mut agent_side => {
             let why = match process.wait_exit(crate::acp_client::process::EXIT_REPORT_WAIT).await {
                 Some(status) => crate::acp_client::process::describe_status(&status),
@@ -134,10 +133,9 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
             editor.abort();
             return finish(lisp, sides, to_client, client_end, &process, 1).await;
         }
-    };
-    if editor_left {
-        sides.client.fail_pending();
     }
+    // Nothing the editor was asked will be answered now: the steps waiting go on.
+    sides.client.fail_pending();
     // The editor's last lines reach the agent, then its stdin closes; the agent's last lines
     // reach the editor as it ends.
     agent_end.cancel();
