@@ -23,6 +23,8 @@ mod harness;
 mod helper;
 #[path = "escape/home.rs"]
 mod home;
+#[path = "escape/listen.rs"]
+mod listen;
 #[path = "escape/network.rs"]
 mod network;
 #[path = "escape/paths.rs"]

@@ -79,6 +79,7 @@ fn the_python_sdk_through_the_proxy_sees_advice_and_everything_else_untouched() 
         "the editor was never asked"
     );
     assert_eq!(seen["cancelled"], "cancelled");
+    assert_eq!(seen["proxy_exit"], 0, "{seen}");
     // Nothing is left running: the proxy and the agent behind it.
     let proxy = seen["proxy_pid"].as_i64().unwrap() as i32;
     let agent: i32 = std::fs::read_to_string(&pid_file)
@@ -102,8 +103,14 @@ struct Raw {
 
 impl Raw {
     fn start(home: &Home, mode: &str) -> Raw {
+        Raw::command(home, &[FAKE, mode])
+    }
+
+    /// `oml proxy -- COMMAND…`.
+    fn command(home: &Home, command: &[&str]) -> Raw {
         let mut child = home
-            .blocking_command(&["proxy", "--", FAKE, mode])
+            .blocking_command(&["proxy", "--"])
+            .args(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -347,3 +354,140 @@ fn oml_proxy_is_a_component_of_the_conductors_proxy_chain() {
         .expect("the conductor ends");
     assert!(status.success(), "{status:?}");
 }
+
+/// The editor's answer to a permission question is the agent's only answer: no error follows it
+/// with the same id. (A shell `tee` between the proxy and the agent records what the agent was
+/// sent.)
+#[test]
+fn a_permission_question_gets_the_editors_answer_and_nothing_else() {
+    let home = Home::new();
+    let sent = home.root.join("to-agent.ndjson");
+    let pipeline = format!("tee {} | {FAKE} prompt-permission", sent.display());
+    let mut raw = Raw::command(&home, &["sh", "-c", &pipeline]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    raw.line();
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}"#,
+    );
+    raw.line();
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"hi"}]}}"#);
+    let asked = loop {
+        let line: Value = serde_json::from_str(&raw.line()).unwrap();
+        if line["method"] == "session/request_permission" {
+            break line;
+        }
+    };
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}})
+        .to_string(),
+    );
+    let mut said = String::new();
+    loop {
+        let line: Value = serde_json::from_str(&raw.line()).unwrap();
+        if line["id"] == 3 {
+            break;
+        }
+        said.push_str(
+            line["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or(""),
+        );
+    }
+    assert!(said.contains("selected allow"), "{said}");
+    // Whatever the proxy sent the agent about the question went out before the prompt's answer
+    // came back; an echo afterwards is read by the agent after all of it.
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"_fake/echo","params":{}}"#);
+    let echo: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(echo["id"], 4);
+    let to_agent = std::fs::read_to_string(&sent).unwrap();
+    let about_it: Vec<Value> = to_agent
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m.get("method").is_none() && m["id"] == asked["id"])
+        .collect();
+    assert_eq!(about_it.len(), 1, "one answer: {about_it:?}");
+    assert_eq!(about_it[0]["result"]["outcome"]["optionId"], "allow");
+    drop(raw.child.stdin.take());
+    support::home::wait_within(&mut raw.child, Duration::from_secs(20)).expect("the proxy ends");
+}
+
+/// An editor stops its agent with SIGTERM or SIGHUP: the proxy ends the agent and exits 0, as
+/// `oml acp` does.
+#[test]
+fn sigterm_and_sighup_end_the_agent_and_the_proxy_with_status_0() {
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        let home = Home::new();
+        let pid_file = home.root.join("agent.pid");
+        let mut child = home
+            .blocking_command(&["proxy", "--", FAKE, "ok"])
+            .env("FAKE_AGENT_PID_FILE", &pid_file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start oml proxy");
+        let mut raw = Raw {
+            out: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        };
+        // An answer through the proxy: it is serving (and listening for signals).
+        raw.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        );
+        let init: Value = serde_json::from_str(&raw.line()).unwrap();
+        assert_eq!(init["result"]["agentInfo"]["name"], "fake-agent");
+        let agent: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: kill with the pid of the proxy this test started.
+        unsafe { libc::kill(raw.child.id() as i32, signal) };
+        let status = support::home::wait_within(&mut raw.child, Duration::from_secs(20))
+            .expect("the proxy ends");
+        assert_eq!(status.code(), Some(0), "signal {signal}: {status:?}");
+        assert!(
+            poll_until(Duration::from_secs(10), || gone(agent)),
+            "signal {signal}: the agent was ended"
+        );
+    }
+}
+
+/// Everything after `--` is the command, also a single word (a path with no arguments).
+#[test]
+fn one_word_after_the_double_dash_is_the_agents_command() {
+    let home = Home::new();
+    let mut raw = Raw::command(&home, &[FAKE]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    let init: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(init["result"]["agentInfo"]["name"], "fake-agent", "{init}");
+    drop(raw.child.stdin.take());
+    let status = support::home::wait_within(&mut raw.child, Duration::from_secs(20))
+        .expect("the proxy ends");
+    assert_eq!(status.code(), Some(0));
+}
+
+/// The editor closes the proxy's stdin; the agent (`sh -c 'cat; …'`) ends by itself at its EOF,
+/// and the proxy exits as soon as it has: well within the grace the shutdown ladder gives an
+/// agent before SIGTERM (`CLOSE_GRACE`, 2 s), which is for agents that do not end.
+#[test]
+fn the_proxy_exits_as_soon_as_its_agent_has_after_the_editor_leaves() {
+    let home = Home::new();
+    let ended = home.root.join("agent-ended");
+    let script = format!("cat; echo clean > {}", ended.display());
+    let mut raw = Raw::command(&home, &["sh", "-c", &script]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"_echo","params":{}}"#);
+    // `cat` echoes the line back: the agent is up and the proxy forwards both ways.
+    assert!(raw.line().contains(r#""method":"_echo""#));
+    drop(raw.child.stdin.take());
+    let status = support::home::wait_within(&mut raw.child, BEFORE_THE_LADDER)
+        .expect("the proxy exits with its agent, before the ladder's SIGTERM would come");
+    assert_eq!(status.code(), Some(0));
+    assert!(ended.exists(), "the agent ended by itself, after its EOF");
+}
+
+/// Well before the shutdown ladder's first step, SIGTERM `CLOSE_GRACE` (2 s) after EOF, which
+/// is for agents that do not end: a proxy still there then did not exit with its agent. (It
+/// took 2 s, whatever the agent.) The proxy's own end takes a few milliseconds; the margin is
+/// for a loaded machine.
+const BEFORE_THE_LADDER: Duration = Duration::from_millis(1500);

@@ -112,19 +112,40 @@ impl Client {
                 closed: tokio::sync::Mutex::new(None),
             }),
         };
-        let (initialized, method) = match client.negotiate(&options).await {
-            Ok(negotiated) => negotiated,
-            Err(e) => {
-                client.close().await;
-                return Err(e);
-            }
-        };
+        let (initialized, method) = client.negotiate_or_give_up(&options).await?;
         // Only this function has the Arc so far (the router holds no client), so it can be filled.
         let mut client = client;
         let inner = Arc::get_mut(&mut client.inner).expect("the client is not shared yet");
         inner.initialized = initialized;
         inner.authenticated = method;
         Ok(client)
+    }
+
+    /// [`Client::negotiate`], the client closed when it fails; given up at once when
+    /// `options.cancel` is cancelled first (the agent is then closed in the background: one that
+    /// does not end at EOF takes the ladder's seconds, which the caller does not wait for).
+    async fn negotiate_or_give_up(
+        &self,
+        options: &ConnectOptions,
+    ) -> Result<(Initialized, Option<String>), ClientError> {
+        let negotiated = match &options.cancel {
+            Some(cancel) => tokio::select! {
+                negotiated = self.negotiate(options) => negotiated,
+                () = cancel.cancelled() => {
+                    let closing = self.clone();
+                    tokio::spawn(async move { closing.close().await });
+                    return Err(ClientError::new(
+                        Category::Connection,
+                        "cancelled while the agent was starting",
+                    ));
+                }
+            },
+            None => self.negotiate(options).await,
+        };
+        if negotiated.is_err() {
+            self.close().await;
+        }
+        negotiated
     }
 
     /// `initialize`, the version check, and `authenticate` when an environment-variable method

@@ -33,7 +33,7 @@ use super::{
     StopReason, Update,
 };
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{Connection, Flow, Incoming, RpcError};
+use crate::jsonrpc::{Connection, Flow, Incoming, MalformedKind, RpcError};
 
 mod served;
 
@@ -104,6 +104,9 @@ pub(super) struct TurnShared {
 struct TurnBuf {
     updates: VecDeque<Update>,
     result: Option<Result<StopReason, ClientError>>,
+    /// A line too long to read came while the turn ran: its output is incomplete, and the turn
+    /// ends with this error whatever stop reason the agent gives.
+    lost: Option<ClientError>,
     /// The turn's answer has been read (or the turn ended without one): later updates are late.
     answered: bool,
     finished: bool,
@@ -145,7 +148,10 @@ impl TurnShared {
                 }
                 if let Some(result) = buf.result.take() {
                     buf.finished = true;
-                    return TurnEvent::Done(result);
+                    return TurnEvent::Done(match (result, buf.lost.take()) {
+                        (Ok(_), Some(lost)) => Err(lost),
+                        (result, _) => result,
+                    });
                 }
                 if buf.finished {
                     return TurnEvent::Done(Err(ClientError::new(
@@ -237,8 +243,15 @@ impl Router {
                 let router = Arc::clone(self);
                 tokio::spawn(async move { router.answer(request, abandoned).await });
             }
-            Incoming::Malformed { consecutive, .. } => {
-                // The reader has logged the line; only the count matters here.
+            Incoming::Malformed {
+                consecutive,
+                malformed,
+            } => {
+                // The reader has logged the line; the count matters here, and a line too long
+                // to read, which may have been any turn's update.
+                if let MalformedKind::TooLong { .. } = malformed.kind {
+                    self.lost_line(&malformed.detail);
+                }
                 if consecutive >= MAX_CONSECUTIVE_MALFORMED {
                     let message = format!(
                         "the agent wrote {consecutive} unusable lines in a row on stdout; giving up"
@@ -254,6 +267,26 @@ impl Router {
             }
         }
         Flow::Continue
+    }
+
+    /// A line too long to read came: it cannot be told which session it was for, so every
+    /// running turn ends with an error saying so, instead of a stop reason over output that is
+    /// silently incomplete.
+    fn lost_line(&self, detail: &str) {
+        let error = ClientError::new(
+            Category::Protocol,
+            format!(
+                "the agent sent a message too long to read ({detail}); it was dropped, so this \
+                 turn's output is incomplete"
+            ),
+        );
+        let state = self.state();
+        for turn in state.sessions.values().filter_map(|s| s.turn.as_ref()) {
+            let mut buf = turn.lock();
+            if !buf.answered && !buf.finished && buf.lost.is_none() {
+                buf.lost = Some(error.clone());
+            }
+        }
     }
 
     fn route_update(&self, params: Value) {

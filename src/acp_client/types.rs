@@ -183,6 +183,9 @@ pub struct ConnectOptions {
     /// After `initialize`, send `authenticate` for the first environment-variable method whose
     /// variables are set in the agent's environment (see `auth::env_method`).
     pub auto_authenticate: bool,
+    /// Gives up starting the agent when cancelled: `connect` fails at once (category
+    /// `connection`) and the half-started agent is closed in the background.
+    pub cancel: Option<crate::cancel::CancelToken>,
 }
 
 /// Where a remote agent is, and the bearer token it wants.

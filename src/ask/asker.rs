@@ -37,6 +37,40 @@ pub enum AskError {
     Start(String),
     #[error("the session's owner: {0}")]
     Io(#[from] std::io::Error),
+    /// The request (a prompt, in practice) is longer than a line either side reads.
+    #[error(
+        "the prompt is {bytes} bytes as sent, over the limit of {} MiB ({limit} bytes) that oml ask \
+         sends to an agent",
+        limit / (1024 * 1024)
+    )]
+    TooLong { bytes: usize, limit: usize },
+}
+
+/// [`AskError::TooLong`] when `prompt` (ACP content blocks) alone is longer than a line oml
+/// reads: `exec` sends it to the agent as one JSON-RPC line.
+pub fn check_prompt(prompt: &serde_json::Value) -> Result<(), AskError> {
+    let bytes = crate::sized::encoded_len(prompt).unwrap_or(usize::MAX);
+    if bytes > wire::MAX_LINE_BYTES {
+        return Err(AskError::TooLong {
+            bytes,
+            limit: wire::MAX_LINE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// The request as one line for the owner, or [`AskError::TooLong`] when it is longer than the
+/// owner reads (and than an agent's JSON-RPC line oml reads, the same 64 MiB).
+pub fn encode(request: &Request) -> Result<Vec<u8>, AskError> {
+    let line = wire::line(request);
+    // The newline is not counted.
+    if line.len() > wire::MAX_LINE_BYTES + 1 {
+        return Err(AskError::TooLong {
+            bytes: line.len() - 1,
+            limit: wire::MAX_LINE_BYTES,
+        });
+    }
+    Ok(line)
 }
 
 /// A request's events, from an owner's socket or from an in-process worker.
@@ -124,6 +158,7 @@ pub async fn ask(
     request: &Request,
     resolve: impl Future<Output = Result<OwnerSpec, AskError>>,
 ) -> Result<Conversation, AskError> {
+    encode(request)?;
     let stream = match connect(place).await {
         Ok(s) => s,
         Err(_) => start_and_connect(place, resolve.await?).await?,
@@ -143,8 +178,9 @@ pub async fn ask_running(
 }
 
 async fn send(stream: UnixStream, request: &Request) -> Result<Conversation, AskError> {
+    let line = encode(request)?;
     let (read, mut write) = stream.into_split();
-    write.write_all(&wire::line(request)).await?;
+    write.write_all(&line).await?;
     Ok(Conversation::Socket {
         read: BufReader::new(read),
         write,

@@ -180,8 +180,10 @@ impl Worker {
         let first_line = prompt_line(&prompt);
         self.shown.lock().last_prompt = Some(first_line.clone());
         let started = record::now();
-        let outcome = match self.ready(config).await {
+        let outcome = match self.ready(config, &stop).await {
             Ok(()) => self.turn(prompt, link, &stop).await,
+            // Cancelled before the prompt reached the agent: it ends as a cancelled turn.
+            Err(_) if stop.is_cancelled() => Ok(("cancelled".to_owned(), String::new())),
             Err(e) => Err(e),
         };
         let session_id = self.session_id().unwrap_or_default();
@@ -213,8 +215,9 @@ impl Worker {
         }
     }
 
-    /// The agent running with its session, and `config` applied.
-    async fn ready(&mut self, config: &Config) -> Result<(), ClientError> {
+    /// The agent running with its session, and `config` applied; given up at once when `stop`
+    /// is cancelled (an agent still starting is then closed in the background).
+    async fn ready(&mut self, config: &Config, stop: &CancelToken) -> Result<(), ClientError> {
         if let Some(c) = &self.agent
             && (c
                 .client
@@ -225,17 +228,21 @@ impl Worker {
             self.drop_agent().await;
         }
         if self.agent.is_none() {
-            let connected = self.connect().await?;
+            let connected = self.connect(Some(stop)).await?;
             self.agent = Some(connected);
             self.show();
         }
         let Some(c) = &self.agent else {
             return Err(ClientError::new(Category::Connection, "no agent"));
         };
-        apply(&c.client, &c.session_id, config).await
+        tokio::select! {
+            applied = apply(&c.client, &c.session_id, config) => applied,
+            () = stop.cancelled() => Err(cancelled()),
+        }
     }
 
-    async fn connect(&mut self) -> Result<Connected, ClientError> {
+    /// Starts the agent and opens the session (the kept one, else a new one); `stop` gives up.
+    async fn connect(&mut self, stop: Option<&CancelToken>) -> Result<Connected, ClientError> {
         let AgentCommand { command, args, env } = self.spec.agent.clone();
         let asks = Arc::clone(&self.asks);
         let handler: PermissionHandler = Arc::new(move |req| {
@@ -253,9 +260,37 @@ impl Worker {
             },
             on_permission: Some(handler),
             auto_authenticate: true,
+            cancel: stop.cloned(),
             ..ConnectOptions::default()
         })
         .await?;
+        let never = CancelToken::new();
+        let stop = stop.unwrap_or(&never);
+        let opened = tokio::select! {
+            opened = self.open_session(&client) => opened,
+            () = stop.cancelled() => Err(cancelled()),
+        };
+        let session_id = match opened {
+            Ok(id) => id,
+            Err(e) if stop.is_cancelled() => {
+                // The asker is not kept waiting for the agent's end.
+                tokio::spawn(async move { client.close().await });
+                return Err(e);
+            }
+            Err(e) => {
+                client.close().await;
+                return Err(e);
+            }
+        };
+        self.record.key = Some(self.spec.key.clone());
+        self.record.session_id = Some(session_id.clone());
+        self.record.updated = record::now();
+        self.save();
+        Ok(Connected { client, session_id })
+    }
+
+    /// The kept session loaded or resumed, else a new one: its id.
+    async fn open_session(&self, client: &Client) -> Result<String, ClientError> {
         let cwd = self.spec.key.cwd.clone();
         let kept = self
             .record
@@ -269,26 +304,15 @@ impl Worker {
             Some(id) => client.resume_session(&id, &cwd).await.map(|_| id),
             None => Err(ClientError::new(Category::Capability, "no session kept")),
         };
-        let session_id = match reopened {
-            Ok(id) => id,
+        match reopened {
+            Ok(id) => Ok(id),
             Err(e) => {
                 if self.record.session_id.is_some() {
                     tracing::warn!("the kept session cannot be reopened ({e}); starting a new one");
                 }
-                match new_session(&client, &cwd).await {
-                    Ok(id) => id,
-                    Err(e) => {
-                        client.close().await;
-                        return Err(e);
-                    }
-                }
+                new_session(client, &cwd).await
             }
-        };
-        self.record.key = Some(self.spec.key.clone());
-        self.record.session_id = Some(session_id.clone());
-        self.record.updated = record::now();
-        self.save();
-        Ok(Connected { client, session_id })
+        }
     }
 
     /// Sends the prompt and hands its events over until the stop reason.
@@ -325,7 +349,7 @@ impl Worker {
                 Ok(id)
             }
             None => {
-                let c = self.connect().await?;
+                let c = self.connect(None).await?;
                 let id = c.session_id.clone();
                 self.agent = Some(c);
                 Ok(id)
@@ -467,6 +491,11 @@ async fn apply(client: &Client, session_id: &str, config: &Config) -> Result<(),
         client.set_config_option(session_id, key, value).await?;
     }
     Ok(())
+}
+
+/// The prompt was cancelled before it reached the agent.
+fn cancelled() -> ClientError {
+    ClientError::new(Category::Connection, "cancelled before the prompt was sent")
 }
 
 /// A failure as the asker sees it.

@@ -146,13 +146,12 @@ pub enum Command {
     /// (`proxy.on-prompt`, `proxy.on-permission`, …), which the init file or the live REPL
     /// redefines or advises (docs/src/proxy.md). stdout carries only protocol.
     Proxy {
-        /// An agent's name, or (after `--`) the command and its arguments.
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "AGENT"
-        )]
-        agent: Vec<String>,
+        /// An agent's name (`client.defagent` or the catalog).
+        #[arg(value_name = "AGENT", conflicts_with = "command")]
+        agent: Option<String>,
+        /// After `--`: the agent's command and its arguments, whatever their number.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
 }
 
@@ -215,8 +214,9 @@ pub struct AcpArgs {
     /// Listen on ADDR (HOST:PORT; port 0 picks one) for ACP over HTTP and WebSocket at /acp.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
-    /// The bearer token clients must send, from FILE (default: one is made and printed on
-    /// stdout, never written anywhere).
+    /// The bearer token clients must send, from FILE, which must lie in a folder the sandbox
+    /// hides from commands (the runtime folder) (default: one is made and printed on stdout,
+    /// never written anywhere).
     #[arg(long, value_name = "FILE", requires = "listen")]
     pub token_file: Option<PathBuf>,
     /// The TLS certificate chain (PEM) for https:// and wss://.

@@ -172,6 +172,9 @@ async fn exec(
         Err(e) => return Ok(front::failed_to_ask(&e, output)),
     };
     let prompt = json!([{"type": "text", "text": text}]);
+    if let Err(e) = asker::check_prompt(&prompt) {
+        return Ok(front::failed_to_ask(&e, output));
+    }
     let conversation = asker::exec(spec, prompt, policy, config);
     Ok(front::follow(conversation, output, decide).await)
 }

@@ -159,6 +159,13 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
         Some(Command::SandboxExec(args)) => Ok(launch::sandbox_exec(args)),
         Some(Command::Ask(args)) => ask::ask(&paths, &cli, args).await,
-        Some(Command::Proxy { agent }) => proxy::proxy(&paths, cli.no_init, agent).await,
+        Some(Command::Proxy { agent, command }) => {
+            let agent = match (agent, command.as_slice()) {
+                (Some(name), _) => proxy::Agent::Named(name.clone()),
+                (None, []) => proxy::Agent::Chain,
+                (None, words) => proxy::Agent::Command(words.to_vec()),
+            };
+            proxy::proxy(&paths, cli.no_init, agent).await
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `oml proxy AGENT`: the image with the `proxy` namespace, the init files, the live REPL, and
-//! the agent's command (a single word is a name resolved by `client.resolve-agent`, more words
-//! are the command and its arguments; none makes it a component of a proxy chain);
-//! `front::proxy` does the rest.
+//! the agent's command (a word before `--` is a name resolved by `client.resolve-agent`;
+//! everything after `--` is the command and its arguments, even one word; nothing makes it a
+//! component of a proxy chain); `front::proxy` does the rest.
 
 use serde_json::json;
 
@@ -12,9 +12,19 @@ use crate::front::repl::server::ReplServer;
 use crate::lisp::{Output, init};
 use crate::paths::Paths;
 
-pub(super) async fn proxy(paths: &Paths, no_init: bool, words: &[String]) -> anyhow::Result<i32> {
+/// Which agent the proxy stands in front of, as the command line named it.
+pub(super) enum Agent {
+    /// A name before `--`, resolved by `client.resolve-agent`.
+    Named(String),
+    /// The words after `--`: the command and its arguments.
+    Command(Vec<String>),
+    /// Neither: a component of a proxy chain.
+    Chain,
+}
+
+pub(super) async fn proxy(paths: &Paths, no_init: bool, agent: Agent) -> anyhow::Result<i32> {
     let lisp = new_host(paths, Output::Stderr)?;
-    let wiring = crate::front::proxy::install(&lisp, words.is_empty())?;
+    let wiring = crate::front::proxy::install(&lisp, matches!(agent, Agent::Chain))?;
     if !no_init {
         let cwd = std::env::current_dir().ok();
         let report = init::load_all(&lisp, paths, cwd.as_deref(), true).await;
@@ -23,9 +33,7 @@ pub(super) async fn proxy(paths: &Paths, no_init: bool, words: &[String]) -> any
             tracing::info!("{line}");
         }
     }
-    let agent = match resolve(&lisp, words).await {
-        // No agent: a component of a proxy chain, whose conductor started its successor.
-        _ if words.is_empty() => Spawn::default(),
+    let agent = match resolve(&lisp, agent).await {
         Ok(a) => a,
         Err(why) => {
             crate::front::stdio::err!("oml proxy: {why}");
@@ -43,34 +51,39 @@ pub(super) async fn proxy(paths: &Paths, no_init: bool, words: &[String]) -> any
     Ok(code)
 }
 
-async fn resolve(lisp: &crate::lisp::Lisp, words: &[String]) -> Result<Spawn, String> {
-    if let [name] = words {
-        let v = lisp
-            .call_json("client.resolve-agent", &[json!(name)], &CancelToken::new())
-            .await
-            .map_err(|e| e.to_string())?;
-        let command = v["command"]
-            .as_str()
-            .ok_or("client.resolve-agent gave no command")?;
-        return Ok(Spawn {
-            command: command.to_owned(),
-            args: strings(&v["args"]),
-            env: v["env"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            cwd: None,
-        });
-    }
-    let (command, args) = words.split_first().ok_or("name the agent")?;
+/// How to start the agent; a chain's is empty (its conductor started the successor).
+async fn resolve(lisp: &crate::lisp::Lisp, agent: Agent) -> Result<Spawn, String> {
+    let name = match agent {
+        Agent::Chain => return Ok(Spawn::default()),
+        Agent::Command(words) => {
+            let (command, args) = words.split_first().ok_or("name the agent")?;
+            return Ok(Spawn {
+                command: command.clone(),
+                args: args.to_vec(),
+                ..Spawn::default()
+            });
+        }
+        Agent::Named(name) => name,
+    };
+    let v = lisp
+        .call_json("client.resolve-agent", &[json!(name)], &CancelToken::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    let command = v["command"]
+        .as_str()
+        .ok_or("client.resolve-agent gave no command")?;
     Ok(Spawn {
-        command: command.clone(),
-        args: args.to_vec(),
-        ..Spawn::default()
+        command: command.to_owned(),
+        args: strings(&v["args"]),
+        env: v["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        cwd: None,
     })
 }
 

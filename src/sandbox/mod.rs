@@ -232,7 +232,7 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             };
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
             let isolate = !policy.network && network_limit(&mut limits);
-            let mut hidden = hidden_sockets(&policy);
+            let mut hidden = hidden_sockets(policy.network);
             hidden.extend(deny::existing(&policy));
             let plan = mounts::Plan::new(&writable, &read_only, &hidden, isolate);
             (policy, Some(Arc::new(plan)), limits)
@@ -326,7 +326,7 @@ pub fn network_layer(policy: &Policy) -> NetworkLayer {
 /// session bus, `systemd --user`, oml's own sockets), tmux's and screen's socket folders, the
 /// system bus, systemd's private socket and Docker's; oml's own runtime folder wherever it is;
 /// with the network off, the ssh agent's too.
-fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
+fn hidden_sockets(network: bool) -> Vec<PathBuf> {
     let var = |name| std::env::var_os(name).map(PathBuf::from);
     let mut hidden: Vec<PathBuf> = HIDDEN_SOCKETS.iter().map(PathBuf::from).collect();
     hidden.extend(var("XDG_RUNTIME_DIR"));
@@ -347,7 +347,7 @@ fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
     }) {
         hidden.push(tmux);
     }
-    if !policy.network {
+    if !network {
         hidden.extend(var("SSH_AUTH_SOCK").and_then(|s| s.parent().map(|p| p.to_path_buf())));
     }
     let mut hidden: Vec<PathBuf> = hidden
@@ -365,6 +365,37 @@ fn hidden_sockets(policy: &Policy) -> Vec<PathBuf> {
         }
     }
     outer
+}
+
+/// Why a file is not out of confined commands' reach.
+#[derive(Debug, thiserror::Error)]
+pub enum NotHidden {
+    /// The mount layer, which hides folders, cannot be used here: every file a command may read
+    /// is readable.
+    #[error("this system cannot hide folders from confined commands ({0})")]
+    CannotHide(String),
+    /// The file is in no folder the sandbox hides.
+    #[error("it is in no folder the sandbox hides from confined commands (such as {runtime})")]
+    Outside { runtime: PathBuf },
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+}
+
+/// `Ok` when `path` lies in a folder the sandbox hides from every confined command (oml's
+/// runtime folder, `$XDG_RUNTIME_DIR`, …: [`hidden_sockets`]'s, whatever the network setting),
+/// so that no command it confines can read the file.
+pub fn hidden_from_commands(path: &std::path::Path) -> Result<(), NotHidden> {
+    mounts::available().map_err(NotHidden::CannotHide)?;
+    let real = std::fs::canonicalize(path).map_err(NotHidden::Unreadable)?;
+    if hidden_sockets(true)
+        .iter()
+        .any(|h| mounts::within(&real, h))
+    {
+        return Ok(());
+    }
+    Err(NotHidden::Outside {
+        runtime: crate::paths::Paths::from_env().runtime,
+    })
 }
 
 /// Sockets (and their folders) hidden from every confined command: screen's, the system bus,

@@ -268,3 +268,38 @@ fn the_agents_text_reaches_the_terminal_without_escape_sequences_but_json_keeps_
         format!("you said: {hostile}")
     );
 }
+
+/// An agent update longer than the 64 MiB a client reads is not dropped in silence: the prompt
+/// fails, naming the limit, and exits 1 (it used to say `[done] end_turn` and exit 0).
+#[test]
+fn an_agent_update_over_the_line_limit_fails_the_prompt_naming_the_limit() {
+    let shell = Shell::new("over-limit");
+    let ran = shell.run(&["hello"]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("too long to read") && ran.stderr.contains("67108864"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stdout.contains("[done]"), "{}", ran.stdout);
+}
+
+/// A prompt over the limit (from `--file`) is refused before it is sent, naming the limit; it
+/// used to fail with "the session's owner: Broken pipe". The same holds for `exec`.
+#[test]
+fn a_prompt_over_the_line_limit_is_refused_naming_the_limit() {
+    let shell = Shell::new("ok");
+    let file = shell.home.root.join("big-prompt.txt");
+    std::fs::write(&file, "y".repeat(64 * 1024 * 1024 + 1024)).expect("write the prompt");
+    let file = file.display().to_string();
+    for words in [&["--file", &file][..], &["--file", &file, "exec"][..]] {
+        let ran = shell.run(words);
+        assert_eq!(ran.code, 1, "{words:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("64 MiB") && ran.stderr.contains("the prompt is"),
+            "{words:?}: {}",
+            ran.stderr
+        );
+        assert!(!ran.stderr.contains("Broken pipe"), "{}", ran.stderr);
+    }
+}

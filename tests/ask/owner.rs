@@ -213,3 +213,33 @@ fn named_sessions_are_separate_and_close_forgets_one() {
     assert!(new.stdout.starts_with("new session sess-2"), "{new:?}");
     assert!(shell.run(&["whoami"]).stdout.contains("session sess-2"));
 }
+
+/// `cancel` while the agent is still starting (it answers `initialize` only after a long
+/// while): the prompt ends at once, cancelled (130), the owner is free for the next one, and
+/// the half-started agent is ended.
+#[test]
+fn cancel_while_the_agent_starts_ends_the_prompt_at_once_with_130() {
+    let mut shell = Shell::new("ok");
+    let pid_file = shell.home.root.join("agent.pid");
+    shell.agent = format!("sh -c 'echo $$ > {}; exec sleep 600'", pid_file.display());
+    let waiting = shell.command(&["hello"]).spawn().expect("the prompt");
+    let agent = super::support::home::wait_for_pid(&pid_file);
+    let cancel = shell.run(&["cancel"]);
+    assert_eq!(
+        cancel.stdout, "cancelled the running prompt\n",
+        "{cancel:?}"
+    );
+    // Well before the agent's start-up timeout (a minute), which `finish` would reach first.
+    let waiting = finish(waiting);
+    assert_eq!(waiting.code, 130, "{waiting:?}");
+    assert!(
+        waiting.stdout.ends_with("[done] cancelled\n"),
+        "{waiting:?}"
+    );
+    let idle = wait_for_state(&shell, "idle");
+    assert!(idle["agent_pid"].is_null(), "no agent kept: {idle}");
+    assert!(
+        poll_until(Duration::from_secs(20), || gone(agent)),
+        "the agent that never started was ended"
+    );
+}

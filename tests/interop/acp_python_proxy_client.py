@@ -6,7 +6,8 @@ The proxy's init file (XDG_CONFIG_HOME) advises its steps; see tests/proxy.rs. C
 agent's initialize answer comes through, with the client's `_meta` seen by the agent; an
 extension method and its `_meta` pass both ways; a prompt changed by advice; a permission
 request answered in Lisp (the editor is never asked); a prompt cancelled by the editor ends
-`cancelled`. Prints one JSON line with what it saw (the proxy's pid among it).
+`cancelled`; closing stdin ends the proxy. Prints one JSON line with what it saw (the proxy's pid
+and exit status among it).
 """
 
 import asyncio
@@ -68,6 +69,10 @@ async def main(binary, fake, cwd):
         await conn.cancel(session_id=sid)
         cancelled = await asyncio.wait_for(turn, 20)
         seen["cancelled"] = cancelled.stop_reason
+        # The end, as an editor closes: EOF, then the proxy's own exit, awaited here rather
+        # than raced against the SDK's shutdown timeout (which terminates after 2 s).
+        proc.stdin.close()
+        seen["proxy_exit"] = await asyncio.wait_for(proc.wait(), 20)
     print(json.dumps(seen))
 
 

@@ -9,6 +9,9 @@
 //! the sessions loaded; `sleep:MS TEXT` waits MS ms (a `session/cancel` ends it early, answered
 //! `cancelled`); `stop:REASON` ends the turn with that stop reason.
 //!
+//! `over-limit` sends an update longer than a client's 64 MiB line limit, then ends its turn
+//! `end_turn`.
+//!
 //! The modes a delegated agent plays: `delegate` (text, a tool call, a permission request with a
 //! diff, a final answer naming the turn), `wait-cancel`, `exit-mid-turn`, `hang-in-turn`, and
 //! `auth-env` (an environment-variable login, required before `session/new`).
@@ -534,6 +537,14 @@ impl Agent {
             "huge-line" => {
                 let big = "x".repeat(5 * 1024 * 1024);
                 self.chunk(sid, &big);
+                self.answer(id, json!({"stopReason": "end_turn"}));
+            }
+            "over-limit" => {
+                // One update past the 64 MiB a client reads, then the turn ends as if all
+                // was well.
+                let big = "x".repeat(64 * 1024 * 1024 + 1024);
+                self.chunk(sid, &big);
+                self.chunk(sid, "after the big one");
                 self.answer(id, json!({"stopReason": "end_turn"}));
             }
             "ids" => {

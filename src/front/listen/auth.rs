@@ -1,7 +1,9 @@
-//! The listener's bearer token: read from `--token-file`, or made at start and told to the user
-//! on stdout only (a file would be readable by confined commands wherever the sandbox cannot
-//! hide oml's runtime folder); and the check of each request's `Authorization` header (or
-//! WebSocket subprotocol). It knows headers and files, not connections.
+//! The listener's bearer token: read from `--token-file`, which must lie in a folder the sandbox
+//! hides from confined commands (else a command the agent runs could read it and connect), or
+//! made at start and told to the user on stdout only (a file would be readable by confined
+//! commands wherever the sandbox cannot hide oml's runtime folder); and the check of each
+//! request's `Authorization` header (or WebSocket subprotocol). It knows headers and files, not
+//! connections.
 
 use std::io::Read;
 
@@ -25,6 +27,12 @@ pub(super) fn settle(options: &ListenOptions) -> Result<(String, bool), ListenEr
     };
     let text = std::fs::read_to_string(file)
         .map_err(|e| ListenError::Token(format!("cannot read {}: {e}", file.display())))?;
+    // A command the agent runs (with the network on) that could read the token could open a
+    // connection of its own, unconfined.
+    crate::sandbox::hidden_from_commands(file).map_err(|why| ListenError::TokenFileReadable {
+        file: file.clone(),
+        why,
+    })?;
     let token = text.trim().to_owned();
     if token.len() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
         return Err(ListenError::Token(format!(

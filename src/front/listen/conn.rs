@@ -2,8 +2,9 @@
 //! [`MAX_TCP_CONNECTIONS`] at once, the TLS handshake and the first bytes within
 //! [`HEADER_TIMEOUT`], then HTTP/2 when the client opened with its preface (or chose `h2` by
 //! ALPN) and HTTP/1.1 otherwise, each request's headers within the same timeout. A client that
-//! connects and sends nothing holds a slot for that long at most. It knows sockets and hyper's
-//! builders, not routes.
+//! connects and sends nothing holds a slot for that long at most, and one that has not sent the
+//! token is ended by the door (`door`: its own time limit, and a cap of its own). It knows
+//! sockets and hyper's builders, not routes.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::door::{Door, Standing};
 use super::{HEADER_TIMEOUT, MAX_TCP_CONNECTIONS, State, route, sse};
 
 /// How long the accept loop waits after a failed accept (no descriptors left, say).
@@ -28,6 +30,7 @@ pub(super) async fn accept_loop(
     state: Arc<State>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TCP_CONNECTIONS));
+    let door = Door::default();
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
@@ -41,25 +44,43 @@ pub(super) async fn accept_loop(
             }
         };
         let (state, tls) = (Arc::clone(&state), tls.clone());
+        let standing = door.admit();
         tokio::spawn(async move {
             let _slot = slot;
-            let Some(tls) = tls else {
-                match tokio::time::timeout(HEADER_TIMEOUT, opens_with_h2(&socket)).await {
-                    Ok(Some(h2)) => serve(socket, h2, state).await,
-                    Ok(None) => {}
-                    Err(_) => tracing::debug!("{peer} sent nothing in time"),
+            tokio::select! {
+                () = connection(socket, peer, tls, state, Arc::clone(&standing)) => {}
+                () = standing.expired() => {
+                    tracing::debug!("{peer} sent no request with the token in time");
                 }
-                return;
-            };
-            match tokio::time::timeout(HEADER_TIMEOUT, tls.accept(socket)).await {
-                Ok(Ok(stream)) => {
-                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    serve(stream, h2, state).await;
-                }
-                Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
-                Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
             }
+            standing.close();
         });
+    }
+}
+
+/// One accepted connection: the TLS handshake or the first bytes, then HTTP.
+async fn connection(
+    socket: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    state: Arc<State>,
+    standing: Arc<Standing>,
+) {
+    let Some(tls) = tls else {
+        match tokio::time::timeout(HEADER_TIMEOUT, opens_with_h2(&socket)).await {
+            Ok(Some(h2)) => serve(socket, h2, state, standing).await,
+            Ok(None) => {}
+            Err(_) => tracing::debug!("{peer} sent nothing in time"),
+        }
+        return;
+    };
+    match tokio::time::timeout(HEADER_TIMEOUT, tls.accept(socket)).await {
+        Ok(Ok(stream)) => {
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            serve(stream, h2, state, standing).await;
+        }
+        Ok(Err(e)) => tracing::debug!("TLS handshake with {peer} failed: {e}"),
+        Err(_) => tracing::debug!("TLS handshake with {peer} timed out"),
     }
 }
 
@@ -82,14 +103,15 @@ async fn opens_with_h2(socket: &TcpStream) -> Option<bool> {
 }
 
 /// Serve one connection with hyper, as HTTP/2 or HTTP/1.1 (with upgrades, for WebSockets).
-async fn serve<S>(stream: S, h2: bool, state: Arc<State>)
+async fn serve<S>(stream: S, h2: bool, state: Arc<State>, standing: Arc<Standing>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io = hyper_util::rt::TokioIo::new(stream);
     let service = hyper::service::service_fn(move |req| {
         let state = Arc::clone(&state);
-        async move { Ok::<_, Infallible>(route(state, req).await) }
+        let standing = Arc::clone(&standing);
+        async move { Ok::<_, Infallible>(route(state, &standing, req).await) }
     });
     let ended = if h2 {
         hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())

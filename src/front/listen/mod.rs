@@ -15,7 +15,9 @@
 //! runtime folder, a confined command could read it). A listener on an address other than
 //! loopback also needs TLS (`--tls-cert`, `--tls-key`) or `--allow-plain-http`. Slow or idle
 //! clients are bounded: [`HEADER_TIMEOUT`] for headers and TLS handshakes,
-//! [`MAX_TCP_CONNECTIONS`] at once, [`INITIALIZE_TIMEOUT`] for `initialize`.
+//! [`MAX_TCP_CONNECTIONS`] at once, [`INITIALIZE_TIMEOUT`] for `initialize`; and connections
+//! without the token apart (`door`): [`UNAUTHENTICATED_TIMEOUT`] each,
+//! [`MAX_UNAUTHENTICATED_CONNECTIONS`] at once.
 //!
 //! This file holds the options, the listener and the request router; `http` the Streamable
 //! HTTP methods, `sse` the event-stream body, `ws` the WebSocket, `gateway` the connection's
@@ -38,6 +40,7 @@ use crate::acp_client::Spawn;
 
 mod auth;
 mod conn;
+mod door;
 mod gateway;
 mod http;
 mod sse;
@@ -45,6 +48,7 @@ mod tls;
 mod ws;
 
 pub use auth::TOKEN_BYTES;
+pub use door::{MAX_UNAUTHENTICATED_CONNECTIONS, UNAUTHENTICATED_TIMEOUT};
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/acp";
@@ -95,6 +99,16 @@ pub enum ListenError {
     PlainOutsideLoopback { addr: SocketAddr },
     #[error("the token: {0}")]
     Token(String),
+    #[error(
+        "--token-file {}: {why}, so a command the agent runs could read the token and connect. \
+         Put the file in oml's runtime folder, or leave --token-file out: oml then makes a \
+         token and prints it",
+        file.display()
+    )]
+    TokenFileReadable {
+        file: PathBuf,
+        why: crate::sandbox::NotHidden,
+    },
     #[error("TLS: {0}")]
     Tls(String),
 }
@@ -161,11 +175,17 @@ pub async fn start(options: ListenOptions) -> Result<Listening, ListenError> {
 }
 
 /// The router: the endpoint, the token, then the method.
-pub(super) async fn route(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+pub(super) async fn route(
+    state: Arc<State>,
+    standing: &door::Standing,
+    req: Request<Incoming>,
+) -> Response<Body> {
     if req.uri().path() != ENDPOINT {
         return status(StatusCode::NOT_FOUND, "not found: the ACP endpoint is /acp");
     }
-    if !auth::authorized(req.headers(), &state.token) {
+    if auth::authorized(req.headers(), &state.token) {
+        standing.authenticate();
+    } else {
         let mut r = status(StatusCode::UNAUTHORIZED, "a bearer token is required");
         r.headers_mut().insert(
             hyper::header::WWW_AUTHENTICATE,

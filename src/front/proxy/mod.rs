@@ -14,10 +14,11 @@
 //! for it go out in a `proxy/successor` envelope, its messages come in one, and the conductor's
 //! `proxy/initialize` is the editor's `initialize`.
 //!
-//! Shutdown: the editor's EOF (or SIGTERM, SIGHUP) closes the agent's stdin and the agent is
-//! ended as every client agent is (grace, SIGTERM, SIGKILL to its group); the agent's EOF
-//! answers the editor's requests still with it with an error and ends the proxy. This module
-//! does not know which agent it runs nor how its name was resolved (`cli`).
+//! Shutdown: the editor's EOF (or SIGTERM, SIGHUP) closes the agent's stdin and the proxy
+//! exits 0 as soon as the agent has; only an agent that does not exit by itself meets the
+//! ladder of every client agent (grace, SIGTERM, SIGKILL to its group). The agent's EOF answers
+//! the editor's requests still with it with an error and ends the proxy with status 1. This
+//! module does not know which agent it runs nor how its name was resolved (`cli`).
 
 mod pump;
 mod surface;
@@ -28,6 +29,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::acp_client::{AgentProcess, Spawn};
+use crate::cancel::CancelToken;
 use crate::lisp::Lisp;
 pub use surface::{Side, Sides};
 
@@ -80,7 +82,8 @@ fn pumps(lisp: &Lisp, sides: &Arc<Sides>) -> (pump::Pump, pump::Pump) {
 }
 
 /// Runs the proxy between this process's stdio and `agent` until either side ends; returns
-/// the exit status (0 when the editor ended it, 1 when the agent could not start or died).
+/// the exit status (0 when the editor ended it, by EOF, SIGTERM or SIGHUP, as `oml acp` does;
+/// 1 when the agent could not start or died).
 pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -> i32 {
     let Wiring {
         sides,
@@ -98,8 +101,14 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
             return 1;
         }
     };
-    let to_client = tokio::spawn(write_lines(tokio::io::stdout(), client_rx));
-    let to_agent = tokio::spawn(write_lines(stdin, agent_rx));
+    let client_end = CancelToken::new();
+    let agent_end = CancelToken::new();
+    let to_client = tokio::spawn(write_lines(
+        tokio::io::stdout(),
+        client_rx,
+        client_end.clone(),
+    ));
+    let mut to_agent = tokio::spawn(write_lines(stdin, agent_rx, agent_end.clone()));
     let (from_client, from_agent) = pumps(&lisp, &sides);
     let (editor_tx, editor_rx) = mpsc::unbounded_channel();
     let (agent_tx, agent_lines) = mpsc::unbounded_channel();
@@ -111,16 +120,10 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
     tokio::spawn(pump::read_lines(BufReader::new(stdout), max_line, agent_tx));
     let mut editor = tokio::spawn(from_client.run(editor_rx));
     let mut agent_side = tokio::spawn(from_agent.run(agent_lines));
-    let code = tokio::select! {
-        _ = &mut editor => {
-            // The editor is gone: nothing it was asked will be answered; the agent gets EOF,
-            // then the usual end.
-            sides.client.fail_pending();
-            to_agent.abort();
-            process.shutdown().await;
-            let _ = tokio::time::timeout(DRAIN_WAIT, &mut agent_side).await;
-            0
-        }
+    tokio::select! {
+        // The editor is gone, or stops its agent (as the end of its input).
+        _ = &mut editor => {}
+        _ = signals.recv() => {}
         _ = &mut agent_side => {
             let why = match process.wait_exit(crate::acp_client::process::EXIT_REPORT_WAIT).await {
                 Some(status) => crate::acp_client::process::describe_status(&status),
@@ -128,16 +131,38 @@ pub async fn serve(lisp: Lisp, wiring: Wiring, agent: &Spawn, max_line: usize) -
             };
             pump::agent_gone(&sides, &format!("the agent {why}; {}", process.stderr_tail().trim()));
             editor.abort();
-            1
+            return finish(lisp, sides, to_client, client_end, &process, 1).await;
         }
-        signal = signals.recv() => {
-            process.shutdown().await;
-            crate::front::signals::status_for(signal)
-        }
-    };
-    // What is queued for the editor goes out before the end.
+    }
+    // Nothing the editor was asked will be answered now: the steps waiting go on.
+    sides.client.fail_pending();
+    // The editor's last lines reach the agent, then its stdin closes; the agent's last lines
+    // reach the editor as it ends.
+    agent_end.cancel();
+    if tokio::time::timeout(DRAIN_WAIT, &mut to_agent)
+        .await
+        .is_err()
+    {
+        to_agent.abort();
+    }
+    process.shutdown().await;
+    let _ = tokio::time::timeout(DRAIN_WAIT, &mut agent_side).await;
+    finish(lisp, sides, to_client, client_end, &process, 0).await
+}
+
+/// The end: what is queued for the editor goes out (at most [`DRAIN_WAIT`]: an editor that
+/// reads nothing more does not hold the proxy), and the agent is ended if it has not.
+async fn finish(
+    lisp: Lisp,
+    sides: Arc<Sides>,
+    to_client: tokio::task::JoinHandle<()>,
+    client_end: CancelToken,
+    process: &AgentProcess,
+    code: i32,
+) -> i32 {
     drop(sides);
     drop(lisp);
+    client_end.cancel();
     let _ = tokio::time::timeout(DRAIN_WAIT, to_client).await;
     process.shutdown().await;
     code
@@ -152,7 +177,8 @@ async fn serve_chain(
     max_line: usize,
 ) -> i32 {
     let mut signals = crate::front::signals::Shutdown::listen();
-    let writer = tokio::spawn(write_lines(tokio::io::stdout(), out));
+    let end = CancelToken::new();
+    let writer = tokio::spawn(write_lines(tokio::io::stdout(), out, end.clone()));
     let (from_client, from_agent) = pumps(&lisp, &sides);
     let (agent_tx, agent_rx) = mpsc::unbounded_channel();
     let (client_tx, client_rx) = mpsc::unbounded_channel();
@@ -165,10 +191,11 @@ async fn serve_chain(
     );
     let to_agent = tokio::spawn(from_client.run(agent_rx));
     let to_client = tokio::spawn(from_agent.run(client_rx));
-    let code = tokio::select! {
-        () = reader => 0,
-        signal = signals.recv() => crate::front::signals::status_for(signal),
-    };
+    // The conductor's EOF, SIGTERM and SIGHUP all end the component cleanly.
+    tokio::select! {
+        () = reader => {}
+        _ = signals.recv() => {}
+    }
     sides.client.fail_pending();
     sides.agent.fail_pending();
     let _ = tokio::time::timeout(DRAIN_WAIT, async {
@@ -178,16 +205,30 @@ async fn serve_chain(
     .await;
     drop(sides);
     drop(lisp);
+    end.cancel();
     let _ = tokio::time::timeout(DRAIN_WAIT, writer).await;
-    code
+    0
 }
 
-/// Writes each queued line, flushing after each, until the queue closes or the peer does.
+/// Writes each queued line, flushing after each, until the queue closes or the peer does, or
+/// `end` is cancelled and what was queued by then is written. (The queue's senders live as
+/// long as the Lisp image that holds them, so its closing cannot be what ends the writer.)
 async fn write_lines(
     mut out: impl AsyncWrite + Unpin,
     mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    end: CancelToken,
 ) {
-    while let Some(line) = lines.recv().await {
+    let mut ending = false;
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = end.cancelled(), if !ending => {
+                ending = true;
+                lines.close();
+                continue;
+            }
+        };
+        let Some(line) = line else { break };
         if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
             return;
         }

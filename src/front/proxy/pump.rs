@@ -77,13 +77,14 @@ impl Pump {
         }
         match self.dispatch(&msg, is_request).await {
             Ok(Dispatched { forward, answer }) => {
-                if let Some(answer) = answer {
+                if let Some(answer) = &answer {
                     from.send(&json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer}));
                 }
                 match forward {
                     Some(out) if out == msg => self.pass(to, line, &msg),
                     Some(out) => self.pass(to, serde_json::to_vec(&out).unwrap_or(line), &out),
-                    None if is_request => {
+                    // A request an answering step answered is not also refused.
+                    None if is_request && answer.is_none() => {
                         from.send(&error_answer(&msg, "the proxy dropped this request"));
                     }
                     None => {}
