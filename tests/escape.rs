@@ -45,3 +45,5 @@ mod setup;
 mod signals;
 #[path = "escape/skills.rs"]
 mod skills;
+#[path = "escape/syscalls.rs"]
+mod syscalls;

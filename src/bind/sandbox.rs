@@ -48,7 +48,7 @@ fn settings() -> Vec<SettingDecl> {
             "sandbox.network?",
             "boolean",
             json!(false),
-            "Whether confined commands may use the network. Off (the default), each command gets a network namespace of its own where user namespaces allow: no route anywhere, whatever the protocol (UDP, TCP, ICMP), and none of the host's abstract Unix sockets; Landlock also refuses TCP bind and connect (Linux 6.7). Where no namespace can be made only TCP is refused; oml.sandbox-status's :network says which holds.",
+            "Whether confined commands may use the network. Off (the default), each command gets a network namespace of its own where user namespaces allow: no route anywhere, whatever the protocol (UDP, TCP, ICMP), and none of the host's abstract Unix sockets; Landlock also refuses TCP bind and connect (Linux 6.7). Where no namespace can be made, IPv4 and IPv6 sockets are refused by the system-call filter instead; oml.sandbox-status's :network says which holds.",
         ),
         SettingDecl::new(
             "sandbox.writable",
@@ -435,8 +435,8 @@ const SANDBOX: &[HostFn] = &[
           says whether commands get the read-only view of the rest of the file system (a \
           private mount namespace: chmod, chown, utimes and xattrs outside fail); :network \
           says what keeps commands off the network: :namespace (a network namespace of their \
-          own: no protocol reaches anything), :landlock-tcp (only TCP is refused), \
-          :unrestricted, or :open when sandbox.network? lets them on.",
+          own: no protocol reaches anything), :seccomp (no namespace here: IPv4 and IPv6 \
+          sockets are refused by the system-call filter), :unrestricted, or :open when sandbox.network? lets them on.",
         make: |lua| lua.create_function(sandbox_status),
     },
 ];

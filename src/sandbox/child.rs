@@ -3,8 +3,8 @@
 //! prepared before the fork, no allocation, no locks.
 //!
 //! The steps (see the module doc of `sandbox`): `setsid`, `PR_SET_PDEATHSIG` with the check
-//! that oml still is the parent, the watcher forked, and when confined `PR_SET_NO_NEW_PRIVS`
-//! and `landlock_restrict_self`. The watcher is forked before the confinement so that it is
+//! that oml still is the parent, the watcher forked, and when confined `PR_SET_NO_NEW_PRIVS`,
+//! `landlock_restrict_self` and the system-call filter (`super::seccomp`, built before the fork). The watcher is forked before the confinement so that it is
 //! outside the command's Landlock domain: with Landlock's signal scope (ABI 6) the command
 //! cannot kill it, and it holds none of the command's descriptors.
 //!
@@ -66,17 +66,24 @@ const WATCHER_STACK_BYTES: usize = 256 * 1024;
 /// The last signal number whose handler the watcher resets to the default.
 const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 
-/// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) is
-/// applied when `confined`, and kept open until `cmd` is dropped. The watcher watches
+/// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) and
+/// the system-call filter ([`super::seccomp`]) are applied when `confined` is `Some` (holding
+/// whether IPv4 and IPv6 sockets are refused too), and the ruleset kept open until `cmd` is
+/// dropped. `Err` when the filter cannot be built here. The watcher watches
 /// `lifeline` (the read end of oml's lifeline pipe, which the spawn helper is handed), or this
 /// process's own lifeline when `None`.
 pub(super) fn install(
     cmd: &mut std::process::Command,
     ruleset: Option<Arc<OwnedFd>>,
     mounts: Option<Arc<Plan>>,
-    confined: bool,
+    confined: Option<bool>,
     lifeline: Option<RawFd>,
-) {
+) -> io::Result<()> {
+    // Built before the fork: nothing may be allocated after it.
+    let filter = match confined {
+        Some(deny_inet) => Some(super::seccomp::programs(deny_inet).map_err(io::Error::other)?),
+        None => None,
+    };
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(libc::pid_t::MAX);
     let lifeline = lifeline.or_else(own_lifeline);
     let ruleset_fd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
@@ -88,7 +95,7 @@ pub(super) fn install(
     });
     let steps = move || {
         let _open = (&ruleset, &stack);
-        in_child(parent, ruleset_fd, mounts.as_deref(), confined, watcher)
+        in_child(parent, ruleset_fd, mounts.as_deref(), filter, watcher)
     };
     // SAFETY: the closure runs in the forked child before exec and only makes system calls
     // (setsid, prctl, getppid, clone, unshare, mount, landlock_restrict_self, _exit) on values
@@ -97,6 +104,7 @@ pub(super) fn install(
     unsafe {
         cmd.pre_exec(steps);
     }
+    Ok(())
 }
 
 /// The read end of this process's lifeline pipe (a descriptor above 2, so the child's stdio
@@ -119,9 +127,10 @@ fn in_child(
     parent: libc::pid_t,
     ruleset: RawFd,
     mounts: Option<&Plan>,
-    confined: bool,
+    filter: Option<&super::seccomp::Programs>,
     watcher: Option<Watcher>,
 ) -> io::Result<()> {
+    let confined = filter.is_some();
     // oml ignores SIGXFSZ (a full file is an error it handles); the command gets the default
     // action back, as it would from a shell.
     // SAFETY: signal(2) with SIG_DFL installs no handler of ours.
@@ -163,6 +172,9 @@ fn in_child(
                 return Err(io::Error::last_os_error());
             }
         }
+    }
+    if let Some(filter) = filter {
+        super::seccomp::install(filter)?;
     }
     // Descriptors oml inherited without close-on-exec (from an editor, a shell) do not reach the
     // command: everything above stdio closes at exec. Before Linux 5.11 this flag is unknown and

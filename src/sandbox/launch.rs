@@ -113,6 +113,7 @@ impl Prepared {
             env,
             cwd: utf8(launch.cwd.as_os_str())?,
             confined: self.mode != Mode::Off,
+            deny_inet: self.deny_inet,
             mounts: self.mounts.as_deref().cloned(),
             ruleset: self.ruleset.is_some(),
         })

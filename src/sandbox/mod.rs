@@ -42,6 +42,7 @@ pub mod landlock;
 mod launch;
 pub mod mounts;
 pub mod peer;
+mod seccomp;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -168,6 +169,9 @@ pub struct Prepared {
     status: Status,
     ruleset: Option<Arc<OwnedFd>>,
     mounts: Option<Arc<mounts::Plan>>,
+    /// Refuse IPv4 and IPv6 sockets in the system-call filter: the network is off and no
+    /// network namespace can be made here.
+    deny_inet: bool,
     remove_env: Vec<OsString>,
 }
 
@@ -196,6 +200,7 @@ pub fn prepare(policy: &Policy) -> Prepared {
         mode: policy.mode,
         status,
         ruleset,
+        deny_inet: !policy.network && mounts::network_available().is_err(),
         mounts,
         remove_env: Vec::new(),
     }
@@ -268,8 +273,9 @@ fn network_limit(limits: &mut Vec<String>) -> bool {
         Ok(()) => true,
         Err(why) => {
             limits.push(format!(
-                "with the network off only TCP is refused (UDP, ICMP and the host's abstract \
-                 Unix sockets are not): {why}"
+                "with the network off, IPv4 and IPv6 sockets are refused by the system-call \
+                 filter instead of a network namespace (the host's abstract Unix sockets are \
+                 not kept out): {why}"
             ));
             false
         }
@@ -284,8 +290,9 @@ pub enum NetworkLayer {
     Open,
     /// A network namespace of the command's own: nothing reaches out, whatever the protocol.
     Namespace,
-    /// Landlock refuses TCP `bind` and `connect`; other protocols are not restricted.
-    TcpOnly,
+    /// No namespace here: the system-call filter refuses IPv4 and IPv6 sockets of every type,
+    /// and Landlock TCP `bind` and `connect`.
+    Seccomp,
     /// Nothing restricts the network here.
     Unrestricted,
 }
@@ -296,7 +303,7 @@ impl NetworkLayer {
         match self {
             NetworkLayer::Open => "open",
             NetworkLayer::Namespace => "namespace",
-            NetworkLayer::TcpOnly => "landlock-tcp",
+            NetworkLayer::Seccomp => "seccomp",
             NetworkLayer::Unrestricted => "unrestricted",
         }
     }
@@ -313,9 +320,9 @@ pub fn network_layer(policy: &Policy) -> NetworkLayer {
     if mounts::network_available().is_ok() {
         return NetworkLayer::Namespace;
     }
-    match landlock::probe() {
-        Ok(abi) if abi >= landlock::TCP_ABI => NetworkLayer::TcpOnly,
-        _ => NetworkLayer::Unrestricted,
+    match seccomp::programs(true) {
+        Ok(_) => NetworkLayer::Seccomp,
+        Err(_) => NetworkLayer::Unrestricted,
     }
 }
 
@@ -516,8 +523,9 @@ impl Prepared {
         for name in &self.remove_env {
             cmd.env_remove(name);
         }
-        let confined = self.mode != Mode::Off;
-        child::install(cmd, self.ruleset, self.mounts, confined, None);
+        let confined = (self.mode != Mode::Off).then_some(self.deny_inet);
+        child::install(cmd, self.ruleset, self.mounts, confined, None)
+            .map_err(|e| SandboxError::Unavailable(format!("no system-call filter: {e}")))?;
         Ok(())
     }
 }
@@ -552,6 +560,7 @@ mod tests {
             status: Status::Unavailable("no Landlock".into()),
             ruleset: None,
             mounts: None,
+            deny_inet: false,
             remove_env: Vec::new(),
         };
         let mut cmd = std::process::Command::new("true");

@@ -130,6 +130,7 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
         env,
         cwd,
         confined,
+        deny_inet,
         mounts,
         ruleset,
         ..
@@ -157,9 +158,9 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
         &mut cmd,
         ruleset,
         mounts.map(Arc::new),
-        confined,
+        confined.then_some(deny_inet),
         Some(lifeline.as_raw_fd()),
-    );
+    )?;
     // The lifeline stays open until the fork has happened: the watcher takes its copy there.
     let child = cmd.spawn();
     drop(lifeline);

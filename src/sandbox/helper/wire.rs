@@ -39,6 +39,8 @@ pub(in crate::sandbox) enum Request {
         env: Vec<(String, String)>,
         cwd: String,
         confined: bool,
+        /// With `confined`: refuse IPv4 and IPv6 sockets (no network namespace here).
+        deny_inet: bool,
         mounts: Option<Plan>,
         ruleset: bool,
     },
@@ -166,6 +168,7 @@ mod tests {
             env: vec![("PATH".into(), "/usr/bin".into())],
             cwd: "/tmp".into(),
             confined: true,
+            deny_inet: false,
             mounts: None,
             ruleset: false,
         };
@@ -189,6 +192,7 @@ mod tests {
             env: Vec::new(),
             cwd: "/".into(),
             confined: false,
+            deny_inet: false,
             mounts: None,
             ruleset: false,
         };
