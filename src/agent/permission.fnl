@@ -154,11 +154,20 @@ character other than a tab, a wrapper with an option, or nothing left to run."
         (ok abs) (pcall session.resolve-path (or p ""))]
     (when ok abs)))
 
-(fn secret-read? [call]
-  ;; Whether oml's own read, ls, grep or find CALL looks inside a sandbox.deny-read path.
-  (let [p (and (not call.mcp) (or (= call.kind :read) (= call.kind :search))
-               (= :table (type call.args)) call.args.path)]
+(fn denied-path? [call]
+  ;; Whether the `path` of CALL lies inside a sandbox.deny-read path.
+  (let [p (and (= :table (type call.args)) call.args.path)]
     (and (= :string (type p)) (not= p "") (oml.denied-read? p))))
+
+(fn secret-read? [call]
+  ;; Whether oml's own read, ls, grep or find CALL looks inside a sandbox.deny-read path; a
+  ;; search (grep, find) also when one lies beneath the folder it walks (default: the session's).
+  (when (and (not call.mcp) (or (= call.kind :read) (= call.kind :search)))
+    (let [p (and (= :table (type call.args)) call.args.path)
+          p (if (and (= :string (type p)) (not= p "")) p
+                (= call.kind :search) "."
+                nil)]
+      (and p (oml.denied-read? p (= call.kind :search))))))
 
 (fn agent.permission-rule [call]
   "The rule an \"always\" answer to the tool CALL {:name :args} adds: for bash, the program and
@@ -294,7 +303,8 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
-          _ (case (agent.change-failure call)
+          _ (case (and (agent.inside-workspace? call) (not (denied-path? call))
+                       (agent.change-failure call))
               why {:content why :error? true}
               _ (case (agent.ask-permission call)
                   :allow-once nil

@@ -413,10 +413,12 @@ const SANDBOX: &[HostFn] = &[
     },
     HostFn {
         name: "denied-read?",
-        args: "path",
+        args: "path ?beneath",
         doc: "Whether PATH (relative to the session's directory; every link followed) lies in \
-              one of the sandbox.deny-read paths, which no confined command may read. The \
-              permission policy asks before oml's own read, ls, grep and find look there.",
+              one of the sandbox.deny-read paths, which no confined command may read; with \
+              ?BENEATH true, also whether one of them lies beneath PATH (a folder a search \
+              walks). The permission policy asks before oml's own read, ls, grep and find look \
+              there, and never previews an edit of such a path.",
         make: |lua| lua.create_function(denied_read),
     },
     HostFn {
@@ -442,7 +444,7 @@ const SANDBOX: &[HostFn] = &[
 ];
 
 /// `oml.denied-read?`.
-fn denied_read(lua: &Lua, path: String) -> mlua::Result<bool> {
+fn denied_read(lua: &Lua, (path, beneath): (String, Option<bool>)) -> mlua::Result<bool> {
     let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
     let here = cwd(lua);
     let Ok(path) = crate::tools::resolve_path(&here, &path) else {
@@ -450,10 +452,12 @@ fn denied_read(lua: &Lua, path: String) -> mlua::Result<bool> {
     };
     let real = std::fs::canonicalize(&path).unwrap_or(path);
     let denied = deny_read(&lisp, &here).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
-    Ok(denied.iter().any(|d| {
-        let d = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
-        real.starts_with(&d)
-    }))
+    let beneath = beneath.unwrap_or(false);
+    // Only the denied paths that exist: one that does not holds nothing to read.
+    Ok(denied
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .any(|d| real.starts_with(&d) || (beneath && d.starts_with(&real))))
 }
 
 /// `oml.sandbox-status`.

@@ -152,3 +152,59 @@ fn omls_own_read_of_a_denied_path_asks_first() {
         assert!(!result.contains("id_ed25519"), "{tool} listed it: {result}");
     }
 }
+
+/// A search of a folder that holds a denied one (the home folder, `~/.config`) asks too: `grep`
+/// walks beneath its path, so a question about the parent is a question about the secret.
+#[test]
+fn a_search_of_a_folder_holding_a_secret_asks_first() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    plant(&t);
+    for path in ["~", "~/.config"] {
+        let args = serde_json::json!({ "path": path, "pattern": "s3cr3t" }).to_string();
+        let fake = FakeModel::start([
+            Reply::Stream(tool_call_chunks("c1", "grep", &[&args])),
+            Reply::Stream(text_chunks(&["done"])),
+        ]);
+        let run = Run::from(
+            t.command(Some(&fake), &["-p", "look"])
+                .output()
+                .expect("oml"),
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        let result = tool_result(&fake, 1);
+        assert!(!result.contains(SECRET), "grep {path}: {result}");
+    }
+}
+
+/// An edit of a denied file is never previewed before the question (the preview's error would
+/// say whether a guessed text is in the file): it is asked about, and in print mode refused,
+/// whatever its `old_text`.
+#[test]
+fn an_edit_of_a_secret_is_not_previewed_before_asking() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let planted = plant(&t);
+    let answers: Vec<String> = ["s3cr3t", "not-in-it"]
+        .iter()
+        .map(|guess| {
+            let args = serde_json::json!({
+                "path": planted[0].display().to_string(),
+                "edits": [{"old_text": guess, "new_text": "x"}, {"old_text": "\u{1}nope", "new_text": "y"}],
+            })
+            .to_string();
+            let fake = FakeModel::start([
+                Reply::Stream(tool_call_chunks("c1", "edit", &[&args])),
+                Reply::Stream(text_chunks(&["done"])),
+            ]);
+            let run = Run::from(t.command(Some(&fake), &["-p", "fix"]).output().expect("oml"));
+            assert_eq!(run.code, 0, "{run:?}");
+            tool_result(&fake, 1)
+        })
+        .collect();
+    assert_eq!(
+        answers[0], answers[1],
+        "the answer tells a right guess from a wrong one"
+    );
+    assert!(!answers[0].contains("not found"), "{}", answers[0]);
+}
