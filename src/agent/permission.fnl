@@ -303,8 +303,8 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
-          _ (case (and (agent.inside-workspace? call) (not (denied-path? call))
-                       (agent.change-failure call))
+          _ (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
+                    (agent.change-failure call))
               why {:content why :error? true}
               _ (case (agent.ask-permission call)
                   :allow-once nil

@@ -151,3 +151,43 @@ fn the_write_tool_asks_before_writing_a_skill_into_the_users_skill_folders() {
     );
     assert!(!lisp.exists(), "the skill's Lisp was written");
 }
+
+/// A skill folder of the user's that is a link into a workspace does not make a `skill.fnl` a
+/// command writes there the user's own: oml compares real paths before it runs one.
+#[test]
+fn a_linked_user_skill_does_not_run_lisp_a_command_wrote_in_the_workspace() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let home = &t.env.home.home;
+    let target = t.env.project.join("myskills/foo");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    std::fs::write(target.join("SKILL.md"), "---\ndescription: foo\n---\nGo.\n").expect("md");
+    std::fs::create_dir_all(home.join(".agents/skills")).expect("mkdir");
+    std::os::unix::fs::symlink(&target, home.join(".agents/skills/foo")).expect("link");
+    let marker = t.outside.join("ran-from-a-linked-skill");
+    let lisp = format!(
+        "(with-open [f (io.open \"{}\" :w)] (f:write :x))",
+        marker.display()
+    );
+    let plant = format!("cat > myskills/foo/skill.fnl <<'EOF'\n{lisp}\nEOF\necho planted=$?\n");
+    let args = serde_json::json!({ "command": plant }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::Stream(tool_call_chunks("c2", "skill", &[r#"{"name":"foo"}"#])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let run = Run::from(
+        t.command(Some(&fake), &["-p", "--mode", "yolo", "use it"])
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        tool_result(&fake, 1).contains("planted=0"),
+        "the command wrote it"
+    );
+    assert!(
+        !marker.exists(),
+        "a skill.fnl a command wrote ran unconfined"
+    );
+}

@@ -208,10 +208,16 @@ fn rt(e: Problem) -> mlua::Error {
 /// Why the `skill.fnl` at `file` may not run, or `None` when it may: it must be in one of the
 /// user's skill folders, or in the `.oml/skills` of a project that is trusted (`oml trust`,
 /// whose record covers these files) while `init.project-init` allows project code.
+///
+/// Both sides are real paths (every link followed): a user skill folder that links into a
+/// workspace, where a confined command may write, does not make a `skill.fnl` planted there the
+/// user's own.
 fn refusal(lisp: &crate::lisp::Lisp, file: &Path) -> Option<String> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let file = &real(file);
     if user_folders("skills", true)
         .iter()
-        .any(|f| file.starts_with(&f.dir))
+        .any(|f| file.starts_with(real(&f.dir)))
     {
         return None;
     }
