@@ -383,6 +383,33 @@ fn a_protocol_chosen_in_llm_api_takes_its_own_key_and_url() {
     );
 }
 
+/// The same two keys, `:anthropic` and a base URL set in Lisp (any server): no key from the
+/// environment goes there, the Anthropic one no more than the OpenAI one.
+#[test]
+fn a_base_url_set_in_lisp_gets_no_key_from_the_environment() {
+    let env = Env::new();
+    let fake = FakeModel::start([says("from a server of my own")]);
+    let root = fake.base_url().trim_end_matches("/v1").to_owned();
+    env.init(&format!(
+        "(setq llm.api :anthropic llm.max-retries 0 llm.base-url {root:?} llm.model \"m\")"
+    ));
+    let out = env
+        .command(None, &["-p", "hi"])
+        .env("OPENAI_API_KEY", "sk-openai-env")
+        .env("ANTHROPIC_API_KEY", "sk-ant-env")
+        .output()
+        .expect("run oml");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.path, "/v1/messages");
+    assert_eq!(sent.header("x-api-key"), None, "{:?}", sent.headers);
+    assert_eq!(sent.header("authorization"), None, "{:?}", sent.headers);
+}
+
 /// `oml -p --json` over the Messages API: cached input is priced at the cache prices of
 /// `llm.prices` and counted in the result, and a refusal stops the turn as `refusal`.
 #[test]

@@ -285,7 +285,8 @@ impl EnvDefaults {
     /// and `:responses`). So `(setq llm.api :anthropic)` with both `OPENAI_API_KEY` and
     /// `ANTHROPIC_API_KEY` set sends the Anthropic key to Anthropic's endpoint, and no key at
     /// all where that family has none. A value set in Lisp (one that differs from this
-    /// block's) is kept: `llm.api-key` and `llm.base-url` say where a key goes; and a gateway
+    /// block's) is kept, and a URL set in Lisp gets no key from the environment (only
+    /// `llm.api-key` sends one there); and a gateway
     /// named by the block's variable keeps its key, as it always did. Then
     /// [`confine`](Self::confine).
     pub fn settle(&self, config: &mut LlmConfig, lookup: &impl Fn(&str) -> Option<String>) {
@@ -293,11 +294,14 @@ impl EnvDefaults {
         if family != self.family() && !self.url_from_env {
             let own = Self::block(family, lookup);
             let same_url = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
-            if same_url(&config.base_url, &self.base_url) {
+            let own_endpoint = same_url(&config.base_url, &self.base_url);
+            if own_endpoint {
                 config.base_url = own.base_url;
             }
+            // The family's key goes to the family's endpoint only: to a URL set in Lisp, only
+            // a key set in Lisp goes.
             if config.api_key == self.api_key {
-                config.api_key = own.api_key;
+                config.api_key = own.api_key.filter(|_| own_endpoint);
             }
             if config.model == self.model && own.model.is_some() {
                 config.model = own.model;
@@ -464,9 +468,10 @@ mod tests {
         // What the user set is kept: their key goes where they said.
         let own_key = settled(Some(Api::Anthropic), None, Some("mine"));
         assert_eq!(own_key.api_key.as_deref(), Some("mine"));
+        // A URL set in Lisp gets no key from the environment: only one set in Lisp.
         let proxy = settled(Some(Api::Anthropic), Some("http://proxy:1"), None);
         assert_eq!(proxy.base_url, "http://proxy:1");
-        assert_eq!(proxy.api_key.as_deref(), Some("sk-ant"));
+        assert_eq!(proxy.api_key, None);
         // The OpenAI family keeps its block, gateways included.
         let chat = settled(Some(Api::Chat), None, None);
         assert_eq!(chat.api_key.as_deref(), Some("sk-openai"));
