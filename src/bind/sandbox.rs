@@ -85,8 +85,9 @@ fn settings() -> Vec<SettingDecl> {
 
 /// The secrets commands may not read by default (`sandbox.deny-read`): credentials of ssh, the
 /// clouds, containers, package registries and git hosts; GPG and password stores; browser
-/// profiles and keyrings; oml's own transcripts, checkpoints and trust records; Claude Code's
-/// and Codex's transcripts, histories and credentials.
+/// profiles and keyrings; oml's own transcripts, checkpoints, trust records, `oml ask` records
+/// and input histories; Claude Code's, Codex's and Gemini CLI's transcripts, histories and
+/// credentials; cargo's, Vault's and PostgreSQL's credentials.
 pub fn default_deny_read() -> Vec<String> {
     let mut paths: Vec<String> = DENY_READ_HOME.iter().map(|p| format!("~/{p}")).collect();
     let own = crate::paths::Paths::from_env();
@@ -94,6 +95,9 @@ pub fn default_deny_read() -> Vec<String> {
         own.sessions_dir(),
         own.state.join("checkpoints"),
         own.trust_file(),
+        own.state.join("ask"),
+        own.history_file(),
+        own.chat_history_file(),
     ] {
         paths.push(path.display().to_string());
     }
@@ -131,6 +135,12 @@ const DENY_READ_HOME: &[&str] = &[
     ".codex/archived_sessions",
     ".codex/history.jsonl",
     ".codex/auth.json",
+    ".claude.json",
+    ".gemini/oauth_creds.json",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".vault-token",
+    ".pgpass",
 ];
 
 /// `sandbox.deny-read`, each path made absolute (`~` the home folder, a relative one against

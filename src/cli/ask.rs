@@ -105,7 +105,7 @@ async fn sessions(
                         status::END_TURN
                     }
                     Ok(Some(crate::ask::wire::Event::Failed { message, .. })) => {
-                        err!("oml ask: {message}");
+                        err!("oml ask: {}", crate::printable::printable(&message));
                         status::FAILED
                     }
                     _ => status::FAILED,

@@ -348,6 +348,8 @@ fn hidden_sockets(network: bool) -> Vec<PathBuf> {
     let uid = unsafe { libc::getuid() };
     let tmux = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".to_owned());
     hidden.push(PathBuf::from(format!("{tmux}/tmux-{uid}")));
+    // Emacs's server socket where no runtime folder holds it: `emacsclient --eval` runs Lisp.
+    hidden.push(PathBuf::from(format!("/tmp/emacs{uid}")));
     if let Some(tmux) = std::env::var("TMUX").ok().and_then(|t| {
         let socket = t.split(',').next().map(PathBuf::from)?;
         socket.parent().map(std::path::Path::to_path_buf)
@@ -405,9 +407,11 @@ pub fn hidden_from_commands(path: &std::path::Path) -> Result<(), NotHidden> {
     })
 }
 
-/// Sockets (and their folders) hidden from every confined command: screen's, the system bus,
-/// systemd's private socket, Docker's.
+/// Sockets (and their folders) hidden from every confined command: the X server's, screen's,
+/// the system bus, systemd's private socket, Docker's.
 const HIDDEN_SOCKETS: &[&str] = &[
+    // The X server takes keystrokes for any window, a terminal's included.
+    "/tmp/.X11-unix",
     "/run/screen",
     "/run/dbus",
     "/run/systemd/private",

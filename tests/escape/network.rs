@@ -143,3 +143,32 @@ fn the_status_says_a_namespace_keeps_commands_off_the_network() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout.trim(), "\"namespace\"", "{run:?}");
 }
+
+/// The X server's socket folder is hidden: a command that reached X could type into any
+/// window, a terminal's included, and run what it typed outside the sandbox.
+#[test]
+fn the_x_servers_socket_is_out_of_reach() {
+    let Some(_) = landlock_or_skip() else { return };
+    let dir = std::path::Path::new("/tmp/.X11-unix");
+    if std::fs::create_dir_all(dir).is_err() {
+        panic!("cannot make {} for the test", dir.display());
+    }
+    let socket = dir.join(format!("Xoml-escape-{}", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).expect("bind the X socket");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let t = Target::new();
+    let command = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"x=reached\")' 2>&1; ls /tmp/.X11-unix | sed s/^/listed:/",
+        socket.display()
+    );
+    let (run, result) = t.model_runs(&command, &[]);
+    let _ = std::fs::remove_file(&socket);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!result.contains("x=reached"), "{result}");
+    assert!(!result.contains("listed:Xoml-escape"), "{result}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock),
+        "{result}"
+    );
+}

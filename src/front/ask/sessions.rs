@@ -101,7 +101,7 @@ pub async fn sessions_list(paths: &Paths, key: &Key, output: Output) -> i32 {
             k.name,
             state,
             r.history.len(),
-            r.session_id.as_deref().unwrap_or("-"),
+            crate::printable::printable(r.session_id.as_deref().unwrap_or("-")),
             k.cwd.display()
         );
     }
@@ -123,11 +123,14 @@ pub fn sessions_history(place: &Place, output: Output) -> i32 {
     if record.history.is_empty() {
         out!("no prompts yet");
     }
+    // What the agent said, and its stop reason and session id, are the agent's text: no escape
+    // sequence of theirs reaches the terminal.
+    let shown = |text: &str| crate::printable::printable(text).into_owned();
     for e in &record.history {
-        out!("[{}] {}  {}", e.stop_reason, e.at, e.prompt);
+        out!("[{}] {}  {}", shown(&e.stop_reason), e.at, shown(&e.prompt));
         if !e.text.is_empty() {
             for line in e.text.lines() {
-                out!("    {line}");
+                out!("    {}", shown(line));
             }
         }
     }
