@@ -491,7 +491,7 @@ async fn failures_raise_error_tables_whose_text_is_the_message() {
     assert_eq!(
         got[0],
         json!({"ok": false, "kind": "http", "status": 400, "body": r#"{"error":{"message":"bad model"}}"#,
-               "text": r#"Model request failed: HTTP 400: {"error":{"message":"bad model"}}"#})
+               "text": "Model request failed: HTTP 400: bad model"})
     );
     assert_eq!(got[1]["kind"], "stream-broken");
     assert_eq!(got[1]["partial"], "so far", "the partial reply is kept");

@@ -58,8 +58,9 @@ pub enum LlmError {
     Config(String),
 
     /// The server answered with a non-success status. `body` is capped at
-    /// [`MAX_ERROR_BODY_BYTES`].
-    #[error("Model request failed: HTTP {status}: {body}")]
+    /// [`MAX_ERROR_BODY_BYTES`]; the message quotes the provider's own message from it when the
+    /// body is a JSON error, else its first line ([`LlmError::brief`]), so it is said once.
+    #[error("Model request failed: {}", http_brief(*.status, .body))]
     Http { status: u16, body: String },
 
     /// The server answered 200 with something that is not an event stream or JSON (an HTML
@@ -152,16 +153,7 @@ impl LlmError {
     /// any other error as its message's first line.
     pub fn brief(&self) -> String {
         match self {
-            Self::Http { status, body } => {
-                let said = provider_message(body)
-                    .unwrap_or_else(|| body.lines().next().unwrap_or("").trim().to_owned());
-                let said = cap_chars(&said, MAX_BRIEF_CHARS);
-                if said.is_empty() {
-                    format!("HTTP {status}")
-                } else {
-                    format!("HTTP {status}: {said}")
-                }
-            }
+            Self::Http { status, body } => http_brief(*status, body),
             other => {
                 let text = other.to_string();
                 cap_chars(text.lines().next().unwrap_or(""), MAX_BRIEF_CHARS)
@@ -176,6 +168,19 @@ impl LlmError {
         } else {
             None
         }
+    }
+}
+
+/// An HTTP failure in one line: the status and the provider's message (or the body's first
+/// line), capped at [`MAX_BRIEF_CHARS`].
+fn http_brief(status: u16, body: &str) -> String {
+    let said = provider_message(body)
+        .unwrap_or_else(|| body.lines().next().unwrap_or("").trim().to_owned());
+    let said = cap_chars(&said, MAX_BRIEF_CHARS);
+    if said.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {said}")
     }
 }
 
