@@ -187,22 +187,24 @@ impl Worker {
             Err(e) => Err(e),
         };
         let session_id = self.session_id().unwrap_or_default();
-        let (stop_reason, text) = match outcome {
+        let (stop_reason, text, last) = match outcome {
             Ok((reason, text)) => {
-                let _ = events.send(Event::Done {
+                let done = Event::Done {
                     stop_reason: reason.clone(),
                     text: text.clone(),
-                });
-                (reason, text)
+                };
+                (reason, text, done)
             }
             Err(e) => {
                 if e.category == Category::Connection {
                     self.drop_agent().await;
                 }
-                let _ = events.send(failed(&e));
-                ("failed".to_owned(), e.message)
+                let event = failed(&e);
+                ("failed".to_owned(), e.message, event)
             }
         };
+        // The record first, then the last event: an asker that reads the history as soon as
+        // its prompt is answered finds the prompt in it.
         if self.spec.persistent {
             self.record.push(Entry {
                 at: started,
@@ -213,6 +215,7 @@ impl Worker {
             });
             self.save();
         }
+        let _ = events.send(last);
     }
 
     /// The agent running with its session, and `config` applied; given up at once when `stop`
