@@ -79,7 +79,12 @@ pub(super) fn install(
     confined: Option<bool>,
     lifeline: Option<RawFd>,
 ) -> io::Result<()> {
-    // Built before the fork: nothing may be allocated after it.
+    // Made before the fork: nothing may be allocated after it.
+    let shared = mounts
+        .as_deref()
+        .filter(|plan| confined.is_some() && plan.isolates_network())
+        .and_then(|_| super::shared_ns::get())
+        .map(super::shared_ns::Shared::fds);
     let filter = match confined {
         Some(deny_inet) => Some(super::seccomp::programs(deny_inet).map_err(io::Error::other)?),
         None => None,
@@ -95,7 +100,14 @@ pub(super) fn install(
     });
     let steps = move || {
         let _open = (&ruleset, &stack);
-        in_child(parent, ruleset_fd, mounts.as_deref(), filter, watcher)
+        in_child(
+            parent,
+            ruleset_fd,
+            mounts.as_deref(),
+            shared,
+            filter,
+            watcher,
+        )
     };
     // SAFETY: the closure runs in the forked child before exec and only makes system calls
     // (setsid, prctl, getppid, clone, unshare, mount, landlock_restrict_self, _exit) on values
@@ -127,6 +139,7 @@ fn in_child(
     parent: libc::pid_t,
     ruleset: RawFd,
     mounts: Option<&Plan>,
+    shared: Option<(Option<RawFd>, RawFd)>,
     filter: Option<&super::seccomp::Programs>,
     watcher: Option<Watcher>,
 ) -> io::Result<()> {
@@ -156,7 +169,7 @@ fn in_child(
         spawn_watcher(watcher)?;
     }
     if let Some(plan) = mounts.filter(|_| confined) {
-        super::mounts::enter(plan)?;
+        super::mounts::enter(plan, shared)?;
     }
     if confined {
         drop_capabilities()?;

@@ -43,6 +43,7 @@ mod launch;
 pub mod mounts;
 pub mod peer;
 mod seccomp;
+mod shared_ns;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;

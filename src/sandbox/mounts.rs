@@ -36,6 +36,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -113,6 +114,13 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Whether the command gets a network namespace (the network is off).
+    pub(super) fn isolates_network(&self) -> bool {
+        self.isolate_network
+    }
+}
+
 /// Whether this process can give commands a private mount namespace: `Err` says why not. Probed
 /// once, in a short-lived child that makes an empty plan's namespace.
 pub fn available() -> Result<(), String> {
@@ -144,7 +152,9 @@ pub fn network_available() -> Result<(), String> {
 }
 
 /// The read-only view for this process (a forked child about to exec); async-signal-safe.
-pub(super) fn enter(plan: &Plan) -> io::Result<()> {
+/// `shared` holds the descriptors of the namespaces made once for commands with the network off
+/// (`super::shared_ns`): they are joined instead of made anew.
+pub(super) fn enter(plan: &Plan, shared: Option<(Option<RawFd>, RawFd)>) -> io::Result<()> {
     // oml is not dumpable, and a process that is not dumpable cannot write its own
     // /proc/self/{setgroups,uid_map,gid_map} (they belong to root). The command is dumpable
     // again after its exec anyway; the watcher, forked before, stays as oml is.
@@ -155,15 +165,21 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     } else {
         0
     };
-    match &plan.maps {
-        Some((uid_map, gid_map)) => {
+    let shared =
+        shared.filter(|(user, _)| plan.isolate_network && user.is_some() == plan.maps.is_some());
+    match (&plan.maps, shared) {
+        (_, Some((user, net))) => {
+            super::shared_ns::join(user, net)?;
+            check(unshare(libc::CLONE_NEWNS))?;
+        }
+        (Some((uid_map, gid_map)), None) => {
             check(unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | net))?;
             // An unprivileged user may map its own group only once setgroups is denied.
             write_proc(c"/proc/self/setgroups", c"deny")?;
             write_proc(c"/proc/self/uid_map", uid_map)?;
             write_proc(c"/proc/self/gid_map", gid_map)?;
         }
-        None => check(unshare(libc::CLONE_NEWNS | net))?,
+        (None, None) => check(unshare(libc::CLONE_NEWNS | net))?,
     }
     mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
     for path in plan.writable.iter().chain(&plan.protected) {
@@ -220,7 +236,7 @@ fn probe(plan: &Plan) -> Result<(), String> {
         return Err(format!("cannot probe: {}", io::Error::last_os_error()));
     }
     if pid == 0 {
-        let code = match enter(plan) {
+        let code = match enter(plan, None) {
             Ok(()) => 0,
             Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
         };
@@ -253,7 +269,7 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 }
 
 /// Write `text` into the `/proc` file `path`.
-fn write_proc(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
+pub(super) fn write_proc(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
     // SAFETY: open, write and close on a NUL-terminated path and a buffer of known length.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
