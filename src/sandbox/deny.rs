@@ -25,13 +25,12 @@ pub(super) fn existing(policy: &Policy) -> Vec<PathBuf> {
     paths
 }
 
-/// Why no command may run under `policy`: a writable path (the workspace) lies inside a path
-/// that must not be read. `None` when there is no such conflict.
+/// Why no command may run under `policy` as `super::plan` leaves it (writable and denied paths
+/// made real, only the denied ones that exist): a writable path (the workspace) lies inside a
+/// path that must not be read. `None` when there is no such conflict.
 pub(super) fn conflict(policy: &Policy) -> Option<String> {
-    let denied = existing(policy);
-    let real = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-    policy.writable.iter().map(real).find_map(|w| {
-        denied.iter().find(|d| within(&w, d)).map(|d| {
+    policy.writable.iter().find_map(|w| {
+        policy.deny_read.iter().find(|d| within(w, d)).map(|d| {
             format!(
                 "the workspace {} is inside {}, which sandbox.deny-read keeps from commands: \
                  work elsewhere, or remove it from sandbox.deny-read",

@@ -220,6 +220,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
     let guarded: Vec<PathBuf> = policy.guarded.iter().map(real).collect();
     let mut limits = Vec::new();
     policy.writable = policy.writable.iter().map(real).collect();
+    // Made real once here; what follows (the plan, the conflict check) reads them as they are.
+    policy.deny_read = deny::existing(&policy);
     drop_inside(&mut policy.writable, &protected, &mut limits);
     if policy.mode == Mode::WorkspaceWrite {
         policy.writable.push(PathBuf::from(landlock::DEV_SHM));
@@ -239,7 +241,7 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
             let isolate = !policy.network && network_limit(&mut limits);
             let mut hidden = hidden_sockets(policy.network);
-            hidden.extend(deny::existing(&policy));
+            hidden.extend(policy.deny_read.iter().cloned());
             let plan = mounts::Plan::new(&writable, &read_only, &hidden, isolate);
             (policy, Some(Arc::new(plan)), limits)
         }
@@ -251,9 +253,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
             if !policy.network {
                 network_limit(&mut limits);
             }
-            let denied = deny::existing(&policy);
-            if !denied.is_empty() {
-                limits.push(deny::unenforced(&denied, &why));
+            if !policy.deny_read.is_empty() {
+                limits.push(deny::unenforced(&policy.deny_read, &why));
             }
             if policy.mode == Mode::WorkspaceWrite {
                 drop_holders(&mut policy.writable, &held_protected, &mut limits);
