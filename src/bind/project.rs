@@ -184,17 +184,23 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
 /// `sandbox.deny-read` paths unread (a repository's clean filter or fsmonitor is the
 /// repository's code).
 pub(crate) fn read_only() -> crate::sandbox::Prepared {
-    let here = std::env::current_dir().unwrap_or_default();
+    // The defaults are `~` or absolute paths: resolved once per process, not twice per `bash`
+    // call (the checks around a command in a git work tree run this).
+    static DENIED: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let denied = DENIED.get_or_init(|| {
+        let here = std::env::current_dir().unwrap_or_default();
+        super::sandbox::default_deny_read()
+            .iter()
+            .filter_map(|path| crate::tools::resolve_path(&here, path).ok())
+            .collect()
+    });
     crate::sandbox::prepare(&crate::sandbox::Policy {
         mode: crate::sandbox::Mode::ReadOnly,
         writable: Vec::new(),
         network: false,
         protected: Vec::new(),
         guarded: Vec::new(),
-        deny_read: super::sandbox::default_deny_read()
-            .iter()
-            .filter_map(|path| crate::tools::resolve_path(&here, path).ok())
-            .collect(),
+        deny_read: denied.clone(),
     })
 }
 
