@@ -49,6 +49,7 @@ fn policy() -> Policy {
         protected: Vec::new(),
         guarded: Vec::new(),
         deny_read: Vec::new(),
+        domains: None,
     }
 }
 

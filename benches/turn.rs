@@ -128,6 +128,7 @@ fn git_summary(bencher: Bencher) {
                 protected: Vec::new(),
                 guarded: Vec::new(),
                 deny_read: Vec::new(),
+                domains: None,
             }),
         ))
     });

@@ -31,6 +31,8 @@ mod network;
 mod paths;
 #[path = "escape/project.rs"]
 mod project;
+#[path = "escape/proxy.rs"]
+mod proxy;
 #[path = "escape/rewind.rs"]
 mod rewind;
 #[path = "escape/roots.rs"]

@@ -201,6 +201,7 @@ pub(crate) fn read_only() -> crate::sandbox::Prepared {
         protected: Vec::new(),
         guarded: Vec::new(),
         deny_read: denied.clone(),
+        domains: None,
     })
 }
 

@@ -84,6 +84,9 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         protected: args.protect.clone(),
         guarded: args.guard.clone(),
         deny_read: args.deny_read.clone(),
+        // The launcher's process has no domain proxy: `--network` is given only when the
+        // network is open to every host (see `bind::sandbox::launcher`).
+        domains: None,
     };
     let secrets = Secrets {
         also: args.secret.clone(),

@@ -69,7 +69,8 @@ const LAST_STANDARD_SIGNAL: libc::c_int = 31;
 /// Make `cmd` run the steps above in its child; `ruleset` (a Landlock ruleset descriptor) and
 /// the system-call filter ([`super::seccomp`]) are applied when `confined` is `Some` (holding
 /// whether IPv4 and IPv6 sockets are refused too), and the ruleset kept open until `cmd` is
-/// dropped. `Err` when the filter cannot be built here. The watcher watches
+/// dropped. `joined`, when given, is the network namespace (and its user namespace) the
+/// command joins instead of the one for commands with the network off: the domain proxy's. `Err` when the filter cannot be built here. The watcher watches
 /// `lifeline` (the read end of oml's lifeline pipe, which the spawn helper is handed), or this
 /// process's own lifeline when `None`.
 pub(super) fn install(
@@ -77,14 +78,18 @@ pub(super) fn install(
     ruleset: Option<Arc<OwnedFd>>,
     mounts: Option<Arc<Plan>>,
     confined: Option<bool>,
+    joined: Option<Arc<super::shared_ns::Shared>>,
     lifeline: Option<RawFd>,
 ) -> io::Result<()> {
     // Made before the fork: nothing may be allocated after it.
-    let shared = mounts
+    let isolates = mounts
         .as_deref()
-        .filter(|plan| confined.is_some() && plan.isolates_network())
-        .and_then(|_| super::shared_ns::get())
-        .map(super::shared_ns::Shared::fds);
+        .is_some_and(|plan| confined.is_some() && plan.isolates_network());
+    let shared = match (&joined, isolates) {
+        (_, false) => None,
+        (Some(joined), true) => Some(joined.fds()),
+        (None, true) => super::shared_ns::get().map(super::shared_ns::Shared::fds),
+    };
     let filter = match confined {
         Some(deny_inet) => Some(super::seccomp::programs(deny_inet).map_err(io::Error::other)?),
         None => None,
@@ -99,7 +104,7 @@ pub(super) fn install(
         stack_top: stack.top(),
     });
     let steps = move || {
-        let _open = (&ruleset, &stack);
+        let _open = (&ruleset, &stack, &joined);
         in_child(
             parent,
             ruleset_fd,

@@ -212,6 +212,7 @@ mod tests {
             protected: Vec::new(),
             guarded: Vec::new(),
             deny_read: Vec::new(),
+            domains: None,
         }
     }
 

@@ -86,6 +86,9 @@ impl Prepared {
             let lifeline = unsafe { BorrowedFd::borrow_raw(lifeline) };
             let mut fds = vec![launch.stdout.as_fd(), launch.stderr.as_fd(), lifeline];
             fds.extend(self.ruleset.as_deref().map(AsFd::as_fd));
+            if let Some(proxy) = &self.proxy {
+                fds.extend(proxy.borrowed());
+            }
             match helper::spawn(request, &fds).await {
                 Ok(child) => return Ok(Launched::Helper(child)),
                 Err(SpawnError::Failed(e)) => return Err(e.into()),
@@ -102,8 +105,10 @@ impl Prepared {
     /// The helper's request for `launch`; `None` when something in it is not UTF-8.
     fn request(&self, launch: &Launch) -> Option<Request> {
         let utf8 = |s: &std::ffi::OsStr| s.to_str().map(str::to_owned);
+        let set = |name: &std::ffi::OsStr| self.set_env.iter().any(|(n, _)| n == name);
         let env = std::env::vars_os()
-            .filter(|(name, _)| !self.remove_env.contains(name))
+            .filter(|(name, _)| !self.remove_env.contains(name) && !set(name))
+            .chain(self.set_env.iter().cloned())
             .map(|(name, value)| Some((utf8(&name)?, utf8(&value)?)))
             .collect::<Option<Vec<_>>>()?;
         Some(Request::Spawn {
@@ -116,6 +121,7 @@ impl Prepared {
             deny_inet: self.deny_inet,
             mounts: self.mounts.as_deref().cloned(),
             ruleset: self.ruleset.is_some(),
+            namespaces: self.proxy.as_ref().map_or(0, |p| p.borrowed().len() as u8),
         })
     }
 

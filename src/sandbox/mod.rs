@@ -36,12 +36,16 @@
 
 mod child;
 mod deny;
+pub mod domains;
 pub mod env;
 pub mod helper;
+mod hidden;
 pub mod landlock;
 mod launch;
 pub mod mounts;
+mod network;
 pub mod peer;
+mod proxy;
 mod seccomp;
 mod shared_ns;
 
@@ -51,7 +55,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 
 pub use env::{SECRET_PATTERNS, Secrets, secret_names};
+use hidden::hidden_sockets;
+pub use hidden::{NotHidden, hidden_from_commands};
 pub use launch::{Launch, LaunchError, Launched};
+use network::network_limit;
+pub use network::{NetworkLayer, network_layer};
+pub use proxy::ProxyNet;
 
 /// The environment variable in which `oml acp` hands an editor's terminal the sandbox's flags
 /// for `oml sandbox-exec` (a JSON array of strings), so that the terminal's command line stays
@@ -117,6 +126,26 @@ pub struct Policy {
     /// workspace inside one makes the sandbox unavailable, with the reason; without the mount
     /// layer they stay readable and the status says so.
     pub deny_read: Vec<PathBuf>,
+    /// With [`Policy::network`] on, the hosts the command may reach, through the domain proxy
+    /// only ([`proxy`]); `None` leaves the network open. Where the proxy's namespace cannot be
+    /// had, the command gets no network at all rather than all of it.
+    pub domains: Option<domains::Domains>,
+}
+
+impl Policy {
+    /// Whether the command may reach any host directly: the network on and not held to
+    /// domains (or the sandbox off).
+    pub fn open(&self) -> bool {
+        self.network && (self.domains.is_none() || self.mode == Mode::Off)
+    }
+
+    /// The domains the network is held to, when it is on and held.
+    fn held(&self) -> Option<&domains::Domains> {
+        match (self.network, self.mode) {
+            (true, Mode::ReadOnly | Mode::WorkspaceWrite) => self.domains.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// What the sandbox enforces on this kernel for a policy.
@@ -173,7 +202,11 @@ pub struct Prepared {
     /// Refuse IPv4 and IPv6 sockets in the system-call filter: the network is off and no
     /// network namespace can be made here.
     deny_inet: bool,
+    /// The domain proxy the command's network is held to, whose namespace it joins.
+    proxy: Option<Arc<proxy::ProxyNet>>,
     remove_env: Vec<OsString>,
+    /// Variables set for the command (the proxy's address).
+    set_env: Vec<(OsString, OsString)>,
 }
 
 /// Build the sandbox `policy` asks for. Never fails: what cannot be had is in the [`Status`]
@@ -181,7 +214,22 @@ pub struct Prepared {
 /// policy costs one `open` and one system call per rule (about 0.15 ms); the same policy again
 /// reuses that ruleset. The kernel's Landlock version is probed only once.
 pub fn prepare(policy: &Policy) -> Prepared {
-    let (policy, mounts, limits) = plan(policy);
+    let (policy, mounts, mut limits) = plan(policy);
+    let isolates = mounts
+        .as_deref()
+        .is_some_and(mounts::Plan::isolates_network);
+    let proxy = match policy.held().filter(|_| isolates) {
+        Some(domains) => match proxy::for_domains(domains) {
+            Ok(net) => Some(net),
+            Err(e) => {
+                limits.push(format!(
+                    "the domain proxy cannot be started ({e}): commands get no network"
+                ));
+                None
+            }
+        },
+        None => None,
+    };
     let conflict = match policy.mode {
         Mode::Off => None,
         Mode::ReadOnly | Mode::WorkspaceWrite => deny::conflict(&policy),
@@ -201,9 +249,11 @@ pub fn prepare(policy: &Policy) -> Prepared {
         mode: policy.mode,
         status,
         ruleset,
-        deny_inet: !policy.network && mounts::network_available().is_err(),
+        deny_inet: !policy.open() && mounts::network_available().is_err(),
         mounts,
-        remove_env: Vec::new(),
+        remove_env: proxy.as_ref().map(|p| p.env().1).unwrap_or_default(),
+        set_env: proxy.as_ref().map(|p| p.env().0).unwrap_or_default(),
+        proxy,
     }
 }
 
@@ -239,8 +289,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 _ => Vec::new(),
             };
             let read_only: Vec<PathBuf> = held_protected.into_iter().chain(held_guarded).collect();
-            let isolate = !policy.network && network_limit(&mut limits);
-            let mut hidden = hidden_sockets(policy.network);
+            let isolate = !policy.open() && network_limit(&policy, &mut limits);
+            let mut hidden = hidden_sockets(policy.open());
             hidden.extend(policy.deny_read.iter().cloned());
             let plan = mounts::Plan::new(&writable, &read_only, &hidden, isolate);
             (policy, Some(Arc::new(plan)), limits)
@@ -250,8 +300,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 "chmod, chown, utimes and extended attributes outside the writable paths are \
                  not restricted: {why}"
             ));
-            if !policy.network {
-                network_limit(&mut limits);
+            if !policy.open() {
+                network_limit(&policy, &mut limits);
             }
             if !policy.deny_read.is_empty() {
                 limits.push(deny::unenforced(&policy.deny_read, &why));
@@ -266,160 +316,6 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
         }
     }
 }
-
-/// With the network off, whether commands get a network namespace of their own
-/// ([`mounts::network_available`]); when they cannot, what is then not restricted is added to
-/// `limits`: only TCP is refused (by Landlock, where its ABI has TCP rules).
-fn network_limit(limits: &mut Vec<String>) -> bool {
-    match mounts::network_available() {
-        Ok(()) => true,
-        Err(why) => {
-            limits.push(format!(
-                "with the network off, IPv4 and IPv6 sockets are refused by the system-call \
-                 filter instead of a network namespace (the host's abstract Unix sockets are \
-                 not kept out): {why}"
-            ));
-            false
-        }
-    }
-}
-
-/// How a policy's network switch is enforced here: a namespace of the command's own, or
-/// Landlock's TCP rules alone, or nothing; or the network is on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NetworkLayer {
-    /// The policy lets the command use the network.
-    Open,
-    /// A network namespace of the command's own: nothing reaches out, whatever the protocol.
-    Namespace,
-    /// No namespace here: the system-call filter refuses IPv4 and IPv6 sockets of every type,
-    /// and Landlock TCP `bind` and `connect`.
-    Seccomp,
-    /// Nothing restricts the network here.
-    Unrestricted,
-}
-
-impl NetworkLayer {
-    /// The name `oml.sandbox-status` shows.
-    pub fn name(self) -> &'static str {
-        match self {
-            NetworkLayer::Open => "open",
-            NetworkLayer::Namespace => "namespace",
-            NetworkLayer::Seccomp => "seccomp",
-            NetworkLayer::Unrestricted => "unrestricted",
-        }
-    }
-}
-
-/// What keeps `policy`'s command off the network on this machine.
-pub fn network_layer(policy: &Policy) -> NetworkLayer {
-    if policy.network {
-        return NetworkLayer::Open;
-    }
-    if policy.mode == Mode::Off {
-        return NetworkLayer::Unrestricted;
-    }
-    if mounts::network_available().is_ok() {
-        return NetworkLayer::Namespace;
-    }
-    match seccomp::programs(true) {
-        Ok(_) => NetworkLayer::Seccomp,
-        Err(_) => NetworkLayer::Unrestricted,
-    }
-}
-
-/// Where the Unix sockets of servers that run what they are sent live, for the mount layer to
-/// hide from commands: Landlock (before its Unix-socket rights) does not restrict connecting to
-/// a socket file, and the user's tmux, screen, session bus, systemd and Docker would run a
-/// confined command's request unconfined. The user's runtime folder (`$XDG_RUNTIME_DIR`: the
-/// session bus, `systemd --user`, oml's own sockets), tmux's and screen's socket folders, the
-/// system bus, systemd's private socket and Docker's; oml's own runtime folder wherever it is;
-/// with the network off, the ssh agent's too.
-fn hidden_sockets(network: bool) -> Vec<PathBuf> {
-    let var = |name| std::env::var_os(name).map(PathBuf::from);
-    let mut hidden: Vec<PathBuf> = HIDDEN_SOCKETS.iter().map(PathBuf::from).collect();
-    hidden.extend(var("XDG_RUNTIME_DIR"));
-    // Without `XDG_RUNTIME_DIR` oml's sockets (the live REPL, `oml ask`'s owners) are in
-    // `<state>/run`, which the read-only view of the state folder does not keep a command from
-    // connecting to. It is made now if missing, so that a socket made there later is hidden too.
-    let own = crate::paths::Paths::from_env().runtime;
-    if crate::paths::ensure_private_dir(&own).is_ok() {
-        hidden.push(own);
-    }
-    // SAFETY: getuid takes no arguments.
-    let uid = unsafe { libc::getuid() };
-    let tmux = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".to_owned());
-    hidden.push(PathBuf::from(format!("{tmux}/tmux-{uid}")));
-    // Emacs's server socket where no runtime folder holds it: `emacsclient --eval` runs Lisp.
-    hidden.push(PathBuf::from(format!("/tmp/emacs{uid}")));
-    if let Some(tmux) = std::env::var("TMUX").ok().and_then(|t| {
-        let socket = t.split(',').next().map(PathBuf::from)?;
-        socket.parent().map(std::path::Path::to_path_buf)
-    }) {
-        hidden.push(tmux);
-    }
-    if !network {
-        hidden.extend(var("SSH_AUTH_SOCK").and_then(|s| s.parent().map(|p| p.to_path_buf())));
-    }
-    let mut hidden: Vec<PathBuf> = hidden
-        .iter()
-        .filter_map(|h| std::fs::canonicalize(h).ok())
-        .filter(|h| h != std::path::Path::new("/tmp") && h != std::path::Path::new("/"))
-        .collect();
-    hidden.sort();
-    hidden.dedup();
-    // A folder inside one already hidden is hidden with it (and cannot be mounted over).
-    let mut outer: Vec<PathBuf> = Vec::new();
-    for h in hidden {
-        if !outer.iter().any(|o| mounts::within(&h, o)) {
-            outer.push(h);
-        }
-    }
-    outer
-}
-
-/// Why a file is not out of confined commands' reach.
-#[derive(Debug, thiserror::Error)]
-pub enum NotHidden {
-    /// The mount layer, which hides folders, cannot be used here: every file a command may read
-    /// is readable.
-    #[error("this system cannot hide folders from confined commands ({0})")]
-    CannotHide(String),
-    /// The file is in no folder the sandbox hides.
-    #[error("it is in no folder the sandbox hides from confined commands (such as {runtime})")]
-    Outside { runtime: PathBuf },
-    #[error("{0}")]
-    Unreadable(std::io::Error),
-}
-
-/// `Ok` when `path` lies in a folder the sandbox hides from every confined command (oml's
-/// runtime folder, `$XDG_RUNTIME_DIR`, …: [`hidden_sockets`]'s, whatever the network setting),
-/// so that no command it confines can read the file.
-pub fn hidden_from_commands(path: &std::path::Path) -> Result<(), NotHidden> {
-    mounts::available().map_err(NotHidden::CannotHide)?;
-    let real = std::fs::canonicalize(path).map_err(NotHidden::Unreadable)?;
-    if hidden_sockets(true)
-        .iter()
-        .any(|h| mounts::within(&real, h))
-    {
-        return Ok(());
-    }
-    Err(NotHidden::Outside {
-        runtime: crate::paths::Paths::from_env().runtime,
-    })
-}
-
-/// Sockets (and their folders) hidden from every confined command: the X server's, screen's,
-/// the system bus, systemd's private socket, Docker's.
-const HIDDEN_SOCKETS: &[&str] = &[
-    // The X server takes keystrokes for any window, a terminal's included.
-    "/tmp/.X11-unix",
-    "/run/screen",
-    "/run/dbus",
-    "/run/systemd/private",
-    "/run/docker.sock",
-    "/var/run/docker.sock",
-];
 
 /// Drop the writable paths that lie inside one of the `protected` folders, saying so.
 fn drop_inside(writable: &mut Vec<PathBuf>, protected: &[PathBuf], limits: &mut Vec<String>) {
@@ -500,6 +396,7 @@ impl Prepared {
             protected: Vec::new(),
             guarded: Vec::new(),
             deny_read: Vec::new(),
+            domains: None,
         })
     }
 
@@ -511,8 +408,15 @@ impl Prepared {
     /// Also remove the environment variables that [`secret_names`] picks with `secrets` from
     /// the current environment.
     pub fn scrub_env(mut self, secrets: &Secrets) -> Prepared {
-        self.remove_env = secret_names(std::env::vars_os().map(|(k, _)| k), secrets);
+        let names = secret_names(std::env::vars_os().map(|(k, _)| k), secrets);
+        self.remove_env.extend(names);
         self
+    }
+
+    /// The domain proxy the command's network is held to, if it is: what it refused while
+    /// the command ran is for the tool result ([`proxy::ProxyNet::refused_since`]).
+    pub fn proxy(&self) -> Option<Arc<proxy::ProxyNet>> {
+        self.proxy.clone()
     }
 
     /// Set up `cmd` to run in this sandbox: stdin from `/dev/null` (the caller may give another
@@ -529,8 +433,12 @@ impl Prepared {
         for name in &self.remove_env {
             cmd.env_remove(name);
         }
+        for (name, value) in &self.set_env {
+            cmd.env(name, value);
+        }
         let confined = (self.mode != Mode::Off).then_some(self.deny_inet);
-        child::install(cmd, self.ruleset, self.mounts, confined, None)
+        let joined = self.proxy.map(|p| p.shared());
+        child::install(cmd, self.ruleset, self.mounts, confined, joined, None)
             .map_err(|e| SandboxError::Unavailable(format!("no system-call filter: {e}")))?;
         Ok(())
     }
@@ -567,7 +475,9 @@ mod tests {
             ruleset: None,
             mounts: None,
             deny_inet: false,
+            proxy: None,
             remove_env: Vec::new(),
+            set_env: Vec::new(),
         };
         let mut cmd = std::process::Command::new("true");
         let err = prepared.confine(&mut cmd).unwrap_err();

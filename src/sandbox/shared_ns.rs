@@ -13,12 +13,27 @@
 //! `…/net`, then lets it go. For root, which makes mount namespaces without a user namespace,
 //! only the network namespace is made.
 //!
+//! The domain proxy (`super::proxy`) has namespaces of its own made the same way
+//! ([`make_proxied`]): there the child also brings the loopback up and binds a TCP listener on
+//! it, which it hands to the parent (`SCM_RIGHTS`) before it goes. The listener stays in that
+//! namespace, so oml accepts, from outside, the connections of commands inside it.
+//!
 //! It knows nothing of plans or policies.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::OnceLock;
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+/// The backlog of the proxy's listener inside its namespace.
+const PROXY_BACKLOG: libc::c_int = 512;
 
 /// The namespaces' descriptors.
 pub(super) struct Shared {
@@ -35,6 +50,20 @@ impl Shared {
             self.net.as_raw_fd(),
         )
     }
+
+    /// Namespaces opened elsewhere and handed over (the spawn helper's, from oml).
+    pub(super) fn from_fds(user: Option<OwnedFd>, net: OwnedFd) -> Shared {
+        Shared { user, net }
+    }
+
+    /// The descriptors, borrowed: the user namespace's first when there is one.
+    pub(super) fn borrowed(&self) -> Vec<BorrowedFd<'_>> {
+        self.user
+            .iter()
+            .chain([&self.net])
+            .map(AsFd::as_fd)
+            .collect()
+    }
 }
 
 /// This process's shared namespaces, made on the first call (which must come before any fork
@@ -42,7 +71,7 @@ impl Shared {
 pub(super) fn get() -> Option<&'static Shared> {
     static SHARED: OnceLock<Option<Shared>> = OnceLock::new();
     SHARED
-        .get_or_init(|| match make() {
+        .get_or_init(|| match make(None) {
             Ok(shared) => Some(shared),
             Err(e) => {
                 tracing::debug!("no shared namespaces for commands ({e}); each makes its own");
@@ -63,7 +92,19 @@ pub(super) fn join(user: Option<RawFd>, net: RawFd) -> io::Result<()> {
     check(unsafe { libc::setns(net, libc::CLONE_NEWNET) })
 }
 
-fn make() -> io::Result<Shared> {
+/// A new pair of namespaces for the domain proxy: their loopback up, and a TCP listener bound
+/// on `127.0.0.1` there (its port chosen by the kernel), returned with them.
+pub(super) fn make_proxied() -> io::Result<(Shared, std::net::TcpListener)> {
+    let (ours, theirs) = UnixStream::pair()?;
+    let shared = make(Some(theirs.as_raw_fd()))?;
+    drop(theirs);
+    let listener = received_fd(&ours)?;
+    Ok((shared, std::net::TcpListener::from(listener)))
+}
+
+/// The namespaces made; with `listener_to`, the child also sends a listener on their loopback
+/// to that socket.
+fn make(listener_to: Option<RawFd>) -> io::Result<Shared> {
     // SAFETY: geteuid and getegid take no arguments.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let maps = (uid != 0).then(|| {
@@ -80,7 +121,9 @@ fn make() -> io::Result<Shared> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        let code = match in_child(maps.as_ref()) {
+        let made = in_child(maps.as_ref());
+        let made = made.and_then(|()| listener_to.map_or(Ok(()), send_listener));
+        let code = match made {
             Ok(()) => 0,
             Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
         };
@@ -151,6 +194,69 @@ fn opened(pid: libc::pid_t, ready: &io::PipeReader, user: bool) -> io::Result<Sh
         user: if user { Some(open("user")?) } else { None },
         net: open("net")?,
     })
+}
+
+/// In the child, inside the namespaces: the loopback brought up, a listener bound on
+/// `127.0.0.1:0`, and its descriptor sent on `to`. Async-signal-safe: system calls on stack
+/// values only.
+fn send_listener(to: RawFd) -> io::Result<()> {
+    // SAFETY: socket, ioctl, bind, listen and close on descriptors and stack values of this
+    // (single-threaded) child; ifreq and sockaddr_in are plain C structs, valid when zeroed.
+    let listener = unsafe {
+        let probe = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        check(probe)?;
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        let up = libc::ioctl(probe, libc::SIOCSIFFLAGS, &request);
+        libc::close(probe);
+        check(up)?;
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        check(fd)?;
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        check(libc::bind(fd, (&raw const addr).cast(), len))?;
+        check(libc::listen(fd, PROXY_BACKLOG))?;
+        fd
+    };
+    // SAFETY: `listener` and `to` are open descriptors of this child.
+    let (listener, to) = unsafe { (BorrowedFd::borrow_raw(listener), BorrowedFd::borrow_raw(to)) };
+    let fds = [listener];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let byte = [1u8];
+    rustix::net::sendmsg(
+        to,
+        &[io::IoSlice::new(&byte)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
+}
+
+/// The one descriptor the child sent on `socket`.
+fn received_fd(socket: &UnixStream) -> io::Result<OwnedFd> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let flags = RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT;
+    let mut iov = [io::IoSliceMut::new(&mut byte)];
+    rustix::net::recvmsg(socket.as_fd(), &mut iov, &mut control, flags)?;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message
+            && let Some(fd) = fds.next()
+        {
+            return Ok(fd);
+        }
+    }
+    Err(io::Error::other("the namespace child sent no listener"))
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {

@@ -97,14 +97,25 @@ pub async fn bash_with_progress(
     if !cwd.is_dir() {
         return ToolError::NoWorkingDirectory(cwd.to_path_buf()).into();
     }
-    match run(sandbox, command, cwd, timeout, max_chars, cancel, progress).await {
+    // What the domain proxy refuses while the command runs is said after its output.
+    let proxy = sandbox.proxy().map(|proxy| (proxy.mark(), proxy));
+    let mut out = match run(sandbox, command, cwd, timeout, max_chars, cancel, progress).await {
         Ok((end, output)) => finish(end, output, timeout),
         Err(LaunchError::Sandbox(e)) => ToolError::Sandbox(e).into(),
         Err(LaunchError::Io(error)) => ToolError::io("run bash in", cwd, error).into(),
         Err(LaunchError::Helper(error)) => {
             ToolError::io("run bash in", cwd, io::Error::other(error)).into()
         }
+    };
+    if let Some((mark, proxy)) = proxy {
+        for line in proxy.refused_since(mark) {
+            if !out.content.is_empty() && !out.content.ends_with('\n') {
+                out.content.push('\n');
+            }
+            out.content.push_str(&line);
+        }
     }
+    out
 }
 
 // --- private helpers

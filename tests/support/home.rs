@@ -106,6 +106,7 @@ impl Home {
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .env("HOME", &self.home)
             .env_remove("XDG_DATA_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("OML_LOG")
             .env_remove("NO_COLOR")
             .kill_on_drop(true);

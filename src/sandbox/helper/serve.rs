@@ -29,6 +29,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 
 use super::wire::{self, Reply, Request};
 use crate::sandbox::child;
+use crate::sandbox::shared_ns::Shared;
 
 /// How often the helper looks for ended commands when the kernel gave it no pidfd to wait on
 /// (before Linux 5.3).
@@ -133,6 +134,7 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
         deny_inet,
         mounts,
         ruleset,
+        namespaces,
         ..
     } = request;
     let mut fds = fds.into_iter();
@@ -145,6 +147,18 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
     let ruleset = match ruleset {
         true => Some(Arc::new(fds.next().ok_or_else(invalid)?)),
         false => None,
+    };
+    let joined = match namespaces {
+        0 => None,
+        1 => Some(Shared::from_fds(None, fds.next().ok_or_else(invalid)?)),
+        2 => {
+            let user = fds.next().ok_or_else(invalid)?;
+            Some(Shared::from_fds(
+                Some(user),
+                fds.next().ok_or_else(invalid)?,
+            ))
+        }
+        _ => return Err(invalid()),
     };
     let mut cmd = Command::new(OsStr::new(&program));
     cmd.args(&args)
@@ -159,6 +173,7 @@ fn spawn(request: Request, fds: Vec<OwnedFd>) -> io::Result<Child> {
         ruleset,
         mounts.map(Arc::new),
         confined.then_some(deny_inet),
+        joined.map(Arc::new),
         Some(lifeline.as_raw_fd()),
     )?;
     // The lifeline stays open until the fork has happened: the watcher takes its copy there.

@@ -21,8 +21,9 @@ use crate::sandbox::mounts::Plan;
 /// environment) is not sent: oml starts that command itself.
 pub(super) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// The most descriptors one message carries: a spawn's stdout, stderr, lifeline and ruleset.
-pub(super) const MAX_FDS: usize = 4;
+/// The most descriptors one message carries: a spawn's stdout, stderr, lifeline, ruleset, and
+/// the user and network namespaces it joins.
+pub(super) const MAX_FDS: usize = 6;
 
 /// What oml asks of the helper.
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,8 +31,9 @@ pub(in crate::sandbox) enum Request {
     /// Start `program` with `args` in `cwd`, with exactly the environment `env`, stdin from
     /// `/dev/null`, and the sandbox's child steps (`confined`, the mount plan, and a Landlock
     /// ruleset when `ruleset` says one is attached). The descriptors attached, in order: the
-    /// command's stdout, its stderr, oml's lifeline (the read end the watcher watches), and the
-    /// ruleset.
+    /// command's stdout, its stderr, oml's lifeline (the read end the watcher watches), the
+    /// ruleset, and the `namespaces` the command joins (the domain proxy's: a user namespace's
+    /// and a network namespace's, or the network namespace's alone).
     Spawn {
         id: u64,
         program: String,
@@ -43,6 +45,8 @@ pub(in crate::sandbox) enum Request {
         deny_inet: bool,
         mounts: Option<Plan>,
         ruleset: bool,
+        #[serde(default)]
+        namespaces: u8,
     },
 }
 
@@ -171,6 +175,7 @@ mod tests {
             deny_inet: false,
             mounts: None,
             ruleset: false,
+            namespaces: 0,
         };
         send(
             ours.as_fd(),
@@ -195,6 +200,7 @@ mod tests {
             deny_inet: false,
             mounts: None,
             ruleset: false,
+            namespaces: 0,
         };
         let refused = send(ours.as_fd(), &huge, &[], false).expect_err("too large");
         assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);

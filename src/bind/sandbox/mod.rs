@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use mlua::{Lua, Table};
 use serde_json::{Value as Json, json};
 
+mod sources;
+
 use super::session::tools::cwd;
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, define};
 use crate::sandbox::{self, Mode, Policy, Prepared, Secrets, Status};
@@ -49,6 +51,18 @@ fn settings() -> Vec<SettingDecl> {
             "boolean",
             json!(false),
             "Whether confined commands may use the network. Off (the default), each command gets a network namespace of its own where user namespaces allow: no route anywhere, whatever the protocol (UDP, TCP, ICMP), and none of the host's abstract Unix sockets; Landlock also refuses TCP bind and connect (Linux 6.7). Where no namespace can be made, IPv4 and IPv6 sockets are refused by the system-call filter instead; oml.sandbox-status's :network says which holds.",
+        ),
+        SettingDecl::new(
+            "sandbox.allowed-domains",
+            "table?",
+            Json::Null,
+            "With sandbox.network? on, the only hosts confined commands may reach, e.g. [\"pypi.org\" \"*.npmjs.org\"] (an exact name or address, or *. and a name for the names beneath it). Commands then get a network namespace whose one way out is oml's HTTP proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it): it lets through the listed hosts, judged by name before any lookup, and answers 403 naming the host to anything else; the tool result says what was refused. nil (the default) leaves the network open, or takes Claude Code's sandbox.network.allowedDomains from ~/.claude/settings.json; a project's .claude/settings.json may only narrow it. Where no network namespace can be made, commands get no network at all.",
+        ),
+        SettingDecl::new(
+            "sandbox.denied-domains",
+            "table?",
+            Json::Null,
+            "With sandbox.network? on, hosts confined commands may never reach, in the form of sandbox.allowed-domains; it beats that list, and alone holds the network to every host but these (through the proxy). nil (the default) takes Claude Code's sandbox.network.deniedDomains from ~/.claude/settings.json; a project's .claude/settings.json may add to it.",
         ),
         SettingDecl::new(
             "sandbox.writable",
@@ -143,13 +157,12 @@ const DENY_READ_HOME: &[&str] = &[
     ".pgpass",
 ];
 
-/// `sandbox.deny-read`, each path made absolute (`~` the home folder, a relative one against
-/// `dir`); a path that cannot be resolved (no home folder) is left out.
+/// The paths no command run in `dir` may read (`sandbox.deny-read` and Claude Code's
+/// `denyRead`, [`sources`]), each made absolute; one that cannot be resolved (no home folder)
+/// is left out.
 fn deny_read(lisp: &Lisp, dir: &Path) -> Result<Vec<PathBuf>, LispError> {
-    Ok(strings(lisp, "sandbox.deny-read")?
-        .iter()
-        .filter_map(|path| crate::tools::resolve_path(dir, path).ok())
-        .collect())
+    let lists = sources::lists(lisp, dir, &root_of(dir))?;
+    Ok(lists.deny_read.into_iter().map(|(path, _)| path).collect())
 }
 
 /// The policy for a command run in `dir`, from the settings as they are now and the running
@@ -169,6 +182,7 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     let roots: Vec<PathBuf> = std::iter::once(root_of(dir)).chain(more).collect();
     let guarded = guarded_in(lisp, &roots)?;
     let protected = protected_dirs(held_by(mode, &writable));
+    let lists = sources::lists(lisp, dir, &root_of(dir))?;
     Ok(Policy {
         mode,
         writable,
@@ -178,7 +192,8 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
         },
         protected,
         guarded,
-        deny_read: deny_read(lisp, dir)?,
+        deny_read: lists.deny_read.into_iter().map(|(path, _)| path).collect(),
+        domains: lists.domains,
     })
 }
 
@@ -195,16 +210,18 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
     let mut writable = roots.to_vec();
     writable.push(std::env::temp_dir());
     let protected = protected_dirs(held_by(mode, &writable));
+    let lists = match roots.first() {
+        Some(root) => sources::lists(lisp, root, root)?,
+        None => sources::Lists::default(),
+    };
     Ok(Policy {
         mode,
         writable,
         network: lisp.setting("sandbox.network?")?,
         protected,
         guarded,
-        deny_read: match roots.first() {
-            Some(root) => deny_read(lisp, root)?,
-            None => Vec::new(),
-        },
+        deny_read: lists.deny_read.into_iter().map(|(path, _)| path).collect(),
+        domains: lists.domains,
     })
 }
 
@@ -362,7 +379,9 @@ pub(crate) fn launcher(lua: &Lua, dir: &Path, command: &str) -> Result<Launcher,
             flags.extend(["--deny-read".to_owned(), path.display().to_string()]);
         }
     }
-    if policy.network {
+    // The domain proxy lives in this process, out of the launcher's reach: a command held to
+    // domains runs there with no network at all.
+    if policy.open() {
         flags.push("--network".to_owned());
     }
     let lists = [
@@ -436,7 +455,8 @@ const SANDBOX: &[HostFn] = &[
         args: "?dir",
         doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
           directory) on this kernel, from the sandbox.* settings as they are now: {:mode \
-          :enforced :reason :abi :network? :network :writable}. :enforced is :full, :partial (some of \
+          :enforced :reason :abi :network? :network :writable :allowed-domains :denied-domains \
+          :deny-read :from :skipped}. :enforced is :full, :partial (some of \
           the policy is not enforced here; :reason says what), :unavailable (commands are \
           refused; :reason says why) or :off; :abi is the kernel's Landlock ABI version (nil \
           without Landlock); :writable lists where :workspace-write commands may write; \
@@ -448,7 +468,14 @@ const SANDBOX: &[HostFn] = &[
           private mount namespace: chmod, chown, utimes and xattrs outside fail); :network \
           says what keeps commands off the network: :namespace (a network namespace of their \
           own: no protocol reaches anything), :seccomp (no namespace here: IPv4 and IPv6 \
-          sockets are refused by the system-call filter), :unrestricted, or :open when sandbox.network? lets them on.",
+          sockets are refused by the system-call filter), :proxy (the network is on but held \
+          to sandbox.allowed-domains or sandbox.denied-domains: a namespace whose one way out \
+          is oml's HTTP proxy), :unrestricted, or :open when sandbox.network? lets them on. \
+          :allowed-domains and :denied-domains are the lists the network is held to (nil when \
+          it is not), :from says where each came from (oml's setting, Claude Code's \
+          ~/.claude/settings.json, narrowed by the project's .claude/settings.json); \
+          :deny-read lists each unreadable path as {:path :from}; :skipped names settings \
+          files that could not be read.",
         make: |lua| lua.create_function(sandbox_status),
     },
 ];
@@ -508,5 +535,33 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     t.set("guarded", guarded)?;
     let view = policy.mode != Mode::Off && sandbox::mounts::available().is_ok();
     t.set("read-only-view?", view)?;
+    sources_status(lua, &lisp, &dir, &t)?;
     Ok(t)
+}
+
+/// The lists of [`sources`] in the status, each with where it came from: `:allowed-domains`
+/// (nil when the network is not held), `:denied-domains`, `:deny-read` (a list of
+/// `{:path :from}`), `:from {:allowed-domains :denied-domains}` and `:skipped` (settings files
+/// that could not be read).
+fn sources_status(lua: &Lua, lisp: &Lisp, dir: &Path, t: &Table) -> mlua::Result<()> {
+    let lists = sources::lists(lisp, dir, &root_of(dir))
+        .map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    let from = lua.create_table()?;
+    if let Some(domains) = &lists.domains {
+        t.set("allowed-domains", domains.allowed.clone())?;
+        t.set("denied-domains", domains.denied.clone())?;
+        from.set("allowed-domains", domains.allowed_from.as_str())?;
+        from.set("denied-domains", domains.denied_from.as_str())?;
+    }
+    t.set("from", from)?;
+    let deny = lua.create_table()?;
+    for (path, source) in &lists.deny_read {
+        let entry = lua.create_table()?;
+        entry.set("path", path.display().to_string())?;
+        entry.set("from", source.as_str())?;
+        deny.push(entry)?;
+    }
+    t.set("deny-read", deny)?;
+    t.set("skipped", lists.skipped)?;
+    Ok(())
 }
