@@ -13,11 +13,14 @@ use std::path::PathBuf;
 use super::Policy;
 use super::mounts::within;
 
-/// The listed paths that exist, made real (links followed), each once.
+/// The listed paths that exist, made real (links followed), each once. Most of the defaults do
+/// not exist on a given machine: one `stat` says so, where making a path real reads every
+/// folder on its way (the list is made real for every command).
 pub(super) fn existing(policy: &Policy) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = policy
         .deny_read
         .iter()
+        .filter(|p| p.exists())
         .filter_map(|p| std::fs::canonicalize(p).ok())
         .collect();
     paths.sort();

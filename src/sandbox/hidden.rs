@@ -43,6 +43,7 @@ pub(super) fn hidden_sockets(network: bool) -> Vec<PathBuf> {
     }
     let mut hidden: Vec<PathBuf> = hidden
         .iter()
+        .filter(|h| h.exists())
         .filter_map(|h| std::fs::canonicalize(h).ok())
         .filter(|h| h != std::path::Path::new("/tmp") && h != std::path::Path::new("/"))
         .collect();
