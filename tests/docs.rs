@@ -270,22 +270,25 @@ fn the_code_map_names_every_folder_and_every_front_end() {
 
 #[test]
 fn the_code_map_check_finds_a_planted_omission() {
-    let architecture = "# A\n\n## Code map\n\n### `src/llm/`\n\n`anthropic/` and \
-                        `client/wire.rs`; gemini/ is not a code span.\n\n### `src/tools/`\n\n\
-                        Tools.\n\n## Cross-cutting\n\n`src/gone/`\n\n\
+    let architecture = "# A\n\n## Code map\n\n### Layer 2: `src/llm/`, `src/tools/`\n\n\
+                        `anthropic/` and\n\n#### `src/llm/`\n\n`client/wire.rs`; gemini/ is \
+                        not a code span.\n\n#### `src/tools/`\n\n`responses/`\n\n\
+                        ## Cross-cutting\n\n`src/gone/`\n\n\
                         | 6. the front ends | `front` (`acp`) | x |\n";
     let folders = [
         "llm",
         "llm/anthropic",
         "llm/client",
         "llm/gemini",
+        "llm/responses",
         "tools",
         "gone",
+        "gone/deeper",
     ]
     .map(String::from);
     assert_eq!(
         folders_missing_from_the_code_map(architecture, &folders),
-        ["llm/gemini", "gone"]
+        ["llm/gemini", "llm/responses", "gone", "gone/deeper"]
     );
     let lib = "//! 6. `front`: `front::acp` (`oml acp`), chat";
     assert_eq!(
@@ -324,14 +327,21 @@ fn folders_missing_from_the_code_map(architecture: &str, folders: &[String]) -> 
         .and_then(|(_, rest)| rest.split_once("\n## "))
         .map(|(map, _)| map)
         .expect("ARCHITECTURE.md has a code map followed by another section");
+    // Every part under a heading that names `src/x/` (a layer's heading may name it too).
     let part = |top: &str| -> Option<String> {
         let heading = format!("`src/{top}/`");
-        let mut lines = map
-            .lines()
-            .skip_while(|l| !(l.starts_with('#') && l.contains(&heading)));
-        let first = lines.next()?;
-        let rest: Vec<&str> = lines.take_while(|l| !l.starts_with('#')).collect();
-        Some(format!("{first}\n{}", rest.join("\n")))
+        let mut text = String::new();
+        let mut inside = false;
+        for line in map.lines() {
+            if line.starts_with('#') {
+                inside = line.contains(&heading);
+            }
+            if inside {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        (!text.is_empty()).then_some(text)
     };
     folders
         .iter()
