@@ -13,8 +13,8 @@
 //!    external ACP agents), `mcp` (oml as an MCP client), `session` (the registry, the loop's
 //!    events and the session store), `project` (the project root, its instruction files, skills
 //!    and git state), `sandbox` (confining the commands oml runs: Landlock, a private mount
-//!    view, a system-call filter, a new session, PDEATHSIG, secrets kept out of their
-//!    environment), `ask` (`oml ask`'s session owners, over `acp_client`);
+//!    view, a system-call filter, the network held to named domains, a new session, PDEATHSIG,
+//!    secrets kept out of their environment), `ask` (`oml ask`'s session owners, over `acp_client`);
 //! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
 //!    REPL conversation;
 //! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
