@@ -147,30 +147,47 @@ pub fn project_lisp(dir: &Path) -> PathBuf {
     dir.join(".oml").join("lisp")
 }
 
-/// Create `dir` (and parents) with mode 0700 when it is missing.
+/// Why a folder may not hold oml's sockets ([`check_private_dir`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    /// Its metadata could not be read (it is missing, say).
+    #[error(transparent)]
+    Unreadable(#[from] io::Error),
+    /// It is a file, or a symbolic link.
+    #[error("it is not a directory")]
+    NotADirectory,
+    /// Another user owns it.
+    #[error("it belongs to user {owner}, not to user {me}")]
+    NotOurs { owner: u32, me: u32 },
+    /// Group or others may use it (`mode` holds its permission bits).
+    #[error("its mode is {mode:o}: group or others can use it")]
+    Open { mode: u32 },
+}
+
 /// Why `dir` may not hold oml's sockets, or `Ok`: it must be a real directory (not a link),
 /// owned by this user, that neither group nor others can write or enter — what ssh-agent and
 /// tmux ask of theirs, so nobody else can put a socket in oml's place or reach oml's.
-pub fn check_private_dir(dir: &Path) -> Result<(), String> {
+pub fn check_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    let meta = std::fs::symlink_metadata(dir)?;
     if !meta.is_dir() {
-        return Err("it is not a directory".into());
+        return Err(PrivateDirError::NotADirectory);
     }
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
-        return Err(format!(
-            "it belongs to user {}, not to user {me}",
-            meta.uid()
-        ));
+        return Err(PrivateDirError::NotOurs {
+            owner: meta.uid(),
+            me,
+        });
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!("its mode is {mode:o}: group or others can use it"));
+        return Err(PrivateDirError::Open { mode });
     }
     Ok(())
 }
 
+/// Create `dir` (and parents) with mode 0700 when it is missing.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if dir.is_dir() {

@@ -6,6 +6,8 @@
 //! - Every ```` ```fennel tested ```` block evaluates without error, each in a fresh image.
 //! - `SUMMARY.md` lists every page of `docs/src`, and every relative link in the site points at
 //!   a file that exists.
+//! - ARCHITECTURE.md's code map names every folder of `src/`, and its layer table and
+//!   `src/lib.rs` every front end.
 //!
 //! The pages checked are `docs/src/**/*.md`, plus `ARCHITECTURE.md` and `CONTEXT.md`, which the
 //! site includes.
@@ -242,6 +244,147 @@ fn the_summary_lists_every_page_and_every_link_resolves() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// --- the code map
+
+#[test]
+fn the_code_map_names_every_folder_and_every_front_end() {
+    let architecture = read(&root().join("ARCHITECTURE.md"));
+    let lib = read(&root().join("src/lib.rs"));
+    let folders = src_folders(&root().join("src"), "");
+    let front_ends: Vec<String> = folders
+        .iter()
+        .filter_map(|f| f.strip_prefix("front/"))
+        .filter(|f| !f.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    assert!(front_ends.len() > 5, "front ends: {front_ends:?}");
+    let mut problems: Vec<String> = folders_missing_from_the_code_map(&architecture, &folders)
+        .into_iter()
+        .map(|f| format!("ARCHITECTURE.md's code map does not name src/{f}/"))
+        .collect();
+    problems.extend(front_ends_unnamed(&architecture, &lib, &front_ends));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_code_map_check_finds_a_planted_omission() {
+    let architecture = "# A\n\n## Code map\n\n### Layer 2: `src/llm/`, `src/tools/`\n\n\
+                        `anthropic/` and\n\n#### `src/llm/`\n\n`client/wire.rs`; gemini/ is \
+                        not a code span.\n\n#### `src/tools/`\n\n`responses/`\n\n\
+                        ## Cross-cutting\n\n`src/gone/`\n\n\
+                        | 6. the front ends | `front` (`acp`) | x |\n";
+    let folders = [
+        "llm",
+        "llm/anthropic",
+        "llm/client",
+        "llm/gemini",
+        "llm/responses",
+        "tools",
+        "gone",
+        "gone/deeper",
+    ]
+    .map(String::from);
+    assert_eq!(
+        folders_missing_from_the_code_map(architecture, &folders),
+        ["llm/gemini", "llm/responses", "gone", "gone/deeper"]
+    );
+    let lib = "//! 6. `front`: `front::acp` (`oml acp`), chat";
+    assert_eq!(
+        front_ends_unnamed(architecture, lib, &["acp".into(), "chat".into()]),
+        [
+            "ARCHITECTURE.md's layer table does not name the front end chat",
+            "src/lib.rs does not name the front end front::chat",
+        ]
+    );
+}
+
+/// The folders under `dir`, at any depth, relative to the `src/` it is in (`llm`,
+/// `llm/anthropic`), sorted.
+fn src_folders(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("readable source folder") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            let name = path.file_name().expect("a name").to_string_lossy();
+            let rel = format!("{prefix}{name}");
+            found.extend(src_folders(&path, &format!("{rel}/")));
+            found.push(rel);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The folders of `src/` (relative to it: `llm`, `llm/anthropic`) that the code map of
+/// ARCHITECTURE.md does not name. A top-level folder `src/x/` names the heading of its part of
+/// the map; a folder below it is named in that part (up to the next heading) by a code span
+/// that starts with its name and a slash (`anthropic/`, `client/wire.rs`).
+fn folders_missing_from_the_code_map(architecture: &str, folders: &[String]) -> Vec<String> {
+    let map = architecture
+        .split_once("## Code map")
+        .and_then(|(_, rest)| rest.split_once("\n## "))
+        .map(|(map, _)| map)
+        .expect("ARCHITECTURE.md has a code map followed by another section");
+    // Every part under a heading that names `src/x/` (a layer's heading may name it too).
+    let part = |top: &str| -> Option<String> {
+        let heading = format!("`src/{top}/`");
+        let mut text = String::new();
+        let mut inside = false;
+        for line in map.lines() {
+            if line.starts_with('#') {
+                inside = line.contains(&heading);
+            }
+            if inside {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        (!text.is_empty()).then_some(text)
+    };
+    folders
+        .iter()
+        .filter(|folder| {
+            let top = folder.split('/').next().unwrap_or(folder);
+            let Some(text) = part(top) else {
+                return true;
+            };
+            let Some((_, name)) = folder.rsplit_once('/') else {
+                return false;
+            };
+            let named = format!("{name}/");
+            !code_spans(&text)
+                .iter()
+                .any(|(_, span)| span.starts_with(&named))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The front ends (the folders of `src/front/`) that ARCHITECTURE.md's layer table (its row of
+/// the front ends) or `src/lib.rs`'s list of the layers does not name.
+fn front_ends_unnamed(architecture: &str, lib: &str, front_ends: &[String]) -> Vec<String> {
+    let row = architecture
+        .lines()
+        .find(|l| l.starts_with("| 6."))
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    for front in front_ends {
+        if !row.contains(&format!("`{front}`")) {
+            problems.push(format!(
+                "ARCHITECTURE.md's layer table does not name the front end {front}"
+            ));
+        }
+    }
+    for front in front_ends {
+        if !lib.contains(&format!("`front::{front}`")) {
+            problems.push(format!(
+                "src/lib.rs does not name the front end front::{front}"
+            ));
+        }
+    }
+    problems
 }
 
 // --- the Lisp image

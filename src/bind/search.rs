@@ -63,7 +63,7 @@ const SEARCH: &[HostFn] = &[
                     let params = params::<GrepParams>(&lua, args);
                     async move {
                         let out = match params {
-                            Err(message) => ToolOutput::error(message),
+                            Err(error) => ToolOutput::error(error.to_string()),
                             Ok(p) => {
                                 let args = grep_args(p);
                                 let cancel = crate::cancel::CancelToken::new();
@@ -88,7 +88,7 @@ const SEARCH: &[HostFn] = &[
                 let cancel = session_cancel(&lua);
                 async move {
                     let out = match params {
-                        Err(message) => ToolOutput::error(message),
+                        Err(error) => ToolOutput::error(error.to_string()),
                         Ok(p) => {
                             blocking(move || {
                                 let cwd = PathBuf::from(cwd);
@@ -112,7 +112,7 @@ const SEARCH: &[HostFn] = &[
                 let params = params::<PathParams>(&lua, args);
                 async move {
                     let out = match params {
-                        Err(message) => ToolOutput::error(message),
+                        Err(error) => ToolOutput::error(error.to_string()),
                         Ok(p) => {
                             let cwd = PathBuf::from(cwd);
                             blocking(move || tools::ls(&cwd, p.path.as_deref(), p.limit)).await
@@ -137,11 +137,44 @@ fn grep_args(p: GrepParams) -> GrepArgs {
     }
 }
 
-/// The model's arguments, deserialised; a wrong shape is a message the model reads.
-fn params<T: serde::de::DeserializeOwned + Default>(lua: &Lua, args: Value) -> Result<T, String> {
+/// Why the model's arguments could not be read; its `Display` is the message the model reads,
+/// as `ToolError`'s is.
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    /// The Lisp value is not one JSON can hold.
+    #[error(transparent)]
+    Lisp(#[from] mlua::Error),
+    /// The arguments are not of the tool's shape.
+    #[error("Invalid arguments: {0}")]
+    Shape(#[from] serde_json::Error),
+}
+
+/// The model's arguments, deserialised.
+fn params<T: serde::de::DeserializeOwned + Default>(
+    lua: &Lua,
+    args: Value,
+) -> Result<T, ArgsError> {
     if args.is_nil() {
         return Ok(T::default());
     }
-    let json = from_lua(lua, args).map_err(|e| e.to_string())?;
-    serde_json::from_value(json).map_err(|e| format!("Invalid arguments: {e}"))
+    Ok(serde_json::from_value(from_lua(lua, args)?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_of_another_shape_are_told_to_the_model() {
+        let lua = Lua::new();
+        let args: Value = lua.load("{pattern = 3}").eval().unwrap();
+        let error = params::<GrepParams>(&lua, args).unwrap_err();
+        assert!(matches!(error, ArgsError::Shape(_)), "{error:?}");
+        assert!(
+            error.to_string().starts_with("Invalid arguments: "),
+            "{error}"
+        );
+        let none: GrepParams = params(&lua, Value::Nil).unwrap();
+        assert!(none.pattern.is_empty());
+    }
 }

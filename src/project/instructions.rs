@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use parking_lot::Mutex;
@@ -36,6 +37,39 @@ pub struct InstructionFile {
     pub problem: Option<String>,
 }
 
+/// Why an instruction file could not be used; its `Display` is the [`InstructionFile::problem`]
+/// the prompt and `/context` show.
+#[derive(Clone, Debug, thiserror::Error)]
+enum Unusable {
+    /// Opening or reading it failed (shared, so a cached failure can be handed out again).
+    #[error("cannot be read: {0}")]
+    Unreadable(Arc<std::io::Error>),
+    /// It holds NUL bytes.
+    #[error("is not text (it holds NUL bytes)")]
+    Binary,
+    /// It is not UTF-8.
+    #[error("is not UTF-8 text")]
+    NotUtf8,
+    /// It is a link to `real`, out of `within` (the project, or oml's config folder for the
+    /// user-wide file).
+    #[error(
+        "leads outside {what} ({}): it is a link to {}, so it was not read",
+        within.display(),
+        real.display()
+    )]
+    Outside {
+        what: &'static str,
+        within: PathBuf,
+        real: PathBuf,
+    },
+}
+
+impl From<std::io::Error> for Unusable {
+    fn from(error: std::io::Error) -> Self {
+        Self::Unreadable(Arc::new(error))
+    }
+}
+
 /// Which files to look for and how much to keep.
 #[derive(Clone, Debug)]
 pub struct Lookup<'a> {
@@ -55,7 +89,7 @@ pub struct Cache {
 /// A file as last read: its (size, modification time), and its text or why it is unusable.
 struct Seen {
     key: (u64, Option<SystemTime>),
-    text: Result<String, String>,
+    text: Result<String, Unusable>,
 }
 
 impl Cache {
@@ -106,7 +140,7 @@ impl Cache {
                 };
                 let (text, problem) = match read {
                     Ok(text) => (text, None),
-                    Err(problem) => (String::new(), Some(problem)),
+                    Err(problem) => (String::new(), Some(problem.to_string())),
                 };
                 let total = text.chars().count();
                 let kept: String = text.chars().take(room).collect();
@@ -121,8 +155,8 @@ impl Cache {
             .collect()
     }
 
-    fn read(&self, path: &Path) -> Result<String, String> {
-        let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    fn read(&self, path: &Path) -> Result<String, Unusable> {
+        let meta = std::fs::metadata(path)?;
         let key = (meta.len(), meta.modified().ok());
         let mut files = self.files.lock();
         if let Some(seen) = files.get(path).filter(|seen| seen.key == key) {
@@ -141,30 +175,29 @@ impl Cache {
 }
 
 /// Why a file that leads to `real`, out of `within`, was not read.
-fn outside(real: &Path, within: &Path, user_wide: bool) -> String {
+fn outside(real: &Path, within: &Path, user_wide: bool) -> Unusable {
     let what = if user_wide {
         "oml's config folder"
     } else {
         "the project"
     };
-    format!(
-        "leads outside {what} ({}): it is a link to {}, so it was not read",
-        within.display(),
-        real.display()
-    )
+    Unusable::Outside {
+        what,
+        within: within.to_path_buf(),
+        real: real.to_path_buf(),
+    }
 }
 
 /// The file as text: at most [`INSTRUCTION_FILE_MAX_BYTES`], refused when it is not UTF-8 text.
-fn read_text(path: &Path) -> Result<String, String> {
+fn read_text(path: &Path) -> Result<String, Unusable> {
     use std::io::Read as _;
     // Only a regular file, opened without blocking: a FIFO named AGENTS.md would hang every request.
-    let file = crate::regular::open_regular(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let file = crate::regular::open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(INSTRUCTION_FILE_MAX_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .read_to_end(&mut bytes)?;
     if memchr::memchr(0, &bytes).is_some() {
-        return Err("is not text (it holds NUL bytes)".to_owned());
+        return Err(Unusable::Binary);
     }
     match String::from_utf8(bytes) {
         Ok(text) => Ok(text),
@@ -175,6 +208,6 @@ fn read_text(path: &Path) -> Result<String, String> {
             bytes.truncate(valid);
             Ok(String::from_utf8(bytes).unwrap_or_default())
         }
-        Err(_) => Err("is not UTF-8 text".to_owned()),
+        Err(_) => Err(Unusable::NotUtf8),
     }
 }

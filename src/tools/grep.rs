@@ -28,6 +28,42 @@ pub const GREP_SCAN_MAX_LINES: usize = 100_000;
 /// The name of the ripgrep program looked for on `PATH`.
 pub const RIPGREP: &str = "rg";
 
+/// Why a search, by ripgrep or by the fallback, gave no lines. Its `Display` is the message the
+/// model reads, as [`ToolError`]'s is.
+#[derive(Debug, thiserror::Error)]
+enum SearchError {
+    /// ripgrep could not be started.
+    #[error("cannot run rg: {0}")]
+    Spawn(std::io::Error),
+    /// ripgrep's output pipes were not there to read.
+    #[error("cannot read rg's output")]
+    NoPipes,
+    /// Reading ripgrep's output failed.
+    #[error("cannot read rg's output: {0}")]
+    Read(std::io::Error),
+    /// Waiting for ripgrep to end failed.
+    #[error(transparent)]
+    Wait(std::io::Error),
+    /// ripgrep failed before it found a line: what it wrote to stderr.
+    #[error("grep failed: {0}")]
+    Ripgrep(String),
+    /// The fallback's pattern is not a regular expression.
+    #[error("grep failed: invalid pattern: {0}")]
+    Pattern(regex::Error),
+    /// The fallback's glob is not one.
+    #[error("grep failed: invalid glob {glob}: {source}")]
+    Glob { glob: String, source: ignore::Error },
+    /// The fallback's globs could not be put together.
+    #[error(transparent)]
+    Globs(ignore::Error),
+    /// The fallback's task ended without an answer.
+    #[error("the search failed: {0}")]
+    Task(tokio::task::JoinError),
+    /// The call was cancelled.
+    #[error("Cancelled")]
+    Cancelled,
+}
+
 /// What the model asked of `grep`.
 #[derive(Clone, Debug, Default)]
 pub struct GrepArgs {
@@ -77,11 +113,11 @@ pub async fn grep(
             let cancel = cancel.clone();
             tokio::task::spawn_blocking(move || fallback(&cwd, &root, &args, limit, &cancel))
                 .await
-                .unwrap_or_else(|e| Err(format!("the search failed: {e}")))
+                .unwrap_or_else(|e| Err(SearchError::Task(e)))
         }
     };
     match found {
-        Err(message) => ToolOutput::error(message),
+        Err(error) => ToolOutput::error(error.to_string()),
         Ok(found) if found.total == 0 => ToolOutput::ok("No matches."),
         Ok(found) => {
             let what = if found.total >= GREP_SCAN_MAX_LINES {
@@ -109,11 +145,11 @@ async fn ripgrep(
     args: &GrepArgs,
     limit: usize,
     cancel: &CancelToken,
-) -> Result<Found, String> {
+) -> Result<Found, SearchError> {
     let mut cmd = rg_command(rg, cwd, root, args);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run rg: {e}"))?;
+    let mut child = cmd.spawn().map_err(SearchError::Spawn)?;
     let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err("cannot read rg's output".to_owned());
+        return Err(SearchError::NoPipes);
     };
     // stderr is read while stdout is: an rg with many errors would otherwise fill its pipe and
     // stop.
@@ -131,8 +167,8 @@ async fn ripgrep(
     loop {
         buf.clear();
         let n = tokio::select! {
-            n = reader.read_until(b'\n', &mut buf) => n.map_err(|e| format!("cannot read rg's output: {e}"))?,
-            () = cancel.cancelled() => return Err("Cancelled".to_owned()),
+            n = reader.read_until(b'\n', &mut buf) => n.map_err(SearchError::Read)?,
+            () = cancel.cancelled() => return Err(SearchError::Cancelled),
         };
         if n == 0 || found.total >= GREP_SCAN_MAX_LINES {
             break;
@@ -149,11 +185,11 @@ async fn ripgrep(
         let _ = child.start_kill();
     }
     let errors = errors.await.unwrap_or_default();
-    let status = child.wait().await.map_err(|e| e.to_string())?;
+    let status = child.wait().await.map_err(SearchError::Wait)?;
     match status.code() {
         Some(0 | 1) => Ok(found),
         _ if found.total > 0 => Ok(found),
-        _ => Err(format!("grep failed: {}", errors.trim())),
+        _ => Err(SearchError::Ripgrep(errors.trim().to_owned())),
     }
 }
 
@@ -208,7 +244,7 @@ fn fallback(
     args: &GrepArgs,
     limit: usize,
     cancel: &CancelToken,
-) -> Result<Found, String> {
+) -> Result<Found, SearchError> {
     let pattern = if args.literal {
         regex::escape(&args.pattern)
     } else {
@@ -217,15 +253,16 @@ fn fallback(
     let matcher = regex::RegexBuilder::new(&pattern)
         .case_insensitive(args.ignore_case)
         .build()
-        .map_err(|e| format!("grep failed: invalid pattern: {e}"))?;
+        .map_err(SearchError::Pattern)?;
     let mut walk = ignore::WalkBuilder::new(root);
     walk.sort_by_file_path(|a, b| a.cmp(b));
     if let Some(glob) = &args.glob {
         let mut overrides = ignore::overrides::OverrideBuilder::new(root);
-        overrides
-            .add(glob)
-            .map_err(|e| format!("grep failed: invalid glob {glob}: {e}"))?;
-        walk.overrides(overrides.build().map_err(|e| e.to_string())?);
+        overrides.add(glob).map_err(|source| SearchError::Glob {
+            glob: glob.clone(),
+            source,
+        })?;
+        walk.overrides(overrides.build().map_err(SearchError::Globs)?);
     }
     let mut found = Found {
         lines: Vec::new(),
@@ -233,7 +270,7 @@ fn fallback(
     };
     for entry in walk.build().filter_map(Result::ok) {
         if cancel.is_cancelled() {
-            return Err("Cancelled".to_owned());
+            return Err(SearchError::Cancelled);
         }
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;

@@ -38,6 +38,48 @@ pub(super) struct LispRequest {
     api: Option<Option<Api>>,
 }
 
+/// What is wrong with the request table of an `llm.chat` call; its `Display` is the problem
+/// the call gives back to Lisp.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RequestError {
+    /// The request is not a table.
+    #[error("the request must be a table {{:messages [...]}}, got {0}")]
+    NotATable(&'static str),
+    /// `:messages` is missing (nil or `json.null`).
+    #[error("the request needs :messages, a list of messages")]
+    NoMessages,
+    /// `:messages` is not a list.
+    #[error(":messages must be a list of messages, got {0}")]
+    MessagesNotAList(Json),
+    /// `:tools` is not a list.
+    #[error(":tools must be a list of tools, got {0}")]
+    ToolsNotAList(Json),
+    /// `:model` is not a string.
+    #[error(":model must be a string, got {0}")]
+    ModelNotAString(Json),
+    /// `:api` is not a string.
+    #[error(":api must be a string, got {0}")]
+    ApiNotAString(Json),
+    /// `:api` names no protocol.
+    #[error(":api must be one of {names}, got {name:?}", names = api_names())]
+    UnknownApi { name: String },
+    /// A tool is not a table.
+    #[error("a tool must be a table {{:name :description :parameters}}, got {0}")]
+    ToolNotATable(Json),
+    /// A tool has no name.
+    #[error("every tool needs a :name")]
+    ToolWithoutName,
+    /// A tool's `:description` is not a string.
+    #[error("the description of tool {name} must be a string, got {got}")]
+    Description { name: String, got: Json },
+    /// A tool's `:parameters` is not a table.
+    #[error("the parameters of tool {name} must be a JSON schema table, got {got}")]
+    Parameters { name: String, got: Json },
+    /// Reading the table failed, or a value in it is not one JSON can hold.
+    #[error(transparent)]
+    Lisp(#[from] mlua::Error),
+}
+
 impl LispRequest {
     /// The request's own model, which wins over `llm.model`.
     pub(super) fn model(&self) -> Option<&str> {
@@ -56,34 +98,31 @@ impl LispRequest {
     }
 
     /// The request table `request`, or what is wrong with it.
-    pub(super) fn parse(lua: &Lua, request: Value) -> Result<Self, String> {
+    pub(super) fn parse(lua: &Lua, request: Value) -> Result<Self, RequestError> {
         let Value::Table(request) = request else {
-            return Err(format!(
-                "the request must be a table {{:messages [...]}}, got {}",
-                request.type_name()
-            ));
+            return Err(RequestError::NotATable(request.type_name()));
         };
-        let field = |name: &str| request.get::<Value>(name).map_err(|e| e.to_string());
+        let field = |name: &str| request.get::<Value>(name);
         let messages = messages(lua, field("messages")?)?;
-        let tools = match json_of(lua, field("tools")?)? {
+        let tools = match from_lua(lua, field("tools")?)? {
             Json::Null => Vec::new(),
             Json::Object(empty) if empty.is_empty() => Vec::new(),
             Json::Array(tools) => tools.into_iter().map(tool_spec).collect::<Result<_, _>>()?,
-            other => return Err(format!(":tools must be a list of tools, got {other}")),
+            other => return Err(RequestError::ToolsNotAList(other)),
         };
-        let model = match json_of(lua, field("model")?)? {
+        let model = match from_lua(lua, field("model")?)? {
             Json::Null => None,
             Json::String(model) => Some(model).filter(|model| !model.is_empty()),
-            other => return Err(format!(":model must be a string, got {other}")),
+            other => return Err(RequestError::ModelNotAString(other)),
         };
-        let api = match json_of(lua, field("api")?)? {
+        let api = match from_lua(lua, field("api")?)? {
             Json::Null => None,
             Json::String(name) if name == "auto" => Some(None),
             Json::String(name) => match Api::from_name(&name) {
                 Some(api) => Some(Some(api)),
-                None => return Err(format!(":api must be one of {}, got {name:?}", api_names())),
+                None => return Err(RequestError::UnknownApi { name }),
             },
-            other => return Err(format!(":api must be a string, got {other}")),
+            other => return Err(RequestError::ApiNotAString(other)),
         };
         Ok(Self {
             messages,
@@ -118,18 +157,13 @@ impl LispRequest {
 }
 
 /// The `:messages` field: a list (a sequence, a `json.array` table or an empty table).
-fn messages(lua: &Lua, value: Value) -> Result<Option<Table>, String> {
+fn messages(lua: &Lua, value: Value) -> Result<Option<Table>, RequestError> {
     match value {
-        Value::Nil => Err("the request needs :messages, a list of messages".to_owned()),
-        Value::LightUserData(u) if u.0.is_null() => {
-            Err("the request needs :messages, a list of messages".to_owned())
-        }
+        Value::Nil => Err(RequestError::NoMessages),
+        Value::LightUserData(u) if u.0.is_null() => Err(RequestError::NoMessages),
         Value::Table(t) if t.raw_len() > 0 || is_array(lua, &t) => Ok(Some(t)),
         Value::Table(t) if t.is_empty() => Ok(None),
-        other => Err(format!(
-            ":messages must be a list of messages, got {}",
-            json_of(lua, other)?
-        )),
+        other => Err(RequestError::MessagesNotAList(from_lua(lua, other)?)),
     }
 }
 
@@ -137,41 +171,27 @@ fn is_array(lua: &Lua, t: &Table) -> bool {
     t.metatable() == Some(lua.array_metatable())
 }
 
-/// A (small) Lua value as JSON, for checking and for error texts.
-fn json_of(lua: &Lua, value: Value) -> Result<Json, String> {
-    from_lua(lua, value).map_err(|error| error.to_string())
-}
-
-fn tool_spec(tool: Json) -> Result<ToolSpec, String> {
+/// One tool of `:tools`, checked.
+fn tool_spec(tool: Json) -> Result<ToolSpec, RequestError> {
     let Json::Object(mut tool) = tool else {
-        return Err(format!(
-            "a tool must be a table {{:name :description :parameters}}, got {tool}"
-        ));
+        return Err(RequestError::ToolNotATable(tool));
     };
     if let Some(Json::Object(function)) = tool.remove("function") {
         tool = function;
     }
     let name = match tool.remove("name") {
         Some(Json::String(name)) if !name.is_empty() => name,
-        _ => return Err("every tool needs a :name".to_owned()),
+        _ => return Err(RequestError::ToolWithoutName),
     };
     let description = match tool.remove("description") {
         None | Some(Json::Null) => String::new(),
         Some(Json::String(description)) => description,
-        Some(other) => {
-            return Err(format!(
-                "the description of tool {name} must be a string, got {other}"
-            ));
-        }
+        Some(got) => return Err(RequestError::Description { name, got }),
     };
     let parameters = match tool.remove("parameters") {
         None | Some(Json::Null) => json!({"type": "object", "properties": {}}),
         Some(parameters @ Json::Object(_)) => parameters,
-        Some(other) => {
-            return Err(format!(
-                "the parameters of tool {name} must be a JSON schema table, got {other}"
-            ));
-        }
+        Some(got) => return Err(RequestError::Parameters { name, got }),
     };
     Ok(ToolSpec {
         name,

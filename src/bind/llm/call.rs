@@ -152,7 +152,7 @@ fn start_call(
     opts: Value,
 ) -> Result<ChatCall, String> {
     let on_event = on_event(&opts)?;
-    let request = LispRequest::parse(lua, request)?;
+    let request = LispRequest::parse(lua, request).map_err(|error| error.to_string())?;
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
     let settings = super::settings_config(&lisp).map_err(|error| error.to_string())?;
     let config = request.configure(settings);

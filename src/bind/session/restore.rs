@@ -38,6 +38,23 @@ pub(super) struct FilesOutcome {
     pub(super) checkpoints: Vec<Checkpoint>,
 }
 
+/// Why one file could not be put back; a rewind's `failed` entry says it after the path.
+#[derive(Debug, thiserror::Error)]
+enum PutBackError {
+    /// Its earlier content could not be read from the checkpoint store.
+    #[error(transparent)]
+    Stored(std::io::Error),
+    /// Writing or removing it on the disk failed.
+    #[error(transparent)]
+    Disk(#[from] crate::tools::ToolError),
+    /// `agent.write-restored` raised this (the editor refused, say).
+    #[error(transparent)]
+    Hook(#[from] LispError),
+    /// Handing its content to Lisp, or the task doing the I/O, failed.
+    #[error(transparent)]
+    Lisp(#[from] mlua::Error),
+}
+
 /// What the checkpoint store holds for the session: where to put the files back from, how
 /// many bytes it uses and may use.
 pub(super) struct Store {
@@ -70,7 +87,7 @@ pub(super) async fn restore_files(
             Ok((
                 before,
                 len,
-                content.map(|d| c.get(&d).map_err(|e| e.to_string())),
+                content.map(|d| c.get(&d).map_err(PutBackError::Stored)),
             ))
         })
         .await?;
@@ -121,29 +138,28 @@ fn check(cp: &CheckpointStore, restores: &[Restore], force: bool) -> std::io::Re
 
 /// Put `bytes` back at `path`: through `agent.write-restored` when it takes it, else on the
 /// disk.
-async fn write(lua: &Lua, id: &str, path: &str, bytes: Vec<u8>) -> Result<(), String> {
+async fn write(lua: &Lua, id: &str, path: &str, bytes: Vec<u8>) -> Result<(), PutBackError> {
     if written_elsewhere(lua, id, path, &bytes).await? {
         return Ok(());
     }
     let path = PathBuf::from(path);
-    blocking(move || {
-        Ok(crate::tools::atomic::write_atomic(&path, &[&bytes], true).map_err(|e| e.to_string()))
-    })
-    .await
-    .map_err(|e| e.to_string())?
+    Ok(blocking(move || Ok(crate::tools::atomic::write_atomic(&path, &[&bytes], true))).await??)
 }
 
-async fn remove(path: &str) -> Result<(), String> {
+async fn remove(path: &str) -> Result<(), PutBackError> {
     let path = PathBuf::from(path);
-    blocking(move || Ok(crate::tools::atomic::remove_file(&path).map_err(|e| e.to_string())))
-        .await
-        .map_err(|e| e.to_string())?
+    Ok(blocking(move || Ok(crate::tools::atomic::remove_file(&path))).await??)
 }
 
 /// `(agent.write-restored path content session-id)`, when it is defined and the path holds no
 /// link: whether it wrote the file (true) or left it to the disk (nil or false). Its error is
 /// why the file could not be put back.
-async fn written_elsewhere(lua: &Lua, id: &str, path: &str, bytes: &[u8]) -> Result<bool, String> {
+async fn written_elsewhere(
+    lua: &Lua,
+    id: &str,
+    path: &str,
+    bytes: &[u8],
+) -> Result<bool, PutBackError> {
     let hook = Lisp::from_lua(lua).and_then(|l| l.function(WRITE_RESTORED).ok().flatten());
     let Some(hook) = hook else {
         return Ok(false);
@@ -152,10 +168,10 @@ async fn written_elsewhere(lua: &Lua, id: &str, path: &str, bytes: &[u8]) -> Res
     if crate::tools::path::real_path(p).ok().as_deref() != Some(p) {
         return Ok(false);
     }
-    let content = lua.create_string(bytes).map_err(|e| e.to_string())?;
+    let content = lua.create_string(bytes)?;
     match hook.call_async::<mlua::Value>((path, content, id)).await {
         Ok(v) => Ok(!matches!(v, mlua::Value::Nil | mlua::Value::Boolean(false))),
-        Err(e) => Err(LispError::from(e).to_string()),
+        Err(e) => Err(LispError::from(e).into()),
     }
 }
 
