@@ -61,12 +61,12 @@ const SEARCH: &[HostFn] = &[
                 lua,
                 |lua, (cwd, args, rg): (String, Value, Option<bool>)| {
                     let params = params::<GrepParams>(&lua, args);
+                    let cancel = session_cancel(&lua);
                     async move {
                         let out = match params {
                             Err(error) => ToolOutput::error(error.to_string()),
                             Ok(p) => {
                                 let args = grep_args(p);
-                                let cancel = crate::cancel::CancelToken::new();
                                 let cwd = PathBuf::from(cwd);
                                 tools::grep(&cwd, &args, rg.unwrap_or(true), &cancel).await
                             }
@@ -90,11 +90,20 @@ const SEARCH: &[HostFn] = &[
                     let out = match params {
                         Err(error) => ToolOutput::error(error.to_string()),
                         Ok(p) => {
-                            blocking(move || {
+                            let stop = cancel.clone();
+                            let run = blocking(move || {
                                 let cwd = PathBuf::from(cwd);
                                 tools::find(&cwd, &p.pattern, p.path.as_deref(), p.limit, &cancel)
-                            })
-                            .await
+                            });
+                            // A walk stuck on an ignore file made odd while it ran is left
+                            // behind rather than waited for.
+                            let limit = tools::search::SEARCH_TIME_LIMIT;
+                            tokio::select! {
+                                out = tokio::time::timeout(limit, run) => out.unwrap_or_else(|_| {
+                                    ToolOutput::error(format!("find failed: the search did not end within {limit:?}"))
+                                }),
+                                () = stop.cancelled() => ToolOutput::error("Cancelled"),
+                            }
                         }
                     };
                     output_table(&lua, out)

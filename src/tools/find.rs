@@ -41,8 +41,12 @@ pub fn find(
         Ok(glob) => glob.compile_matcher(),
         Err(e) => return ToolOutput::error(format!("Invalid glob {pattern}: {e}")),
     };
+    let files = match walk_files(&root) {
+        Ok(files) => files,
+        Err(odd) => return ToolOutput::error(odd.to_string()),
+    };
     let mut matches = Vec::new();
-    for file in walk_files(&root) {
+    for file in files {
         if cancel.is_cancelled() {
             return ToolOutput::error("Cancelled");
         }

@@ -62,6 +62,12 @@ enum SearchError {
     /// The call was cancelled.
     #[error("Cancelled")]
     Cancelled,
+    /// An ignore file the search would read is not a regular file.
+    #[error(transparent)]
+    OddIgnoreFile(super::search::OddIgnoreFile),
+    /// The search took longer than [`super::search::SEARCH_TIME_LIMIT`].
+    #[error("grep failed: the search did not end within {0:?}")]
+    TooLong(std::time::Duration),
 }
 
 /// What the model asked of `grep`.
@@ -106,15 +112,27 @@ pub async fn grep(
         return ToolError::NotFound(root).into();
     }
     let limit = effective_limit(args.limit, GREP_DEFAULT_LIMIT);
-    let found = match ripgrep_path().filter(|_| use_ripgrep) {
-        Some(rg) => ripgrep(&rg, cwd, &root, args, limit, cancel).await,
-        None => {
-            let (cwd, root, args) = (cwd.to_path_buf(), root.clone(), args.clone());
-            let cancel = cancel.clone();
-            tokio::task::spawn_blocking(move || fallback(&cwd, &root, &args, limit, &cancel))
-                .await
-                .unwrap_or_else(|e| Err(SearchError::Task(e)))
+    let search = async {
+        // The ignore files read before the first entry, checked for ripgrep too.
+        super::search::walker(&root).map_err(SearchError::OddIgnoreFile)?;
+        match ripgrep_path().filter(|_| use_ripgrep) {
+            Some(rg) => ripgrep(&rg, cwd, &root, args, limit, cancel).await,
+            None => {
+                let (cwd, root, args) = (cwd.to_path_buf(), root.clone(), args.clone());
+                let cancel = cancel.clone();
+                tokio::task::spawn_blocking(move || fallback(&cwd, &root, &args, limit, &cancel))
+                    .await
+                    .unwrap_or_else(|e| Err(SearchError::Task(e)))
+            }
         }
+    };
+    // A walk stuck on an ignore file made odd while it ran is left behind (ripgrep is killed).
+    let limit_time = super::search::SEARCH_TIME_LIMIT;
+    let found = tokio::select! {
+        found = tokio::time::timeout(limit_time, search) => {
+            found.unwrap_or(Err(SearchError::TooLong(limit_time)))
+        }
+        () = cancel.cancelled() => Err(SearchError::Cancelled),
     };
     match found {
         Err(error) => ToolOutput::error(error.to_string()),
@@ -254,8 +272,7 @@ fn fallback(
         .case_insensitive(args.ignore_case)
         .build()
         .map_err(SearchError::Pattern)?;
-    let mut walk = ignore::WalkBuilder::new(root);
-    walk.sort_by_file_path(|a, b| a.cmp(b));
+    let mut walk = super::search::walker(root).map_err(SearchError::OddIgnoreFile)?;
     if let Some(glob) = &args.glob {
         let mut overrides = ignore::overrides::OverrideBuilder::new(root);
         overrides.add(glob).map_err(|source| SearchError::Glob {

@@ -4,7 +4,11 @@
 //! The walk is ripgrep's own (`ignore`): `.gitignore` (inside a git repository), `.ignore`,
 //! git's global excludes and `.git/info/exclude` are honoured and hidden files are skipped, so
 //! the Rust fallback of `grep` and `find` search exactly what `rg` would. Results are sorted by
-//! path, so a search gives the same answer every time.
+//! path, so a search gives the same answer every time. An ignore file that is not a regular
+//! file (a FIFO planted in a repository, a device) would block the walk when it is read: a
+//! folder that holds one is not entered, and a search whose own folder (or one above it) holds
+//! one is refused, naming the file ([`OddIgnoreFile`]). A search also has
+//! [`SEARCH_TIME_LIMIT`] in all, for such a file put in place while it walks.
 //!
 //! This module knows nothing of Lisp, processes or permissions.
 
@@ -37,6 +41,47 @@ pub const SEARCH_MAX_CHARS: usize = 50_000;
 /// a NUL byte there) from text; ripgrep skips such files the same way.
 pub const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 
+/// The longest a search (`grep`, `find`) may take; past it the call fails, saying so.
+pub const SEARCH_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The ignore files a walk reads in each folder.
+const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
+
+/// An ignore file where the search would read it that is not a regular file.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0} is not a regular file (a FIFO or a device?): reading it would never end; not searched"
+)]
+pub struct OddIgnoreFile(pub PathBuf);
+
+/// The ignore file of `dir` that is not a regular file, if any (links followed).
+fn odd_ignore_file(dir: &Path) -> Option<PathBuf> {
+    let odd = |path: &PathBuf| std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+    IGNORE_FILES.iter().map(|name| dir.join(name)).find(odd)
+}
+
+/// The walk of a search under `root`, ripgrep's own, that does not enter a folder holding an
+/// ignore file that is not a regular file. `Err` when the search's own folder or one above it
+/// holds one, or git's `info/exclude` is one: those are read before the first entry.
+pub fn walker(root: &Path) -> Result<ignore::WalkBuilder, OddIgnoreFile> {
+    for dir in root.ancestors() {
+        if let Some(odd) = odd_ignore_file(dir) {
+            return Err(OddIgnoreFile(odd));
+        }
+        let exclude = dir.join(".git/info/exclude");
+        if std::fs::metadata(&exclude).is_ok_and(|m| !m.is_file()) {
+            return Err(OddIgnoreFile(exclude));
+        }
+    }
+    let mut walk = ignore::WalkBuilder::new(root);
+    walk.sort_by_file_path(|a, b| a.cmp(b))
+        .filter_entry(|entry| {
+            let dir = entry.file_type().is_some_and(|t| t.is_dir());
+            !dir || odd_ignore_file(entry.path()).is_none()
+        });
+    Ok(walk)
+}
+
 /// The `limit` to use: the model's, within `1..=SEARCH_MAX_LIMIT`, else `default`.
 pub fn effective_limit(limit: Option<i64>, default: usize) -> usize {
     match limit {
@@ -45,15 +90,14 @@ pub fn effective_limit(limit: Option<i64>, default: usize) -> usize {
     }
 }
 
-/// The files under `root` that a search looks at, in path order: what `rg --files` lists.
-/// `root` may be a file, which is then the only one.
-pub fn walk_files(root: &Path) -> impl Iterator<Item = PathBuf> {
-    ignore::WalkBuilder::new(root)
-        .sort_by_file_path(|a, b| a.cmp(b))
+/// The files under `root` that a search looks at, in path order: what `rg --files` lists
+/// ([`walker`]'s). `root` may be a file, which is then the only one.
+pub fn walk_files(root: &Path) -> Result<impl Iterator<Item = PathBuf>, OddIgnoreFile> {
+    Ok(walker(root)?
         .build()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-        .map(ignore::DirEntry::into_path)
+        .map(ignore::DirEntry::into_path))
 }
 
 /// `path` as the model should see it: relative to `base` when it is inside, else as it is.

@@ -3,7 +3,8 @@
 //! out of the project would put a secret into the system prompt; a name with `..` would make
 //! the `skill` tool read another file; a project command named like a built-in would take its
 //! place; a FIFO where a SKILL.md, a command or an AGENTS.md is looked for, or a front matter
-//! nested a hundred thousand levels deep, would hang every start. Each runs the real `oml -p`
+//! nested a hundred thousand levels deep, would hang every start; a FIFO where a search reads
+//! an ignore file would hang `grep` and `find`. Each runs the real `oml -p`
 //! against a scripted model.
 
 use std::fs;
@@ -122,6 +123,38 @@ fn a_fifo_where_skills_commands_or_instructions_are_read_does_not_hang_oml() {
     editor.initialize();
     let (_, setup) = editor.new_session(p);
     assert!(!setup.is_empty());
+}
+
+/// A FIFO where a search reads an ignore file: `find` and `grep` (its own walk) leave that
+/// folder out and answer at once; one in the searched folder itself is refused, named.
+#[test]
+fn a_fifo_ignore_file_does_not_hang_a_search() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    t.env.file("top.txt", "needle\n");
+    t.env.file("sub/inner.txt", "needle\n");
+    let p = &t.env.project;
+    mkfifo(&p.join("sub/.gitignore"));
+    let searches = [
+        "(oml.tool-find \".\" {:pattern \"**\"})",
+        "(oml.tool-grep \".\" {:pattern \"needle\"} false)",
+    ];
+    for form in searches {
+        let run = run_within(t.command(None, &["eval", form]));
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(run.stdout.contains("top.txt"), "{form}: {run:?}");
+        assert!(!run.stdout.contains("inner.txt"), "{form}: {run:?}");
+    }
+    for form in [
+        "(oml.tool-find \"sub\" {:pattern \"**\"})",
+        "(oml.tool-grep \"sub\" {:pattern \"needle\"})",
+    ] {
+        let run = run_within(t.command(None, &["eval", form]));
+        assert!(
+            run.stdout.contains(".gitignore is not a regular file"),
+            "{form}: {run:?}"
+        );
+    }
 }
 
 #[test]
