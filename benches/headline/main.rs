@@ -10,6 +10,8 @@
 //!   model's own time for the same two replies; and the command alone, from the answer to the
 //!   card's `completed` update;
 //! - `print`: the same turn in print mode (`oml -p`), spawn to exit;
+//! - `confine`: a confined `true` through the `bash` tool's own host function, per command in
+//!   one process, against `bash -c true` started directly (`confine.rs`);
 //! - `start`: spawn to the `initialize` answer, and VmRSS after `session/new`;
 //! - `stream`: one reply of `DELTAS` one-character deltas, delivered as `session/update`s: the
 //!   deltas a second, against the fake model's own rate to a bare client, oml's CPU time per
@@ -46,6 +48,7 @@ mod fake_model;
 mod bare;
 mod checkpoint;
 mod client;
+mod confine;
 mod glue;
 mod load;
 mod protocols;
@@ -130,6 +133,7 @@ type Part = fn(&Path, &Sizes) -> Vec<Figure>;
 const PARTS: &[(&str, Part)] = &[
     ("turn", turn::acp_turn),
     ("print", turn::print_turn),
+    ("confine", confine::confine),
     ("start", load::start_up),
     ("stream", load::stream),
     ("write", load::big_write),
