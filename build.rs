@@ -21,9 +21,10 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// The Fennel files compiled to bytecode, by output name (`prelude_<name>.luac`). `macros.fnl`
 /// is a macro module (its chunk returns a table of macros); `host` (the compiler's options, the
 /// load path and the module searcher) and `core` run at start-up, in that order, and `repl`
-/// drives each REPL conversation. `agent`, `agent_tools`, `agent_permission`, `agent_plan`, `agent_delegate`,
-/// `agent_commands` and `agent_compact` are the agent loop and its tools, delegation, the slash
-/// commands and compaction (`src/agent/*.fnl`); the agent module
+/// drives each REPL conversation. `agent`, `agent_discovery`, `agent_tools`, `agent_permission`,
+/// `agent_plan`, `agent_delegate`, `agent_commands` and `agent_compact` are the agent loop, the
+/// finding of its tools and commands, its tools, delegation, the slash commands and compaction
+/// (`src/agent/*.fnl`); the agent module
 /// loads them, in this order, after installing its host functions. `llm` and `client` complete
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
 /// (`src/front/acp/acp.fnl`), loaded only by `oml acp`; `chat` the terminal chat's
@@ -36,6 +37,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("core", "src/lisp/prelude/core.fnl"),
     ("repl", "src/lisp/prelude/repl.fnl"),
     ("agent", "src/agent/agent.fnl"),
+    ("agent_discovery", "src/agent/discovery.fnl"),
     ("agent_tools", "src/agent/tools.fnl"),
     ("agent_permission", "src/agent/permission.fnl"),
     ("agent_plan", "src/agent/plan.fnl"),

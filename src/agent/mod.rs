@@ -48,6 +48,7 @@ macro_rules! agent_file {
 /// `source` and `describe`).
 const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("agent", "prelude_agent"),
+    agent_file!("discovery"),
     agent_file!("tools"),
     agent_file!("permission"),
     agent_file!("plan"),

@@ -60,34 +60,7 @@ pub fn offer(
         )?;
         Offer::ShownExisting
     } else {
-        write!(
-            out,
-            "Write this to {} (loaded at start-up, before init.fnl)? [y/N] ",
-            file.display()
-        )?;
-        out.flush()?;
-        let mut answer = String::new();
-        input.read_line(&mut answer)?;
-        let yes = matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes");
-        if yes {
-            if let Some(dir) = file.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            // create_new: never overwrite a file that appeared meanwhile.
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&file)?;
-            f.write_all(snippet.as_bytes())?;
-            writeln!(out, "Wrote {}.", file.display())?;
-            Offer::Wrote(file)
-        } else {
-            writeln!(
-                out,
-                "Not written. `oml agents` prints this configuration again; you will not be asked again."
-            )?;
-            Offer::Declined
-        }
+        ask_and_write(file, &snippet, input, out)?
     };
     crate::paths::ensure_private_dir(&paths.state)?;
     let word = match &outcome {
@@ -97,6 +70,43 @@ pub fn offer(
     };
     std::fs::write(&record, format!("{word}\n"))?;
     Ok(outcome)
+}
+
+/// Ask whether to write `snippet` to the new `file`, and write it when the answer is yes (never
+/// over a file that appeared meanwhile).
+fn ask_and_write(
+    file: PathBuf,
+    snippet: &str,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> io::Result<Offer> {
+    write!(
+        out,
+        "Write this to {} (loaded at start-up, before init.fnl)? [y/N] ",
+        file.display()
+    )?;
+    out.flush()?;
+    let mut answer = String::new();
+    input.read_line(&mut answer)?;
+    let yes = matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+    if !yes {
+        writeln!(
+            out,
+            "Not written. `oml agents` prints this configuration again; you will not be asked again."
+        )?;
+        return Ok(Offer::Declined);
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    // create_new: never overwrite a file that appeared meanwhile.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)?;
+    f.write_all(snippet.as_bytes())?;
+    writeln!(out, "Wrote {}.", file.display())?;
+    Ok(Offer::Wrote(file))
 }
 
 #[cfg(test)]

@@ -106,6 +106,13 @@ pub fn sandbox_exec(args: &SandboxExecArgs) -> i32 {
         err!("oml: {e}; set sandbox.mode to :off to run unconfined");
         return SANDBOX_REFUSED;
     }
+    run_while_the_parent_lives(&mut cmd, program)
+}
+
+/// Start `cmd` (the confined `program`) unless the launcher's parent has already ended, end it
+/// when the parent ends first, and wait for it; its exit status (128 + the signal that killed
+/// it), or [`SANDBOX_REFUSED`] when it could not run.
+fn run_while_the_parent_lives(cmd: &mut std::process::Command, program: &str) -> i32 {
     // The parent is pinned with a pidfd before the command starts, so that its end cannot be
     // missed however soon it comes.
     let parent = ParentWatch::open();

@@ -10,6 +10,7 @@
 //! This layer wires things together; it holds no behaviour of its own beyond argument handling
 //! and the messages a terminal user sees.
 
+mod agents;
 mod args;
 mod ask;
 mod boot;
@@ -141,7 +142,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             modes::acp_listen(cli.no_init, cli.sandbox.as_deref(), args).await
         }
         Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
-        Some(Command::Agents { markdown }) => Ok(modes::agents(cli.json, *markdown)),
+        Some(Command::Agents { markdown }) => Ok(agents::list(cli.json, *markdown)),
         Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
         Some(Command::Eval { expr }) => modes::eval(&paths, &cli, expr).await,
         Some(Command::Run { file, args }) => modes::run_file(&paths, &cli, file, args).await,

@@ -1,6 +1,7 @@
 //! The modes of the command line, one function each: what `oml`, `oml eval`, `oml run`,
-//! `oml trust`, `oml untrust`, `oml agents`, `oml sessions`, `oml acp`, `oml repl` and print
-//! mode do once the arguments are parsed. Each returns an exit status.
+//! `oml trust`, `oml untrust`, `oml sessions`, `oml acp`, `oml repl` and print mode do once the
+//! arguments are parsed (`oml agents` and the agent offer are in `super::agents`). Each returns
+//! an exit status.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,8 @@ use super::{Cli, PrintArgs, status};
 use crate::agent::Agent;
 use crate::cancel::CancelToken;
 use crate::front::print::SessionChoice;
-use crate::front::repl::server::{self, ReplServer};
+use crate::front::repl::client;
+use crate::front::repl::server::ReplServer;
 use crate::front::repl::terminal;
 use crate::front::stdio::{err, out};
 use crate::lisp::init::{self, InitReport, TrustStore};
@@ -27,7 +29,7 @@ pub(super) async fn chat(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     let hub = crate::front::chat::surface::install(&lisp).context("cannot install the chat")?;
     super::boot::load_inits(&lisp, paths, cli.no_init).await;
     if is_terminal() && !cli.no_init && !cli.no_input {
-        offer_agents(&lisp, paths).await;
+        super::agents::offer_agents(&lisp, paths).await;
         if cli.model.is_none() {
             offer_model(&lisp, paths).await;
         }
@@ -67,7 +69,7 @@ pub(super) async fn repl(paths: &Paths, cli: &Cli) -> anyhow::Result<i32> {
     set_sandbox(&lisp, cli.sandbox.as_deref())?;
     let size: i64 = lisp.setting("repl.history-size").unwrap_or(1000);
     if is_terminal() && !cli.no_init && !cli.no_input {
-        offer_agents(&lisp, paths).await;
+        super::agents::offer_agents(&lisp, paths).await;
     }
     if is_terminal() {
         out!("{}", terminal::banner());
@@ -148,13 +150,13 @@ pub(super) fn untrust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32
 /// `oml repl --connect [SOCKET]`: a terminal client of a running REPL server.
 pub(super) async fn repl_connect(paths: &Paths, socket: &str) -> anyhow::Result<i32> {
     let socket = if socket.is_empty() {
-        server::default_socket(paths).context(
+        client::default_socket(paths).context(
             "no running oml REPL server found; start one (oml acp starts one, as does oml repl --listen) or name its socket",
         )?
     } else {
         PathBuf::from(socket)
     };
-    server::connect(&socket).await?;
+    client::connect(&socket).await?;
     Ok(status::OK)
 }
 
@@ -173,88 +175,6 @@ pub(super) async fn repl_listen(
     wait_for_stdin_eof_or_signal().await;
     drop(server);
     Ok(status::OK)
-}
-
-/// `oml agents`: the catalog, what is on PATH, and the proposed configuration.
-pub(super) fn agents(json: bool, markdown: bool) -> i32 {
-    use crate::catalog;
-    if markdown {
-        out!("{}", catalog::markdown_table().trim_end());
-        return status::OK;
-    }
-    let discovered = catalog::discover_env();
-    let found: Vec<catalog::Found> = discovered.iter().filter_map(|(_, f)| f.clone()).collect();
-    let proposal = catalog::proposed_config(&found);
-    if json {
-        let agents: Vec<serde_json::Value> = discovered
-            .iter()
-            .map(|(e, f)| {
-                serde_json::json!({
-                    "id": e.id,
-                    "name": e.name,
-                    "commands": e.commands,
-                    "args": e.args,
-                    "env": e.env.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-                        .collect::<serde_json::Map<String, serde_json::Value>>(),
-                    "auth": e.auth.as_str(),
-                    "homepage": e.homepage,
-                    "found": f.is_some(),
-                    "path": f.as_ref().map(|f| f.path.display().to_string()),
-                })
-            })
-            .collect();
-        out!(
-            "{}",
-            serde_json::json!({"agents": agents, "proposal": proposal})
-        );
-        return status::OK;
-    }
-    out!("Known ACP agents (looked for on PATH; nothing is installed or changed):");
-    for (e, f) in &discovered {
-        match f {
-            Some(f) => out!(
-                "  {:<11} {:<20} found      {}",
-                e.id,
-                e.name,
-                f.path.display()
-            ),
-            None => out!(
-                "  {:<11} {:<20} not found  ({})",
-                e.id,
-                e.name,
-                e.commands.join(", ")
-            ),
-        }
-    }
-    out!(
-        "\nProposed configuration (review it, then add it to ~/.config/oml/agents.fnl or init.fnl):\n"
-    );
-    out!("{}", proposal.trim_end());
-    status::OK
-}
-
-/// Interactive start-up: offer once to write the configuration of the agents found on PATH.
-async fn offer_agents(lisp: &Lisp, paths: &Paths) {
-    let default: Option<String> = lisp.setting("client.default-agent").unwrap_or(None);
-    let found: Vec<crate::catalog::Found> = crate::catalog::discover_env()
-        .into_iter()
-        .filter_map(|(_, f)| f)
-        .collect();
-    let result = {
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let mut output = std::io::stdout();
-        crate::catalog::offer::offer(paths, default.is_some(), &found, &mut input, &mut output)
-    };
-    match result {
-        Ok(crate::catalog::offer::Offer::Wrote(file)) => {
-            if let Err(e) = lisp.load_file(&file, &CancelToken::new()).await {
-                err!("oml: {}: {e}", file.display());
-            }
-        }
-        Ok(_) => {}
-        Err(e) => err!("oml: cannot offer the agent configuration: {e}"),
-    }
 }
 
 /// Interactive start-up without a model (`llm.model` unset): offer the providers and local

@@ -178,48 +178,13 @@ pub async fn drive_with(
         .call(())?;
     let driver = driver.bind(lua.named_registry_value::<Table>(super::SCOPE)?)?;
 
-    let flag = interrupt.clone();
-    let read = lua.create_async_function(move |_, continuation: bool| {
-        let reads = reads.clone();
-        let flag = flag.clone();
-        async move {
-            let (reply, answer) = oneshot::channel();
-            if reads
-                .send(ReadRequest {
-                    continuation,
-                    reply,
-                })
-                .is_err()
-            {
-                return Ok(None);
-            }
-            let chunk = answer.await.unwrap_or(None);
-            // An interrupt that arrived while nobody was evaluating must not hit the next form.
-            flag.clear();
-            Ok(chunk)
-        }
-    })?;
+    let read = read_function(lua, reads, interrupt.clone())?;
     let sink = out.clone();
     let write = lua.create_function(move |_, text: String| {
         let _ = sink.send(Said::Values(text));
         Ok(())
     })?;
-    let sink = out.clone();
-    let fail = lua.create_function(
-        move |_, (kind, error, text): (String, mlua::Value, String)| {
-            let said = match error {
-                mlua::Value::Error(e) if matches!(classify(&e, None), LispError::Interrupted) => {
-                    Said::Interrupted
-                }
-                _ => Said::Failed {
-                    kind: FormError::from_fennel(&kind),
-                    message: text,
-                },
-            };
-            let _ = sink.send(said);
-            Ok(())
-        },
-    )?;
+    let fail = fail_function(lua, out.clone())?;
 
     let thread = lua.create_thread(driver)?;
     let hook_flag = interrupt.clone();
@@ -240,6 +205,54 @@ pub async fn drive_with(
     lisp.detach_interrupt(&thread);
     lisp.detach_sink(&thread);
     result.map_err(LispError::from)
+}
+
+/// The driver's `read`: asks the frontend for a chunk of input (`None` ends the conversation).
+fn read_function(
+    lua: &mlua::Lua,
+    reads: mpsc::UnboundedSender<ReadRequest>,
+    interrupt: Interrupt,
+) -> mlua::Result<Function> {
+    lua.create_async_function(move |_, continuation: bool| {
+        let reads = reads.clone();
+        let flag = interrupt.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            if reads
+                .send(ReadRequest {
+                    continuation,
+                    reply,
+                })
+                .is_err()
+            {
+                return Ok(None);
+            }
+            let chunk = answer.await.unwrap_or(None);
+            // An interrupt that arrived while nobody was evaluating must not hit the next form.
+            flag.clear();
+            Ok(chunk)
+        }
+    })
+}
+
+/// The driver's `fail`: says a form failed, as [`Said::Interrupted`] when an interrupt stopped
+/// it, else as [`Said::Failed`] with the kind Fennel's REPL gave.
+fn fail_function(lua: &mlua::Lua, sink: Sink) -> mlua::Result<Function> {
+    lua.create_function(
+        move |_, (kind, error, text): (String, mlua::Value, String)| {
+            let said = match error {
+                mlua::Value::Error(e) if matches!(classify(&e, None), LispError::Interrupted) => {
+                    Said::Interrupted
+                }
+                _ => Said::Failed {
+                    kind: FormError::from_fennel(&kind),
+                    message: text,
+                },
+            };
+            let _ = sink.send(said);
+            Ok(())
+        },
+    )
 }
 
 /// Whether `src` holds only complete forms: balanced delimiters outside strings and comments.

@@ -11,7 +11,8 @@ const MAX_FN_LINES: usize = 80;
 const LONG_TABLES: &[(&str, &str)] = &[("src/bind/llm.rs", "settings")];
 
 /// The functions of `text` with more than `max` lines: (name, first line, length). Braces are
-/// counted per line, outside `//` comments; good enough for rustfmt'd code.
+/// counted per line, outside `//` comments and string and character literals (`code_of`); good
+/// enough for rustfmt'd code.
 fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
     let lines: Vec<&str> = before_unit_tests(text).collect();
     let mut found = Vec::new();
@@ -32,8 +33,9 @@ fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
             continue;
         };
         let (mut depth, mut opened, mut j) = (0i64, false, i);
+        let mut literal = Literal::None;
         while j < lines.len() {
-            let code = lines[j].split("//").next().unwrap_or("");
+            let code = code_of(lines[j], &mut literal);
             for c in code.chars() {
                 match c {
                     '{' => {
@@ -56,6 +58,64 @@ fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
         i = if opened { j + 1 } else { i + 1 };
     }
     found
+}
+
+/// The string literal a line of Rust ends inside, if any: a plain one, or a raw one closed by
+/// `"` and this many `#`.
+#[derive(Clone, Copy, PartialEq)]
+enum Literal {
+    None,
+    Plain,
+    Raw(usize),
+}
+
+/// The code of `line` without its `//` comment and without what is inside string and character
+/// literals (so `format!("{{")` and `'}'` count no brace). `literal` is the string the previous
+/// line left open, and is left as this line leaves it. Lifetimes (`'a`) stay code.
+fn code_of(line: &str, literal: &mut Literal) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut code = String::new();
+    let mut k = 0;
+    while k < chars.len() {
+        let c = chars[k];
+        match *literal {
+            Literal::Plain => match c {
+                '\\' => k += 1,
+                '"' => *literal = Literal::None,
+                _ => {}
+            },
+            Literal::Raw(hashes) => {
+                if c == '"' && chars[k + 1..].iter().take_while(|&&h| h == '#').count() >= hashes {
+                    *literal = Literal::None;
+                    k += hashes;
+                }
+            }
+            Literal::None => {
+                let hashes = chars[k + 1..].iter().take_while(|&&h| h == '#').count();
+                let ident_before = k > 0 && (chars[k - 1].is_alphanumeric() || chars[k - 1] == '_');
+                if c == '/' && chars.get(k + 1) == Some(&'/') {
+                    break;
+                } else if c == '"' {
+                    *literal = Literal::Plain;
+                } else if c == 'r' && !ident_before && chars.get(k + 1 + hashes) == Some(&'"') {
+                    *literal = Literal::Raw(hashes);
+                    k += 1 + hashes;
+                } else if c == '\'' && chars.get(k + 1) == Some(&'\\') {
+                    // An escaped character: '\n', '\'', '\u{7b}'.
+                    k += 2;
+                    while k < chars.len() && chars[k] != '\'' {
+                        k += 1;
+                    }
+                } else if c == '\'' && chars.get(k + 2) == Some(&'\'') {
+                    k += 2;
+                } else {
+                    code.push(c);
+                }
+            }
+        }
+        k += 1;
+    }
+    code
 }
 
 /// The Rust functions over `max` lines that are not among `tables`, and the `tables` that are
@@ -111,6 +171,32 @@ fn the_function_length_check_finds_a_planted_violation() {
         [
             "src/a.rs:2: fn long has 6 lines",
             "src/b.rs: fn gone is listed in LONG_TABLES but is no longer long; drop it from the list",
+        ]
+    );
+}
+
+#[test]
+fn the_function_length_check_counts_no_brace_inside_a_literal() {
+    let body = |n: usize| "    step();\n".repeat(n);
+    let text = [
+        "fn literals() {",
+        "    let open = format!(\"{{ {} {{\", '{');",
+        "    let raw = r#\"a \"{\" in a raw string\"#;",
+        "    let s = \"a string over",
+        "        two lines { with a brace\";",
+        "    let c = ['\\'', '\\\\', '\\u{7b}', '}'];",
+        "    let url = \"https://example.org/{\"; // a comment {",
+        "    fn inner<'a>(x: &'a str) -> &'a str { x }",
+        "}",
+    ]
+    .join("\n");
+    let long = format!("{text}\nfn after() {{\n{}}}\n", body(9));
+    let files = planted(&[("src/a.rs", &long)]);
+    assert_eq!(
+        long_rust_functions(&files, 8, &[]),
+        [
+            "src/a.rs:1: fn literals has 9 lines",
+            "src/a.rs:10: fn after has 11 lines"
         ]
     );
 }

@@ -97,24 +97,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     let (tx, rx) = mpsc::unbounded_channel();
     let id = match open_session(agent, &options, tx) {
         Ok(id) => id,
-        Err(message) => {
-            // The stream keeps its shape: an error, then the result, even with no turn.
-            err!("error: {message}");
-            if options.json {
-                json::error("session", &message);
-                json::result(&json::Summary {
-                    session: "",
-                    stop_reason: "error",
-                    command: None,
-                    text: "",
-                    usage: None,
-                    duration_ms: started.elapsed().as_millis(),
-                    status: exit::ERROR,
-                    unsaved: None,
-                });
-            }
-            return exit::ERROR;
-        }
+        Err(message) => return no_session(options.json, &message, started),
     };
     let cwd = agent
         .sessions()
@@ -166,6 +149,26 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         duration_ms: started.elapsed().as_millis(),
     };
     report(result, &options, &ended)
+}
+
+/// The session could not be opened: say why, and with `json` keep the stream's shape (an
+/// error, then the result, even with no turn). Returns the exit status.
+fn no_session(json: bool, message: &str, started: std::time::Instant) -> i32 {
+    err!("error: {message}");
+    if json {
+        json::error("session", message);
+        json::result(&json::Summary {
+            session: "",
+            stop_reason: "error",
+            command: None,
+            text: "",
+            usage: None,
+            duration_ms: started.elapsed().as_millis(),
+            status: exit::ERROR,
+            unsaved: None,
+        });
+    }
+    exit::ERROR
 }
 
 /// The JSON stream's `init` line for session `id`: its model and permission mode as

@@ -79,6 +79,34 @@ impl Screen {
         }
     }
 
+    /// One event as text: the answer as it streams, a line per tool call and per result, the
+    /// plan, notices on stderr.
+    fn show(&mut self, event: AgentEvent, show_thinking: bool) {
+        match event {
+            AgentEvent::TextDelta { text } => self.write(&text),
+            AgentEvent::ThoughtDelta { text } => {
+                if show_thinking {
+                    self.write(&text);
+                }
+            }
+            AgentEvent::ToolStart { name, title, .. } => {
+                self.line(&format!("> {name}: {title}"));
+            }
+            AgentEvent::ToolEnd {
+                content, is_error, ..
+            } => {
+                let status = if is_error { "failed" } else { "ok" };
+                self.line(&format!("  {status}: {}", first_line(&content)));
+            }
+            AgentEvent::Plan { entries } => self.line(&plan_lines(&entries)),
+            AgentEvent::Notice { text } => {
+                self.clear_spinner();
+                crate::front::stdio::err!("[{}]", crate::printable::printable(&text));
+            }
+            AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
+        }
+    }
+
     fn draw_spinner(&mut self, frame: usize) {
         const FRAMES: [&str; 4] = ["|", "/", "-", "\\"];
         let _ = write!(
@@ -90,6 +118,9 @@ impl Screen {
     }
 }
 
+/// Render the events of `rx` until the session's sink is dropped: as text on stdout (reasoning
+/// only when `show_thinking`, a spinner on stderr while idle when `spinner`), or with `json` as
+/// the JSON stream. Returns the text since the last tool call: the answer the turn ends with.
 pub(super) async fn render(
     mut rx: mpsc::UnboundedReceiver<AgentEvent>,
     json: bool,
@@ -134,30 +165,8 @@ pub(super) async fn render(
         }
         if json {
             json::event(&event);
-            continue;
-        }
-        match event {
-            AgentEvent::TextDelta { text } => screen.write(&text),
-            AgentEvent::ThoughtDelta { text } => {
-                if show_thinking {
-                    screen.write(&text);
-                }
-            }
-            AgentEvent::ToolStart { name, title, .. } => {
-                screen.line(&format!("> {name}: {title}"));
-            }
-            AgentEvent::ToolEnd {
-                content, is_error, ..
-            } => {
-                let status = if is_error { "failed" } else { "ok" };
-                screen.line(&format!("  {status}: {}", first_line(&content)));
-            }
-            AgentEvent::Plan { entries } => screen.line(&plan_lines(&entries)),
-            AgentEvent::Notice { text } => {
-                screen.clear_spinner();
-                crate::front::stdio::err!("[{}]", crate::printable::printable(&text));
-            }
-            AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
+        } else {
+            screen.show(event, show_thinking);
         }
     }
     screen.clear_spinner();

@@ -2,7 +2,8 @@
 //!
 //! The socket lives in `$XDG_RUNTIME_DIR/oml/` (else `<state>/run/`), in a directory of mode
 //! 0700, and is itself mode 0600: only its owner can connect, unlike a TCP port that anyone on the
-//! machine could reach. Its path is recorded in `<state>/repl-socket` for `oml repl --connect`.
+//! machine could reach. Its path is recorded in `<state>/repl-socket` for `oml repl --connect`
+//! (`super::client`).
 //!
 //! The protocol is plain lines, so `socat - UNIX-CONNECT:PATH` and `nc -U PATH` work: the server
 //! writes the prompt `>> ` (or `.. ` inside an unfinished form), the client sends lines, the server
@@ -22,11 +23,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
-use crate::front::lines;
 use crate::lisp::Lisp;
 use crate::lisp::repl::{self, Interrupt, ReadRequest};
 use crate::paths::{self, Paths};
@@ -130,8 +130,8 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     };
     let (read_half, write_half) = stream.into_split();
     let (out_tx, out_rx) = mpsc::unbounded_channel::<repl::Said>();
-    let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<String>();
-    let (reads_tx, mut reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel::<String>();
+    let (reads_tx, reads_rx) = mpsc::unbounded_channel::<ReadRequest>();
     let interrupt = Interrupt::new();
 
     let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
@@ -142,39 +142,9 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     // that worker would never get to notice. A half-close (`nc -N`, `socat`) is not a hang-up:
     // the forms already sent still run and their output is still written.
     let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let gone = interrupt.clone();
-        let done = done.clone();
-        std::thread::spawn(move || {
-            while !done.load(Ordering::SeqCst) {
-                if peer_hung_up(fd.as_fd(), HANGUP_POLL) {
-                    gone.close();
-                    break;
-                }
-            }
-        })
-    };
-    let reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(read_half).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-
-    let prompts = out_tx.clone();
-    let frontend = tokio::spawn(async move {
-        while let Some(req) = reads_rx.recv().await {
-            let _ = prompts.send(repl::Said::Prompt(repl::prompt(req.continuation)));
-            let line = lines_rx.recv().await.map(|l| format!("{l}\n"));
-            let done = line.is_none();
-            let _ = req.reply.send(line);
-            if done {
-                break;
-            }
-        }
-    });
+    let watchdog = watch_for_hangup(fd, interrupt.clone(), done.clone());
+    let reader = tokio::spawn(read_lines(read_half, lines_tx));
+    let frontend = tokio::spawn(answer_reads(reads_rx, lines_rx, out_tx.clone()));
 
     // The conversation runs on a thread of its own, not on a runtime worker. A form runs
     // synchronously inside the coroutine's poll; on a worker, the writer task that its `print`
@@ -196,6 +166,55 @@ async fn serve(lisp: Lisp, stream: UnixStream) {
     let _ = writer.await;
     done.store(true, Ordering::SeqCst);
     let _ = tokio::task::spawn_blocking(move || watchdog.join()).await;
+}
+
+/// The watchdog of a connection, on a thread of its own: closes `interrupt` when the peer of
+/// `fd` hangs up completely, until `done` is set.
+fn watch_for_hangup(
+    fd: std::os::fd::OwnedFd,
+    interrupt: Interrupt,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::os::fd::AsFd as _;
+    std::thread::spawn(move || {
+        while !done.load(Ordering::SeqCst) {
+            if peer_hung_up(fd.as_fd(), HANGUP_POLL) {
+                interrupt.close();
+                break;
+            }
+        }
+    })
+}
+
+/// The client's lines, as they come, until it stops sending or nobody listens.
+async fn read_lines(
+    read_half: tokio::net::unix::OwnedReadHalf,
+    lines_tx: mpsc::UnboundedSender<String>,
+) {
+    let mut lines = BufReader::new(read_half).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if lines_tx.send(line).is_err() {
+            break;
+        }
+    }
+}
+
+/// Answer each of the conversation's reads with the client's next line, after writing the
+/// prompt; the end of the client's input answers `None` and ends the conversation.
+async fn answer_reads(
+    mut reads_rx: mpsc::UnboundedReceiver<ReadRequest>,
+    mut lines_rx: mpsc::UnboundedReceiver<String>,
+    prompts: mpsc::UnboundedSender<repl::Said>,
+) {
+    while let Some(req) = reads_rx.recv().await {
+        let _ = prompts.send(repl::Said::Prompt(repl::prompt(req.continuation)));
+        let line = lines_rx.recv().await.map(|l| format!("{l}\n"));
+        let done = line.is_none();
+        let _ = req.reply.send(line);
+        if done {
+            break;
+        }
+    }
 }
 
 /// Write the conversation's output to the client in order. It stops when told to, not when
@@ -243,88 +262,4 @@ fn peer_hung_up(fd: std::os::fd::BorrowedFd<'_>, wait: std::time::Duration) -> b
     });
     let ready = poll(&mut fds, Some(&timeout)).unwrap_or(0);
     ready > 0 && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
-}
-
-/// The socket `oml repl --connect` uses when none is named: the one recorded in the state dir.
-pub fn default_socket(paths: &Paths) -> Option<PathBuf> {
-    let recorded = std::fs::read_to_string(paths.repl_socket_record()).ok()?;
-    let p = PathBuf::from(recorded.trim());
-    p.exists().then_some(p)
-}
-
-/// `oml repl --connect`: a terminal client for the server. Lines typed go to the server; what it
-/// writes is shown; its prompt is used as the local prompt.
-pub async fn connect(socket: &Path) -> io::Result<()> {
-    let stream = UnixStream::connect(socket).await.map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot connect to {}: {e}", socket.display()),
-        )
-    })?;
-    let (mut rd, mut wr) = stream.into_split();
-    // Server output, split into "text" and "a prompt is waiting".
-    let (prompt_tx, mut prompt_rx) = mpsc::unbounded_channel::<Option<String>>();
-    tokio::spawn(async move {
-        use std::io::Write as _;
-        let mut buf = vec![0u8; 8192];
-        let mut pending = String::new();
-        loop {
-            let n = match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            pending.push_str(&String::from_utf8_lossy(&buf[..n]));
-            let prompt = [">> ", ".. "]
-                .into_iter()
-                .find(|p| pending == *p || pending.ends_with(&format!("\n{p}")));
-            let text = match prompt {
-                Some(p) => pending[..pending.len() - p.len()].to_string(),
-                None => std::mem::take(&mut pending),
-            };
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-            if let Some(p) = prompt {
-                pending.clear();
-                let _ = prompt_tx.send(Some(p.to_string()));
-            }
-        }
-        let _ = prompt_tx.send(None);
-    });
-
-    let (line_tx, mut line_rx) = mpsc::unbounded_channel::<Option<String>>();
-    let (want_tx, want_rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        let Some(mut editor) = lines::editor::<()>(None, lines::CLIENT_HISTORY, None) else {
-            return;
-        };
-        while let Ok(prompt) = want_rx.recv() {
-            let line = loop {
-                match lines::read(&mut editor, &prompt) {
-                    lines::Read::Line(l) => break Some(l),
-                    lines::Read::Interrupted => continue,
-                    lines::Read::Eof => break None,
-                }
-            };
-            let done = line.is_none();
-            let _ = line_tx.send(line);
-            if done {
-                break;
-            }
-        }
-    });
-
-    while let Some(Some(prompt)) = prompt_rx.recv().await {
-        if want_tx.send(prompt).is_err() {
-            break;
-        }
-        match line_rx.recv().await {
-            Some(Some(line)) => {
-                wr.write_all(format!("{line}\n").as_bytes()).await?;
-            }
-            _ => break,
-        }
-    }
-    let _ = wr.shutdown().await;
-    Ok(())
 }
