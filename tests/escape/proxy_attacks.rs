@@ -272,3 +272,39 @@ fn the_users_claude_settings_in_claude_config_dir_are_out_of_a_commands_reach() 
     assert!(!second.contains("direct=reached"), "{second}");
     assert_eq!(server.hits(), 0, "{second}");
 }
+
+/// The characters of output `bash` returns at most, for [`refusals_stay_within_the_output_cap`].
+const OUTPUT_CAP: usize = 2000;
+
+/// What the proxy's refusal lines may add past [`OUTPUT_CAP`]: a bounded note, not 64 lines
+/// of a 60 kB name each.
+const REFUSALS_ALLOWANCE: usize = 32 * 1024;
+
+/// The lines naming what the proxy refused are appended to a tool result after its output was
+/// cut to `tools.bash-max-chars`, each naming the host as the request gave it (a URI may be
+/// 64 kB long), up to the 64 the proxy keeps: a command filled the model's context with 3.8 MB
+/// whatever the cap.
+#[test]
+fn refusals_stay_within_the_output_cap() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    t.env.init(&format!(
+        "(setq sandbox.network? true)\n(setq sandbox.allowed-domains [\"localhost\"])\n\
+         (setq tools.bash-max-chars {OUTPUT_CAP})"
+    ));
+    let steps = r#"for i in range(64):
+    name = 'a' * 60000 + str(i) + '.evil.example'
+    s = socket.create_connection(PX, timeout=10)
+    s.sendall(('CONNECT %s:443 HTTP/1.1\r\nHost: x\r\n\r\n' % name).encode())
+    s.recv(4096)
+    s.close()
+print('asked 64 times')"#;
+    let (run, result) = t.model_runs(&python(steps), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("refused connection to"), "{:.300}", result);
+    assert!(
+        result.len() <= OUTPUT_CAP + REFUSALS_ALLOWANCE,
+        "a tool result of {} bytes under a cap of {OUTPUT_CAP} characters",
+        result.len()
+    );
+}
