@@ -33,6 +33,8 @@ mod paths;
 mod project;
 #[path = "escape/proxy.rs"]
 mod proxy;
+#[path = "escape/proxy_attacks.rs"]
+mod proxy_attacks;
 #[path = "escape/rewind.rs"]
 mod rewind;
 #[path = "escape/roots.rs"]
