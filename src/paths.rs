@@ -131,11 +131,19 @@ pub fn home_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The [`AGENT_DIRS`] in the home folder, whether they exist or not (none without a home).
+/// The variables that move an agent folder elsewhere: Claude Code's `CLAUDE_CONFIG_DIR` (in
+/// place of `~/.claude`) and Codex's `CODEX_HOME` (in place of `~/.codex`).
+pub const AGENT_DIR_VARS: [&str; 2] = ["CLAUDE_CONFIG_DIR", "CODEX_HOME"];
+
+/// The [`AGENT_DIRS`] in the home folder, whether they exist or not (none without a home), and
+/// the folders [`AGENT_DIR_VARS`] name, when set.
 pub fn agent_dirs() -> Vec<PathBuf> {
-    home_dir()
+    let mut dirs: Vec<PathBuf> = home_dir()
         .map(|home| AGENT_DIRS.iter().map(|d| home.join(d)).collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let moved = AGENT_DIR_VARS.iter().filter_map(std::env::var_os);
+    dirs.extend(moved.filter(|d| !d.is_empty()).map(PathBuf::from));
+    dirs
 }
 
 /// The project-local init file and load path of a directory.

@@ -32,8 +32,7 @@ pub fn confine(bin: &Path, sizes: &Sizes) -> Vec<Figure> {
     vec![
         Figure::new("confined `true` (oml.tool-bash), per command", "ms", "").of(ms(confined)),
         Figure::new("  `bash -c true` started directly", "ms", "").of(ms(direct)),
-        Figure::new("  what the sandbox adds", "ms", "<= 2.5")
-            .of(ms(confined) - ms(direct)),
+        Figure::new("  what the sandbox adds", "ms", "<= 2.5").of(ms(confined) - ms(direct)),
     ]
 }
 

@@ -4,11 +4,16 @@
 //!
 //! A pattern is an exact host (`pypi.org`, `127.0.0.1`, `[::1]` or `::1`) or a wildcard of
 //! subdomains (`*.npmjs.org`: `registry.npmjs.org` and deeper, not `npmjs.org` itself, as in
-//! Claude Code). Names compare without case and without a final dot. Hosts are judged by name,
-//! before any lookup: an IP address is a host like any other, let through only when listed.
-//! A denied pattern beats an allowed one.
+//! Claude Code). Names compare without case and without a final dot; addresses compare as
+//! addresses (`::ffff:10.0.0.1` is `10.0.0.1`, `fd00:0::2` is `fd00::2`), and a host that only
+//! a C library reads as a number (`3221225986`, `0xc0.0.2.2`, `192.0.514`) is not a host here
+//! ([`Verdict::NotAHost`]). Hosts are judged by name, before any lookup: an IP address is a
+//! host like any other, let through only when listed. A denied pattern beats an allowed one,
+//! and a denied address is also refused when a name resolves to it ([`Domains::denies`]).
+//! This machine's own addresses ([`this_machine`]: loopback, link-local, its interfaces',
+//! cloud metadata services) are reached only when listed exactly.
 //!
-//! It knows patterns and names, not sockets or settings.
+//! It knows patterns, names and this machine's addresses, not sockets or settings.
 
 /// Where a host may be reached: the lists a policy holds the network to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -33,12 +38,25 @@ pub enum Verdict {
     Denied,
     /// The allowed list is set and no pattern of it matches.
     NotAllowed,
+    /// Not a name nor an address as written (a number in another spelling, too long, odd
+    /// characters): refused before any lookup could read it as something else.
+    NotAHost,
 }
+
+/// The longest host name (RFC 1035).
+pub const MAX_HOST_CHARS: usize = 253;
+
+/// Cloud metadata services outside the link-local range (AWS over IPv6, Alibaba Cloud), which
+/// hand out the machine's credentials.
+const METADATA_ADDRESSES: [&str; 2] = ["fd00:ec2::254", "100.100.100.200"];
 
 impl Domains {
     /// The verdict on `host` (a name or an IP address, as the request gave it).
     pub fn verdict(&self, host: &str) -> Verdict {
         let host = normal(host);
+        if !is_host(&host) {
+            return Verdict::NotAHost;
+        }
         if self.denied.iter().any(|p| matches(p, &host).is_some()) {
             return Verdict::Denied;
         }
@@ -66,6 +84,12 @@ impl Domains {
         named && self.verdict(&host) == Verdict::Allowed && inward_literal(&host)
     }
 
+    /// Whether a denied pattern names the address `ip` (for the addresses a name resolved to).
+    pub fn denies(&self, ip: &std::net::IpAddr) -> bool {
+        let ip = canonical(*ip).to_string();
+        self.denied.iter().any(|p| normal(p) == ip)
+    }
+
     /// A pattern in the lists that is not one (empty, a wildcard anywhere but the front, a
     /// scheme or a path): the first such, for the setting's error.
     pub fn invalid(&self) -> Option<&str> {
@@ -74,10 +98,90 @@ impl Domains {
     }
 }
 
-/// `localhost`, or an IP address that is [`inward`].
+/// `localhost`, or an IP address of [`this_machine`].
 pub fn inward_literal(host: &str) -> bool {
     let host = normal(host);
-    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| inward(&ip))
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| this_machine(&ip))
+}
+
+/// Whether `ip` reaches this machine or what stands beside it: [`inward`], one of its own
+/// interfaces' addresses (asked of the kernel each time: interfaces come and go), or a cloud
+/// metadata service.
+pub fn this_machine(ip: &std::net::IpAddr) -> bool {
+    let ip = canonical(*ip);
+    inward(&ip)
+        || METADATA_ADDRESSES.iter().any(|m| m.parse() == Ok(ip))
+        || interface_addresses().contains(&ip)
+}
+
+/// The addresses of this machine's interfaces (none when the kernel cannot say).
+fn interface_addresses() -> Vec<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a list it allocated, freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs made; its address, when not null,
+        // points at a sockaddr of the family it says, as long as the list lives.
+        unsafe {
+            let addr = (*at).ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*(addr as *const libc::sockaddr_in);
+                        let bytes = v4.sin_addr.s_addr.to_ne_bytes();
+                        out.push(std::net::IpAddr::from(bytes));
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*(addr as *const libc::sockaddr_in6);
+                        out.push(std::net::IpAddr::from(v6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out
+}
+
+/// `ip`, an IPv4-mapped IPv6 address made IPv4 again.
+fn canonical(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Whether `host` (already [`normal`]) is an address, or a name that no resolver reads as a
+/// number: labels of letters, digits, `-` and `_`, not all of them numbers (decimal or `0x`).
+fn is_host(host: &str) -> bool {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let numeric = |label: &str| {
+        let hex = label
+            .strip_prefix("0x")
+            .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+        hex || (!label.is_empty() && label.chars().all(|c| c.is_ascii_digit()))
+    };
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    !host.is_empty()
+        && host.len() <= MAX_HOST_CHARS
+        && host.split('.').all(label_ok)
+        && !host.split('.').all(numeric)
 }
 
 /// Loopback, unspecified, link-local or multicast: addresses of this machine or its link,
@@ -112,25 +216,24 @@ fn matches(pattern: &str, host: &str) -> Option<bool> {
     }
 }
 
-/// Lower case, without a final dot or IPv6 brackets.
+/// Lower case, without a final dot or IPv6 brackets; an address in its one written form.
 fn normal(host: &str) -> String {
     let host = host.trim();
     let host = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    host.trim_end_matches('.').to_ascii_lowercase()
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => canonical(ip).to_string(),
+        Err(_) => host,
+    }
 }
 
 /// A pattern is a host name, an IP address, or `*.` and a name.
-fn valid(pattern: &str) -> bool {
+pub fn valid(pattern: &str) -> bool {
     let name = pattern.strip_prefix("*.").unwrap_or(pattern);
-    let name = normal(name);
-    !name.is_empty()
-        && (name.parse::<std::net::IpAddr>().is_ok()
-            || name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_'))
+    is_host(&normal(name))
 }
 
 #[cfg(test)]
@@ -164,7 +267,13 @@ mod tests {
             ("10.0.0.1", Verdict::Allowed),
             ("127.0.0.1", Verdict::NotAllowed),
             ("[::1]", Verdict::NotAllowed),
-            ("", Verdict::NotAllowed),
+            ("", Verdict::NotAHost),
+            ("3221225986", Verdict::NotAHost),
+            ("0xc0.0.2.2", Verdict::NotAHost),
+            ("192.0.514", Verdict::NotAHost),
+            ("a..b", Verdict::NotAHost),
+            ("[::ffff:10.0.0.1]", Verdict::Allowed),
+            ("2024.example", Verdict::NotAllowed),
         ];
         for (host, verdict) in cases {
             assert_eq!(d.verdict(host), verdict, "{host}");

@@ -273,3 +273,42 @@ fn claude_codes_allowed_domains_hold_the_network_when_omls_are_unset() {
     assert!(result.contains(&named), "{result}");
     assert_eq!(server.hits(), 1, "{result}");
 }
+
+/// A repository's entries that are not patterns, or that would hide its own workspace, are
+/// left out and named, not made an error that stops every command; the user's own settings
+/// file that cannot be read holds the network closed rather than open.
+#[test]
+fn a_repositorys_bad_entries_are_skipped_and_an_unreadable_user_file_holds_the_network_closed() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    t.env.init("(setq sandbox.network? true)");
+    let project = r#"{"sandbox": {"network": {"deniedDomains": ["*", "evil.example"]},
+                      "filesystem": {"denyRead": ["/"]}}}"#;
+    t.env
+        .home
+        .write_project_file(".claude/settings.json", project);
+    let claude = t.env.home.home.join(".claude");
+    std::fs::create_dir_all(&claude).expect("mkdir");
+    std::fs::write(claude.join("settings.json"), "{\"sandbox\": {,}}").expect("write");
+    let (run, result) = t.model_runs("echo ran", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(result.contains("ran"), "the command ran: {result}");
+    let form =
+        "(let [s (oml.sandbox-status)] [s.network s.allowed-domains s.denied-domains s.skipped])";
+    let run = Run::from(t.command(None, &["eval", form]).output().expect("oml"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let out = run.stdout;
+    for part in [
+        "\"proxy\"",
+        "[\"evil.example\"]",
+        "\"*\\\" is not a host pattern",
+        "holds the workspace",
+        "~/.claude/settings.json",
+    ] {
+        assert!(out.contains(part), "{part}\n---\n{out}");
+    }
+    assert!(
+        out.contains("{}\n [\"evil.example\"]"),
+        "an empty allowed list: {out}"
+    );
+}

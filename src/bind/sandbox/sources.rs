@@ -75,7 +75,10 @@ struct Found {
 /// The lists for commands run in `dir` (whose project root is `root`).
 pub(super) fn lists(lisp: &Lisp, dir: &Path, root: &Path) -> Result<Lists, LispError> {
     let mut lists = Lists::default();
-    let user = user_file().and_then(|path| read(&path, "~/.claude/settings.json", &mut lists));
+    let user = user_file().and_then(|(path, shown)| read(&path, &shown, &mut lists));
+    // A user settings file that exists but cannot be read may hold lists: the network is then
+    // held closed (an empty allowed list) rather than left open.
+    let unreadable = lists.skipped.first().cloned();
     let project: Vec<Found> = ["settings.json", "settings.local.json"]
         .iter()
         .filter_map(|name| {
@@ -83,8 +86,11 @@ pub(super) fn lists(lisp: &Lisp, dir: &Path, root: &Path) -> Result<Lists, LispE
             read(&root.join(".claude").join(name), &shown, &mut lists)
         })
         .collect();
-    lists.domains = domains(lisp, user.as_ref(), &project)?;
-    lists.deny_read = deny_read(lisp, dir, user.as_ref(), &project)?;
+    lists.domains = domains(lisp, user.as_ref(), &project, &mut lists.skipped)?;
+    if let Some(why) = unreadable {
+        hold_closed(lisp, &mut lists.domains, why)?;
+    }
+    lists.deny_read = deny_read(lisp, dir, user.as_ref(), &project, &mut lists.skipped)?;
     Ok(lists)
 }
 
@@ -94,6 +100,7 @@ fn domains(
     lisp: &Lisp,
     user: Option<&Found>,
     project: &[Found],
+    skipped: &mut Vec<String>,
 ) -> Result<Option<Domains>, LispError> {
     fn network(f: &Found) -> Option<&Network> {
         f.block.network.as_ref()
@@ -125,15 +132,26 @@ fn domains(
     }
     for f in project {
         let Some(net) = network(f) else { continue };
+        // A repository's pattern that is not one is left out (named in the status), not made
+        // an error that stops every command.
+        let mut valid = |list: &[String]| -> Vec<String> {
+            let (good, bad): (Vec<&String>, Vec<&String>) =
+                list.iter().partition(|p| crate::sandbox::domains::valid(p));
+            for p in bad {
+                skipped.push(format!("{}: {p:?} is not a host pattern", f.shown));
+            }
+            good.into_iter().cloned().collect()
+        };
         if let Some(denied) = &net.denied_domains {
-            domains.denied.extend(denied.iter().cloned());
+            let denied = valid(denied);
+            domains.denied.extend(denied);
             domains.denied_from = joined(
                 &domains.denied_from,
                 &format!("{} sandbox.network.deniedDomains", f.shown),
             );
         }
         if let Some(allowed) = &net.allowed_domains {
-            let narrowed = narrowed(&domains, allowed);
+            let narrowed = narrowed(&domains, &valid(allowed));
             domains.allowed = Some(narrowed);
             let from = format!("{} sandbox.network.allowedDomains", f.shown);
             domains.allowed_from = joined(&domains.allowed_from, &from);
@@ -197,6 +215,7 @@ fn deny_read(
     dir: &Path,
     user: Option<&Found>,
     project: &[Found],
+    skipped: &mut Vec<String>,
 ) -> Result<Vec<(PathBuf, String)>, LispError> {
     let mut out: Vec<(PathBuf, String)> = super::strings(lisp, DENY_READ_SETTING)?
         .iter()
@@ -218,27 +237,65 @@ fn deny_read(
                 .strip_prefix('/')
                 .filter(|p| p.starts_with('/'))
                 .unwrap_or(path);
-            if let Ok(resolved) = crate::tools::resolve_path(dir, path) {
-                out.push((resolved, from.clone()));
+            let Ok(resolved) = crate::tools::resolve_path(dir, path) else {
+                continue;
+            };
+            // A repository's path that holds the workspace would stop every command: left
+            // out, and named in the status.
+            let is_project = !user.is_some_and(|u| std::ptr::eq(u, f));
+            if is_project && dir.starts_with(&resolved) {
+                skipped.push(format!("{}: {path:?} holds the workspace", f.shown));
+                continue;
             }
+            out.push((resolved, from.clone()));
         }
     }
     Ok(out)
 }
 
-/// Claude Code's user settings file.
-fn user_file() -> Option<PathBuf> {
-    let dir = match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".claude"),
-    };
-    Some(dir.join("settings.json"))
+/// With the user's settings file unreadable (`why`) and `sandbox.allowed-domains` unset, the
+/// network held closed: an empty allowed list, its source saying why.
+fn hold_closed(lisp: &Lisp, domains: &mut Option<Domains>, why: String) -> Result<(), LispError> {
+    if optional_strings(lisp, ALLOWED_SETTING)?.is_some() {
+        return Ok(());
+    }
+    let mut held = domains.take().unwrap_or_default();
+    held.allowed = Some(Vec::new());
+    held.allowed_from = format!("{why} (the network is held closed until it can be read)");
+    if held.denied_from.is_empty() {
+        held.denied_from = DENIED_SETTING.into();
+    }
+    *domains = Some(held);
+    Ok(())
+}
+
+/// Claude Code's user settings file, and how it is shown.
+fn user_file() -> Option<(PathBuf, String)> {
+    match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => {
+            let path = PathBuf::from(dir).join("settings.json");
+            let shown = path.display().to_string();
+            Some((path, shown))
+        }
+        None => {
+            let home = PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?);
+            let path = home.join(".claude/settings.json");
+            Some((path, "~/.claude/settings.json".to_owned()))
+        }
+    }
 }
 
 /// The `sandbox` block of the settings file at `path`, if it has one; a file that cannot be
 /// read as JSON is noted in `lists.skipped`.
 fn read(path: &Path, shown: &str, lists: &mut Lists) -> Option<Found> {
-    let file = crate::regular::open_regular(path).ok()?;
+    let file = match crate::regular::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            lists.skipped.push(format!("{shown}: {e}"));
+            return None;
+        }
+    };
     let mut bytes = Vec::new();
     use std::io::Read;
     if let Err(e) = file.take(MAX_SETTINGS_BYTES + 1).read_to_end(&mut bytes) {

@@ -28,6 +28,10 @@ use super::shared_ns::Shared;
 /// The most refusals one proxy keeps for the tool results; older ones are forgotten.
 const REFUSALS_KEPT: usize = 64;
 
+/// The most refusal lines one tool result carries (the same line is said once); the rest
+/// are counted in one more line.
+const REFUSALS_SHOWN: usize = 10;
+
 /// The most sets of domains (each its own namespace, listener and thread) one process serves;
 /// a policy with yet another set gets no network (see [`for_domains`]).
 const MAX_PROXIES: usize = 16;
@@ -82,9 +86,24 @@ impl ProxyNet {
         self.refusals.mark()
     }
 
-    /// The refusals since `mark`, one line each (`[sandbox: refused connection to …]`).
+    /// The refusals since `mark`, one line each (`[sandbox: refused connection to …]`), each
+    /// said once, at most [`REFUSALS_SHOWN`] of them and a line that counts the rest.
     pub fn refused_since(&self, mark: u64) -> Vec<String> {
-        self.refusals.since(mark)
+        let mut lines: Vec<String> = Vec::new();
+        let mut more = 0usize;
+        for line in self.refusals.since(mark) {
+            if lines.contains(&line) {
+                continue;
+            }
+            match lines.len() < REFUSALS_SHOWN {
+                true => lines.push(line),
+                false => more += 1,
+            }
+        }
+        if more > 0 {
+            lines.push(format!("[sandbox: and {more} more refused connections]"));
+        }
+        lines
     }
 }
 

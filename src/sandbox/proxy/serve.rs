@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use super::Refusals;
-use crate::sandbox::domains::{Domains, Verdict, inward};
+use crate::sandbox::domains::{Domains, Verdict, this_machine};
 
 /// The most connections from commands served at once; a connection beyond is closed at once.
 const MAX_CONNECTIONS: usize = 256;
@@ -49,10 +49,16 @@ const HOP_HEADERS: [&str; 8] = [
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
+/// The most characters of a host a refusal shows.
+const SHOWN_HOST_CHARS: usize = 80;
+
 /// What the proxy knows while it serves.
 struct Ctx {
     domains: Arc<Domains>,
     refusals: Arc<Refusals>,
+    /// Room for connections and tunnels together ([`MAX_CONNECTIONS`]): a tunnel takes its
+    /// own place when hyper hands it over, as the connection's is given back.
+    room: Arc<Semaphore>,
 }
 
 /// Serve `listener` (inside the namespace) until the process ends.
@@ -64,8 +70,12 @@ pub(super) async fn run(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    let ctx = Arc::new(Ctx { domains, refusals });
     let room = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let ctx = Arc::new(Ctx {
+        domains,
+        refusals,
+        room: room.clone(),
+    });
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -105,12 +115,14 @@ enum Refused {
     Host(String),
     /// The host could not be reached (502).
     Unreachable(String),
+    /// No room for another tunnel (503).
+    Busy,
 }
 
 async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let carried = match target(&req) {
         Ok(target) => match reach(&ctx.domains, &target).await {
-            Ok(upstream) if req.method() == Method::CONNECT => Ok(tunnel(req, upstream)),
+            Ok(upstream) if req.method() == Method::CONNECT => tunnel(&ctx, req, upstream),
             Ok(upstream) => forward(req, upstream, &target).await,
             Err(refused) => Err(refused),
         },
@@ -144,9 +156,14 @@ fn target(req: &Request<Incoming>) -> Result<Target, Refused> {
 /// The host judged, looked up, its addresses judged, and a connection opened to the first one
 /// that answers.
 async fn reach(domains: &Domains, target: &Target) -> Result<TcpStream, Refused> {
-    let shown = format!("{}:{}", target.host, target.port);
+    let shown = format!("{}:{}", shown_host(&target.host), target.port);
     match domains.verdict(&target.host) {
         Verdict::Allowed => {}
+        Verdict::NotAHost => {
+            return Err(Refused::Host(format!(
+                "{shown} — not a host name or an address as written"
+            )));
+        }
         Verdict::Denied => {
             let from = &domains.denied_from;
             return Err(Refused::Host(format!("{shown} — in {from}")));
@@ -165,9 +182,15 @@ async fn reach(domains: &Domains, target: &Target) -> Result<TcpStream, Refused>
             .map_err(|e| Refused::Unreachable(format!("{shown}: {e}")))?
             .collect(),
     };
+    if let Some(addr) = addrs.iter().find(|a| domains.denies(&a.ip())) {
+        let (ip, from) = (addr.ip(), &domains.denied_from);
+        return Err(Refused::Host(format!(
+            "{shown} — resolves to {ip}, in {from}"
+        )));
+    }
     let (inward, outward): (Vec<_>, Vec<_>) = addrs
         .into_iter()
-        .partition(|a| inward(&a.ip()) && !inward_ok);
+        .partition(|a| this_machine(&a.ip()) && !inward_ok);
     if outward.is_empty()
         && let Some(addr) = inward.first()
     {
@@ -188,15 +211,32 @@ async fn reach(domains: &Domains, target: &Target) -> Result<TcpStream, Refused>
     Err(Refused::Unreachable(last))
 }
 
-/// Answer 200 and join the command's connection, once hyper hands it over, to `upstream`.
-fn tunnel(req: Request<Incoming>, mut upstream: TcpStream) -> Response<Body> {
+/// Answer 200 and join the command's connection, once hyper hands it over, to `upstream`; the
+/// tunnel holds a place of [`MAX_CONNECTIONS`] while it lasts (503 when there is none).
+fn tunnel(
+    ctx: &Ctx,
+    req: Request<Incoming>,
+    mut upstream: TcpStream,
+) -> Result<Response<Body>, Refused> {
+    let Ok(place) = ctx.room.clone().try_acquire_owned() else {
+        return Err(Refused::Busy);
+    };
     tokio::spawn(async move {
+        let _place = place;
         if let Ok(upgraded) = hyper::upgrade::on(req).await {
             let mut upgraded = TokioIo::new(upgraded);
             let _ = tokio::io::copy_bidirectional(&mut upgraded, &mut upstream).await;
         }
     });
-    Response::new(empty())
+    Ok(Response::new(empty()))
+}
+
+/// `host` as a refusal shows it: at most [`SHOWN_HOST_CHARS`] characters.
+fn shown_host(host: &str) -> String {
+    match host.char_indices().nth(SHOWN_HOST_CHARS) {
+        Some((cut, _)) => format!("{}…", &host[..cut]),
+        None => host.to_owned(),
+    }
 }
 
 /// Send `req` to `upstream` in origin form, with the hop's own headers left out, and hand back
@@ -246,6 +286,10 @@ fn answer(ctx: &Ctx, refused: Refused) -> Response<Body> {
                 format!("oml sandbox: refused connection to {line}"),
             )
         }
+        Refused::Busy => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("oml sandbox proxy: {MAX_CONNECTIONS} connections already"),
+        ),
         Refused::Unreachable(why) => (
             StatusCode::BAD_GATEWAY,
             format!("oml sandbox proxy: cannot reach {why}"),
