@@ -184,12 +184,11 @@ fn the_editor_going_away_ends_the_agent_and_the_proxy() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("start oml proxy");
-    assert!(poll_until(Duration::from_secs(10), || pid_file.exists()));
-    let agent: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The file is made before the pid is written into it: wait for a pid, not for the file.
+    let read_pid =
+        || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    assert!(poll_until(Duration::from_secs(10), || read_pid().is_some()));
+    let agent: i32 = read_pid().expect("the agent's pid");
     drop(child.stdin.take());
     let status =
         support::home::wait_within(&mut child, Duration::from_secs(20)).expect("the proxy ends");
