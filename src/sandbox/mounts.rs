@@ -121,34 +121,43 @@ impl Plan {
     }
 }
 
+/// The two probes' answers, made together: one child that makes a mount and a network
+/// namespace answers both when it succeeds (as it does on most machines), so that a process's
+/// first command pays one probe, not two; only when it fails is the mount namespace probed
+/// alone.
+fn probed() -> &'static (Result<(), String>, Result<(), String>) {
+    static PROBED: OnceLock<(Result<(), String>, Result<(), String>)> = OnceLock::new();
+    PROBED.get_or_init(|| {
+        let with_network = probe(&Plan::new(&[], &[], &[], true));
+        if with_network.is_ok() {
+            return (Ok(()), Ok(()));
+        }
+        let mounts = probe(&Plan::new(&[], &[], &[], false)).map_err(|why| {
+            format!(
+                "no private mount namespace for commands ({why}; user namespaces may be \
+                 disabled, or the kernel is older than Linux 5.12)"
+            )
+        });
+        let network = match (&mounts, with_network) {
+            (Err(why), _) => Err(why.clone()),
+            (Ok(()), Err(why)) => Err(format!("no network namespace for commands ({why})")),
+            (Ok(()), Ok(())) => Ok(()),
+        };
+        (mounts, network)
+    })
+}
+
 /// Whether this process can give commands a private mount namespace: `Err` says why not. Probed
-/// once, in a short-lived child that makes an empty plan's namespace.
+/// once, in a short-lived child that makes an empty plan's namespace ([`probed`]).
 pub fn available() -> Result<(), String> {
-    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBED
-        .get_or_init(|| {
-            probe(&Plan::new(&[], &[], &[], false)).map_err(|why| {
-                format!(
-                    "no private mount namespace for commands ({why}; user namespaces may be \
-                     disabled, or the kernel is older than Linux 5.12)"
-                )
-            })
-        })
-        .clone()
+    probed().0.clone()
 }
 
 /// Whether commands can also get a network namespace of their own (a container's seccomp
 /// policy may allow user and mount namespaces but not this one): `Err` says why not. Probed
-/// once, after [`available`].
+/// once, with [`available`].
 pub fn network_available() -> Result<(), String> {
-    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBED
-        .get_or_init(|| {
-            available()?;
-            probe(&Plan::new(&[], &[], &[], true))
-                .map_err(|why| format!("no network namespace for commands ({why})"))
-        })
-        .clone()
+    probed().1.clone()
 }
 
 /// The read-only view for this process (a forked child about to exec); async-signal-safe.
