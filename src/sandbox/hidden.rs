@@ -65,7 +65,7 @@ pub enum NotHidden {
     /// The mount layer, which hides folders, cannot be used here: every file a command may read
     /// is readable.
     #[error("this system cannot hide folders from confined commands ({0})")]
-    CannotHide(String),
+    CannotHide(#[from] super::mounts::NoNamespace),
     /// The file is in no folder the sandbox hides.
     #[error("it is in no folder the sandbox hides from confined commands (such as {runtime})")]
     Outside { runtime: PathBuf },
@@ -77,7 +77,7 @@ pub enum NotHidden {
 /// runtime folder, `$XDG_RUNTIME_DIR`, …: [`hidden_sockets`]'s, whatever the network setting),
 /// so that no command it confines can read the file.
 pub fn hidden_from_commands(path: &std::path::Path) -> Result<(), NotHidden> {
-    mounts::available().map_err(NotHidden::CannotHide)?;
+    mounts::available()?;
     let real = std::fs::canonicalize(path).map_err(NotHidden::Unreadable)?;
     if hidden_sockets(true)
         .iter()

@@ -63,13 +63,47 @@ pub(super) const DEV_SHM: &str = "/dev/shm";
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask `landlock_create_ruleset` for the ABI version.
 const CREATE_RULESET_VERSION: libc::c_uint = 1;
 
-/// The kernel's Landlock ABI version, probed once: `Err` says why there is none.
-pub fn probe() -> Result<i32, String> {
-    static ABI_VERSION: OnceLock<Result<i32, String>> = OnceLock::new();
-    ABI_VERSION.get_or_init(probe_kernel).clone()
+/// Why Landlock cannot be used here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoLandlock {
+    /// The kernel was built without it.
+    #[error(
+        "this kernel has no Landlock (it needs Linux 5.13 or later, built with \
+         CONFIG_SECURITY_LANDLOCK)"
+    )]
+    NotBuilt,
+    /// Built in, but not among the enabled security modules.
+    #[error(
+        "Landlock is built into this kernel but not enabled (add landlock to the kernel's \
+         lsm= boot parameter)"
+    )]
+    NotEnabled,
+    /// The call failed otherwise (the OS error number: a container's policy, say).
+    #[error("Landlock cannot be used here: {}", std::io::Error::from_raw_os_error(*.0))]
+    Refused(i32),
 }
 
-fn probe_kernel() -> Result<i32, String> {
+/// Why a command's ruleset could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RulesetFailed {
+    /// No Landlock here at all.
+    #[error(transparent)]
+    NoLandlock(#[from] NoLandlock),
+    /// The landlock crate refused a step.
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Build(#[from] landlock::RulesetError),
+    /// The ruleset was made without a descriptor.
+    #[error("this kernel does not support the Landlock ruleset")]
+    Unsupported,
+}
+
+/// The kernel's Landlock ABI version, probed once: `Err` says why there is none.
+pub fn probe() -> Result<i32, NoLandlock> {
+    static ABI_VERSION: OnceLock<Result<i32, NoLandlock>> = OnceLock::new();
+    *ABI_VERSION.get_or_init(probe_kernel)
+}
+
+fn probe_kernel() -> Result<i32, NoLandlock> {
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call only returns
     // the ABI version (or an error); it reads and writes no memory of ours.
     let v = unsafe {
@@ -85,13 +119,9 @@ fn probe_kernel() -> Result<i32, String> {
     }
     let error = std::io::Error::last_os_error();
     Err(match error.raw_os_error() {
-        Some(libc::ENOSYS) => "this kernel has no Landlock (it needs Linux 5.13 or later, \
-                               built with CONFIG_SECURITY_LANDLOCK)"
-            .to_owned(),
-        Some(libc::EOPNOTSUPP) => "Landlock is built into this kernel but not enabled (add \
-                                   landlock to the kernel's lsm= boot parameter)"
-            .to_owned(),
-        _ => format!("Landlock cannot be used here: {error}"),
+        Some(libc::ENOSYS) => NoLandlock::NotBuilt,
+        Some(libc::EOPNOTSUPP) => NoLandlock::NotEnabled,
+        errno => NoLandlock::Refused(errno.unwrap_or(libc::EINVAL)),
     })
 }
 
@@ -128,7 +158,7 @@ type Cached = (Policy, Status, Arc<OwnedFd>);
 
 /// Build the ruleset for `policy` (not [`Mode::Off`]), or take the one built last for the same
 /// policy: its status and descriptor, or why Landlock cannot be used.
-pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
+pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), RulesetFailed> {
     static LAST: Mutex<Option<Cached>> = Mutex::new(None);
     let abi = probe()?;
     let mut last = LAST.lock();
@@ -136,10 +166,9 @@ pub(super) fn build(policy: &Policy) -> Result<(Status, Arc<OwnedFd>), String> {
         return Ok((status.clone(), fd.clone()));
     }
     let mut complete = true;
-    let ruleset = rules(policy, &mut complete)
-        .map_err(|e| format!("cannot build the Landlock ruleset: {e}"))?;
+    let ruleset = rules(policy, &mut complete)?;
     let fd: Option<OwnedFd> = ruleset.into();
-    let fd = fd.ok_or_else(|| "this kernel does not support the Landlock ruleset".to_owned())?;
+    let fd = fd.ok_or(RulesetFailed::Unsupported)?;
     let namespace = super::mounts::network_available().is_ok();
     let (status, fd) = (status_for(abi, policy, namespace), Arc::new(fd));
     *last = complete.then(|| (policy.clone(), status.clone(), fd.clone()));

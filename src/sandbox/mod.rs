@@ -240,6 +240,7 @@ pub fn prepare(policy: &Policy) -> Prepared {
         (Mode::ReadOnly | Mode::WorkspaceWrite, None) => match landlock::build(&policy) {
             Ok((status, fd)) => (with_limits(status, &limits), Some(fd)),
             Err(reason) => {
+                let reason = reason.to_string();
                 warn_once(&reason);
                 (Status::Unavailable(reason), None)
             }
@@ -304,7 +305,7 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
                 network_limit(&policy, &mut limits);
             }
             if !policy.deny_read.is_empty() {
-                limits.push(deny::unenforced(&policy.deny_read, &why));
+                limits.push(deny::unenforced(&policy.deny_read, &why.to_string()));
             }
             if policy.mode == Mode::WorkspaceWrite {
                 drop_holders(&mut policy.writable, &held_protected, &mut limits);
@@ -381,7 +382,7 @@ pub fn status(policy: &Policy) -> Status {
                     }
                 }
             }
-            Err(reason) => Status::Unavailable(reason),
+            Err(reason) => Status::Unavailable(reason.to_string()),
         },
     }
 }

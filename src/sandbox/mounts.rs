@@ -121,43 +121,66 @@ impl Plan {
     }
 }
 
+/// Why a probe's child could not make its namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeFailed {
+    /// The child could not be made (the OS error number).
+    #[error("cannot probe: {}", io::Error::from_raw_os_error(*.0))]
+    Fork(i32),
+    /// It ended without saying how its set-up went.
+    #[error("the probe did not finish")]
+    Unfinished,
+    /// A step of the set-up failed (the OS error number).
+    #[error("{}", io::Error::from_raw_os_error(*.0))]
+    Step(i32),
+}
+
+/// Why commands get no namespace of the kind this probe asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoNamespace {
+    /// No private mount namespace (nor, then, a network namespace).
+    #[error(
+        "no private mount namespace for commands ({0}; user namespaces may be disabled, or \
+         the kernel is older than Linux 5.12)"
+    )]
+    Mount(ProbeFailed),
+    /// A mount namespace, but no network namespace (a container's policy).
+    #[error("no network namespace for commands ({0})")]
+    Network(ProbeFailed),
+}
+
 /// The two probes' answers, made together: one child that makes a mount and a network
 /// namespace answers both when it succeeds (as it does on most machines), so that a process's
 /// first command pays one probe, not two; only when it fails is the mount namespace probed
 /// alone.
-fn probed() -> &'static (Result<(), String>, Result<(), String>) {
-    static PROBED: OnceLock<(Result<(), String>, Result<(), String>)> = OnceLock::new();
-    PROBED.get_or_init(|| {
-        let with_network = probe(&Plan::new(&[], &[], &[], true));
-        if with_network.is_ok() {
+fn probed() -> (Result<(), NoNamespace>, Result<(), NoNamespace>) {
+    type Both = (Result<(), NoNamespace>, Result<(), NoNamespace>);
+    static PROBED: OnceLock<Both> = OnceLock::new();
+    *PROBED.get_or_init(|| {
+        let Err(network) = probe(&Plan::new(&[], &[], &[], true)) else {
             return (Ok(()), Ok(()));
-        }
-        let mounts = probe(&Plan::new(&[], &[], &[], false)).map_err(|why| {
-            format!(
-                "no private mount namespace for commands ({why}; user namespaces may be \
-                 disabled, or the kernel is older than Linux 5.12)"
-            )
-        });
-        let network = match (&mounts, with_network) {
-            (Err(why), _) => Err(why.clone()),
-            (Ok(()), Err(why)) => Err(format!("no network namespace for commands ({why})")),
-            (Ok(()), Ok(())) => Ok(()),
         };
-        (mounts, network)
+        match probe(&Plan::new(&[], &[], &[], false)) {
+            Ok(()) => (Ok(()), Err(NoNamespace::Network(network))),
+            Err(mount) => (
+                Err(NoNamespace::Mount(mount)),
+                Err(NoNamespace::Mount(mount)),
+            ),
+        }
     })
 }
 
 /// Whether this process can give commands a private mount namespace: `Err` says why not. Probed
 /// once, in a short-lived child that makes an empty plan's namespace ([`probed`]).
-pub fn available() -> Result<(), String> {
-    probed().0.clone()
+pub fn available() -> Result<(), NoNamespace> {
+    probed().0
 }
 
 /// Whether commands can also get a network namespace of their own (a container's seccomp
 /// policy may allow user and mount namespaces but not this one): `Err` says why not. Probed
 /// once, with [`available`].
-pub fn network_available() -> Result<(), String> {
-    probed().1.clone()
+pub fn network_available() -> Result<(), NoNamespace> {
+    probed().1
 }
 
 /// The read-only view for this process (a forked child about to exec); async-signal-safe.
@@ -236,13 +259,16 @@ fn hide(plan: &Plan) -> io::Result<()> {
 /// The size of the buffer the working directory is read into (`PATH_MAX`).
 const CWD_MAX: usize = 4096;
 
-fn probe(plan: &Plan) -> Result<(), String> {
+fn probe(plan: &Plan) -> Result<(), ProbeFailed> {
     let flags = libc::SIGCHLD as libc::c_long;
     // SAFETY: clone with only SIGCHLD and a null stack is fork without glibc's atfork
     // handlers; the child only makes system calls (`enter`, `_exit`) and never returns.
     let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
     if pid < 0 {
-        return Err(format!("cannot probe: {}", io::Error::last_os_error()));
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        return Err(ProbeFailed::Fork(errno));
     }
     if pid == 0 {
         let code = match enter(plan, None) {
@@ -256,11 +282,11 @@ fn probe(plan: &Plan) -> Result<(), String> {
     // SAFETY: waitpid on the child just made, into a local integer.
     let waited = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
     if waited < 0 || !libc::WIFEXITED(status) {
-        return Err("the probe did not finish".to_owned());
+        return Err(ProbeFailed::Unfinished);
     }
     match libc::WEXITSTATUS(status) {
         0 => Ok(()),
-        errno => Err(io::Error::from_raw_os_error(errno).to_string()),
+        errno => Err(ProbeFailed::Step(errno)),
     }
 }
 

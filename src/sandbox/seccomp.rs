@@ -65,12 +65,24 @@ pub(super) struct Programs {
     no_clone3: BpfProgram,
 }
 
+/// Why the system-call filter cannot be built here (seccompiler's error, shared: the answer is
+/// kept for the process).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("the system-call filter cannot be built here: {0}")]
+pub struct NoFilter(std::sync::Arc<seccompiler::Error>);
+
+impl<E: Into<seccompiler::Error>> From<E> for NoFilter {
+    fn from(e: E) -> NoFilter {
+        NoFilter(std::sync::Arc::new(e.into()))
+    }
+}
+
 /// The programs for a command, `deny_inet` when it may open no IPv4 or IPv6 socket; built on
 /// the first call (which must come before the fork). `Err` says why none could be built (an
 /// architecture seccompiler does not know).
-pub(super) fn programs(deny_inet: bool) -> Result<&'static Programs, String> {
-    static PLAIN: OnceLock<Result<Programs, String>> = OnceLock::new();
-    static NO_INET: OnceLock<Result<Programs, String>> = OnceLock::new();
+pub(super) fn programs(deny_inet: bool) -> Result<&'static Programs, NoFilter> {
+    static PLAIN: OnceLock<Result<Programs, NoFilter>> = OnceLock::new();
+    static NO_INET: OnceLock<Result<Programs, NoFilter>> = OnceLock::new();
     let cell = if deny_inet { &NO_INET } else { &PLAIN };
     cell.get_or_init(|| build(deny_inet))
         .as_ref()
@@ -103,8 +115,8 @@ pub(super) fn install(programs: &Programs) -> io::Result<()> {
     Ok(())
 }
 
-fn build(deny_inet: bool) -> Result<Programs, String> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+fn build(deny_inet: bool) -> Result<Programs, NoFilter> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         REFUSED.iter().map(|call| (*call, Vec::new())).collect();
     rules.insert(libc::SYS_unshare, flag_rules(SeccompCmpArgLen::Dword)?);
@@ -117,7 +129,7 @@ fn build(deny_inet: bool) -> Result<Programs, String> {
         };
         let inet = vec![domain(libc::AF_INET), domain(libc::AF_INET6)];
         let inet = inet.into_iter().collect::<Result<_, _>>();
-        rules.insert(libc::SYS_socket, inet.map_err(|e| e.to_string())?);
+        rules.insert(libc::SYS_socket, inet?);
     }
     let refuse = program(rules, libc::EPERM, arch)?;
     let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
@@ -126,14 +138,13 @@ fn build(deny_inet: bool) -> Result<Programs, String> {
 }
 
 /// One rule per `CLONE_NEW*` flag: the call matches when its first argument has that bit.
-fn flag_rules(len: SeccompCmpArgLen) -> Result<Vec<SeccompRule>, String> {
+fn flag_rules(len: SeccompCmpArgLen) -> Result<Vec<SeccompRule>, NoFilter> {
     NEW_NAMESPACE_FLAGS
         .iter()
         .map(|flag| {
             let bit = u64::try_from(*flag).unwrap_or_default();
-            let has = SeccompCondition::new(0, len.clone(), SeccompCmpOp::MaskedEq(bit), bit)
-                .map_err(|e| e.to_string())?;
-            SeccompRule::new(vec![has]).map_err(|e| e.to_string())
+            let has = SeccompCondition::new(0, len.clone(), SeccompCmpOp::MaskedEq(bit), bit)?;
+            Ok(SeccompRule::new(vec![has])?)
         })
         .collect()
 }
@@ -143,16 +154,15 @@ fn program(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     errno: libc::c_int,
     arch: TargetArch,
-) -> Result<BpfProgram, String> {
+) -> Result<BpfProgram, NoFilter> {
     let errno = u32::try_from(errno).unwrap_or_default();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(errno),
         arch,
-    )
-    .map_err(|e| e.to_string())?;
-    BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    )?;
+    Ok(BpfProgram::try_from(filter)?)
 }
 
 #[cfg(test)]
