@@ -31,17 +31,30 @@ pub const SANDBOX_REFUSED: i32 = 126;
 
 use crate::sandbox::LAUNCHER_POLICY_ENV as POLICY_ENV;
 
+/// Why the launcher was given no sandbox it can use.
+#[derive(Debug, thiserror::Error)]
+enum NoPolicy {
+    #[error("no sandbox given (no --mode, and {POLICY_ENV} is not set)")]
+    Unset,
+    #[error("{POLICY_ENV} is not a JSON array of strings: {0}")]
+    NotJson(serde_json::Error),
+    #[error("{POLICY_ENV}: {0}")]
+    Flags(clap::error::ErrorKind),
+    #[error("{0}")]
+    Parsed(clap::Error),
+    #[error("{POLICY_ENV} names no --mode")]
+    NoMode,
+}
+
 /// The flags `args` gives, or, without `--mode`, the flags [`POLICY_ENV`] holds with `args`'s
 /// program; the reason when there are none.
-fn spelt_out(args: &SandboxExecArgs) -> Result<SandboxExecArgs, String> {
+fn spelt_out(args: &SandboxExecArgs) -> Result<SandboxExecArgs, NoPolicy> {
     use clap::{FromArgMatches, Parser};
     if args.mode.is_some() {
         return Ok(args.clone());
     }
-    let flags = std::env::var(POLICY_ENV)
-        .map_err(|_| format!("no sandbox given (no --mode, and {POLICY_ENV} is not set)"))?;
-    let flags: Vec<String> = serde_json::from_str(&flags)
-        .map_err(|e| format!("{POLICY_ENV} is not a JSON array of strings: {e}"))?;
+    let flags = std::env::var(POLICY_ENV).map_err(|_| NoPolicy::Unset)?;
+    let flags: Vec<String> = serde_json::from_str(&flags).map_err(NoPolicy::NotJson)?;
     #[derive(Parser)]
     #[command(name = "oml sandbox-exec")]
     struct Launcher {
@@ -54,11 +67,11 @@ fn spelt_out(args: &SandboxExecArgs) -> Result<SandboxExecArgs, String> {
         .chain(args.argv.iter().cloned());
     let matches = <Launcher as clap::CommandFactory>::command()
         .try_get_matches_from(line)
-        .map_err(|e| format!("{POLICY_ENV}: {}", e.kind()))?;
-    let parsed = Launcher::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+        .map_err(|e| NoPolicy::Flags(e.kind()))?;
+    let parsed = Launcher::from_arg_matches(&matches).map_err(NoPolicy::Parsed)?;
     match parsed.args.mode {
         Some(_) => Ok(parsed.args),
-        None => Err(format!("{POLICY_ENV} names no --mode")),
+        None => Err(NoPolicy::NoMode),
     }
 }
 
