@@ -185,6 +185,41 @@ fn the_clients_terminal_can_be_turned_off() {
     assert_eq!(result, "local");
 }
 
+/// While the network is held to named domains, a command does not run in the editor's terminal
+/// (whose launcher cannot reach oml's proxy, and would run it with no network at all): oml runs
+/// it and the proxy carries it.
+#[test]
+fn a_command_held_to_domains_runs_in_oml_not_the_clients_terminal() {
+    let env = Env::new();
+    env.init("(setq sandbox.network? true)\n(setq sandbox.allowed-domains [\"pypi.org\"])");
+    let args = json!({ "command": "echo \"proxy=$HTTPS_PROXY\"" }).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "bash", &[&args])),
+        Reply::from(text_chunks(&["ok"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    let sid = yolo_session(&mut c, &env, json!({"terminal": true}));
+    let id = c.prompt(&sid, "run");
+    let (updates, r) = c.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(
+        updates
+            .iter()
+            .all(|m| m.get("method") != Some(&json!("terminal/create"))),
+        "{updates:?}"
+    );
+    let result = fake.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .clone();
+    let result = result.as_str().unwrap_or_default();
+    if !result.starts_with("the sandbox cannot be set up") {
+        assert!(result.starts_with("proxy=http://127.0.0.1:"), "{result}");
+    }
+}
+
 /// The smallest PNG header: what `oml.image-mime` recognises.
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
 

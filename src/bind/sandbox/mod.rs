@@ -451,6 +451,16 @@ const SANDBOX: &[HostFn] = &[
         make: |lua| lua.create_function(denied_read),
     },
     HostFn {
+        name: "network-held?",
+        args: "?dir",
+        doc: "Whether commands run in ?DIR (default: the session's directory) have the network \
+              held to named domains (sandbox.allowed-domains, sandbox.denied-domains, or Claude \
+              Code's lists): they then reach the network only through oml's proxy, which only \
+              commands oml starts itself can reach, so `bash` does not run them in the editor's \
+              terminal.",
+        make: |lua| lua.create_function(network_held),
+    },
+    HostFn {
         name: "sandbox-status",
         args: "?dir",
         doc: "What the command sandbox enforces for commands run in ?DIR (default: the session's \
@@ -495,6 +505,15 @@ fn denied_read(lua: &Lua, (path, beneath): (String, Option<bool>)) -> mlua::Resu
         .iter()
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .any(|d| real.starts_with(&d) || (beneath && d.starts_with(&real))))
+}
+
+/// `oml.network-held?`.
+fn network_held(lua: &Lua, dir: Option<String>) -> mlua::Result<bool> {
+    let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
+    let here = cwd(lua);
+    let dir = dir.map_or(here.clone(), |d| here.join(d));
+    let policy = policy(&lisp, &dir).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    Ok(sandbox::network_layer(&policy) == sandbox::NetworkLayer::Proxy)
 }
 
 /// `oml.sandbox-status`.

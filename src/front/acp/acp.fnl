@@ -22,7 +22,7 @@
 (defsetting acp.use-client-fs? true :boolean
   "Let `read`, `write` and `edit` go through the editor (fs/read_text_file, fs/write_text_file) when it offers them; false keeps them on the disk.")
 (defsetting acp.use-client-terminal? true :boolean
-  "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one.")
+  "Let `bash` run in the editor's terminal (terminal/create, shown live in the tool card) when it offers one, wrapped in oml's sandbox launcher; false runs commands as without one. A command whose network is held to named domains (oml.network-held?) runs as without one anyway: only commands oml starts reach its proxy.")
 (defsetting acp.diff-max-bytes 4194304 :integer
   "Bytes of new text oml sends the editor as a `diff` at most: a permission question about a `write` or `edit` whose new text is longer names the file and its size instead, and a `write` through the editor's `fs/write_text_file` ends without a diff, as the write tool's own result has none past 4 MiB. Each copy of such a diff costs as much memory as the file, and no editor renders it better than the line.")
 (defsetting repl.server? true :boolean
@@ -448,7 +448,7 @@ written. The editor's error answer is an error (the file is named as not put bac
 
 (oml.advise* "tools.bash" :client-terminal
   (fn [bash args]
-    (if (acp.client-terminal?)
+    (if (and (acp.client-terminal?) (not (oml.network-held?)))
         (acp.terminal-bash (or (and args args.command) "")
                            (or (and args (tonumber args.timeout)) _G.tools.bash-timeout)
                            _G.tools.bash-max-chars)
