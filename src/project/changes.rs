@@ -36,26 +36,49 @@ pub fn work_tree(dir: &Path) -> Option<PathBuf> {
 /// files one by one, renames as a deletion and an addition; `None` when git cannot say in
 /// time, or reports more than [`MAX_CHANGED_PATHS`].
 pub async fn changed(root: &Path, sandbox: Prepared) -> Option<Vec<String>> {
-    let mut cmd = confined_git(root, sandbox)?;
-    cmd.args([
+    const STATUS: [&str; 6] = [
         "status",
         "--porcelain=v1",
         "-z",
         "--untracked-files=all",
         "--no-renames",
         "--ignore-submodules",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
-    let out = tokio::time::timeout(GIT_CHANGES_TIMEOUT, cmd.spawn().ok()?.wait_with_output())
+    ];
+    let out = tokio::time::timeout(GIT_CHANGES_TIMEOUT, git_stdout(root, &STATUS, sandbox))
         .await
-        .ok()?
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let paths = parse_status(&out.stdout);
+        .ok()??;
+    let paths = parse_status(&out);
     (paths.len() <= MAX_CHANGED_PATHS).then_some(paths)
+}
+
+/// What a confined `git ARGS…` in `root` wrote to its stdout, when it ended well; started
+/// through the spawn helper (this runs before every command in a git work tree, and a fork of
+/// oml itself costs more), its stderr to `/dev/null`.
+async fn git_stdout(root: &Path, args: &[&str], sandbox: Prepared) -> Option<Vec<u8>> {
+    use std::os::fd::OwnedFd;
+    use tokio::io::AsyncReadExt as _;
+    let (reader, writer) = std::io::pipe().ok()?;
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .ok()?;
+    let launch = crate::sandbox::Launch {
+        program: "git".into(),
+        args: super::git::SAFE_ARGS
+            .iter()
+            .chain(args)
+            .map(Into::into)
+            .collect(),
+        cwd: root.to_path_buf(),
+        stdout: OwnedFd::from(writer),
+        stderr: OwnedFd::from(null),
+    };
+    let sandbox = sandbox.only_env(super::git::git_env());
+    let mut child = sandbox.launch(launch).await.ok()?;
+    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).ok()?;
+    let mut out = Vec::new();
+    pipe.read_to_end(&mut out).await.ok()?;
+    child.wait().await.ok()?.success().then_some(out)
 }
 
 /// The paths of `git status --porcelain=v1 -z` output: `XY path\0` each.

@@ -77,24 +77,30 @@ pub async fn summary(dir: &Path, timeout: Duration, sandbox: Prepared) -> Option
 /// `/dev/null`, killed when dropped; `None` when the sandbox cannot be had.
 pub(super) fn confined_git(dir: &Path, sandbox: Prepared) -> Option<Command> {
     let mut cmd = Command::new("git");
-    sandbox.confine(cmd.as_std_mut()).ok()?;
-    cmd.env_clear();
-    for name in GIT_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
-    cmd.args([
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "core.hooksPath=/dev/null",
-    ])
-    .current_dir(dir)
-    .env("GIT_OPTIONAL_LOCKS", "0")
-    .stdin(Stdio::null())
-    .kill_on_drop(true);
+    sandbox.only_env(git_env()).confine(cmd.as_std_mut()).ok()?;
+    cmd.args(SAFE_ARGS)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     Some(cmd)
+}
+
+/// The options every git of oml's gets first: no fsmonitor, no hooks.
+pub(super) const SAFE_ARGS: [&str; 4] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+];
+
+/// The whole environment of oml's git: [`GIT_ENV`] as oml has them, and no optional locks.
+pub(super) fn git_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut vars: Vec<_> = GIT_ENV
+        .iter()
+        .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
+        .collect();
+    vars.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
+    vars
 }
 
 fn in_repository(dir: &Path) -> bool {

@@ -106,7 +106,12 @@ impl Prepared {
     fn request(&self, launch: &Launch) -> Option<Request> {
         let utf8 = |s: &std::ffi::OsStr| s.to_str().map(str::to_owned);
         let set = |name: &std::ffi::OsStr| self.set_env.iter().any(|(n, _)| n == name);
-        let env = std::env::vars_os()
+        let base: Vec<(OsString, OsString)> = match &self.only_env {
+            Some(vars) => vars.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let env = base
+            .into_iter()
             .filter(|(name, _)| !self.remove_env.contains(name) && !set(name))
             .chain(self.set_env.iter().cloned())
             .map(|(name, value)| Some((utf8(&name)?, utf8(&value)?)))

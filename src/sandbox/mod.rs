@@ -207,6 +207,9 @@ pub struct Prepared {
     remove_env: Vec<OsString>,
     /// Variables set for the command (the proxy's address).
     set_env: Vec<(OsString, OsString)>,
+    /// The command's whole environment, in place of oml's less the secrets
+    /// ([`Prepared::only_env`]); [`Prepared::set_env`]'s still added.
+    only_env: Option<Vec<(OsString, OsString)>>,
 }
 
 /// Build the sandbox `policy` asks for. Never fails: what cannot be had is in the [`Status`]
@@ -254,6 +257,7 @@ pub fn prepare(policy: &Policy) -> Prepared {
         mounts,
         remove_env: proxy.as_ref().map(|p| p.env().1).unwrap_or_default(),
         set_env: proxy.as_ref().map(|p| p.env().0).unwrap_or_default(),
+        only_env: None,
         proxy,
     }
 }
@@ -414,6 +418,13 @@ impl Prepared {
         self
     }
 
+    /// Give the command exactly the environment `vars` (oml's own git runs this way: a few
+    /// named variables, nothing else), wherever it is started.
+    pub fn only_env(mut self, vars: Vec<(OsString, OsString)>) -> Prepared {
+        self.only_env = Some(vars);
+        self
+    }
+
     /// The domain proxy the command's network is held to, if it is: what it refused while
     /// the command ran is for the tool result ([`proxy::ProxyNet::refused_since`]).
     pub fn proxy(&self) -> Option<Arc<proxy::ProxyNet>> {
@@ -431,6 +442,9 @@ impl Prepared {
             return Err(SandboxError::Unavailable(reason));
         }
         cmd.stdin(std::process::Stdio::null());
+        if let Some(vars) = &self.only_env {
+            cmd.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
+        }
         for name in &self.remove_env {
             cmd.env_remove(name);
         }
@@ -479,6 +493,7 @@ mod tests {
             proxy: None,
             remove_env: Vec::new(),
             set_env: Vec::new(),
+            only_env: None,
         };
         let mut cmd = std::process::Command::new("true");
         let err = prepared.confine(&mut cmd).unwrap_err();
