@@ -134,6 +134,8 @@ impl Replay {
         self.pending.clear();
         self.current.clear();
         self.thought = None;
+        // A command whose expansion was rewound away does not hide the next prompt's text.
+        self.expanded = false;
     }
 
     fn command(&mut self, data: &Value) {
@@ -423,6 +425,34 @@ mod tests {
             last["content"][1],
             json!({"type": "diff", "path": "/p/a", "oldText": null, "newText": "x"})
         );
+    }
+
+    /// A markdown command's expansion is not shown twice; rewound away before its expansion
+    /// was recorded, it does not hide the next prompt's own text.
+    #[test]
+    fn a_rewound_command_does_not_hide_the_next_prompt() {
+        let prompt = |text: &str| crate::session::history::prompt_entry(text);
+        let rewind = crate::session::history::Rewind {
+            prompt: 1,
+            conversation: true,
+            files: false,
+        };
+        let entries = vec![
+            prompt("/greet Ada"),
+            custom(
+                "command",
+                json!({"name": "greet", "input": "Ada", "expanded": true}),
+            ),
+            rewind.entry(),
+            prompt("hello"),
+            message(json!({"role": "user", "content": "hello"})),
+        ];
+        let shown: Vec<String> = replay_updates(&entries)
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+            .map(|u| u["content"]["text"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(shown, ["hello"]);
     }
 
     #[test]
