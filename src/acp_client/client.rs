@@ -17,8 +17,9 @@ use super::process::{self, AgentProcess};
 use super::router::{self, OutOfTurn};
 use super::{
     Category, ClientError, ConnectOptions, DEFAULT_REQUEST_TIMEOUT, DEFAULT_STARTUP_TIMEOUT,
-    PROTOCOL_VERSION, StopReason, Turn, kebab,
+    PROTOCOL_VERSION, Stop, Turn,
 };
+use crate::acp::StopReason;
 use crate::jsonrpc::{self, Connection, Options, RequestError};
 
 /// A connection to one agent process. Cheap to clone.
@@ -421,9 +422,9 @@ impl Client {
                 .await;
             let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
             let result = match answer {
-                Ok(answer) => match super::answers::stop_reason(&answer) {
-                    Some(reason) => Ok(StopReason(kebab(reason))),
-                    None if cancelled => Ok(StopReason("cancelled".to_owned())),
+                Ok(answer) => match crate::acp::answers::stop_reason(&answer) {
+                    Some(reason) => Ok(Stop::new(reason)),
+                    None if cancelled => Ok(Stop::new(StopReason::Cancelled)),
                     None => Err(ClientError::new(
                         Category::Protocol,
                         format!("the agent's session/prompt answer has no stopReason: {answer}"),
@@ -435,7 +436,7 @@ impl Client {
                     if e.category == Category::Agent
                         && (cancelled || e.code == Some(jsonrpc::REQUEST_CANCELLED.into())) =>
                 {
-                    Ok(StopReason("cancelled".to_owned()))
+                    Ok(Stop::new(StopReason::Cancelled))
                 }
                 Err(e) => Err(e),
             };

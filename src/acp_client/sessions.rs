@@ -43,7 +43,7 @@ impl Client {
             params["additionalDirectories"] = json!(more);
         }
         let answer = self.request("session/new", params).await?;
-        let Some(id) = super::answers::session_id(&answer) else {
+        let Some(id) = crate::acp::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,
                 "the agent's session/new answer has no sessionId",
@@ -92,7 +92,7 @@ impl Client {
             return Err(capability("session/fork", "sessionCapabilities.fork"));
         }
         let answer = self.reopen("session/fork", session_id, cwd).await?;
-        let Some(id) = super::answers::session_id(&answer) else {
+        let Some(id) = crate::acp::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,
                 "the agent's session/fork answer has no sessionId",

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{PermissionParams, Router, cancelled_outcome, choose};
+use super::{Router, choose};
+use crate::acp::{PermissionOutcome, PermissionParams};
 use crate::acp_client::{PermissionDecision, PermissionRequest};
 use crate::cancel::CancelToken;
 use crate::jsonrpc::{Request, RpcError};
@@ -36,10 +37,10 @@ impl Router {
         let outcome = match request.method.as_str() {
             "session/request_permission" => match PermissionParams::parse(request.params) {
                 Ok(params) => tokio::select! {
-                    outcome = self.permission(params) => Ok(outcome),
+                    outcome = self.permission(params) => Ok(outcome.to_value()),
                     () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
                 },
-                Err(error) => Err(error),
+                Err(error) => Err(RpcError::invalid_params(error)),
             },
             m @ ("fs/read_text_file"
             | "fs/write_text_file"
@@ -121,7 +122,7 @@ impl Router {
 
     /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers
     /// `cancelled` at once, whatever the handler is doing.
-    async fn permission(&self, params: PermissionParams) -> Value {
+    async fn permission(&self, params: PermissionParams) -> PermissionOutcome {
         let PermissionParams {
             session_id,
             tool_call,
@@ -132,7 +133,7 @@ impl Router {
             .map(|t| t.cancel.clone())
             .unwrap_or_default();
         if cancel.is_cancelled() {
-            return cancelled_outcome();
+            return PermissionOutcome::Cancelled;
         }
         let decision = match &self.permission {
             None => Err("no permission handler".to_owned()),
@@ -140,12 +141,12 @@ impl Router {
                 let request = PermissionRequest {
                     session_id,
                     tool_call,
-                    options: serde_json::to_value(&options).unwrap_or(Value::Null),
+                    options: options.clone(),
                     cancel: cancel.clone(),
                 };
                 tokio::select! {
                     d = handler(request) => d,
-                    () = cancel.cancelled() => return cancelled_outcome(),
+                    () = cancel.cancelled() => return PermissionOutcome::Cancelled,
                 }
             }
         };
@@ -154,7 +155,7 @@ impl Router {
             PermissionDecision::Reject
         });
         if cancel.is_cancelled() {
-            return cancelled_outcome();
+            return PermissionOutcome::Cancelled;
         }
         choose(&options, &decision)
     }

@@ -134,9 +134,8 @@ async fn follow(
                 if let Some(f) = &on_update {
                     let t = to_lua(lua, &update).map_err(lua_error)?;
                     if let Value::Table(t) = &t {
-                        let kind = update["sessionUpdate"].as_str().unwrap_or("unknown");
-                        t.set("kind", crate::acp_client::kebab(kind))
-                            .map_err(lua_error)?;
+                        let kind = crate::acp::answers::UpdateKind::of(&update).kebab();
+                        t.set("kind", kind).map_err(lua_error)?;
                     }
                     f.call_async::<()>(t).await.map_err(|e| {
                         ClientError::new(
@@ -158,7 +157,7 @@ async fn follow(
             }
             Event::Done { stop_reason, text } => {
                 let t = lua.create_table().map_err(lua_error)?;
-                t.set("stop-reason", crate::acp_client::kebab(&stop_reason))
+                t.set("stop-reason", stop_reason.kebab())
                     .map_err(lua_error)?;
                 t.set("text", text).map_err(lua_error)?;
                 t.set("session-id", session).map_err(lua_error)?;

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::connect::seconds;
 use super::{Conn, ConnState, LastTurn, lua_error, outcome};
-use crate::acp_client::answers::{self, UpdateKind};
+use crate::acp::answers::{self, UpdateKind};
 use crate::acp_client::{Category, Client, ClientError, OutOfTurn, TurnEvent, Update};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, from_lua, to_lua};
@@ -314,13 +314,7 @@ async fn watch_turn(
     sid: &str,
     turn: &mut crate::acp_client::Turn,
     watched: Watched<'_>,
-) -> Result<
-    (
-        Result<crate::acp_client::StopReason, ClientError>,
-        FinalText,
-    ),
-    ClientError,
-> {
+) -> Result<(Result<crate::acp_client::Stop, ClientError>, FinalText), ClientError> {
     let parent = if watched.follow {
         crate::bind::session::tools::session_cancel(lua)
     } else {
@@ -337,7 +331,7 @@ async fn watch_turn(
                 continue;
             }
             () = tokio::time::sleep_until(gave_up.unwrap_or_else(tokio::time::Instant::now)), if gave_up.is_some() => {
-                break Ok(crate::acp_client::StopReason("cancelled".to_owned()));
+                break Ok(crate::acp_client::Stop::new(crate::acp::StopReason::Cancelled));
             }
         };
         let batch = match event {

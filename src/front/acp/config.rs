@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::calls::lisp_json;
-use super::params::{SetConfigOptionParams, SetModeParams};
 use super::render::update;
 use super::sessions::known_session;
+use crate::acp::params::{SetConfigOptionParams, SetModeParams};
 use crate::jsonrpc::RpcError;
 
 pub(super) async fn set_mode(ctx: &Arc<Ctx>, params: &SetModeParams) -> Result<Value, RpcError> {

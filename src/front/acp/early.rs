@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::initialize;
-use super::params::InitializeParams;
+use crate::acp::params::InitializeParams;
 use crate::jsonrpc::{Connection, Incoming};
 
 /// What the opened connection saw before the image was built.
@@ -112,11 +112,13 @@ async fn answer_until_ready(
         match message {
             // A client asking for v2 waits for the image, which holds `acp.protocol-versions`.
             Incoming::Request(r) if r.method == "initialize" && !asks_v2(r.params.as_ref()) => {
-                let answer = InitializeParams::parse(r.params).and_then(|p| {
-                    let answer = initialize(&p)?;
-                    capabilities = Some(p.client_capabilities);
-                    Ok(answer)
-                });
+                let answer = InitializeParams::parse(r.params)
+                    .map_err(crate::jsonrpc::RpcError::invalid_params)
+                    .and_then(|p| {
+                        let answer = initialize(&p)?;
+                        capabilities = Some(p.client_capabilities);
+                        Ok(answer)
+                    });
                 respond(&conn, &r.id, answer).await;
                 if let Some(answered) = answered.take() {
                     let _ = conn.flush().await;

@@ -12,7 +12,7 @@
 //! after the `session/new` response.
 //!
 //! Each request and notification is parsed once, as it is read, into a typed method with serde
-//! params (`params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
+//! params (`crate::acp::params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
 //! that are not JSON (the transport classifies them), `-32600` for JSON that is not a request,
 //! `-32601 Method not found: <method>`, `-32602` for bad params, an unknown session or a busy
 //! one, `-32603` for failures inside (a model error). Notifications are never answered; unknown
@@ -22,7 +22,7 @@
 //! (`early`); everything else waits for the image, in line order.
 //!
 //! This file holds the serve loop, the dispatch and `initialize`; the rest is one concern a file:
-//! `early` (the connection while the image is built), `params` (the typed requests), `sessions` (new, load, resume, list, close, delete), `prompt`,
+//! `early` (the connection while the image is built), `sessions` (new, load, resume, list, close, delete), `prompt`,
 //! `config` (modes and config options), `calls` (into Lisp), `replay` (stored history as updates)
 //! and `render` (the forwarder and the renderer).
 //!
@@ -48,7 +48,6 @@ mod config;
 mod content;
 mod early;
 mod message_ids;
-mod params;
 mod prompt;
 mod render;
 mod replay;
@@ -56,12 +55,12 @@ mod sessions;
 pub mod surface;
 mod v2;
 
+use crate::acp::params::{InitializeParams, Method, NotificationMethod};
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
 pub use content::{PromptContent, prompt_content, prompt_text};
 use early::Greeted;
 pub use early::Opened;
-use params::{InitializeParams, Method, NotificationMethod};
 use prompt::prompt;
 pub use prompt::stop_reason;
 pub use replay::replay_updates;
@@ -183,7 +182,7 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
             }
             Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
             Incoming::Request(r) => {
-                let method = Method::parse(&r.method, r.params);
+                let method = Method::parse(&r.method, r.params).map_err(RpcError::invalid_params);
                 // A cancel read after this prompt must reach it, even if it comes before the
                 // prompt's task has started: the prompt's token is made now, in line order.
                 let prompt_key = match &method {
@@ -236,7 +235,7 @@ async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
 }
 
 fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
-    match NotificationMethod::parse(&n.method, n.params) {
+    match NotificationMethod::parse(&n.method, n.params).map_err(RpcError::invalid_params) {
         Ok(NotificationMethod::SessionCancel(p)) => ctx.agent.cancel(&p.session_id.0),
         // A running prompt named by `$/cancel_request` is cancelled as by `session/cancel`, and
         // answers with its partial result (`stopReason: cancelled`). Every other request is
@@ -388,7 +387,7 @@ mod tests {
         let read = |p: Value| match Method::parse("initialize", Some(p)) {
             Ok(Method::Initialize(p)) => initialize(&p),
             Ok(other) => panic!("not initialize: {other:?}"),
-            Err(e) => Err(e),
+            Err(e) => Err(RpcError::invalid_params(e)),
         };
         let r = read(json!({"protocolVersion": 7})).unwrap();
         assert_eq!(r["protocolVersion"], 1);

@@ -13,12 +13,12 @@ use tokio::sync::mpsc;
 
 use super::calls::lisp_json;
 use super::config::advertise_commands;
-use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
 use super::render::{Renderer, forward, say, update};
 use super::replay::replay_updates;
 use super::surface::AcpSession;
 use super::v2::{self, Dialect};
 use super::{Ctx, SHUTDOWN_GRACE};
+use crate::acp::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
 use crate::agent::{AgentEvent, PromptState};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
@@ -104,7 +104,7 @@ pub(super) async fn after_setup(
     ctx: &Arc<Ctx>,
     sid: &str,
     cwd: &std::path::Path,
-    mcp_servers: Vec<Result<crate::mcp::ServerSpec, String>>,
+    mcp_servers: Vec<Result<crate::acp::McpServer, String>>,
     ready_tx: tokio::sync::watch::Sender<bool>,
 ) {
     // Everything below is queued after the response: clients learn the session id from it and
@@ -121,7 +121,7 @@ pub(super) async fn after_setup(
     // background and the first model request waits for them.
     let mut editor_servers = Vec::new();
     for server in mcp_servers {
-        match server {
+        match server.and_then(crate::mcp::ServerSpec::from_server) {
             Ok(spec) => editor_servers.push(spec),
             Err(e) => say(ctx, sid, format!("Warning: {e}\n")),
         }
@@ -211,7 +211,7 @@ pub(super) async fn session_fork(ctx: &Arc<Ctx>, id: &RequestId, params: LoadSes
         }
         Ok(child) => {
             let params = LoadSessionParams {
-                session_id: super::params::SessionId(child),
+                session_id: crate::acp::params::SessionId(child),
                 ..params
             };
             session_load(ctx, id, params, Open::Fork).await;

@@ -1,5 +1,5 @@
-//! The few fields of an agent's messages that the client itself reads, each parsed once with
-//! serde from the value as received: an update's `sessionUpdate` discriminator and the text of
+//! The few fields of an agent's messages that a client reads, each parsed once with serde from
+//! the value as received: an update's `sessionUpdate` discriminator and the text of
 //! a message chunk, the `stopReason` of a `session/prompt` answer, the `sessionId` of a
 //! `session/new` answer. The values themselves go on to Lisp as they came.
 //!
@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::kebab;
+use super::StopReason;
 
 /// An update's `sessionUpdate`: the kinds the client tells apart, every other one by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ impl UpdateKind {
                 .find(|(_, kind)| kind == known)
                 .map_or("unknown", |(wire, _)| wire),
         };
-        kebab(wire)
+        wire.replace('_', "-")
     }
 }
 
@@ -91,12 +91,74 @@ pub fn chunk_text(update: &Value) -> Option<&str> {
         .map(|c| c.content.text)
 }
 
+/// What a client reads of a tool call (an update's, or a permission request's): each field
+/// when it is a string.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallHead<'a> {
+    #[serde(borrow, default)]
+    tool_call_id: Text<'a>,
+    #[serde(borrow, default)]
+    title: Text<'a>,
+    #[serde(borrow, default)]
+    kind: Text<'a>,
+}
+
+/// A member that counts when it is a string.
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+enum Text<'a> {
+    Str(&'a str),
+    #[default]
+    #[serde(skip)]
+    Absent,
+    Other(serde::de::IgnoredAny),
+}
+
+impl<'a> Text<'a> {
+    fn get(&self) -> Option<&'a str> {
+        match self {
+            Text::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> ToolCallHead<'a> {
+    /// The head of `tool_call`; one that is not an object has none of its fields.
+    pub fn of(tool_call: &'a Value) -> ToolCallHead<'a> {
+        ToolCallHead::deserialize(tool_call).unwrap_or_default()
+    }
+
+    pub fn tool_call_id(&self) -> Option<&'a str> {
+        self.tool_call_id.get()
+    }
+
+    pub fn title(&self) -> Option<&'a str> {
+        self.title.get()
+    }
+
+    pub fn kind(&self) -> Option<&'a str> {
+        self.kind.get()
+    }
+}
+
+/// The `kind` of a tool call (`read`, `execute`, …), when it has one.
+pub fn tool_kind(tool_call: &Value) -> Option<&str> {
+    ToolCallHead::of(tool_call).kind()
+}
+
+/// The `title` of a tool call, when it has one.
+pub fn tool_title(tool_call: &Value) -> Option<&str> {
+    ToolCallHead::of(tool_call).title()
+}
+
 /// The `stopReason` of a `session/prompt` answer.
-pub fn stop_reason(answer: &Value) -> Option<&str> {
+pub fn stop_reason(answer: &Value) -> Option<StopReason> {
     #[derive(Deserialize)]
-    struct PromptAnswer<'a> {
-        #[serde(rename = "stopReason", borrow)]
-        stop_reason: &'a str,
+    struct PromptAnswer {
+        #[serde(rename = "stopReason")]
+        stop_reason: StopReason,
     }
     PromptAnswer::deserialize(answer)
         .ok()
@@ -152,10 +214,21 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_call_head_reads_strings_only() {
+        let call = json!({"toolCallId": "c", "title": 5, "kind": "read", "rawInput": {}});
+        let head = ToolCallHead::of(&call);
+        assert_eq!(
+            (head.tool_call_id(), head.title(), head.kind()),
+            (Some("c"), None, Some("read"))
+        );
+        assert_eq!(tool_kind(&json!([1])), None);
+    }
+
+    #[test]
     fn answers_give_their_field_or_none() {
         assert_eq!(
             stop_reason(&json!({"stopReason": "end_turn"})),
-            Some("end_turn")
+            Some(StopReason::EndTurn)
         );
         assert_eq!(stop_reason(&json!({"stopReason": null})), None);
         assert_eq!(stop_reason(&json!(null)), None);
