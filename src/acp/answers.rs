@@ -56,18 +56,25 @@ impl UpdateKind {
             )
     }
 
-    /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
-    /// sees as an update's `:kind`.
-    pub fn kebab(&self) -> String {
-        let wire = match self {
+    /// The discriminator as on the wire (`tool_call`), empty when there is none.
+    pub fn wire(&self) -> &str {
+        match self {
             UpdateKind::Other(name) => name.as_str(),
-            UpdateKind::Missing => "unknown",
+            UpdateKind::Missing => "",
             known => KNOWN
                 .iter()
                 .find(|(_, kind)| kind == known)
-                .map_or("unknown", |(wire, _)| wire),
-        };
-        wire.replace('_', "-")
+                .map_or("", |(wire, _)| wire),
+        }
+    }
+
+    /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
+    /// sees as an update's `:kind`.
+    pub fn kebab(&self) -> String {
+        match self.wire() {
+            "" => "unknown".to_owned(),
+            wire => wire.replace('_', "-"),
+        }
     }
 }
 

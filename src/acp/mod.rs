@@ -9,7 +9,9 @@
 //! - [`permission`]: `session/request_permission`, its options and its outcome;
 //! - [`StopReason`]: how a turn ended, by its wire, Lisp and loop names;
 //! - [`McpServer`]: an entry of a session's `mcpServers`;
-//! - [`tool_call`]: what a client shows of a tool call it is asked about.
+//! - [`tool_call`]: what a client shows of a tool call it is asked about;
+//! - [`v2`]: the v2 draft against v1, one mapping used both ways (the agent encodes, the client
+//!   decodes).
 //!
 //! The messages a program sees as Lisp tables stay `serde_json::Value`s as they came (unknown
 //! kinds and fields included); the conversion to Lisp happens once, at the Lisp surface. This
@@ -21,6 +23,7 @@ pub mod params;
 pub mod permission;
 mod stop;
 pub mod tool_call;
+pub mod v2;
 
 pub use mcp_server::{McpServer, NameValue, short};
 pub use params::{Method, NotificationMethod};

@@ -322,7 +322,10 @@ fn initialize_negotiated(ctx: &Ctx, params: &InitializeParams) -> Result<Value, 
             initialize(params)
         }
         v2::Dialect::V2 => {
-            remember_client(ctx, &v2::client_capabilities(&params.capabilities));
+            remember_client(
+                ctx,
+                &crate::acp::v2::client_capabilities(&params.capabilities),
+            );
             Ok(v2::initialize_answer())
         }
     }

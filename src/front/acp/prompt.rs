@@ -13,8 +13,8 @@ use super::Ctx;
 use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
 use super::render::update;
-use super::v2::encode as v2;
 use crate::acp::params::PromptParams;
+use crate::acp::v2::State;
 use crate::agent::AgentError;
 use crate::jsonrpc::{self, RequestId, RpcError};
 use tokio::sync::oneshot;
@@ -139,21 +139,15 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
     let user = json!({"sessionUpdate": "user_message", "messageId": message_id,
                       "content": params.prompt.0});
     update(ctx, sid, user).await;
-    update(ctx, sid, v2::state("running", None, None)).await;
+    update(ctx, sid, State::Running.update()).await;
     let _ = go_tx.send(());
     let result = match finished {
         Some(result) => result,
         None => run.await,
     };
     let idle = match result {
-        Ok(answer) => {
-            let stop = answer.get("stopReason").and_then(Value::as_str);
-            v2::state("idle", stop, None)
-        }
-        Err(e) => {
-            let error = serde_json::to_value(&e).unwrap_or_default();
-            v2::state("idle", Some("error"), Some(error))
-        }
+        Ok(answer) => State::Idle(crate::acp::answers::stop_reason(&answer)).update(),
+        Err(e) => State::Failed(serde_json::to_value(&e).unwrap_or_default()).update(),
     };
     ctx.hub.forget_asking(sid);
     update(ctx, sid, idle).await;

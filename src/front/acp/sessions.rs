@@ -19,6 +19,7 @@ use super::surface::AcpSession;
 use super::v2::{self, Dialect};
 use super::{Ctx, SHUTDOWN_GRACE};
 use crate::acp::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
+use crate::acp::v2::State;
 use crate::agent::{AgentEvent, PromptState};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
@@ -142,11 +143,11 @@ pub(super) async fn after_setup(
 async fn report_state(ctx: &Ctx, sid: &str) {
     let running = ctx.hub.running(ctx.agent.sessions());
     let state = if running.iter().any(|r| r == sid) {
-        "running"
+        State::Running
     } else {
-        "idle"
+        State::Idle(None)
     };
-    update(ctx, sid, v2::encode::state(state, None, None)).await;
+    update(ctx, sid, state.update()).await;
 }
 
 /// Answer a session's setup request: as it is in v1, in v2's shape for a v2 client.

@@ -31,6 +31,7 @@ use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_l
 use crate::session::{PromptState, Sessions};
 
 use super::v2::Dialect;
+use crate::acp::v2::State;
 
 /// What the ACP layer keeps per session.
 #[derive(Clone)]
@@ -421,20 +422,21 @@ async fn ask_in_v2(
     params: serde_json::Value,
     cancel: Option<&CancelToken>,
 ) -> Result<serde_json::Value, RequestError> {
-    let state = |s| super::v2::encode::state(s, None, None);
+    let state = |s: State| s.update();
     let mut pending = Pending {
         hub,
         id,
         counted: running,
     };
     if running && hub.asking(id, 1) == 1 {
-        hub.send_update(conn, id, state("requires_action")).await;
+        hub.send_update(conn, id, state(State::RequiresAction))
+            .await;
     }
     let answer = conn.request_with(method, params, None, cancel).await;
     pending.counted = false;
     let last = running && hub.asking(id, -1) == 0;
     if last && !cancel.is_some_and(CancelToken::is_cancelled) {
-        hub.send_update(conn, id, state("running")).await;
+        hub.send_update(conn, id, state(State::Running)).await;
     }
     answer
 }
