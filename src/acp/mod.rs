@@ -7,6 +7,8 @@
 //! - [`answers`]: what a client reads of an agent's messages (an update's kind, a chunk's text,
 //!   the prompt's stop reason, a new session's id);
 //! - [`permission`]: `session/request_permission`, its options and its outcome;
+//! - [`requests`]: what a client sends an agent;
+//! - [`served`]: the agent's other requests to its client (`fs/*`, `terminal/*`, elicitation);
 //! - [`StopReason`]: how a turn ended, by its wire, Lisp and loop names;
 //! - [`McpServer`]: an entry of a session's `mcpServers`;
 //! - [`tool_call`]: what a client shows of a tool call it is asked about;
@@ -18,13 +20,17 @@
 //! module knows no connection, no session and no Lisp.
 
 pub mod answers;
+mod loose;
 mod mcp_server;
 pub mod params;
 pub mod permission;
+pub mod requests;
+pub mod served;
 mod stop;
 pub mod tool_call;
 pub mod v2;
 
+pub use loose::Loose;
 pub use mcp_server::{McpServer, NameValue, short};
 pub use params::{Method, NotificationMethod};
 pub use permission::{OptionKind, PermissionOption, PermissionOutcome, PermissionParams};

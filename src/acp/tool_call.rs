@@ -5,26 +5,10 @@
 //!
 //! It knows the shapes, not how they are shown.
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 
-/// A member read as `T` when it is one; absent, null or of another type, `None`.
-#[derive(Debug)]
-pub struct Loose<T>(pub Option<T>);
-
-impl<T> Default for Loose<T> {
-    fn default() -> Self {
-        Loose(None)
-    }
-}
-
-impl<'de, T: DeserializeOwned> Deserialize<'de> for Loose<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        Ok(Loose(T::deserialize(value).ok()))
-    }
-}
+use super::Loose;
 
 /// The parts of a tool call shown with a question.
 #[derive(Debug, Default, Deserialize)]

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::capabilities::Initialized;
@@ -20,6 +20,10 @@ use super::{
     PROTOCOL_VERSION, Stop, Turn,
 };
 use crate::acp::StopReason;
+use crate::acp::requests::{
+    self, ClientCapabilities, ElicitationCapability, FsCapability, Implementation,
+    InitializeRequest,
+};
 use crate::jsonrpc::{self, Connection, Options, RequestError};
 
 /// A connection to one agent process. Cheap to clone.
@@ -158,16 +162,25 @@ impl Client {
         // No fs or terminal unless the program serves them: the agent uses its own tools.
         let fs = options.fs.is_some();
         let terminal = options.terminal.is_some();
-        let mut capabilities =
-            json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal});
-        if options.on_elicitation.is_some() {
-            capabilities["elicitation"] = json!({"form": {}, "url": {}});
-        }
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": capabilities,
-            "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
-        });
+        let request = InitializeRequest {
+            protocol_version: PROTOCOL_VERSION,
+            client_capabilities: ClientCapabilities {
+                fs: FsCapability {
+                    read_text_file: fs,
+                    write_text_file: fs,
+                },
+                terminal,
+                elicitation: options
+                    .on_elicitation
+                    .is_some()
+                    .then(ElicitationCapability::default),
+            },
+            client_info: Implementation {
+                name: "oml".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+        };
+        let params = requests::params(&request);
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
         let answer = Initialized::read(self.call("initialize", params, Some(startup)).await?);
         let version = answer.protocol_version.as_u64();
@@ -180,7 +193,9 @@ impl Client {
                     "the agent answered protocol version {shown}; this client speaks only version {PROTOCOL_VERSION}"
                 ),
             );
-            error.data = Some(json!({"protocolVersion": shown}));
+            error.data = Some(data(&VersionData {
+                protocol_version: shown,
+            }));
             return Err(error);
         }
         let method = options
@@ -197,7 +212,8 @@ impl Client {
 
     /// `authenticate` with the method `method_id` (one of the agent's `authMethods`).
     pub async fn authenticate(&self, method_id: &str) -> Result<(), ClientError> {
-        self.request("authenticate", json!({"methodId": method_id}))
+        let request = requests::AuthenticateRequest { method_id };
+        self.request("authenticate", requests::params(&request))
             .await
             .map(|_| ())
     }
@@ -356,11 +372,11 @@ impl Client {
                 names.join(", ")
             }
         );
-        let mut data = json!({"authMethods": &self.inner.initialized.auth_methods});
-        if let Some(d) = &error.data {
-            data["error"] = d.clone();
-        }
-        e.data = Some(data);
+        let data = AuthData {
+            auth_methods: &self.inner.initialized.auth_methods,
+            error: error.data.as_ref(),
+        };
+        e.data = Some(self::data(&data));
         e
     }
 
@@ -386,9 +402,9 @@ impl Client {
             message.push_str(&format!("; its stderr ends with:\n{tail}"));
         }
         let mut e = ClientError::new(Category::Connection, message);
-        e.data = Some(json!({
-            "exitStatus": status.and_then(|s| s.code()),
-            "stderr": tail,
+        e.data = Some(data(&ExitData {
+            exit_status: status.and_then(|s| s.code()),
+            stderr: tail,
         }));
         e
     }
@@ -412,7 +428,10 @@ impl Client {
         let shared = self.inner.router.start_turn(session_id)?;
         let client = self.clone();
         let turn = Arc::clone(&shared);
-        let params = json!({"sessionId": session_id, "prompt": prompt});
+        let params = requests::params(&requests::PromptRequest {
+            session_id,
+            prompt: &prompt,
+        });
         let task = tokio::spawn(async move {
             // Updates on lines after the answer's are late, however soon this task wakes.
             let read = Arc::clone(&turn);
@@ -459,7 +478,10 @@ impl Client {
         }
         self.inner
             .rpc
-            .notify("session/cancel", json!({"sessionId": session_id}))
+            .notify(
+                "session/cancel",
+                requests::params(&requests::SessionRequest { session_id }),
+            )
             .await
             .map_err(|e| ClientError::new(Category::Connection, e.to_string()))
     }
@@ -514,6 +536,35 @@ fn spawn_agent(
     })
 }
 
+/// An error's data, as JSON.
+fn data<T: serde::Serialize>(data: &T) -> Value {
+    serde_json::to_value(data).unwrap_or(Value::Null)
+}
+
+/// A version refused: the error's data.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VersionData {
+    protocol_version: Value,
+}
+
+/// Authentication required: the error's data, with the agent's own.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthData<'a, M: serde::Serialize> {
+    auth_methods: &'a M,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a Value>,
+}
+
+/// The connection is gone: the error's data.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExitData<'a> {
+    exit_status: Option<i32>,
+    stderr: &'a str,
+}
+
 /// Whether the agent's environment has `name` set (not empty): its own `env`, else oml's.
 fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
     match spawn.env.iter().rev().find(|(k, _)| k == name) {
@@ -523,7 +574,11 @@ fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
 }
 
 pub(super) fn null_to_object(v: Value) -> Value {
-    if v.is_null() { json!({}) } else { v }
+    if v.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        v
+    }
 }
 
 pub(super) fn capability(method: &str, flag: &str) -> ClientError {

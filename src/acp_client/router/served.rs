@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Router, choose};
+use crate::acp::served::{ElicitationAnswer, SessionHead};
 use crate::acp::{PermissionOutcome, PermissionParams};
 use crate::acp_client::{PermissionDecision, PermissionRequest};
 use crate::cancel::CancelToken;
@@ -93,11 +94,8 @@ impl Router {
         let Some(handler) = handler else {
             return Err(RpcError::method_not_found(method));
         };
-        let session = params
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let roots = self.roots(session);
+        let session = SessionHead::session_id(&params).unwrap_or_default();
+        let roots = self.roots(&session);
         let call = crate::acp_client::FsCall {
             method: method.to_owned(),
             params,
@@ -112,11 +110,11 @@ impl Router {
     /// Asks the elicitation handler; a failing one answers `cancel`.
     async fn elicit(&self, params: Value, abandoned: CancelToken) -> Value {
         let Some(handler) = &self.elicitation else {
-            return json!({"action": "cancel"});
+            return ElicitationAnswer::cancel();
         };
         handler(params, abandoned).await.unwrap_or_else(|reason| {
             tracing::info!("the elicitation handler failed, answering cancel: {reason}");
-            json!({"action": "cancel"})
+            ElicitationAnswer::cancel()
         })
     }
 

@@ -185,11 +185,7 @@ pub(super) fn elicitation_handler(
                 .await
                 .map_err(|e| format!("the elicitation handler failed: {e}"))?;
             let answer = crate::lisp::from_lua(lua, answer).map_err(|e| e.to_string())?;
-            if answer
-                .get("action")
-                .and_then(serde_json::Value::as_str)
-                .is_none()
-            {
+            if !crate::acp::served::ElicitationAnswer::is_answer(&answer) {
                 return Err(format!(
                     "the elicitation handler returned {answer}, not {{:action …}}"
                 ));
