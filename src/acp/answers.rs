@@ -172,6 +172,26 @@ pub fn stop_reason(answer: &Value) -> Option<StopReason> {
         .map(|a| a.stop_reason)
 }
 
+/// What a client shows of a session setup's answer (`session/new`, `load`, `resume`, `fork`):
+/// its modes, config options and models, each as sent (null counts as absent).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSetup {
+    #[serde(default)]
+    pub modes: Option<Value>,
+    #[serde(default)]
+    pub config_options: Option<Value>,
+    #[serde(default)]
+    pub models: Option<Value>,
+}
+
+impl SessionSetup {
+    /// The parts of `answer`; an answer that is not an object has none.
+    pub fn read(answer: &Value) -> SessionSetup {
+        SessionSetup::deserialize(answer).unwrap_or_default()
+    }
+}
+
 /// The `sessionId` of a `session/new` answer.
 pub fn session_id(answer: &Value) -> Option<&str> {
     #[derive(Deserialize)]

@@ -27,6 +27,29 @@ pub struct InitializeRequest {
     pub client_info: Implementation,
 }
 
+impl InitializeRequest {
+    /// oml's `initialize` at `version`, offering the file system, the terminal and elicitation
+    /// as `(fs, terminal, elicitation)` say; `oml_version` is the client's own.
+    pub fn new(version: u64, offers: (bool, bool, bool), oml_version: &str) -> InitializeRequest {
+        let (fs, terminal, elicitation) = offers;
+        InitializeRequest {
+            protocol_version: version,
+            client_capabilities: ClientCapabilities {
+                fs: FsCapability {
+                    read_text_file: fs,
+                    write_text_file: fs,
+                },
+                terminal,
+                elicitation: elicitation.then(ElicitationCapability::default),
+            },
+            client_info: Implementation {
+                name: "oml".to_owned(),
+                version: oml_version.to_owned(),
+            },
+        }
+    }
+}
+
 /// What a client offers: the file system and terminal it serves, and elicitation.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -134,6 +157,16 @@ pub struct PromptRequest<'a> {
     pub prompt: &'a Value,
 }
 
+/// A prompt of one text block.
+pub fn text_prompt(text: String) -> Value {
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Block {
+        Text { text: String },
+    }
+    params(&[Block::Text { text }])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +208,10 @@ mod tests {
             cursor: Some("c"),
         };
         assert_eq!(params(&list), json!({"cursor": "c"}));
+        assert_eq!(
+            text_prompt("hi".into()),
+            json!([{"type": "text", "text": "hi"}])
+        );
         let reopen = ReopenRequest {
             session_id: "s",
             cwd: Path::new("/p"),

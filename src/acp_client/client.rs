@@ -20,10 +20,7 @@ use super::{
     PROTOCOL_VERSION, Stop, Turn,
 };
 use crate::acp::StopReason;
-use crate::acp::requests::{
-    self, ClientCapabilities, ElicitationCapability, FsCapability, Implementation,
-    InitializeRequest,
-};
+use crate::acp::requests::{self, InitializeRequest};
 use crate::jsonrpc::{self, Connection, Options, RequestError};
 
 /// A connection to one agent process. Cheap to clone.
@@ -162,24 +159,11 @@ impl Client {
         // No fs or terminal unless the program serves them: the agent uses its own tools.
         let fs = options.fs.is_some();
         let terminal = options.terminal.is_some();
-        let request = InitializeRequest {
-            protocol_version: PROTOCOL_VERSION,
-            client_capabilities: ClientCapabilities {
-                fs: FsCapability {
-                    read_text_file: fs,
-                    write_text_file: fs,
-                },
-                terminal,
-                elicitation: options
-                    .on_elicitation
-                    .is_some()
-                    .then(ElicitationCapability::default),
-            },
-            client_info: Implementation {
-                name: "oml".to_owned(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-            },
-        };
+        let request = InitializeRequest::new(
+            PROTOCOL_VERSION,
+            (fs, terminal, options.on_elicitation.is_some()),
+            env!("CARGO_PKG_VERSION"),
+        );
         let params = requests::params(&request);
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
         let answer = Initialized::read(self.call("initialize", params, Some(startup)).await?);
