@@ -51,16 +51,37 @@ impl StopReason {
         self.wire().replace('_', "-")
     }
 
-    /// The agent loop's name of a turn's end (`end-turn`, `max-turns`, `max-tokens`, `refusal`,
-    /// `cancelled`); any other name ends the turn normally, as the loop knows no other.
+    /// The reason the agent loop names `name` (`end-turn`, `max-turns`, `max-tokens`,
+    /// `refusal`, `cancelled`, or a name of the program's own, kept in snake_case).
     pub fn from_loop(name: &str) -> StopReason {
         match name {
-            "cancelled" => StopReason::Cancelled,
             "max-turns" => StopReason::MaxTurnRequests,
-            "max-tokens" => StopReason::MaxTokens,
-            "refusal" => StopReason::Refusal,
-            _ => StopReason::EndTurn,
+            other => StopReason::from_wire(&other.replace('-', "_")),
         }
+    }
+
+    /// The agent loop's name of this reason (`end-turn`, `max-turns`, …).
+    pub fn loop_name(&self) -> String {
+        match self {
+            StopReason::MaxTurnRequests => "max-turns".to_owned(),
+            other => other.kebab(),
+        }
+    }
+
+    /// The reason as ACP v1 names it to a client: a reason of the program's own ends the turn
+    /// normally.
+    pub fn or_end_turn(self) -> StopReason {
+        match self {
+            StopReason::Other(_) => StopReason::EndTurn,
+            known => known,
+        }
+    }
+}
+
+impl PartialEq<&str> for StopReason {
+    /// Whether this is the reason named `wire` on the wire.
+    fn eq(&self, wire: &&str) -> bool {
+        self.wire() == *wire
     }
 }
 
@@ -101,6 +122,8 @@ mod tests {
             "max_turn_requests"
         );
         assert_eq!(StopReason::from_loop("end-turn"), StopReason::EndTurn);
+        assert_eq!(StopReason::from_loop("max-turns").loop_name(), "max-turns");
+        assert_eq!(StopReason::from_loop("my-own").or_end_turn(), "end_turn");
         let read: StopReason = serde_json::from_str("\"refusal\"").expect("a reason");
         assert_eq!(read, StopReason::Refusal);
         assert_eq!(

@@ -13,6 +13,7 @@ use super::Ctx;
 use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
 use super::render::update;
+use crate::acp::StopReason;
 use crate::acp::params::PromptParams;
 use crate::acp::v2::State;
 use crate::agent::AgentError;
@@ -88,13 +89,13 @@ pub(super) async fn prompt(
                 config_update(ctx, sid).await;
             }
             let stop = if cancelled {
-                "cancelled"
+                StopReason::Cancelled
             } else {
                 stop_reason(&outcome.stop_reason)
             };
             Ok(answer(stop, usage, outcome.unsaved.as_ref()))
         }
-        Err(_) if cancelled => Ok(answer("cancelled", usage, None)),
+        Err(_) if cancelled => Ok(answer(StopReason::Cancelled, usage, None)),
         Err(e) => {
             // Clients show `data.details` (Toad shows nothing else).
             let category = if after.model_error { "model" } else { "lisp" };
@@ -155,7 +156,11 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
 
 /// The prompt's answer: the stop reason, the turn's `usage` (see [`usage_delta`]) as ACP's and
 /// in `_meta.oml.usage`, and what of the turn the disk refused, if anything.
-fn answer(stop: &str, usage: Value, unsaved: Option<&crate::session::store::Unsaved>) -> Value {
+fn answer(
+    stop: StopReason,
+    usage: Value,
+    unsaved: Option<&crate::session::store::Unsaved>,
+) -> Value {
     let acp = acp_usage(&usage);
     let mut meta = json!({"usage": usage});
     // The turn is not (all) on disk: the notice update said so, and this says so to the
@@ -190,15 +195,9 @@ async fn announce_title(ctx: &Ctx, sid: &str, text: &str) {
     .await;
 }
 
-/// ACP's stop reason for the loop's.
-pub fn stop_reason(loop_reason: &str) -> &'static str {
-    match loop_reason {
-        "cancelled" => "cancelled",
-        "max-turns" => "max_turn_requests",
-        "max-tokens" => "max_tokens",
-        "refusal" => "refusal",
-        _ => "end_turn",
-    }
+/// ACP's stop reason for the loop's: a reason of the program's own ends the turn normally.
+pub fn stop_reason(loop_reason: &str) -> StopReason {
+    StopReason::from_loop(loop_reason).or_end_turn()
 }
 
 pub(super) struct SessionState {
