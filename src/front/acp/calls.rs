@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use super::Ctx;
-use super::render::stable_order;
+use super::ctx::Ctx;
+use super::hub::stable_order;
 use crate::jsonrpc::{self, RpcError};
 use crate::lisp::{Lisp, LispError, from_lua, to_lua};
 

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::calls::lisp_json;
-use super::render::update;
-use super::sessions::known_session;
+use super::ctx::Ctx;
+use super::ctx::known_session;
+use super::ctx::update;
 use crate::acp::params::{SetConfigOptionParams, SetModeParams};
 use crate::jsonrpc::RpcError;
 

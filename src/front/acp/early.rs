@@ -2,7 +2,7 @@
 //! once, everything else is held, in line order, until the image is built.
 //!
 //! An editor starts `oml acp` and sends `initialize` first; its answer is the same whatever the
-//! init files say (it is built in Rust, see [`super::initialize`]), so nothing makes the editor
+//! init files say (it is built in Rust, see [`initialize`]), so nothing makes the editor
 //! wait for the Lisp boot to read it. Start-up lets the first answer go out before it builds
 //! the image (at most [`FIRST_ANSWER_WAIT`]), so that the answer's threads do not wait for a
 //! core behind the build; the build then overlaps the editor's own work between `initialize`
@@ -11,13 +11,12 @@
 //!
 //! It knows the `initialize` request and the transport; not sessions, prompts or Lisp.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::initialize;
 use crate::acp::params::InitializeParams;
-use crate::jsonrpc::{Connection, Incoming};
+use crate::jsonrpc::{Connection, Incoming, RpcError};
 
 /// What the opened connection saw before the image was built.
 pub struct Greeted {
@@ -113,7 +112,7 @@ async fn answer_until_ready(
             // A client asking for v2 waits for the image, which holds `acp.protocol-versions`.
             Incoming::Request(r) if r.method == "initialize" && !asks_v2(r.params.as_ref()) => {
                 let answer = InitializeParams::parse(r.params)
-                    .map_err(crate::jsonrpc::RpcError::invalid_params)
+                    .map_err(RpcError::invalid_params)
                     .and_then(|p| {
                         let answer = initialize(&p)?;
                         capabilities = Some(p.client_capabilities);
@@ -152,4 +151,34 @@ async fn respond(
         Ok(value) => conn.respond(id, value).await,
         Err(error) => conn.respond_error(id, error).await,
     };
+}
+
+/// The protocol version we speak.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The answer to `initialize`: the same whatever the image holds, so that it can be given
+/// before the image is built.
+pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
+    let Some(asked) = &params.protocol_version else {
+        return Err(RpcError::invalid_params("protocolVersion is required"));
+    };
+    tracing::debug!("the client asks for protocol version {}", asked.0);
+    // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
+    // go on), and so does one asking for 0, 1 being our latest.
+    Ok(json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                "additionalDirectories": {}},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": true, "sse": false},
+        },
+        "authMethods": [],
+        "agentInfo": {
+            "name": "oml",
+            "title": "oml",
+            "version": env!("CARGO_PKG_VERSION"),
+        },
+    }))
 }

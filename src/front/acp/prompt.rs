@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::Ctx;
 use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
-use super::render::update;
+use super::ctx::Ctx;
+use super::ctx::update;
 use crate::acp::StopReason;
 use crate::acp::params::PromptParams;
 use crate::acp::v2::State;

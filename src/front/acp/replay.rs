@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::render::stable_order;
+use super::hub::stable_order;
 use crate::session::entry::{Entry, ToolRecord, lenient};
 use crate::session::history::{self, Rewind};
 

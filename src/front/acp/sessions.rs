@@ -13,11 +13,12 @@ use tokio::sync::mpsc;
 
 use super::calls::lisp_json;
 use super::config::advertise_commands;
-use super::render::{Renderer, forward, say, update};
+use super::ctx::{Ctx, SHUTDOWN_GRACE};
+use super::ctx::{known_session, say, update};
+use super::hub::AcpSession;
+use super::render::{Renderer, forward};
 use super::replay::replay_updates;
-use super::surface::AcpSession;
 use super::v2::{self, Dialect};
-use super::{Ctx, SHUTDOWN_GRACE};
 use crate::acp::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
 use crate::acp::v2::State;
 use crate::agent::{AgentEvent, PromptState};
@@ -416,13 +417,6 @@ pub(super) async fn session_delete(
             .map_err(|e| RpcError::internal_error(e.to_string()))?;
     }
     Ok(json!({}))
-}
-
-pub(super) fn known_session(ctx: &Ctx, sid: &str) -> Result<String, RpcError> {
-    ctx.hub
-        .get(sid)
-        .map(|_| sid.to_owned())
-        .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))
 }
 
 /// `session.on-session-start` (looked up now) with the session current.

@@ -24,9 +24,9 @@ use std::time::Duration;
 use mlua::{Lua, Table};
 use serde_json::{Value, json};
 
-use super::hub;
 use crate::bind::session::tools::{cwd, output_table, session_cancel};
 use crate::cancel::CancelToken;
+use crate::front::acp::hub::hub;
 use crate::jsonrpc::Connection;
 use crate::lisp::{HostFn, create_async_function};
 use crate::session::Sessions;
