@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::StopReason;
+use super::{LooseStr, StopReason};
 
 /// An update's `sessionUpdate`: the kinds the client tells apart, every other one by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +56,16 @@ impl UpdateKind {
             )
     }
 
+    /// Whether it is a message chunk (the agent's, its thought's, or the user's).
+    pub fn is_chunk(&self) -> bool {
+        matches!(
+            self,
+            UpdateKind::AgentMessageChunk
+                | UpdateKind::AgentThoughtChunk
+                | UpdateKind::UserMessageChunk
+        )
+    }
+
     /// The discriminator as on the wire (`tool_call`), empty when there is none.
     pub fn wire(&self) -> &str {
         match self {
@@ -76,6 +86,16 @@ impl UpdateKind {
             wire => wire.replace('_', "-"),
         }
     }
+}
+
+/// Whether `update` has a `messageId` member (null counts: it was given).
+pub fn has_message_id(update: &Value) -> bool {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(rename = "messageId")]
+        _message_id: serde::de::IgnoredAny,
+    }
+    Head::deserialize(update).is_ok()
 }
 
 /// The text of a chunk update whose content is a text block (`{content: {type: "text", text}}`).
@@ -104,31 +124,11 @@ pub fn chunk_text(update: &Value) -> Option<&str> {
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallHead<'a> {
     #[serde(borrow, default)]
-    tool_call_id: Text<'a>,
+    tool_call_id: LooseStr<'a>,
     #[serde(borrow, default)]
-    title: Text<'a>,
+    title: LooseStr<'a>,
     #[serde(borrow, default)]
-    kind: Text<'a>,
-}
-
-/// A member that counts when it is a string.
-#[derive(Debug, Default, Deserialize)]
-#[serde(untagged)]
-enum Text<'a> {
-    Str(&'a str),
-    #[default]
-    #[serde(skip)]
-    Absent,
-    Other(serde::de::IgnoredAny),
-}
-
-impl<'a> Text<'a> {
-    fn get(&self) -> Option<&'a str> {
-        match self {
-            Text::Str(s) => Some(s),
-            _ => None,
-        }
-    }
+    kind: LooseStr<'a>,
 }
 
 impl<'a> ToolCallHead<'a> {

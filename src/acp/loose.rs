@@ -28,3 +28,24 @@ impl<T> Loose<T> {
         self.0.as_ref()
     }
 }
+
+/// A string member borrowed from the message, when it is a string; absent, null or of another
+/// type, none.
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+pub enum LooseStr<'a> {
+    Str(&'a str),
+    #[default]
+    #[serde(skip)]
+    Absent,
+    Other(serde::de::IgnoredAny),
+}
+
+impl<'a> LooseStr<'a> {
+    pub fn get(&self) -> Option<&'a str> {
+        match self {
+            LooseStr::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}

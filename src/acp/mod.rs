@@ -6,6 +6,7 @@
 //! - [`params`]: the requests and notifications an agent receives, as a typed [`Method`];
 //! - [`answers`]: what a client reads of an agent's messages (an update's kind, a chunk's text,
 //!   the prompt's stop reason, a new session's id);
+//! - [`content`]: a prompt's content blocks, as an agent reads them;
 //! - [`permission`]: `session/request_permission`, its options and its outcome;
 //! - [`requests`]: what a client sends an agent;
 //! - [`served`]: the agent's other requests to its client (`fs/*`, `terminal/*`, elicitation);
@@ -20,6 +21,7 @@
 //! module knows no connection, no session and no Lisp.
 
 pub mod answers;
+pub mod content;
 mod loose;
 mod mcp_server;
 pub mod params;
@@ -30,7 +32,7 @@ mod stop;
 pub mod tool_call;
 pub mod v2;
 
-pub use loose::Loose;
+pub use loose::{Loose, LooseStr};
 pub use mcp_server::{McpServer, NameValue, short};
 pub use params::{Method, NotificationMethod};
 pub use permission::{OptionKind, PermissionOption, PermissionOutcome, PermissionParams};
