@@ -9,6 +9,7 @@
 //! - [`content`]: a prompt's content blocks, as an agent reads them;
 //! - [`permission`]: `session/request_permission`, its options and its outcome;
 //! - [`requests`]: what a client sends an agent;
+//! - [`rpc`]: the JSON-RPC envelope for a program that passes messages on (`oml proxy`);
 //! - [`served`]: the agent's other requests to its client (`fs/*`, `terminal/*`, elicitation);
 //! - [`StopReason`]: how a turn ended, by its wire, Lisp and loop names;
 //! - [`McpServer`]: an entry of a session's `mcpServers`;
@@ -27,6 +28,7 @@ mod mcp_server;
 pub mod params;
 pub mod permission;
 pub mod requests;
+pub mod rpc;
 pub mod served;
 mod stop;
 pub mod tool_call;
