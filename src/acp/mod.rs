@@ -11,6 +11,7 @@
 //! - [`requests`]: what a client sends an agent;
 //! - [`rpc`]: the JSON-RPC envelope for a program that passes messages on (`oml proxy`);
 //! - [`served`]: the agent's other requests to its client (`fs/*`, `terminal/*`, elicitation);
+//! - [`updates`]: the updates and answers an agent writes of its own;
 //! - [`StopReason`]: how a turn ended, by its wire, Lisp and loop names;
 //! - [`McpServer`]: an entry of a session's `mcpServers`;
 //! - [`tool_call`]: what a client shows of a tool call it is asked about;
@@ -32,6 +33,7 @@ pub mod rpc;
 pub mod served;
 mod stop;
 pub mod tool_call;
+pub mod updates;
 pub mod v2;
 
 pub use loose::{Loose, LooseStr};

@@ -113,6 +113,74 @@ impl TerminalParams {
     }
 }
 
+/// `terminal/create` as an agent sends it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateTerminalRequest<'a> {
+    pub session_id: &'a str,
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub cwd: String,
+    pub env: Vec<NameValue>,
+    pub output_byte_limit: u64,
+}
+
+/// A request about one terminal (`terminal/output`, `wait_for_exit`, `kill`, `release`), as an
+/// agent sends it.
+pub fn terminal_request(session_id: &str, terminal_id: &str) -> Value {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Request<'a> {
+        session_id: &'a str,
+        terminal_id: &'a str,
+    }
+    let request = Request {
+        session_id,
+        terminal_id,
+    };
+    serde_json::to_value(request).unwrap_or(Value::Null)
+}
+
+/// A `terminal/output` answer as an agent reads it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputRead {
+    #[serde(default)]
+    pub output: Loose<String>,
+    #[serde(default)]
+    pub truncated: Loose<bool>,
+    /// As sent, null included (an end the agent reads as unknown).
+    #[serde(default, deserialize_with = "given")]
+    pub exit_status: Option<Value>,
+}
+
+/// `Some` whenever the member is there, null included.
+fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl OutputRead {
+    pub fn read(answer: Value) -> OutputRead {
+        serde_json::from_value(answer).unwrap_or_default()
+    }
+}
+
+/// A `TerminalExitStatus` as an agent reads it: `{exitCode?, signal?}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExitRead {
+    #[serde(default)]
+    pub exit_code: Loose<i64>,
+    #[serde(default)]
+    pub signal: Loose<String>,
+}
+
+impl ExitRead {
+    pub fn read(status: Value) -> ExitRead {
+        serde_json::from_value(status).unwrap_or_default()
+    }
+}
+
 /// The answer to `terminal/create`.
 pub fn create_terminal_answer(terminal_id: String) -> Value {
     #[derive(Serialize)]

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::v2::Dialect;
+use crate::acp::updates::UpdateParams;
 use crate::bind::rt;
 use crate::jsonrpc::{Connection, SendError};
 use crate::session::{PromptState, Sessions};
@@ -139,14 +140,6 @@ impl Hub {
             let _ = acked.await;
         }
     }
-}
-
-/// The params of a `session/update` notification.
-#[derive(serde::Serialize)]
-struct UpdateParams<'a, U> {
-    #[serde(rename = "sessionId")]
-    session_id: &'a str,
-    update: U,
 }
 
 /// Send `update` (a v1 payload) to `sid`: as it is to a v1 client, re-encoded (or dropped) for

@@ -15,6 +15,7 @@ use super::ctx::Ctx;
 use super::ctx::update;
 use crate::acp::StopReason;
 use crate::acp::params::PromptParams;
+use crate::acp::updates::{self, SessionUpdate};
 use crate::acp::v2::State;
 use crate::agent::AgentError;
 use crate::jsonrpc::{self, RequestId, RpcError};
@@ -78,12 +79,11 @@ pub(super) async fn prompt(
                 advertise_commands(ctx, sid).await;
             }
             if before.mode != after.mode {
-                update(
-                    ctx,
-                    sid,
-                    json!({"sessionUpdate": "current_mode_update", "currentModeId": after.mode}),
-                )
-                .await;
+                let mode = after.mode.clone().unwrap_or(Value::Null);
+                let mode = SessionUpdate::CurrentModeUpdate {
+                    current_mode_id: &mode,
+                };
+                update(ctx, sid, mode.to_value()).await;
             }
             if before.mode != after.mode || before.model != after.model {
                 config_update(ctx, sid).await;
@@ -136,10 +136,15 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
         other => other,
     };
     let message_id = super::message_ids::user_message_id();
-    let _ = ctx.conn.respond(id, json!({"messageId": message_id})).await;
-    let user = json!({"sessionUpdate": "user_message", "messageId": message_id,
-                      "content": params.prompt.0});
-    update(ctx, sid, user).await;
+    let _ = ctx
+        .conn
+        .respond(id, updates::prompt_taken(&message_id))
+        .await;
+    let user = SessionUpdate::UserMessage {
+        message_id: &message_id,
+        content: &params.prompt.0,
+    };
+    update(ctx, sid, user.to_value()).await;
     update(ctx, sid, State::Running.update()).await;
     let _ = go_tx.send(());
     let result = match finished {
@@ -162,13 +167,15 @@ fn answer(
     unsaved: Option<&crate::session::store::Unsaved>,
 ) -> Value {
     let acp = acp_usage(&usage);
-    let mut meta = json!({"usage": usage});
+    let mut meta = Map::new();
+    meta.insert("usage".into(), usage);
     // The turn is not (all) on disk: the notice update said so, and this says so to the
     // program.
     if let Some(u) = unsaved {
-        meta["unsaved"] = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+        let unsaved = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+        meta.insert("unsaved".into(), unsaved);
     }
-    json!({"stopReason": stop, "usage": acp, "_meta": {"oml": meta}})
+    updates::prompt_answer(&stop, &acp, &Value::Object(meta))
 }
 
 /// What the loop gets of the prompt `blocks` (see [`prompt_content`]); an error when it is empty.
@@ -187,12 +194,11 @@ fn checked_content(blocks: &[Value], images: bool) -> Result<PromptContent, RpcE
 async fn announce_title(ctx: &Ctx, sid: &str, text: &str) {
     let title = crate::session::store::make_title(text);
     let now = crate::session::store::rfc3339(std::time::SystemTime::now());
-    update(
-        ctx,
-        sid,
-        json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now}),
-    )
-    .await;
+    let info = SessionUpdate::SessionInfoUpdate {
+        title: &title,
+        updated_at: &now,
+    };
+    update(ctx, sid, info.to_value()).await;
 }
 
 /// ACP's stop reason for the loop's: a reason of the program's own ends the turn normally.
@@ -242,7 +248,7 @@ pub(super) fn session_state(ctx: &Ctx, sid: &str) -> SessionState {
 pub(super) fn acp_usage(turn: &Value) -> Value {
     let n = |k: &str| turn.get(k).and_then(Value::as_u64).unwrap_or(0);
     let (input, output) = (n("prompt_tokens"), n("completion_tokens"));
-    json!({"inputTokens": input, "outputTokens": output, "totalTokens": input + output})
+    updates::usage(input, output)
 }
 
 /// The turn's usage: the session totals after minus before.
