@@ -100,6 +100,11 @@ fn empty<'a>() -> Message<'a> {
     }
 }
 
+/// The result of an answer with nothing to say: `{}`.
+pub fn empty_result() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
 /// The request `method` with `params` and `id`.
 pub fn request(id: &Value, method: &str, params: &Value) -> Value {
     let method = Value::String(method.to_owned());

@@ -58,11 +58,6 @@ pub fn read_answer(content: String) -> Value {
     serde_json::to_value(Answer { content }).unwrap_or(Value::Null)
 }
 
-/// The answer with nothing to say (`fs/write_text_file`, `terminal/kill`, `terminal/release`).
-pub fn empty_answer() -> Value {
-    Value::Object(Map::new())
-}
-
 /// `terminal/create`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

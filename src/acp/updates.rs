@@ -94,6 +94,32 @@ pub fn prompt_taken(message_id: &str) -> Value {
     json(&Taken { message_id })
 }
 
+/// One session of a `session/list` answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo<'a> {
+    pub session_id: &'a str,
+    pub cwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<&'a str>,
+    pub updated_at: &'a str,
+}
+
+/// A `session/list` answer: one page of sessions, and the cursor of the next when there is one.
+pub fn list_answer(sessions: &[SessionInfo<'_>], next_cursor: Option<String>) -> Value {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer<'a> {
+        sessions: &'a [SessionInfo<'a>],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_cursor: Option<String>,
+    }
+    json(&Answer {
+        sessions,
+        next_cursor,
+    })
+}
+
 /// The answer to `session/set_config_option`: the session's options after the change.
 pub fn config_options_answer(options: &Value) -> Value {
     #[derive(Serialize)]

@@ -185,5 +185,5 @@ fn write(path: &Path, params: &FsParams) -> Result<Json, String> {
     let _lock = crate::tools::atomic::file_lock();
     crate::tools::atomic::write_atomic(path, &[content.as_bytes()], false)
         .map_err(|e| e.to_string())?;
-    Ok(served::empty_answer())
+    Ok(crate::acp::rpc::empty_result())
 }

@@ -143,7 +143,7 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             {
                 term.kill();
             }
-            Ok(served::empty_answer())
+            Ok(crate::acp::rpc::empty_result())
         }
         _ => {
             if let Some(term) = terms.all.lock().remove(id)
@@ -151,7 +151,7 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             {
                 term.kill();
             }
-            Ok(served::empty_answer())
+            Ok(crate::acp::rpc::empty_result())
         }
     }
 }

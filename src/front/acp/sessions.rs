@@ -20,6 +20,7 @@ use super::render::{Renderer, forward};
 use super::replay::replay_updates;
 use super::v2::{self, Dialect};
 use crate::acp::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
+use crate::acp::updates::{self, SessionInfo, SessionUpdate};
 use crate::acp::v2::State;
 use crate::agent::{AgentEvent, PromptState};
 use crate::jsonrpc::{RequestId, RpcError};
@@ -48,7 +49,7 @@ pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessi
     });
     let ready_tx = attach(ctx, &sid, events_rx);
     let mut result = session_setup_result(ctx, &sid).await;
-    result.insert("sessionId".into(), json!(sid));
+    result.insert("sessionId".into(), Value::String(sid.clone()));
     respond_setup(ctx, id, result).await;
     after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
 }
@@ -330,8 +331,11 @@ async fn announce_fork(ctx: &Ctx, sid: &str, open: Open) {
         return;
     };
     let now = crate::session::store::rfc3339(std::time::SystemTime::now());
-    let info = json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now});
-    update(ctx, sid, info).await;
+    let info = SessionUpdate::SessionInfoUpdate {
+        title: &title,
+        updated_at: &now,
+    };
+    update(ctx, sid, info.to_value()).await;
 }
 
 /// How many sessions one `session/list` page holds.
@@ -347,30 +351,20 @@ pub(super) fn session_list(ctx: &Ctx, params: ListSessionsParams) -> Result<Valu
         .store()
         .map(|s| s.list(cwd.as_deref()))
         .unwrap_or_default();
-    let sessions: Vec<Value> = all
+    let sessions: Vec<SessionInfo<'_>> = all
         .iter()
         .skip(start)
         .take(LIST_PAGE)
-        .map(|s| {
-            let mut info = Map::new();
-            info.insert("sessionId".into(), json!(s.id));
-            info.insert("cwd".into(), json!(s.cwd.display().to_string()));
-            if let Some(t) = &s.title {
-                info.insert("title".into(), json!(t));
-            }
-            info.insert("updatedAt".into(), json!(s.updated_at));
-            Value::Object(info)
+        .map(|s| SessionInfo {
+            session_id: &s.id,
+            cwd: s.cwd.display().to_string(),
+            title: s.title.as_deref(),
+            updated_at: &s.updated_at,
         })
         .collect();
-    let mut result = Map::new();
-    result.insert("sessions".into(), Value::Array(sessions));
-    if start.saturating_add(LIST_PAGE) < all.len() {
-        result.insert(
-            "nextCursor".into(),
-            json!(format!("o{}", start + LIST_PAGE)),
-        );
-    }
-    Ok(Value::Object(result))
+    let next =
+        (start.saturating_add(LIST_PAGE) < all.len()).then(|| format!("o{}", start + LIST_PAGE));
+    Ok(updates::list_answer(&sessions, next))
 }
 
 /// `session/close`: cancel the session's prompt, then free it (its file stays).
@@ -380,7 +374,7 @@ pub(super) async fn session_close(
 ) -> Result<Value, RpcError> {
     let sid = known_session(ctx, &params.session_id.0)?;
     close(ctx, &sid).await;
-    Ok(json!({}))
+    Ok(crate::acp::rpc::empty_result())
 }
 
 /// How often a closing session looks whether its prompt has answered yet.
@@ -416,7 +410,7 @@ pub(super) async fn session_delete(
             .delete(sid)
             .map_err(|e| RpcError::internal_error(e.to_string()))?;
     }
-    Ok(json!({}))
+    Ok(crate::acp::rpc::empty_result())
 }
 
 /// `session.on-session-start` (looked up now) with the session current.
