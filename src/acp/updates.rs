@@ -22,25 +22,79 @@ pub struct UpdateParams<'a, U> {
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub enum SessionUpdate<'a> {
     #[serde(rename_all = "camelCase")]
-    CurrentModeUpdate { current_mode_id: &'a Value },
+    CurrentModeUpdate {
+        current_mode_id: &'a Value,
+    },
     #[serde(rename_all = "camelCase")]
-    AvailableCommandsUpdate { available_commands: &'a Value },
+    AvailableCommandsUpdate {
+        available_commands: &'a Value,
+    },
     #[serde(rename_all = "camelCase")]
-    ConfigOptionUpdate { config_options: &'a Value },
+    ConfigOptionUpdate {
+        config_options: &'a Value,
+    },
     #[serde(rename_all = "camelCase")]
-    SessionInfoUpdate { title: &'a str, updated_at: &'a str },
+    SessionInfoUpdate {
+        title: &'a str,
+        updated_at: &'a str,
+    },
     /// v2: the user's whole message, as the prompt sent it.
     #[serde(rename_all = "camelCase")]
     UserMessage {
         message_id: &'a str,
         content: &'a [Value],
     },
-    /// A tool call's card gains content (a terminal).
+    /// A tool call's card changes: its status, its content.
     #[serde(rename_all = "camelCase")]
     ToolCallUpdate {
         tool_call_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<&'a str>,
         content: Vec<ToolCallContent<'a>>,
     },
+    /// A tool call's card as it first shows.
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        tool_call_id: &'a str,
+        title: &'a str,
+        kind: &'a str,
+        status: &'a str,
+        raw_input: &'a Value,
+    },
+    UserMessageChunk {
+        content: Block<'a>,
+    },
+    AgentMessageChunk {
+        content: Block<'a>,
+    },
+    AgentThoughtChunk {
+        content: Block<'a>,
+    },
+    Plan {
+        entries: Vec<PlanEntry<'a>>,
+    },
+}
+
+/// A content block an agent writes: text, or an image (base64).
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    #[serde(rename_all = "camelCase")]
+    Image {
+        mime_type: &'a str,
+        data: &'a str,
+    },
+}
+
+/// One entry of a plan (each member as the plan holds it, null when it has none).
+#[derive(Debug, Serialize)]
+pub struct PlanEntry<'a> {
+    pub content: Option<&'a Value>,
+    pub priority: &'a str,
+    pub status: Option<&'a Value>,
 }
 
 /// Content of a tool call's card that an agent adds itself.
@@ -50,6 +104,15 @@ pub enum ToolCallContent<'a> {
     /// The client's terminal the call runs in.
     #[serde(rename_all = "camelCase")]
     Terminal { terminal_id: &'a str },
+    /// A content block.
+    Content { content: Block<'a> },
+    /// A file's change (v1: its path, text before, and after; null when not known).
+    #[serde(rename_all = "camelCase")]
+    Diff {
+        path: Option<&'a Value>,
+        old_text: Option<&'a Value>,
+        new_text: Option<&'a Value>,
+    },
 }
 
 /// `value` as JSON.
@@ -165,6 +228,7 @@ mod tests {
         );
         let card = SessionUpdate::ToolCallUpdate {
             tool_call_id: "c",
+            status: None,
             content: vec![ToolCallContent::Terminal { terminal_id: "t" }],
         };
         assert_eq!(

@@ -190,6 +190,7 @@ impl Run<'_> {
         {
             let card = SessionUpdate::ToolCallUpdate {
                 tool_call_id: &call,
+                status: None,
                 content: vec![ToolCallContent::Terminal { terminal_id: &id }],
             };
             let params = UpdateParams {
