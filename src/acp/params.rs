@@ -101,8 +101,8 @@ impl NotificationMethod {
     }
 }
 
-/// `$/cancel_request`'s params.
-#[derive(Debug, Deserialize)]
+/// `$/cancel_request`'s params (read by whoever is asked, written by whoever gives up).
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelRequestParams {
     /// As sent; compared by its JSON text with the ids of running requests.

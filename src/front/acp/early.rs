@@ -137,9 +137,10 @@ async fn answer_until_ready(
 /// Whether an `initialize` asks for version 2 or later.
 fn asks_v2(params: Option<&Value>) -> bool {
     params
-        .and_then(|p| p.get("protocolVersion"))
-        .and_then(Value::as_u64)
-        .is_some_and(|v| v >= 2)
+        .cloned()
+        .and_then(|p| InitializeParams::parse(Some(p)).ok())
+        .and_then(|p| p.protocol_version)
+        .is_some_and(|v| v.0 >= 2)
 }
 
 async fn respond(

@@ -289,7 +289,7 @@ pub(super) async fn session_load(
         Ok((sid, cwd, mcp_servers, ready_tx)) => {
             let mut result = session_setup_result(ctx, &sid).await;
             if open == Open::Fork {
-                result.insert("sessionId".into(), json!(sid));
+                result.insert("sessionId".into(), Value::String(sid.clone()));
             }
             if ctx.hub.dialect() == Dialect::V2 {
                 report_state(ctx, &sid).await;

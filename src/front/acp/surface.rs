@@ -25,7 +25,6 @@ use crate::lisp::encode::LuaJson;
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
 use crate::session::{PromptState, Sessions};
 use mlua::{Lua, Value};
-use serde_json::json;
 
 static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
 const ACP_FILE: &str = "src/front/acp/acp.fnl";
@@ -211,9 +210,10 @@ fn request(
             Err(RequestError::Cancelled { id, .. }) => {
                 if let Some(id) = id {
                     // ACP's generic cancellation: the client may stop working on it.
-                    let _ = conn
-                        .notify("$/cancel_request", json!({ "requestId": id }))
-                        .await;
+                    let params = crate::acp::params::CancelRequestParams {
+                        request_id: serde_json::to_value(&id).unwrap_or_default(),
+                    };
+                    let _ = conn.notify("$/cancel_request", params).await;
                 }
                 Err(LispError::Cancelled { what: method }.into_lua())
             }
