@@ -7,6 +7,7 @@
 //! - [`answers`]: what a client reads of an agent's messages (an update's kind, a chunk's text,
 //!   the prompt's stop reason, a new session's id);
 //! - [`content`]: a prompt's content blocks, as an agent reads them;
+//! - [`initialize`]: v1's answer to `initialize`, as an agent writes it;
 //! - [`permission`]: `session/request_permission`, its options and its outcome;
 //! - [`requests`]: what a client sends an agent;
 //! - [`rpc`]: the JSON-RPC envelope for a program that passes messages on (`oml proxy`);
@@ -24,6 +25,7 @@
 
 pub mod answers;
 pub mod content;
+pub mod initialize;
 mod loose;
 mod mcp_server;
 pub mod params;

@@ -15,7 +15,7 @@ pub fn params<T: Serialize>(request: &T) -> Value {
 }
 
 /// A member with nothing in it (`{}`): a capability offered without options.
-#[derive(Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Offered {}
 
 /// `initialize`.

@@ -24,6 +24,10 @@ use super::{
     rename_config_ids,
 };
 use crate::acp::StopReason;
+use crate::acp::initialize::{
+    AgentCapabilities, InitializeAnswer, McpCapabilities, PromptCapabilities, SessionCapabilities,
+    offered,
+};
 
 /// The version this codec asks a v2 agent for.
 const V2: u64 = 2;
@@ -323,24 +327,35 @@ fn initialize_answer(r: &Map<String, Value>) -> Map<String, Value> {
     let given = |v: Option<&Value>| v.is_some_and(|v| !v.is_null());
     let has = |k: &str| given(session.pointer(&format!("/{k}")));
     let prompt = |k: &str| given(session.pointer(&format!("/prompt/{k}")));
-    let mut sessions = json!({"list": {}, "resume": {}, "close": {}});
-    for k in ["delete", "additionalDirectories"] {
-        if has(k) {
-            sessions[k] = json!({});
-        }
-    }
-    let answer = json!({
-        "protocolVersion": V2,
-        "agentCapabilities": {
-            "loadSession": !session.is_null(),
-            "promptCapabilities": {"image": prompt("image"), "audio": prompt("audio"),
-                                   "embeddedContext": prompt("embeddedContext")},
-            "mcpCapabilities": {"http": given(session.pointer("/mcp/http")), "sse": false},
-            "sessionCapabilities": sessions,
+    let answer = InitializeAnswer {
+        protocol_version: V2,
+        agent_capabilities: AgentCapabilities {
+            load_session: !session.is_null(),
+            session_capabilities: SessionCapabilities {
+                list: offered(true),
+                resume: offered(true),
+                close: offered(true),
+                delete: offered(has("delete")),
+                fork: None,
+                additional_directories: offered(has("additionalDirectories")),
+            },
+            prompt_capabilities: PromptCapabilities {
+                image: prompt("image"),
+                audio: prompt("audio"),
+                embedded_context: prompt("embeddedContext"),
+            },
+            mcp_capabilities: McpCapabilities {
+                http: given(session.pointer("/mcp/http")),
+                sse: false,
+            },
         },
-        "authMethods": r.pointer("/authMethods").cloned().unwrap_or_else(|| json!([])),
-        "agentInfo": r.pointer("/info").cloned().unwrap_or(Value::Null),
-    });
+        auth_methods: r
+            .pointer("/authMethods")
+            .cloned()
+            .unwrap_or_else(|| Value::Array(Vec::new())),
+        agent_info: r.pointer("/info").cloned().unwrap_or(Value::Null),
+    };
+    let answer = answer.to_value();
     match answer {
         Value::Object(answer) => answer,
         _ => Map::new(),

@@ -11,10 +11,14 @@
 //!
 //! It knows the `initialize` request and the transport; not sessions, prompts or Lisp.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::acp::initialize::{
+    AgentCapabilities, InitializeAnswer, McpCapabilities, PromptCapabilities, SessionCapabilities,
+    offered,
+};
 use crate::acp::params::InitializeParams;
 use crate::jsonrpc::{Connection, Incoming, RpcError};
 
@@ -154,6 +158,14 @@ async fn respond(
     };
 }
 
+/// Who `oml acp` is, in its answer.
+#[derive(serde::Serialize)]
+struct Implementation {
+    name: &'static str,
+    title: &'static str,
+    version: &'static str,
+}
+
 /// The protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -166,20 +178,36 @@ pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
     tracing::debug!("the client asks for protocol version {}", asked.0);
     // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
     // go on), and so does one asking for 0, 1 being our latest.
-    Ok(json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": true,
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
-                "additionalDirectories": {}},
-            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": true, "sse": false},
+    let all = offered(true);
+    let info = Implementation {
+        name: "oml",
+        title: "oml",
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let answer = InitializeAnswer {
+        protocol_version: PROTOCOL_VERSION,
+        agent_capabilities: AgentCapabilities {
+            load_session: true,
+            session_capabilities: SessionCapabilities {
+                list: all,
+                resume: all,
+                close: all,
+                delete: all,
+                fork: all,
+                additional_directories: all,
+            },
+            prompt_capabilities: PromptCapabilities {
+                image: true,
+                audio: false,
+                embedded_context: true,
+            },
+            mcp_capabilities: McpCapabilities {
+                http: true,
+                sse: false,
+            },
         },
-        "authMethods": [],
-        "agentInfo": {
-            "name": "oml",
-            "title": "oml",
-            "version": env!("CARGO_PKG_VERSION"),
-        },
-    }))
+        auth_methods: Value::Array(Vec::new()),
+        agent_info: serde_json::to_value(info).unwrap_or_default(),
+    };
+    Ok(answer.to_value())
 }
