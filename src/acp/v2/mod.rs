@@ -172,6 +172,61 @@ fn turn_failed() -> Value {
     serde_json::to_value(error).unwrap_or(Value::Null)
 }
 
+/// oml's answer to a v2 client's `initialize`: version 2, `info` (who the agent is), images
+/// and embedded context in prompts, MCP over HTTP and stdio, `session/delete` and additional
+/// directories.
+pub fn initialize_answer(info: Value) -> Value {
+    use crate::acp::requests::Offered;
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Prompt {
+        image: Offered,
+        embedded_context: Offered,
+    }
+    #[derive(Serialize)]
+    struct Mcp {
+        http: Offered,
+        stdio: Offered,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Session {
+        prompt: Prompt,
+        mcp: Mcp,
+        delete: Offered,
+        additional_directories: Offered,
+    }
+    #[derive(Serialize)]
+    struct Capabilities {
+        session: Session,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer {
+        protocol_version: u64,
+        info: Value,
+        capabilities: Capabilities,
+        auth_methods: [Value; 0],
+    }
+    let o = Offered {};
+    let session = Session {
+        prompt: Prompt {
+            image: o,
+            embedded_context: o,
+        },
+        mcp: Mcp { http: o, stdio: o },
+        delete: o,
+        additional_directories: o,
+    };
+    let answer = Answer {
+        protocol_version: 2,
+        info,
+        capabilities: Capabilities { session },
+        auth_methods: [],
+    };
+    serde_json::to_value(answer).unwrap_or(Value::Null)
+}
+
 /// Whether a v2 `replayFrom` cursor is `{type: start}`, the one this version knows.
 pub fn from_start(cursor: &Value) -> bool {
     #[derive(Deserialize)]
@@ -255,6 +310,14 @@ mod tests {
             State::Failed(json!({"code": -32603, "message": "the turn failed"}))
         );
         assert!(from_start(&json!({"type": "start"})));
+        assert_eq!(
+            initialize_answer(json!({"name": "oml"})),
+            json!({"protocolVersion": 2, "info": {"name": "oml"},
+                   "capabilities": {"session": {"prompt": {"image": {}, "embeddedContext": {}},
+                       "mcp": {"http": {}, "stdio": {}}, "delete": {},
+                       "additionalDirectories": {}}},
+                   "authMethods": []})
+        );
         assert!(!from_start(&json!({"type": "message"})));
     }
 }

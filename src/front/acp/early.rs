@@ -166,6 +166,16 @@ struct Implementation {
     version: &'static str,
 }
 
+/// Who `oml acp` is (`agentInfo` in v1, `info` in v2).
+pub(super) fn agent_info() -> Value {
+    let info = Implementation {
+        name: "oml",
+        title: "oml",
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    serde_json::to_value(info).unwrap_or_default()
+}
+
 /// The protocol version we speak.
 pub const PROTOCOL_VERSION: u64 = 1;
 
@@ -179,11 +189,6 @@ pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
     // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
     // go on), and so does one asking for 0, 1 being our latest.
     let all = offered(true);
-    let info = Implementation {
-        name: "oml",
-        title: "oml",
-        version: env!("CARGO_PKG_VERSION"),
-    };
     let answer = InitializeAnswer {
         protocol_version: PROTOCOL_VERSION,
         agent_capabilities: AgentCapabilities {
@@ -207,7 +212,7 @@ pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
             },
         },
         auth_methods: Value::Array(Vec::new()),
-        agent_info: serde_json::to_value(info).unwrap_or_default(),
+        agent_info: agent_info(),
     };
     Ok(answer.to_value())
 }

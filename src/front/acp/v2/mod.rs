@@ -19,7 +19,7 @@
 //!
 //! It knows the versions' shapes, not sessions or the loop.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub(crate) use crate::acp::v2::encode;
 
@@ -62,24 +62,13 @@ pub(crate) fn replay(
 
 /// The `initialize` answer to a v2 client.
 pub(crate) fn initialize_answer() -> Value {
-    json!({
-        "protocolVersion": 2,
-        "info": {"name": "oml", "title": "oml", "version": env!("CARGO_PKG_VERSION")},
-        "capabilities": {
-            "session": {
-                "prompt": {"image": {}, "embeddedContext": {}},
-                "mcp": {"http": {}, "stdio": {}},
-                "delete": {},
-                "additionalDirectories": {},
-            },
-        },
-        "authMethods": [],
-    })
+    crate::acp::v2::initialize_answer(super::early::agent_info())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn version_two_only_when_asked_and_offered() {
