@@ -4,9 +4,10 @@
 //! into the process's exit code; everything else lives here, in layers whose imports only go down
 //! (ARCHITECTURE.md says why each exists; `tests/tidy.rs` checks the rule):
 //!
-//! 1. foundation: `cancel` (the cancellation token), `paths` (the XDG folders), `sized` (JSON
-//!    encoded to its size), `regular` (files opened only when regular, without blocking),
-//!    `printable` (text stripped of terminal controls);
+//! 1. foundation: `acp` (ACP's messages as types, for both faces), `cancel` (the cancellation
+//!    token), `paths` (the XDG folders), `sized` (JSON encoded to its size), `regular` (files
+//!    opened only when regular, without blocking), `printable` (text stripped of terminal
+//!    controls);
 //! 2. subsystems without Lisp: `llm` (the streaming model client: chat completions and the
 //!    native protocols), `tools` (the built-in tools as plain Rust), `catalog` (known ACP
 //!    agents), `jsonrpc` (the newline-delimited JSON-RPC transport), `acp_client` (oml driving
@@ -25,6 +26,7 @@
 //!    (`oml ask`), `front::proxy` (`oml proxy`, an ACP agent in front of another);
 //! 7. `cli`: arguments, modes, boot and exit statuses.
 
+pub mod acp;
 pub mod acp_client;
 pub mod agent;
 pub mod ask;

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::capabilities::Initialized;
@@ -17,8 +17,10 @@ use super::process::{self, AgentProcess};
 use super::router::{self, OutOfTurn};
 use super::{
     Category, ClientError, ConnectOptions, DEFAULT_REQUEST_TIMEOUT, DEFAULT_STARTUP_TIMEOUT,
-    PROTOCOL_VERSION, StopReason, Turn, kebab,
+    PROTOCOL_VERSION, Stop, Turn,
 };
+use crate::acp::StopReason;
+use crate::acp::requests::{self, InitializeRequest};
 use crate::jsonrpc::{self, Connection, Options, RequestError};
 
 /// A connection to one agent process. Cheap to clone.
@@ -157,16 +159,12 @@ impl Client {
         // No fs or terminal unless the program serves them: the agent uses its own tools.
         let fs = options.fs.is_some();
         let terminal = options.terminal.is_some();
-        let mut capabilities =
-            json!({"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": terminal});
-        if options.on_elicitation.is_some() {
-            capabilities["elicitation"] = json!({"form": {}, "url": {}});
-        }
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": capabilities,
-            "clientInfo": {"name": "oml", "version": env!("CARGO_PKG_VERSION")},
-        });
+        let request = InitializeRequest::new(
+            PROTOCOL_VERSION,
+            (fs, terminal, options.on_elicitation.is_some()),
+            env!("CARGO_PKG_VERSION"),
+        );
+        let params = requests::params(&request);
         let startup = options.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT);
         let answer = Initialized::read(self.call("initialize", params, Some(startup)).await?);
         let version = answer.protocol_version.as_u64();
@@ -179,7 +177,9 @@ impl Client {
                     "the agent answered protocol version {shown}; this client speaks only version {PROTOCOL_VERSION}"
                 ),
             );
-            error.data = Some(json!({"protocolVersion": shown}));
+            error.data = Some(data(&VersionData {
+                protocol_version: shown,
+            }));
             return Err(error);
         }
         let method = options
@@ -196,7 +196,8 @@ impl Client {
 
     /// `authenticate` with the method `method_id` (one of the agent's `authMethods`).
     pub async fn authenticate(&self, method_id: &str) -> Result<(), ClientError> {
-        self.request("authenticate", json!({"methodId": method_id}))
+        let request = requests::AuthenticateRequest { method_id };
+        self.request("authenticate", requests::params(&request))
             .await
             .map(|_| ())
     }
@@ -355,11 +356,11 @@ impl Client {
                 names.join(", ")
             }
         );
-        let mut data = json!({"authMethods": &self.inner.initialized.auth_methods});
-        if let Some(d) = &error.data {
-            data["error"] = d.clone();
-        }
-        e.data = Some(data);
+        let data = AuthData {
+            auth_methods: &self.inner.initialized.auth_methods,
+            error: error.data.as_ref(),
+        };
+        e.data = Some(self::data(&data));
         e
     }
 
@@ -385,9 +386,9 @@ impl Client {
             message.push_str(&format!("; its stderr ends with:\n{tail}"));
         }
         let mut e = ClientError::new(Category::Connection, message);
-        e.data = Some(json!({
-            "exitStatus": status.and_then(|s| s.code()),
-            "stderr": tail,
+        e.data = Some(data(&ExitData {
+            exit_status: status.and_then(|s| s.code()),
+            stderr: tail,
         }));
         e
     }
@@ -411,7 +412,10 @@ impl Client {
         let shared = self.inner.router.start_turn(session_id)?;
         let client = self.clone();
         let turn = Arc::clone(&shared);
-        let params = json!({"sessionId": session_id, "prompt": prompt});
+        let params = requests::params(&requests::PromptRequest {
+            session_id,
+            prompt: &prompt,
+        });
         let task = tokio::spawn(async move {
             // Updates on lines after the answer's are late, however soon this task wakes.
             let read = Arc::clone(&turn);
@@ -421,9 +425,9 @@ impl Client {
                 .await;
             let cancelled = turn.cancel_sent.load(Ordering::SeqCst);
             let result = match answer {
-                Ok(answer) => match super::answers::stop_reason(&answer) {
-                    Some(reason) => Ok(StopReason(kebab(reason))),
-                    None if cancelled => Ok(StopReason("cancelled".to_owned())),
+                Ok(answer) => match crate::acp::answers::stop_reason(&answer) {
+                    Some(reason) => Ok(Stop::new(reason)),
+                    None if cancelled => Ok(Stop::new(StopReason::Cancelled)),
                     None => Err(ClientError::new(
                         Category::Protocol,
                         format!("the agent's session/prompt answer has no stopReason: {answer}"),
@@ -435,7 +439,7 @@ impl Client {
                     if e.category == Category::Agent
                         && (cancelled || e.code == Some(jsonrpc::REQUEST_CANCELLED.into())) =>
                 {
-                    Ok(StopReason("cancelled".to_owned()))
+                    Ok(Stop::new(StopReason::Cancelled))
                 }
                 Err(e) => Err(e),
             };
@@ -458,7 +462,10 @@ impl Client {
         }
         self.inner
             .rpc
-            .notify("session/cancel", json!({"sessionId": session_id}))
+            .notify(
+                "session/cancel",
+                requests::params(&requests::SessionRequest { session_id }),
+            )
             .await
             .map_err(|e| ClientError::new(Category::Connection, e.to_string()))
     }
@@ -513,6 +520,35 @@ fn spawn_agent(
     })
 }
 
+/// An error's data, as JSON.
+fn data<T: serde::Serialize>(data: &T) -> Value {
+    serde_json::to_value(data).unwrap_or(Value::Null)
+}
+
+/// A version refused: the error's data.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VersionData {
+    protocol_version: Value,
+}
+
+/// Authentication required: the error's data, with the agent's own.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthData<'a, M: serde::Serialize> {
+    auth_methods: &'a M,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a Value>,
+}
+
+/// The connection is gone: the error's data.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExitData<'a> {
+    exit_status: Option<i32>,
+    stderr: &'a str,
+}
+
 /// Whether the agent's environment has `name` set (not empty): its own `env`, else oml's.
 fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
     match spawn.env.iter().rev().find(|(k, _)| k == name) {
@@ -522,7 +558,11 @@ fn variable_set(spawn: &super::Spawn, name: &str) -> bool {
 }
 
 pub(super) fn null_to_object(v: Value) -> Value {
-    if v.is_null() { json!({}) } else { v }
+    if v.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        v
+    }
 }
 
 pub(super) fn capability(method: &str, flag: &str) -> ClientError {

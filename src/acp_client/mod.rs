@@ -15,9 +15,8 @@
 //! compile cost the shared 2-core builder pays for nothing). The fields the client itself reads
 //! are parsed once, with serde, into small types: the `initialize` answer ([`capabilities`]),
 //! a permission request ([`router`]), an update's discriminator and chunk text, the prompt's
-//! `stopReason` and the new session's `sessionId` ([`answers`]), the auth methods ([`auth`]).
+//! `stopReason` and the new session's `sessionId` (`acp::answers`), the auth methods ([`auth`]).
 
-pub mod answers;
 pub mod auth;
 pub mod capabilities;
 mod client;
@@ -33,11 +32,11 @@ use std::time::Duration;
 
 pub use client::Client;
 pub use process::{AgentProcess, Spawn};
-pub use router::{OutOfTurn, PermissionOption, TurnEvent, choose};
+pub use router::{OutOfTurn, TurnEvent, choose};
 pub use turn::Turn;
 pub use types::{
     BoxFuture, Category, ClientError, ConnectOptions, ElicitationHandler, FsCall, FsHandler,
-    PermissionDecision, PermissionHandler, PermissionRequest, Remote, StopReason, Update, kebab,
+    PermissionDecision, PermissionHandler, PermissionRequest, Remote, Stop, Update,
 };
 
 /// The method the client's close hands its terminal handler (no agent sends it): kill and

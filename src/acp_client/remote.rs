@@ -38,6 +38,36 @@ const CONNECTION_ID: &str = "Acp-Connection-Id";
 /// The session header.
 const SESSION_ID: &str = "Acp-Session-Id";
 
+/// What the transport reads of a line to route it: its id and method, and the session its
+/// params or its result (a session's answer) name.
+#[derive(Default, serde::Deserialize)]
+struct Routing {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<Value>,
+    #[serde(default)]
+    params: crate::acp::Loose<Named>,
+    #[serde(default)]
+    result: crate::acp::Loose<Named>,
+}
+
+/// A `sessionId` member, when it is a string.
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Named {
+    #[serde(default)]
+    session_id: crate::acp::Loose<String>,
+}
+
+/// A request refused by the endpoint, answered to its caller.
+#[derive(serde::Serialize)]
+struct ErrorAnswer {
+    jsonrpc: &'static str,
+    id: Value,
+    error: crate::jsonrpc::RpcError,
+}
+
 /// Whether `target` names a remote agent rather than a command.
 pub fn is_url(target: &str) -> bool {
     ["http://", "https://", "ws://", "wss://"]
@@ -181,12 +211,12 @@ impl Http {
 
     /// Hand `line` to the JSON-RPC side; an agent request from a session's stream is noted.
     fn deliver(self: &Arc<Self>, line: Vec<u8>, stream: Option<&str>) {
-        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
-            if let (Some(s), Some(id), Some(_)) = (stream, v.get("id"), v.get("method")) {
+        if let Ok(v) = serde_json::from_slice::<Routing>(&line) {
+            if let (Some(s), Some(id), Some(_)) = (stream, &v.id, &v.method) {
                 self.asked_on.lock().insert(id.to_string(), s.to_owned());
             }
-            if let Some(sid) = v.pointer("/result/sessionId").and_then(Value::as_str) {
-                self.open_session(sid);
+            if let Some(sid) = v.result.0.and_then(|r| r.session_id.0) {
+                self.open_session(&sid);
             }
         }
         let _ = self.inbound.send(line);
@@ -206,15 +236,17 @@ impl Http {
 
     /// POST one line from the client; the first must be `initialize`.
     async fn post(self: &Arc<Self>, line: Vec<u8>) -> Result<(), String> {
-        let v: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
+        let v: Routing = serde_json::from_slice(&line).unwrap_or_default();
         if self.connection.lock().is_none() {
             return self.initialize(line).await;
         }
-        let session = match v.pointer("/params/sessionId").and_then(Value::as_str) {
-            Some(s) => Some(s.to_owned()),
-            None if v.get("method").is_none() => v
-                .get("id")
-                .and_then(|id| self.asked_on.lock().remove(&id.to_string())),
+        let named = v.params.get().and_then(|p| p.session_id.0.clone());
+        let session = match named {
+            Some(s) => Some(s),
+            None if v.method.is_none() => {
+                v.id.as_ref()
+                    .and_then(|id| self.asked_on.lock().remove(&id.to_string()))
+            }
             None => None,
         };
         if let Some(s) = &session {
@@ -232,14 +264,20 @@ impl Http {
         if status.is_success() {
             return Ok(());
         }
-        if matches!(status.as_u16(), 401 | 403 | 404 | 410) || v.get("method").is_none() {
+        if matches!(status.as_u16(), 401 | 403 | 404 | 410) || v.method.is_none() {
             return Err(format!("the agent's endpoint answered {status}"));
         }
         // One request refused: its caller gets an error answer, the connection goes on.
-        if let Some(id) = v.get("id") {
-            let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32603, "message": format!("the agent's endpoint answered {status}")}});
-            let _ = self.inbound.send(format!("{error}\n").into_bytes());
+        if let Some(id) = v.id {
+            let message = format!("the agent's endpoint answered {status}");
+            let error = crate::jsonrpc::RpcError::new(crate::jsonrpc::INTERNAL_ERROR, message);
+            let answer = ErrorAnswer {
+                jsonrpc: "2.0",
+                id,
+                error,
+            };
+            let line = serde_json::to_string(&answer).unwrap_or_default();
+            let _ = self.inbound.send(format!("{line}\n").into_bytes());
         }
         Ok(())
     }

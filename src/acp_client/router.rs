@@ -24,16 +24,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 use super::{
-    Category, ClientError, MAX_CONSECUTIVE_MALFORMED, PermissionDecision, PermissionHandler,
-    StopReason, Update,
+    Category, ClientError, MAX_CONSECUTIVE_MALFORMED, PermissionDecision, PermissionHandler, Stop,
+    Update,
 };
+use crate::acp::{OptionKind, PermissionOption, PermissionOutcome};
 use crate::cancel::CancelToken;
-use crate::jsonrpc::{Connection, Flow, Incoming, MalformedKind, RpcError};
+use crate::jsonrpc::{Connection, Flow, Incoming, MalformedKind};
 
 mod served;
 
@@ -103,7 +103,7 @@ pub(super) struct TurnShared {
 #[derive(Default)]
 struct TurnBuf {
     updates: VecDeque<Update>,
-    result: Option<Result<StopReason, ClientError>>,
+    result: Option<Result<Stop, ClientError>>,
     /// A line too long to read came while the turn ran: its output is incomplete, and the turn
     /// ends with this error whatever stop reason the agent gives.
     lost: Option<ClientError>,
@@ -117,11 +117,11 @@ pub enum TurnEvent {
     /// Every update that has arrived since the last call, in order.
     Updates(Vec<Update>),
     /// The turn is over; every update that preceded the answer has been handed out.
-    Done(Result<StopReason, ClientError>),
+    Done(Result<Stop, ClientError>),
 }
 
 impl TurnShared {
-    pub(super) fn set_result(&self, result: Result<StopReason, ClientError>) {
+    pub(super) fn set_result(&self, result: Result<Stop, ClientError>) {
         let mut buf = self.lock();
         buf.result = Some(result);
         buf.answered = true;
@@ -222,11 +222,9 @@ impl Router {
             Incoming::Notification(n) if n.method == crate::jsonrpc::CANCEL_REQUEST => {
                 // The agent no longer needs an answer: its handler stops, and the request is
                 // answered -32800.
-                let id = n
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("requestId"))
-                    .map(Value::to_string);
+                let id = crate::acp::params::CancelRequestParams::parse(n.params)
+                    .ok()
+                    .map(|p| p.request_id.to_string());
                 if let Some(token) = id.and_then(|id| self.asked.lock().get(&id).cloned()) {
                     token.cancel();
                 }
@@ -401,44 +399,11 @@ impl Router {
     }
 }
 
-/// `session/request_permission`'s params, read once: a request without a session is refused
-/// (-32602), not asked under an empty id. The tool call goes to the handler as sent.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PermissionParams {
-    session_id: String,
-    #[serde(default)]
-    tool_call: Value,
-    #[serde(default)]
-    options: Vec<PermissionOption>,
-}
-
-impl PermissionParams {
-    fn parse(params: Option<Value>) -> Result<PermissionParams, RpcError> {
-        serde_json::from_value(params.unwrap_or(Value::Null)).map_err(RpcError::invalid_params)
-    }
-}
-
-/// One option of a permission request: its id and kind, which `choose` reads, and the rest
-/// (its name, extensions) kept for the handler as sent.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionOption {
-    pub option_id: String,
-    pub kind: String,
-    #[serde(flatten)]
-    pub rest: serde_json::Map<String, Value>,
-}
-
-fn cancelled_outcome() -> Value {
-    json!({"outcome": {"outcome": "cancelled"}})
-}
-
 /// The outcome for a decision: an option id as given (if the agent offered it), or the first
 /// option of the wanted kind (`_once` preferred). A denial never falls back to another kind;
 /// with no reject option at all the answer is `cancelled`.
-pub fn choose(options: &[PermissionOption], decision: &PermissionDecision) -> Value {
-    let by_kind = |kinds: &[&str]| {
+pub fn choose(options: &[PermissionOption], decision: &PermissionDecision) -> PermissionOutcome {
+    let by_kind = |kinds: &[OptionKind]| {
         kinds.iter().find_map(|kind| {
             options
                 .iter()
@@ -446,10 +411,10 @@ pub fn choose(options: &[PermissionOption], decision: &PermissionDecision) -> Va
                 .map(|o| o.option_id.clone())
         })
     };
-    let reject = || by_kind(&["reject_once", "reject_always"]);
+    let reject = || by_kind(&[OptionKind::RejectOnce, OptionKind::RejectAlways]);
     let chosen = match decision {
         PermissionDecision::Cancel => None,
-        PermissionDecision::Allow => by_kind(&["allow_once", "allow_always"]),
+        PermissionDecision::Allow => by_kind(&[OptionKind::AllowOnce, OptionKind::AllowAlways]),
         PermissionDecision::Reject => reject(),
         PermissionDecision::Option(id) => {
             if options.iter().any(|o| o.option_id == *id) {
@@ -460,15 +425,13 @@ pub fn choose(options: &[PermissionOption], decision: &PermissionDecision) -> Va
             }
         }
     };
-    match chosen {
-        Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
-        None => cancelled_outcome(),
-    }
+    chosen.map_or(PermissionOutcome::Cancelled, PermissionOutcome::Selected)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn options(v: Value) -> Vec<PermissionOption> {
         serde_json::from_value(v).expect("options")
@@ -484,13 +447,13 @@ mod tests {
 
     #[test]
     fn decisions_pick_options_by_kind_never_by_position() {
-        let pick = |d| choose(&opts(), &d)["outcome"]["optionId"].clone();
+        let pick = |d| choose(&opts(), &d).to_value()["outcome"]["optionId"].clone();
         assert_eq!(pick(PermissionDecision::Allow), "allow");
         assert_eq!(pick(PermissionDecision::Reject), "reject");
         assert_eq!(pick(PermissionDecision::Option("always".into())), "always");
         assert_eq!(pick(PermissionDecision::Option("bogus".into())), "reject");
         assert_eq!(
-            choose(&opts(), &PermissionDecision::Cancel)["outcome"]["outcome"],
+            choose(&opts(), &PermissionDecision::Cancel).to_value()["outcome"]["outcome"],
             "cancelled"
         );
     }
@@ -499,14 +462,14 @@ mod tests {
     fn a_denial_without_a_reject_option_is_cancelled_not_the_first_option() {
         let only_allow = options(json!([{"optionId": "a", "name": "A", "kind": "allow_once"}]));
         assert_eq!(
-            choose(&only_allow, &PermissionDecision::Reject),
+            choose(&only_allow, &PermissionDecision::Reject).to_value(),
             json!({"outcome": {"outcome": "cancelled"}})
         );
         let only_always = options(
             json!([{"optionId": "r", "name": "R", "kind": "reject_always"}, {"optionId": "a", "name": "A", "kind": "allow_once"}]),
         );
         assert_eq!(
-            choose(&only_always, &PermissionDecision::Reject)["outcome"]["optionId"],
+            choose(&only_always, &PermissionDecision::Reject).to_value()["outcome"]["optionId"],
             "r"
         );
     }

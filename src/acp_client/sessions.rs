@@ -4,16 +4,21 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::client::{Client, absolute, capability, null_to_object};
 use super::{Category, ClientError, Update};
+use crate::acp::requests::{
+    ListSessionsRequest, NewSessionRequest, ReopenRequest, SessionRequest, SetConfigOptionRequest,
+    SetModeRequest, SetModelRequest, params,
+};
 
 impl Client {
     /// `session/new` with an absolute `cwd` and `mcpServers: []`. Returns the answer as on the
     /// wire and the updates that arrived for the new session before its answer.
     pub async fn new_session(&self, cwd: &Path) -> Result<(Value, Vec<Update>), ClientError> {
-        self.new_session_with(cwd, json!([]), &[]).await
+        self.new_session_with(cwd, Value::Array(Vec::new()), &[])
+            .await
     }
 
     /// `session/new` with an absolute `cwd`, the MCP servers `mcp_servers` (a list of ACP
@@ -27,7 +32,6 @@ impl Client {
         more: &[std::path::PathBuf],
     ) -> Result<(Value, Vec<Update>), ClientError> {
         let cwd = absolute(cwd)?;
-        let mut params = json!({"cwd": cwd, "mcpServers": mcp_servers});
         if !more.is_empty() {
             let offered = &self.initialized().capabilities.session_capabilities;
             if !offered.additional_directories.0 {
@@ -36,14 +40,18 @@ impl Client {
                     "sessionCapabilities.additionalDirectories",
                 ));
             }
-            let more = more
-                .iter()
-                .map(|d| absolute(d))
-                .collect::<Result<Vec<_>, _>>()?;
-            params["additionalDirectories"] = json!(more);
         }
-        let answer = self.request("session/new", params).await?;
-        let Some(id) = super::answers::session_id(&answer) else {
+        let more = more
+            .iter()
+            .map(|d| absolute(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let request = NewSessionRequest {
+            cwd: &cwd,
+            mcp_servers: &mcp_servers,
+            additional_directories: &more,
+        };
+        let answer = self.request("session/new", params(&request)).await?;
+        let Some(id) = crate::acp::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,
                 "the agent's session/new answer has no sessionId",
@@ -92,7 +100,7 @@ impl Client {
             return Err(capability("session/fork", "sessionCapabilities.fork"));
         }
         let answer = self.reopen("session/fork", session_id, cwd).await?;
-        let Some(id) = super::answers::session_id(&answer) else {
+        let Some(id) = crate::acp::answers::session_id(&answer) else {
             return Err(ClientError::new(
                 Category::Protocol,
                 "the agent's session/fork answer has no sessionId",
@@ -111,11 +119,12 @@ impl Client {
         cwd: &Path,
     ) -> Result<Value, ClientError> {
         let cwd = absolute(cwd)?;
-        self.request(
-            method,
-            json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []}),
-        )
-        .await
+        let request = ReopenRequest {
+            session_id,
+            cwd: &cwd,
+            mcp_servers: [],
+        };
+        self.request(method, params(&request)).await
     }
 
     /// `session/list` (when advertised), one page.
@@ -127,14 +136,12 @@ impl Client {
         if !self.has_session_capability("list") {
             return Err(capability("session/list", "sessionCapabilities.list"));
         }
-        let mut params = json!({});
-        if let Some(cwd) = cwd {
-            params["cwd"] = json!(absolute(cwd)?);
-        }
-        if let Some(cursor) = cursor {
-            params["cursor"] = json!(cursor);
-        }
-        self.request("session/list", params).await
+        let cwd = cwd.map(absolute).transpose()?;
+        let request = ListSessionsRequest {
+            cwd: cwd.as_deref(),
+            cursor,
+        };
+        self.request("session/list", params(&request)).await
     }
 
     /// `logout` (when the agent advertises `agentCapabilities.auth.logout`): the agent forgets
@@ -143,7 +150,8 @@ impl Client {
         if !self.initialized().capabilities.auth.logout.0 {
             return Err(capability("logout", "agentCapabilities.auth.logout"));
         }
-        self.request("logout", json!({})).await.map(|_| ())
+        let request = crate::acp::requests::Offered {};
+        self.request("logout", params(&request)).await.map(|_| ())
     }
 
     /// `session/close` (only when advertised).
@@ -151,8 +159,8 @@ impl Client {
         if !self.has_session_capability("close") {
             return Err(capability("session/close", "sessionCapabilities.close"));
         }
-        self.request("session/close", json!({"sessionId": session_id}))
-            .await?;
+        let request = SessionRequest { session_id };
+        self.request("session/close", params(&request)).await?;
         self.router().forget(session_id);
         Ok(())
     }
@@ -162,20 +170,21 @@ impl Client {
         if !self.has_session_capability("delete") {
             return Err(capability("session/delete", "sessionCapabilities.delete"));
         }
-        self.request("session/delete", json!({"sessionId": session_id}))
-            .await?;
+        let request = SessionRequest { session_id };
+        self.request("session/delete", params(&request)).await?;
         self.router().forget(session_id);
         Ok(())
     }
 
     /// `session/set_mode`.
     pub async fn set_mode(&self, session_id: &str, mode_id: &str) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_mode",
-            json!({"sessionId": session_id, "modeId": mode_id}),
-        )
-        .await
-        .map(null_to_object)
+        let request = SetModeRequest {
+            session_id,
+            mode_id,
+        };
+        self.request("session/set_mode", params(&request))
+            .await
+            .map(null_to_object)
     }
 
     /// `session/set_config_option`; returns the answer (the full `configOptions`).
@@ -185,21 +194,24 @@ impl Client {
         config_id: &str,
         value: Value,
     ) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_config_option",
-            json!({"sessionId": session_id, "configId": config_id, "value": value}),
-        )
-        .await
-        .map(null_to_object)
+        let request = SetConfigOptionRequest {
+            session_id,
+            config_id,
+            value: &value,
+        };
+        self.request("session/set_config_option", params(&request))
+            .await
+            .map(null_to_object)
     }
 
     /// The legacy, unstable `session/set_model`.
     pub async fn set_model(&self, session_id: &str, model_id: &str) -> Result<Value, ClientError> {
-        self.request(
-            "session/set_model",
-            json!({"sessionId": session_id, "modelId": model_id}),
-        )
-        .await
-        .map(null_to_object)
+        let request = SetModelRequest {
+            session_id,
+            model_id,
+        };
+        self.request("session/set_model", params(&request))
+            .await
+            .map(null_to_object)
     }
 }

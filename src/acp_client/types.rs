@@ -1,7 +1,8 @@
 //! The client's data: error categories and errors, permission requests and decisions, updates as
 //! they came on the wire, stop reasons, and the options of a connection. No I/O.
 
-use super::answers::UpdateKind;
+use crate::acp::answers::UpdateKind;
+use crate::acp::{PermissionOption, StopReason};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -83,8 +84,8 @@ pub struct PermissionRequest {
     pub session_id: String,
     /// The full `toolCall` object as on the wire.
     pub tool_call: Value,
-    /// The `options` array as on the wire.
-    pub options: Value,
+    /// The options offered, read once.
+    pub options: Vec<PermissionOption>,
     /// Fires when the turn is cancelled; the request is then answered `cancelled` anyway.
     pub cancel: CancelToken,
 }
@@ -147,14 +148,16 @@ impl Update {
     }
 }
 
-/// How a turn ended, in kebab-case: `end-turn`, `max-tokens`, `max-turn-requests`, `refusal`,
-/// `cancelled` (or an unknown reason, kebab-cased as well).
+/// How a turn ended: its reason in kebab-case, as Lisp sees it (`end-turn`, `max-tokens`,
+/// `max-turn-requests`, `refusal`, `cancelled`, or an unknown reason kebab-cased as well), and
+/// the reason itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StopReason(pub String);
+pub struct Stop(pub String, pub StopReason);
 
-/// `snake_case` → `kebab-case`.
-pub fn kebab(s: &str) -> String {
-    s.replace('_', "-")
+impl Stop {
+    pub fn new(reason: StopReason) -> Stop {
+        Stop(reason.kebab(), reason)
+    }
 }
 
 /// How to start an agent.

@@ -263,7 +263,7 @@ impl Agent {
         let stop_reason = match value.get("stop-reason") {
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
-            None => "end-turn".to_owned(),
+            None => crate::acp::StopReason::EndTurn.loop_name(),
         };
         let command = value
             .get("command")

@@ -320,7 +320,7 @@ pub async fn decide(
     decide: Option<&crate::acp_client::PermissionHandler>,
     session_id: &str,
     tool_call: &serde_json::Value,
-    options: &serde_json::Value,
+    options: &[crate::acp::PermissionOption],
 ) -> Decision {
     let Some(decide) = decide else {
         return Decision::Reject;
@@ -328,7 +328,7 @@ pub async fn decide(
     let request = crate::acp_client::PermissionRequest {
         session_id: session_id.to_owned(),
         tool_call: tool_call.clone(),
-        options: options.clone(),
+        options: options.to_vec(),
         cancel: CancelToken::new(),
     };
     match decide(request).await {

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::acp::{PermissionOption, StopReason};
 use crate::acp_client::PermissionDecision;
 
 /// The longest line either side reads; a longer one is an error, not a bigger buffer.
@@ -114,11 +115,14 @@ pub enum Event {
         id: u64,
         session_id: String,
         tool_call: Value,
-        options: Value,
+        options: Vec<PermissionOption>,
     },
     /// The turn ended: the stop reason as on the wire (`end_turn`, `cancelled`, …) and the
     /// agent's final message (its text after its last tool call).
-    Done { stop_reason: String, text: String },
+    Done {
+        stop_reason: StopReason,
+        text: String,
+    },
     /// The request failed; `category` is the ACP client's (`connection`, `agent`, …) or
     /// `owner`.
     Failed { category: String, message: String },

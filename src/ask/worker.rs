@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::record::{self, Entry, Record};
 use super::wire::{Config, Decision, Event, Policy};
 use super::{AgentCommand, OwnerSpec};
-use crate::acp_client::answers::{self, UpdateKind};
+use crate::acp::StopReason;
+use crate::acp::answers::{self, UpdateKind};
 use crate::acp_client::{
     BoxFuture, Category, Client, ClientError, ConnectOptions, PermissionDecision,
     PermissionHandler, PermissionRequest, Spawn, TurnEvent,
@@ -73,7 +74,7 @@ struct Asks {
 
 impl Asks {
     async fn decide(&self, req: PermissionRequest) -> PermissionDecision {
-        let kind = req.tool_call.get("kind").and_then(Value::as_str);
+        let kind = crate::acp::answers::tool_kind(&req.tool_call);
         let (policy, questions) = match &*self.current.lock() {
             Some(c) => (c.policy, c.questions.clone()),
             None => return PermissionDecision::Reject,
@@ -183,7 +184,7 @@ impl Worker {
         let outcome = match self.ready(config, &stop).await {
             Ok(()) => self.turn(prompt, link, &stop).await,
             // Cancelled before the prompt reached the agent: it ends as a cancelled turn.
-            Err(_) if stop.is_cancelled() => Ok(("cancelled".to_owned(), String::new())),
+            Err(_) if stop.is_cancelled() => Ok((StopReason::Cancelled, String::new())),
             Err(e) => Err(e),
         };
         let session_id = self.session_id().unwrap_or_default();
@@ -193,7 +194,7 @@ impl Worker {
                     stop_reason: reason.clone(),
                     text: text.clone(),
                 };
-                (reason, text, done)
+                (reason.wire().to_owned(), text, done)
             }
             Err(e) => {
                 if e.category == Category::Connection {
@@ -324,7 +325,7 @@ impl Worker {
         prompt: Value,
         link: Link,
         stop: &CancelToken,
-    ) -> Result<(String, String), ClientError> {
+    ) -> Result<(StopReason, String), ClientError> {
         let Some(c) = &self.agent else {
             return Err(ClientError::new(Category::Connection, "no agent"));
         };
@@ -401,7 +402,7 @@ async fn run_turn(
     link: &Link,
     mut asked: mpsc::UnboundedReceiver<Question>,
     stop: &CancelToken,
-) -> Result<(String, String), ClientError> {
+) -> Result<(StopReason, String), ClientError> {
     let events = &link.events;
     let mut next_id = 0u64;
     let mut turn = client.prompt(session_id, prompt, None)?;
@@ -435,7 +436,7 @@ async fn run_turn(
         };
         match next {
             TurnEvent::Updates(updates) => forward(updates, session_id, events, &mut text),
-            TurnEvent::Done(result) => return result.map(|r| (r.0.replace('-', "_"), text)),
+            TurnEvent::Done(result) => return result.map(|stop| (stop.1, text)),
         }
     }
 }

@@ -30,6 +30,9 @@ use mlua::{
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use serde::Deserialize as _;
+
+use crate::acp::Loose;
 use crate::acp_client::{Category, Client, ClientError};
 use crate::cancel::CancelToken;
 use crate::lisp::surface::fill;
@@ -177,18 +180,8 @@ const RAW: &[HostFn] = &[
                         None => Ok(serde_json::Value::Null),
                     };
                     async move {
-                        let opts = opts?;
-                        // An empty Lua table is an empty list either way.
-                        let servers = match opts.get("mcp-servers").cloned() {
-                            None => serde_json::json!([]),
-                            Some(serde_json::Value::Object(m)) if m.is_empty() => serde_json::json!([]),
-                            Some(other) => other,
-                        };
-                        let more: Vec<PathBuf> = opts
-                            .get("additional-directories")
-                            .and_then(serde_json::Value::as_array)
-                            .map(|a| a.iter().filter_map(|d| d.as_str().map(PathBuf::from)).collect())
-                            .unwrap_or_default();
+                        let opts = NewSessionOpts::read(opts?);
+                        let (servers, more) = (opts.servers(), opts.more());
                         let opened = match turns::session_cwd(cwd) {
                             Ok(cwd) => conn.client.new_session_with(&cwd, servers, &more).await,
                             Err(e) => Err(e),
@@ -532,4 +525,37 @@ fn lua_error(e: mlua::Error) -> ClientError {
 
 fn json_value(lua: &Lua, v: &serde_json::Value) -> Value {
     to_lua(lua, v).unwrap_or(Value::Nil)
+}
+/// `client.new-session`'s options: `:mcp-servers` (ACP `McpServer` objects, sent as given)
+/// and `:additional-directories` (paths; other entries are passed over).
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct NewSessionOpts {
+    #[serde(default)]
+    mcp_servers: Option<serde_json::Value>,
+    #[serde(default)]
+    additional_directories: Loose<Vec<serde_json::Value>>,
+}
+
+impl NewSessionOpts {
+    fn read(opts: serde_json::Value) -> NewSessionOpts {
+        serde_json::from_value(opts).unwrap_or_default()
+    }
+
+    /// The servers; none, or an empty Lua table, is an empty list.
+    fn servers(&self) -> serde_json::Value {
+        match &self.mcp_servers {
+            None => serde_json::Value::Array(Vec::new()),
+            Some(serde_json::Value::Object(m)) if m.is_empty() => {
+                serde_json::Value::Array(Vec::new())
+            }
+            Some(other) => other.clone(),
+        }
+    }
+
+    fn more(&self) -> Vec<PathBuf> {
+        let dirs = self.additional_directories.get().into_iter().flatten();
+        dirs.filter_map(|d| String::deserialize(d).ok().map(PathBuf::from))
+            .collect()
+    }
 }

@@ -20,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::McpError;
 use super::http;
@@ -131,7 +131,11 @@ impl Server {
         let mut raw: Vec<Value> = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..LIST_PAGES_MAX {
-            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let params = cursor.take().map(|cursor| {
+                let mut params = Map::new();
+                params.insert("cursor".into(), Value::String(cursor));
+                Value::Object(params)
+            });
             // A custom request, so that the answer arrives as JSON when rmcp's typed
             // `ListToolsResult` refuses it: one malformed tool must not hide the others.
             let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
@@ -144,13 +148,9 @@ impl Server {
                 ServerResult::CustomResult(custom) => custom.0,
                 other => serde_json::to_value(other).unwrap_or_default(),
             };
-            if let Some(tools) = page.get("tools").and_then(Value::as_array) {
-                raw.extend(tools.iter().cloned());
-            }
-            cursor = page
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+            let page = ToolsPage::read(page);
+            raw.extend(page.tools.0.unwrap_or_default());
+            cursor = page.next_cursor.0;
             if cursor.is_none() {
                 break;
             }
@@ -345,4 +345,20 @@ fn stderr_quote(process: &AgentProcess) -> String {
         .nth(STDERR_QUOTE_CHARS)
         .map_or(0, |(i, _)| i);
     format!("; its stderr ends: {}", &tail[start..])
+}
+/// One page of `tools/list`, read leniently: its tools as sent (each checked on its own by
+/// `parse_tools`), and the cursor of the next page.
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsPage {
+    #[serde(default)]
+    tools: crate::acp::Loose<Vec<Value>>,
+    #[serde(default)]
+    next_cursor: crate::acp::Loose<String>,
+}
+
+impl ToolsPage {
+    fn read(page: Value) -> ToolsPage {
+        serde_json::from_value(page).unwrap_or_default()
+    }
 }

@@ -1,12 +1,13 @@
-//! What an MCP server is, before it runs: its name and how to reach it, parsed once from the two
-//! places servers come from — the `mcpServers` of an ACP `session/new` (`McpServer` in the ACP
-//! schema: env and headers as `[{name, value}]` lists) and the Lisp form of `mcp.defserver`
-//! (env and headers as tables, already turned to JSON by the caller).
+//! What an MCP server is, before it runs: its name and how to reach it, made once from the two
+//! places servers come from — an entry of the `mcpServers` of an ACP `session/new`
+//! (`acp::McpServer`) and the Lisp form of `mcp.defserver` (env and headers as tables, already
+//! turned to JSON by the caller).
 //!
 //! It knows nothing of processes, connections or sessions.
 
-use serde::Deserialize;
 use serde_json::Value;
+
+use crate::acp::{McpServer, NameValue, short};
 
 /// One MCP server to connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,61 +58,39 @@ impl Transport {
     }
 }
 
-/// A `{name, value}` pair of the ACP schema (`EnvVariable`, `HttpHeader`).
-#[derive(Deserialize)]
-struct NameValue {
-    name: String,
-    value: String,
-}
-
-/// An ACP `McpServer`: untagged stdio, or tagged `http` / `sse`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AcpServer {
-    name: String,
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
-    #[serde(default)]
-    command: Option<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    env: Vec<NameValue>,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    headers: Vec<NameValue>,
-}
-
 impl ServerSpec {
     /// One entry of ACP's `mcpServers`; the error names what is wrong with it.
     pub fn from_acp(value: &Value) -> Result<ServerSpec, String> {
-        let server: AcpServer = serde_json::from_value(value.clone())
-            .map_err(|e| format!("invalid MCP server {}: {e}", short(value)))?;
+        McpServer::parse(value).and_then(ServerSpec::from_server)
+    }
+
+    /// An ACP `McpServer` already read; the error says when it has no name.
+    pub fn from_server(server: McpServer) -> Result<ServerSpec, String> {
         let pairs = |v: Vec<NameValue>| v.into_iter().map(|p| (p.name, p.value)).collect();
-        let transport = match server.kind.as_deref() {
-            None | Some("stdio") => Transport::Stdio {
-                command: server
-                    .command
-                    .ok_or_else(|| format!("MCP server {} has no command", server.name))?,
-                args: server.args,
-                env: pairs(server.env),
-            },
-            Some("http") => Transport::Http {
-                url: required_url(&server.name, server.url)?,
-                headers: pairs(server.headers),
-            },
-            Some("sse") => Transport::Sse {
-                url: required_url(&server.name, server.url)?,
-            },
-            Some(other) => {
-                return Err(format!(
-                    "MCP server {} has an unknown type {other:?}",
-                    server.name
-                ));
-            }
+        let (name, transport) = match server {
+            McpServer::Stdio {
+                name,
+                command,
+                args,
+                env,
+            } => (
+                name,
+                Transport::Stdio {
+                    command,
+                    args,
+                    env: pairs(env),
+                },
+            ),
+            McpServer::Http { name, url, headers } => (
+                name,
+                Transport::Http {
+                    url,
+                    headers: pairs(headers),
+                },
+            ),
+            McpServer::Sse { name, url } => (name, Transport::Sse { url }),
         };
-        ServerSpec::named(server.name, transport)
+        ServerSpec::named(name, transport)
     }
 
     /// The Lisp form `{:command :args [..] :env {..}}` or `{:url :headers {..}}` (with
@@ -183,22 +162,6 @@ impl ServerSpec {
             ));
         }
         Ok(ServerSpec { name, transport })
-    }
-}
-
-fn required_url(name: &str, url: Option<String>) -> Result<String, String> {
-    url.filter(|u| !u.is_empty())
-        .ok_or_else(|| format!("MCP server {name} has no url"))
-}
-
-/// Characters of a bad value quoted in an error.
-const QUOTE_CHARS: usize = 120;
-
-fn short(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(QUOTE_CHARS) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text,
     }
 }
 

@@ -10,7 +10,7 @@ use crate::tree::{self, File, assert_none, code, ident, planted};
 pub const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
-        &["cancel", "paths", "printable", "regular", "sized"],
+        &["acp", "cancel", "paths", "printable", "regular", "sized"],
     ),
     (
         "subsystems",

@@ -6,9 +6,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{PermissionParams, Router, cancelled_outcome, choose};
+use super::{Router, choose};
+use crate::acp::served::{ElicitationAnswer, SessionHead};
+use crate::acp::{PermissionOutcome, PermissionParams};
 use crate::acp_client::{PermissionDecision, PermissionRequest};
 use crate::cancel::CancelToken;
 use crate::jsonrpc::{Request, RpcError};
@@ -36,10 +38,10 @@ impl Router {
         let outcome = match request.method.as_str() {
             "session/request_permission" => match PermissionParams::parse(request.params) {
                 Ok(params) => tokio::select! {
-                    outcome = self.permission(params) => Ok(outcome),
+                    outcome = self.permission(params) => Ok(outcome.to_value()),
                     () = abandoned.cancelled() => Err(RpcError::request_cancelled()),
                 },
-                Err(error) => Err(error),
+                Err(error) => Err(RpcError::invalid_params(error)),
             },
             m @ ("fs/read_text_file"
             | "fs/write_text_file"
@@ -92,11 +94,8 @@ impl Router {
         let Some(handler) = handler else {
             return Err(RpcError::method_not_found(method));
         };
-        let session = params
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let roots = self.roots(session);
+        let session = SessionHead::session_id(&params).unwrap_or_default();
+        let roots = self.roots(&session);
         let call = crate::acp_client::FsCall {
             method: method.to_owned(),
             params,
@@ -111,17 +110,17 @@ impl Router {
     /// Asks the elicitation handler; a failing one answers `cancel`.
     async fn elicit(&self, params: Value, abandoned: CancelToken) -> Value {
         let Some(handler) = &self.elicitation else {
-            return json!({"action": "cancel"});
+            return ElicitationAnswer::cancel();
         };
         handler(params, abandoned).await.unwrap_or_else(|reason| {
             tracing::info!("the elicitation handler failed, answering cancel: {reason}");
-            json!({"action": "cancel"})
+            ElicitationAnswer::cancel()
         })
     }
 
     /// Asks the handler and turns its decision into an outcome. Cancelling the turn answers
     /// `cancelled` at once, whatever the handler is doing.
-    async fn permission(&self, params: PermissionParams) -> Value {
+    async fn permission(&self, params: PermissionParams) -> PermissionOutcome {
         let PermissionParams {
             session_id,
             tool_call,
@@ -132,7 +131,7 @@ impl Router {
             .map(|t| t.cancel.clone())
             .unwrap_or_default();
         if cancel.is_cancelled() {
-            return cancelled_outcome();
+            return PermissionOutcome::Cancelled;
         }
         let decision = match &self.permission {
             None => Err("no permission handler".to_owned()),
@@ -140,12 +139,12 @@ impl Router {
                 let request = PermissionRequest {
                     session_id,
                     tool_call,
-                    options: serde_json::to_value(&options).unwrap_or(Value::Null),
+                    options: options.clone(),
                     cancel: cancel.clone(),
                 };
                 tokio::select! {
                     d = handler(request) => d,
-                    () = cancel.cancelled() => return cancelled_outcome(),
+                    () = cancel.cancelled() => return PermissionOutcome::Cancelled,
                 }
             }
         };
@@ -154,7 +153,7 @@ impl Router {
             PermissionDecision::Reject
         });
         if cancel.is_cancelled() {
-            return cancelled_outcome();
+            return PermissionOutcome::Cancelled;
         }
         choose(&options, &decision)
     }

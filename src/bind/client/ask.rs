@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use mlua::{Function, Lua, Table, Value};
-use serde_json::json;
+use serde::Deserialize as _;
 
 use super::{lua_error, outcome};
 use crate::acp_client::{Category, ClientError};
@@ -134,9 +134,8 @@ async fn follow(
                 if let Some(f) = &on_update {
                     let t = to_lua(lua, &update).map_err(lua_error)?;
                     if let Value::Table(t) = &t {
-                        let kind = update["sessionUpdate"].as_str().unwrap_or("unknown");
-                        t.set("kind", crate::acp_client::kebab(kind))
-                            .map_err(lua_error)?;
+                        let kind = crate::acp::answers::UpdateKind::of(&update).kebab();
+                        t.set("kind", kind).map_err(lua_error)?;
                     }
                     f.call_async::<()>(t).await.map_err(|e| {
                         ClientError::new(
@@ -158,7 +157,7 @@ async fn follow(
             }
             Event::Done { stop_reason, text } => {
                 let t = lua.create_table().map_err(lua_error)?;
-                t.set("stop-reason", crate::acp_client::kebab(&stop_reason))
+                t.set("stop-reason", stop_reason.kebab())
                     .map_err(lua_error)?;
                 t.set("text", text).map_err(lua_error)?;
                 t.set("session-id", session).map_err(lua_error)?;
@@ -210,6 +209,33 @@ fn config(lua: &Lua, opts: &Table) -> Result<Config, ClientError> {
     })
 }
 
+/// What `client.resolve-agent` gives: `{:command :args [..] :env {..}}` (args that are not a
+/// list, and env that is not a table, count as none).
+#[derive(serde::Deserialize)]
+struct Resolved {
+    command: serde_json::Value,
+    #[serde(default)]
+    args: crate::acp::Loose<Vec<serde_json::Value>>,
+    #[serde(default)]
+    env: crate::acp::Loose<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Resolved {
+    /// The agent's command: the command, args and env values must be strings.
+    fn command(self) -> Result<AgentCommand, serde_json::Error> {
+        let text = String::deserialize;
+        let args = self.args.0.unwrap_or_default().into_iter().map(text);
+        let env = self.env.0.unwrap_or_default().into_iter();
+        Ok(AgentCommand {
+            command: text(self.command)?,
+            args: args.collect::<Result<_, _>>()?,
+            env: env
+                .map(|(k, v)| Ok((k, text(v)?)))
+                .collect::<Result<_, serde_json::Error>>()?,
+        })
+    }
+}
+
 /// How the owner starts the agent: `client.resolve-agent`, called only when one is started.
 async fn resolve(
     lisp: Lisp,
@@ -219,15 +245,16 @@ async fn resolve(
     persistent: bool,
 ) -> Result<OwnerSpec, AskError> {
     let value = lisp
-        .call_json("client.resolve-agent", &[json!(agent)], &CancelToken::new())
+        .call_json(
+            "client.resolve-agent",
+            &[serde_json::Value::String(agent)],
+            &CancelToken::new(),
+        )
         .await
         .map_err(|e| AskError::Agent(e.to_string()))?;
-    let agent: AgentCommand = serde_json::from_value(json!({
-        "command": value["command"],
-        "args": value["args"].as_array().cloned().unwrap_or_default(),
-        "env": value["env"].as_object().map(|m| m.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>()).unwrap_or_default(),
-    }))
-    .map_err(|e| AskError::Agent(format!("client.resolve-agent: {e}")))?;
+    let agent = Resolved::deserialize(value)
+        .and_then(Resolved::command)
+        .map_err(|e| AskError::Agent(format!("client.resolve-agent: {e}")))?;
     Ok(OwnerSpec {
         key,
         agent,

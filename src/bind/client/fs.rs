@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mlua::{Function, Value};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
+use crate::acp::served::{self, FsParams, SessionHead};
 use crate::acp_client::{FsCall, FsHandler};
 use crate::lisp::{Lisp, from_lua, to_lua};
 
@@ -31,7 +32,8 @@ pub(super) fn fs_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::Result<
     Ok(Arc::new(move |call: FsCall| {
         let (lisp, key) = (lisp.clone(), key.clone());
         Box::pin(async move {
-            let path = checked_path(&call)?;
+            let params = FsParams::read(&call.params);
+            let path = checked_path(&call, &params)?;
             let decided = match &key {
                 Some(key) => ask(&lisp, key, &call, &path).await?,
                 None => Decision::Do,
@@ -39,10 +41,10 @@ pub(super) fn fs_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::Result<
             match (call.method.as_str(), decided) {
                 (_, Decision::Refuse(why)) => Err(why),
                 ("fs/read_text_file", Decision::Serve(text)) => {
-                    Ok(json!({"content": slice(&text, &call.params)}))
+                    Ok(served::read_answer(slice(&text, &params)))
                 }
-                ("fs/read_text_file", Decision::Do) => read(&path, &call.params),
-                (_, _) => write(&path, &call.params),
+                ("fs/read_text_file", Decision::Do) => read(&path, &params),
+                (_, _) => write(&path, &params),
             }
         })
     }))
@@ -56,12 +58,8 @@ enum Decision {
 }
 
 /// The request's absolute path, real, inside one of the session's folders.
-fn checked_path(call: &FsCall) -> Result<PathBuf, String> {
-    let given = call
-        .params
-        .get("path")
-        .and_then(Json::as_str)
-        .unwrap_or_default();
+fn checked_path(call: &FsCall, params: &FsParams) -> Result<PathBuf, String> {
+    let given = params.path.get().map_or("", String::as_str);
     let path = Path::new(given);
     if !path.is_absolute() {
         return Err(format!("the path must be absolute: {given:?}"));
@@ -78,7 +76,7 @@ fn checked_path(call: &FsCall) -> Result<PathBuf, String> {
     }
     if call.method == "fs/write_text_file" {
         refuse_code_folders(&real, &call.roots, given)?;
-        if call.params.get("content").and_then(Json::as_str).is_none() {
+        if params.content.get().is_none() {
             return Err("fs/write_text_file needs its content".into());
         }
     }
@@ -123,11 +121,16 @@ async fn ask(
     let lua = lisp.lua();
     let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
         let f: Function = lua.registry_value(key)?;
-        let mut shown = call.params.clone();
-        shown["method"] = json!(call.method);
-        shown["path"] = json!(path);
-        shown["session-id"] = call.params.get("sessionId").cloned().unwrap_or(Json::Null);
-        Ok((f, to_lua(lua, &shown)?))
+        // The params as sent, and what oml made of them.
+        let mut shown = match &call.params {
+            Json::Object(params) => params.clone(),
+            _ => serde_json::Map::new(),
+        };
+        let session = SessionHead::session_id(&call.params).map(Json::String);
+        shown.insert("method".into(), call.method.clone().into());
+        shown.insert("path".into(), path.to_string_lossy().into_owned().into());
+        shown.insert("session-id".into(), session.unwrap_or(Json::Null));
+        Ok((f, to_lua(lua, &Json::Object(shown))?))
     })()
     .map_err(|e| e.to_string())?;
     let answer: Value = lisp
@@ -138,18 +141,18 @@ async fn ask(
         Value::Nil | Value::Boolean(true) => Decision::Do,
         Value::Boolean(false) => Decision::Refuse("refused by the client".into()),
         Value::String(s) => Decision::Refuse(s.to_string_lossy()),
-        Value::Table(t) => match from_lua(lua, Value::Table(t)).map_err(|e| e.to_string())? {
-            Json::Object(m) => match m.get("content").and_then(Json::as_str) {
-                Some(text) => Decision::Serve(text.to_owned()),
+        Value::Table(t) => {
+            let served = from_lua(lua, Value::Table(t)).map_err(|e| e.to_string())?;
+            match FsParams::read(&served).content.0 {
+                Some(text) => Decision::Serve(text),
                 None => Decision::Do,
-            },
-            _ => Decision::Do,
-        },
+            }
+        }
         other => return Err(format!("the fs handler returned {}", other.type_name())),
     })
 }
 
-fn read(path: &Path, params: &Json) -> Result<Json, String> {
+fn read(path: &Path, params: &FsParams) -> Result<Json, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.len() as usize > FS_READ_MAX_BYTES {
         return Err(format!(
@@ -160,20 +163,13 @@ fn read(path: &Path, params: &Json) -> Result<Json, String> {
     let bytes =
         crate::regular::read_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
-    Ok(json!({"content": slice(&text, params)}))
+    Ok(served::read_answer(slice(&text, params)))
 }
 
 /// `line` (1-based) and `limit` lines of `text`, as ACP's read asks.
-fn slice(text: &str, params: &Json) -> String {
-    let line = params
-        .get("line")
-        .and_then(Json::as_u64)
-        .unwrap_or(1)
-        .max(1) as usize;
-    let limit = params
-        .get("limit")
-        .and_then(Json::as_u64)
-        .map(|n| n as usize);
+fn slice(text: &str, params: &FsParams) -> String {
+    let line = params.line.get().copied().unwrap_or(1).max(1) as usize;
+    let limit = params.limit.get().map(|n| *n as usize);
     if line == 1 && limit.is_none() {
         return text.to_owned();
     }
@@ -184,13 +180,10 @@ fn slice(text: &str, params: &Json) -> String {
     }
 }
 
-fn write(path: &Path, params: &Json) -> Result<Json, String> {
-    let content = params
-        .get("content")
-        .and_then(Json::as_str)
-        .unwrap_or_default();
+fn write(path: &Path, params: &FsParams) -> Result<Json, String> {
+    let content = params.content.get().map_or("", String::as_str);
     let _lock = crate::tools::atomic::file_lock();
     crate::tools::atomic::write_atomic(path, &[content.as_bytes()], false)
         .map_err(|e| e.to_string())?;
-    Ok(json!({}))
+    Ok(crate::acp::rpc::empty_result())
 }

@@ -6,8 +6,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mlua::{Function, Table, Value};
+use mlua::{Function, LuaSerdeExt as _, Table, Value};
 
+use crate::acp::answers::ToolCallHead;
+use crate::acp::tool_call::ToolCallShown;
 use crate::acp_client::{PermissionDecision, PermissionHandler, PermissionRequest};
 use crate::lisp::{Lisp, to_lua};
 
@@ -45,29 +47,18 @@ fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
     else {
         return PermissionDecision::Reject;
     };
-    let options: Vec<(String, String)> = request
-        .options
-        .as_array()
-        .map(|o| {
-            o.iter()
-                .map(|o| {
-                    let id = o["optionId"].as_str().unwrap_or("").to_owned();
-                    let name = o["name"].as_str().unwrap_or(&id).to_owned();
-                    (id, name)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let title = request.tool_call["title"]
-        .as_str()
-        .or(request.tool_call["toolCallId"].as_str())
+    let options = &request.options;
+    let head = ToolCallHead::of(&request.tool_call);
+    let title = head
+        .title()
+        .or(head.tool_call_id())
         .unwrap_or("a tool call");
-    let kind = request.tool_call["kind"].as_str().unwrap_or("other");
+    let kind = head.kind().unwrap_or("other");
     let mut out = &tty;
     let mut text = format!("\nThe agent asks permission for: {title} ({kind})\n");
     text.push_str(&question_details(&request.tool_call));
-    for (i, (_, name)) in options.iter().enumerate() {
-        text.push_str(&format!("  {}) {name}\n", i + 1));
+    for (i, option) in options.iter().enumerate() {
+        text.push_str(&format!("  {}) {}\n", i + 1, option.label()));
     }
     text.push_str(&format!(
         "Choose 1-{} (anything else rejects): ",
@@ -86,7 +77,7 @@ fn ask_tty(request: &PermissionRequest) -> PermissionDecision {
     }
     match line.trim().parse::<usize>() {
         Ok(n) if (1..=options.len()).contains(&n) => {
-            PermissionDecision::Option(options[n - 1].0.clone())
+            PermissionDecision::Option(options[n - 1].option_id.clone())
         }
         _ => PermissionDecision::Reject,
     }
@@ -99,31 +90,18 @@ pub const QUESTION_DIFF_MAX_LINES: usize = 40;
 /// proposed changes (`diff` content) as unified diffs, as an editor would show them.
 pub fn question_details(tool_call: &serde_json::Value) -> String {
     let mut text = String::new();
-    let input = &tool_call["rawInput"];
-    let command = match &input["command"] {
-        serde_json::Value::String(c) => Some(c.clone()),
-        serde_json::Value::Array(words) => Some(
-            words
-                .iter()
-                .filter_map(|w| w.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        _ => None,
-    };
+    let shown = ToolCallShown::of(tool_call);
+    let (command, cwd) = shown.command();
     if let Some(command) = command.filter(|c| !c.trim().is_empty()) {
         text.push_str(&format!("  $ {command}\n"));
-        if let Some(cwd) = input["cwd"].as_str() {
+        if let Some(cwd) = cwd {
             text.push_str(&format!("  in {cwd}\n"));
         }
     }
-    for content in tool_call["content"].as_array().into_iter().flatten() {
-        if content["type"] != "diff" {
-            continue;
-        }
-        let path = content["path"].as_str().unwrap_or("?");
-        let old = content["oldText"].as_str();
-        let new = content["newText"].as_str().unwrap_or("");
+    for diff in shown.diffs() {
+        let path = diff.path.as_deref().unwrap_or("?");
+        let old = diff.old.as_deref();
+        let new = diff.new.as_deref().unwrap_or("");
         text.push_str(&format!(
             "  {} {path}:\n",
             if old.is_some() { "change" } else { "new file" }
@@ -155,7 +133,8 @@ pub fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHa
                 let t = lua.create_table()?;
                 t.set("session-id", request.session_id.as_str())?;
                 t.set("tool-call", to_lua(lua, &request.tool_call)?)?;
-                t.set("options", to_lua(lua, &request.options)?)?;
+                // Typed to Lisp as serde writes them: the members the agent sent.
+                t.set("options", lua.to_value(&request.options)?)?;
                 Ok((f, t))
             })();
             let (f, t) = arg.map_err(|e| e.to_string())?;
@@ -170,10 +149,7 @@ pub fn permission_handler(lisp: &Lisp, f: Function) -> mlua::Result<PermissionHa
                 ));
             };
             let s = s.to_str().map_err(|e| e.to_string())?.to_owned();
-            let offered = request.options.as_array().is_some_and(|o| {
-                o.iter()
-                    .any(|o| o.get("optionId").and_then(|i| i.as_str()) == Some(&s))
-            });
+            let offered = request.options.iter().any(|o| o.option_id == s);
             Ok(match s.as_str() {
                 _ if offered => PermissionDecision::Option(s),
                 "allow" => PermissionDecision::Allow,
@@ -209,11 +185,7 @@ pub(super) fn elicitation_handler(
                 .await
                 .map_err(|e| format!("the elicitation handler failed: {e}"))?;
             let answer = crate::lisp::from_lua(lua, answer).map_err(|e| e.to_string())?;
-            if answer
-                .get("action")
-                .and_then(serde_json::Value::as_str)
-                .is_none()
-            {
+            if !crate::acp::served::ElicitationAnswer::is_answer(&answer) {
                 return Err(format!(
                     "the elicitation handler returned {answer}, not {{:action …}}"
                 ));

@@ -18,14 +18,16 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mlua::{Function, Value};
+use mlua::{Function, LuaSerdeExt as _, Value};
 use parking_lot::Mutex;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use crate::acp::NameValue;
+use crate::acp::served::{self, CreateTerminalParams, ExitStatus, SessionHead, TerminalParams};
 use crate::acp_client::{FsCall, FsHandler};
-use crate::lisp::{Lisp, to_lua};
+use crate::lisp::Lisp;
 use crate::sandbox::{Launch, Launched};
 
 /// The output kept when the agent names no `outputByteLimit`.
@@ -38,7 +40,7 @@ pub const MAX_TERMINALS: usize = 32;
 use crate::acp_client::RELEASE_TERMINALS as RELEASE_ALL;
 
 /// How a command ended: `exitCode` and `signal` as ACP has them.
-type Exit = Option<Json>;
+type Exit = Option<ExitStatus>;
 
 /// One terminal: its output, its end, and its process group.
 struct Term {
@@ -89,11 +91,7 @@ pub(super) fn terminal_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::R
     Ok(Arc::new(move |call: FsCall| {
         let (lisp, key, terms) = (lisp.clone(), key.clone(), Arc::clone(&terms));
         Box::pin(async move {
-            let id = call
-                .params
-                .get("terminalId")
-                .and_then(Json::as_str)
-                .map(str::to_owned);
+            let id = TerminalParams::terminal_id(&call.params);
             match (call.method.as_str(), id) {
                 (RELEASE_ALL, _) => {
                     terms
@@ -124,19 +122,19 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
     match method {
         "terminal/output" => {
             let (bytes, truncated) = &*output.lock();
-            let mut answer =
-                json!({"output": String::from_utf8_lossy(bytes), "truncated": truncated});
-            if let Some(end) = &*exit.borrow() {
-                answer["exitStatus"] = end.clone();
-            }
-            Ok(answer)
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            Ok(served::output_answer(
+                text,
+                *truncated,
+                exit.borrow().as_ref(),
+            ))
         }
         "terminal/wait_for_exit" => {
             let end = exit
                 .wait_for(Option::is_some)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(end.clone().unwrap_or(Json::Null))
+            Ok(end.as_ref().map_or(Json::Null, ExitStatus::to_value))
         }
         "terminal/kill" => {
             // Only a running group: a group id is reused once its processes are gone.
@@ -145,7 +143,7 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             {
                 term.kill();
             }
-            Ok(json!({}))
+            Ok(crate::acp::rpc::empty_result())
         }
         _ => {
             if let Some(term) = terms.all.lock().remove(id)
@@ -153,7 +151,7 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             {
                 term.kill();
             }
-            Ok(json!({}))
+            Ok(crate::acp::rpc::empty_result())
         }
     }
 }
@@ -165,23 +163,16 @@ async fn create(
     terms: &Terms,
     call: &FsCall,
 ) -> Result<Json, String> {
-    let p = &call.params;
-    let command = p
-        .get("command")
-        .and_then(Json::as_str)
-        .ok_or("terminal/create needs a command")?;
-    let args: Vec<String> = (p.get("args").and_then(Json::as_array).into_iter().flatten())
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
-    let cwd = checked_cwd(p.get("cwd").and_then(Json::as_str), &call.roots)?;
+    let p = CreateTerminalParams::read(&call.params);
+    let command = p.command.get().ok_or("terminal/create needs a command")?;
+    let cwd = checked_cwd(p.cwd.get().map(String::as_str), &call.roots)?;
     if let Some(key) = key {
-        ask(lisp, key, call, &cwd).await?;
+        ask(lisp, key, call, &p, &cwd).await?;
     }
-    let (program, args) = with_env(command, args, p.get("env"));
-    let limit = (p.get("outputByteLimit").and_then(Json::as_u64))
-        .map_or(DEFAULT_OUTPUT_BYTES, |n| {
-            n.min(MAX_OUTPUT_BYTES as u64) as usize
-        });
+    let (program, args) = with_env(command, p.args(), p.env());
+    let limit = (p.output_byte_limit.get()).map_or(DEFAULT_OUTPUT_BYTES, |n| {
+        (*n).min(MAX_OUTPUT_BYTES as u64) as usize
+    });
     use std::sync::atomic::Ordering::SeqCst;
     {
         let all = terms.all.lock();
@@ -208,7 +199,7 @@ async fn create(
             + 1
     );
     terms.all.lock().insert(id.clone(), term);
-    Ok(json!({"terminalId": id}))
+    Ok(served::create_terminal_answer(id))
 }
 
 /// One terminal being started, counted in [`Terms::starting`] until it is (or is given up).
@@ -247,19 +238,35 @@ fn checked_cwd(given: Option<&str>, roots: &[PathBuf]) -> Result<PathBuf, String
     }
 }
 
+/// What the program's function is asked with.
+#[derive(serde::Serialize)]
+struct Shown<'a> {
+    command: Option<&'a String>,
+    args: Vec<String>,
+    env: Vec<NameValue>,
+    cwd: &'a Path,
+    #[serde(rename = "session-id")]
+    session_id: Option<String>,
+}
+
 /// Asks the program's function; a refusal is the error.
 async fn ask(
     lisp: &Lisp,
     key: &mlua::RegistryKey,
     call: &FsCall,
+    params: &CreateTerminalParams,
     cwd: &Path,
 ) -> Result<(), String> {
     let lua = lisp.lua();
     let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
-        let shown = json!({"command": call.params.get("command"), "args": call.params.get("args"),
-                           "env": call.params.get("env"), "cwd": cwd,
-                           "session-id": call.params.get("sessionId")});
-        Ok((lua.registry_value(key)?, to_lua(lua, &shown)?))
+        let shown = Shown {
+            command: params.command.get(),
+            args: params.args(),
+            env: params.env(),
+            cwd,
+            session_id: SessionHead::session_id(&call.params),
+        };
+        Ok((lua.registry_value(key)?, lua.to_value(&shown)?))
     })()
     .map_err(|e| e.to_string())?;
     let answer: Value = lisp
@@ -274,16 +281,11 @@ async fn ask(
 }
 
 /// The program and its arguments, through `env NAME=VALUE …` when the agent gave variables.
-fn with_env(command: &str, args: Vec<String>, env: Option<&Json>) -> (String, Vec<String>) {
-    let vars: Vec<String> = (env.and_then(Json::as_array).into_iter().flatten())
-        .filter_map(|v| {
-            Some(format!(
-                "{}={}",
-                v.get("name")?.as_str()?,
-                v.get("value")?.as_str()?
-            ))
-        })
-        .filter(|v| is_name(v.split('=').next().unwrap_or_default()))
+fn with_env(command: &str, args: Vec<String>, env: Vec<NameValue>) -> (String, Vec<String>) {
+    let vars: Vec<String> = env
+        .into_iter()
+        .filter(|v| is_name(v.name.split('=').next().unwrap_or_default()))
+        .map(|v| format!("{}={}", v.name, v.value))
         .collect();
     if vars.is_empty() {
         return (command.to_owned(), args);
@@ -365,9 +367,12 @@ impl Started {
             let status = child.wait().await.ok();
             let end = status.map(|s| {
                 use std::os::unix::process::ExitStatusExt;
-                json!({"exitCode": s.code(), "signal": s.signal().map(signal_name)})
+                ExitStatus {
+                    exit_code: s.code(),
+                    signal: Some(s.signal().map(signal_name)),
+                }
             });
-            let _ = exit_tx.send(Some(end.unwrap_or_else(|| json!({"exitCode": null}))));
+            let _ = exit_tx.send(Some(end.unwrap_or_else(ExitStatus::unknown)));
         });
         Term {
             output,
@@ -403,6 +408,12 @@ fn signal_name(n: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The variables of a `terminal/create` whose `env` is `env`.
+    fn vars(env: Json) -> Vec<NameValue> {
+        CreateTerminalParams::read(&json!({ "env": env })).env()
+    }
 
     #[test]
     fn output_keeps_its_end_within_the_limit() {
@@ -413,15 +424,15 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(buf), "o wörld");
         assert!(*truncated);
         assert_eq!(
-            with_env("ls", vec!["-a".into()], None),
+            with_env("ls", vec!["-a".into()], Vec::new()),
             ("ls".into(), vec!["-a".into()])
         );
         let env = json!([{"name": "A", "value": "1"}]);
         assert_eq!(
-            with_env("ls", vec![], Some(&env)).1,
+            with_env("ls", vec![], vars(env)).1,
             vec!["A=1".to_owned(), "ls".to_owned()]
         );
         let sneaky = json!([{"name": "-S", "value": "sh -c id"}]);
-        assert_eq!(with_env("ls", vec![], Some(&sneaky)), ("ls".into(), vec![]));
+        assert_eq!(with_env("ls", vec![], vars(sneaky)), ("ls".into(), vec![]));
     }
 }

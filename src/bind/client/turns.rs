@@ -6,11 +6,10 @@
 use std::path::PathBuf;
 
 use mlua::{Function, Lua, LuaSerdeExt as _, MultiValue, Table, Value};
-use serde_json::json;
 
 use super::connect::seconds;
 use super::{Conn, ConnState, LastTurn, lua_error, outcome};
-use crate::acp_client::answers::{self, UpdateKind};
+use crate::acp::answers::{self, UpdateKind};
 use crate::acp_client::{Category, Client, ClientError, OutOfTurn, TurnEvent, Update};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, from_lua, to_lua};
@@ -63,6 +62,30 @@ pub(super) async fn deliver_out_of_turn(
     Ok(())
 }
 
+/// What `client.capabilities` shows: each capability a flag, and the answer's parts as sent.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct Capabilities<'a> {
+    protocol_version: &'a serde_json::Value,
+    load_session: bool,
+    list_sessions: bool,
+    close_session: bool,
+    resume_session: bool,
+    delete_session: bool,
+    fork_session: bool,
+    additional_directories: bool,
+    system_prompt: bool,
+    image_content: bool,
+    audio_content: bool,
+    embedded_context: bool,
+    mcp_http: bool,
+    mcp_sse: bool,
+    logout: bool,
+    agent_capabilities: &'a serde_json::Value,
+    auth_methods: &'a serde_json::Value,
+    agent_info: &'a serde_json::Value,
+}
+
 pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientError> {
     let init = client.initialized();
     let c = &init.capabilities;
@@ -71,26 +94,27 @@ pub(super) fn capabilities(lua: &Lua, client: &Client) -> Result<Table, ClientEr
         &c.prompt_capabilities,
         &c.mcp_capabilities,
     );
-    let data = json!({
-        "protocol-version": init.protocol_version,
-        "load-session": c.load_session.0,
-        "list-sessions": session.list.0,
-        "close-session": session.close.0,
-        "resume-session": session.resume.0,
-        "delete-session": session.delete.0,
-        "fork-session": session.fork.0,
-        "additional-directories": session.additional_directories.0,
-        "system-prompt": session.system_prompt.0,
-        "image-content": prompt.image.0,
-        "audio-content": prompt.audio.0,
-        "embedded-context": prompt.embedded_context.0,
-        "mcp-http": mcp.http.0,
-        "mcp-sse": mcp.sse.0,
-        "logout": c.auth.logout.0,
-        "agent-capabilities": init.capabilities_as_sent,
-        "auth-methods": init.auth_methods,
-        "agent-info": init.agent_info,
-    });
+    let data = Capabilities {
+        protocol_version: &init.protocol_version,
+        load_session: c.load_session.0,
+        list_sessions: session.list.0,
+        close_session: session.close.0,
+        resume_session: session.resume.0,
+        delete_session: session.delete.0,
+        fork_session: session.fork.0,
+        additional_directories: session.additional_directories.0,
+        system_prompt: session.system_prompt.0,
+        image_content: prompt.image.0,
+        audio_content: prompt.audio.0,
+        embedded_context: prompt.embedded_context.0,
+        mcp_http: mcp.http.0,
+        mcp_sse: mcp.sse.0,
+        logout: c.auth.logout.0,
+        agent_capabilities: &init.capabilities_as_sent,
+        auth_methods: &init.auth_methods,
+        agent_info: &init.agent_info,
+    };
+    let data = serde_json::to_value(&data).unwrap_or_default();
     let Value::Table(t) = to_lua(lua, &data).map_err(lua_error)? else {
         unreachable!("an object converts to a table")
     };
@@ -122,8 +146,8 @@ pub(super) async fn opened_session(
 ) -> mlua::Result<MultiValue> {
     match opened {
         Ok((mut answer, held)) => {
-            if let Some(sid) = sid {
-                answer["sessionId"] = json!(sid);
+            if let (Some(sid), Some(answer)) = (sid, answer.as_object_mut()) {
+                answer.insert("sessionId".into(), sid.into());
             }
             outcome(lua, session_table(lua, conn, answer, held).await)
         }
@@ -139,19 +163,16 @@ async fn session_table(
 ) -> Result<Table, ClientError> {
     let r = async {
         let t = lua.create_table()?;
-        let sid = answer
-            .get("sessionId")
-            .and_then(|s| s.as_str())
-            .unwrap_or_default()
-            .to_owned();
+        let sid = answers::session_id(&answer).unwrap_or_default().to_owned();
         t.set("session-id", sid.as_str())?;
-        for (wire, key) in [
-            ("modes", "modes"),
-            ("configOptions", "config-options"),
-            ("models", "models"),
+        let setup = answers::SessionSetup::read(&answer);
+        for (key, v) in [
+            ("modes", setup.modes),
+            ("config-options", setup.config_options),
+            ("models", setup.models),
         ] {
-            if let Some(v) = answer.get(wire).filter(|v| !v.is_null()) {
-                t.set(key, to_lua(lua, v)?)?;
+            if let Some(v) = v {
+                t.set(key, to_lua(lua, &v)?)?;
             }
         }
         t.set("response", to_lua(lua, &answer)?)?;
@@ -200,13 +221,13 @@ fn update_table(lua: &Lua, session_id: &str, u: &Update) -> mlua::Result<Table> 
 
 pub(super) fn prompt_blocks(lua: &Lua, content: Value) -> Result<serde_json::Value, ClientError> {
     match content {
-        Value::String(s) => Ok(json!([{"type": "text", "text": s.to_string_lossy()}])),
+        Value::String(s) => Ok(crate::acp::requests::text_prompt(s.to_string_lossy())),
         Value::Table(_) => {
             let v = from_lua(lua, content).map_err(lua_error)?;
             Ok(match v {
-                serde_json::Value::Object(_) => json!([v]),
+                serde_json::Value::Object(_) => serde_json::Value::Array(vec![v]),
                 serde_json::Value::Array(_) => v,
-                _ => json!([]),
+                _ => serde_json::Value::Array(Vec::new()),
             })
         }
         other => Err(ClientError::new(
@@ -314,13 +335,7 @@ async fn watch_turn(
     sid: &str,
     turn: &mut crate::acp_client::Turn,
     watched: Watched<'_>,
-) -> Result<
-    (
-        Result<crate::acp_client::StopReason, ClientError>,
-        FinalText,
-    ),
-    ClientError,
-> {
+) -> Result<(Result<crate::acp_client::Stop, ClientError>, FinalText), ClientError> {
     let parent = if watched.follow {
         crate::bind::session::tools::session_cancel(lua)
     } else {
@@ -337,7 +352,7 @@ async fn watch_turn(
                 continue;
             }
             () = tokio::time::sleep_until(gave_up.unwrap_or_else(tokio::time::Instant::now)), if gave_up.is_some() => {
-                break Ok(crate::acp_client::StopReason("cancelled".to_owned()));
+                break Ok(crate::acp_client::Stop::new(crate::acp::StopReason::Cancelled));
             }
         };
         let batch = match event {

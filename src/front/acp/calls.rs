@@ -4,10 +4,10 @@
 //! Every name is looked up at call time, so a redefinition takes effect at the next call. It
 //! knows nothing of which ACP method is being served.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::Ctx;
-use super::render::stable_order;
+use super::ctx::Ctx;
+use super::hub::stable_order;
 use crate::jsonrpc::{self, RpcError};
 use crate::lisp::{Lisp, LispError, from_lua, to_lua};
 
@@ -51,7 +51,7 @@ pub(super) async fn call_user_method(
         Ok(from_lua(lua, v)?)
     };
     match run.await {
-        Ok(Value::Null) => Ok(json!({})),
+        Ok(Value::Null) => Ok(crate::acp::rpc::empty_result()),
         Ok(v) => Ok(v),
         Err(e) => Err(RpcError::new(jsonrpc::INTERNAL_ERROR, e.to_string())),
     }

@@ -6,27 +6,27 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
-use super::Ctx;
 use super::calls::lisp_json;
-use super::params::{SetConfigOptionParams, SetModeParams};
-use super::render::update;
-use super::sessions::known_session;
+use super::ctx::Ctx;
+use super::ctx::known_session;
+use super::ctx::update;
+use crate::acp::params::{SetConfigOptionParams, SetModeParams};
+use crate::acp::updates::{self, SessionUpdate};
 use crate::jsonrpc::RpcError;
 
 pub(super) async fn set_mode(ctx: &Arc<Ctx>, params: &SetModeParams) -> Result<Value, RpcError> {
     let sid = known_session(ctx, &params.session_id.0)?;
     let mode = params.mode_id.0.as_str();
-    set_option(ctx, &sid, "mode", json!(mode)).await?;
-    update(
-        ctx,
-        &sid,
-        json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
-    )
-    .await;
+    let mode = Value::String(mode.to_owned());
+    set_option(ctx, &sid, "mode", mode.clone()).await?;
+    let changed = SessionUpdate::CurrentModeUpdate {
+        current_mode_id: &mode,
+    };
+    update(ctx, &sid, changed.to_value()).await;
     config_update(ctx, &sid).await;
-    Ok(json!({}))
+    Ok(Value::Object(Map::new()))
 }
 
 pub(super) async fn set_config_option(
@@ -41,17 +41,15 @@ pub(super) async fn set_config_option(
         .0;
     set_option(ctx, &sid, config_id, value.clone()).await?;
     if config_id == "mode" {
-        update(
-            ctx,
-            &sid,
-            json!({"sessionUpdate": "current_mode_update", "currentModeId": value}),
-        )
-        .await;
+        let mode = SessionUpdate::CurrentModeUpdate {
+            current_mode_id: &value,
+        };
+        update(ctx, &sid, mode.to_value()).await;
     }
-    let options = lisp_json(ctx, "acp.config-options", &[json!(sid)])
+    let options = lisp_json(ctx, "acp.config-options", &[Value::String(sid)])
         .await
         .map_err(RpcError::internal_error)?;
-    Ok(json!({ "configOptions": options }))
+    Ok(updates::config_options_answer(&options))
 }
 
 pub(super) async fn set_option(
@@ -63,7 +61,11 @@ pub(super) async fn set_option(
     lisp_json(
         ctx,
         "acp.set-config-option!",
-        &[json!(id), value, json!(sid)],
+        &[
+            Value::String(id.to_owned()),
+            value,
+            Value::String(sid.to_owned()),
+        ],
     )
     .await
     .map(|_| ())
@@ -76,14 +78,12 @@ pub(super) async fn advertise_commands(ctx: &Ctx, sid: &str) {
             let commands = if commands.is_array() {
                 commands
             } else {
-                json!([])
+                Value::Array(Vec::new())
             };
-            update(
-                ctx,
-                sid,
-                json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
-            )
-            .await;
+            let commands = SessionUpdate::AvailableCommandsUpdate {
+                available_commands: &commands,
+            };
+            update(ctx, sid, commands.to_value()).await;
         }
         Err(e) => tracing::warn!("acp.available-commands failed: {e}"),
     }
@@ -93,12 +93,11 @@ pub(super) async fn advertise_commands(ctx: &Ctx, sid: &str) {
 /// in `initialize`: it is a stable v1 notification, and agent-shell, which offers no
 /// `session.configOptions`, keeps its header's model and mode from it.
 pub(super) async fn config_update(ctx: &Ctx, sid: &str) {
-    if let Ok(options) = lisp_json(ctx, "acp.config-options", &[json!(sid)]).await {
-        update(
-            ctx,
-            sid,
-            json!({"sessionUpdate": "config_option_update", "configOptions": options}),
-        )
-        .await;
+    let sid_value = Value::String(sid.to_owned());
+    if let Ok(options) = lisp_json(ctx, "acp.config-options", &[sid_value]).await {
+        let options = SessionUpdate::ConfigOptionUpdate {
+            config_options: &options,
+        };
+        update(ctx, sid, options.to_value()).await;
     }
 }

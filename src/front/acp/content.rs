@@ -10,8 +10,9 @@
 //!
 //! This module reads blocks only; it knows nothing of sessions or of the loop.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::acp::content::{ContentBlock, Resource};
 use crate::tools::image::is_image_mime;
 
 /// Bytes of base64 an image block may carry at most (about 20 MiB of image, what OpenAI takes);
@@ -33,24 +34,24 @@ pub fn prompt_content(blocks: &[Value], images: bool) -> PromptContent {
     let mut out = PromptContent::default();
     let mut pieces = Vec::new();
     for block in blocks {
-        let field = |k: &str| block.get(k).and_then(Value::as_str);
-        match field("type") {
-            Some("text") => pieces.extend(field("text").map(str::to_owned)),
-            Some("resource_link") => pieces.push(link(block)),
-            Some("resource") => {
-                let res = block.get("resource").unwrap_or(&Value::Null);
-                pieces.push(resource(res, images, &mut out.images));
-            }
-            Some("image") => {
-                let name = block.get("uri").and_then(Value::as_str).map_or_else(
+        match ContentBlock::read(block) {
+            ContentBlock::Text(text) => pieces.extend(text.map(str::to_owned)),
+            ContentBlock::ResourceLink { uri, name } => pieces.push(link(uri, name)),
+            ContentBlock::Resource(res) => pieces.push(resource(&res, images, &mut out.images)),
+            ContentBlock::Image {
+                data,
+                mime_type,
+                uri,
+            } => {
+                let name = uri.map_or_else(
                     || "an image".to_owned(),
                     |u| format!("the image {}", attr(&name_of(u))),
                 );
-                let data = field("data").unwrap_or("");
-                let mime = field("mimeType").unwrap_or("image/png");
+                let data = data.unwrap_or("");
+                let mime = mime_type.unwrap_or("image/png");
                 pieces.push(image(&name, mime, data, images, &mut out.images));
             }
-            _ => {}
+            ContentBlock::Other => {}
         }
     }
     out.text = pieces.join("\n");
@@ -63,12 +64,9 @@ pub fn prompt_text(blocks: &[Value]) -> String {
 }
 
 /// A resource link: named, with its path for a file, and not read.
-fn link(block: &Value) -> String {
-    let uri = block.get("uri").and_then(Value::as_str).unwrap_or("");
-    let name = block
-        .get("name")
-        .and_then(Value::as_str)
-        .map_or_else(|| name_of(uri), str::to_owned);
+fn link(uri: Option<&str>, name: Option<&str>) -> String {
+    let uri = uri.unwrap_or("");
+    let name = name.map_or_else(|| name_of(uri), str::to_owned);
     let path = uri
         .strip_prefix("file://")
         .map(|p| format!(" path=\"{}\"", attr(p)))
@@ -81,11 +79,11 @@ fn link(block: &Value) -> String {
 }
 
 /// An embedded resource: its text fenced and labelled, an image as a part, other bytes a note.
-fn resource(res: &Value, images: bool, parts: &mut Vec<Value>) -> String {
-    let uri = res.get("uri").and_then(Value::as_str).unwrap_or("");
+fn resource(res: &Resource<'_>, images: bool, parts: &mut Vec<Value>) -> String {
+    let uri = res.uri.unwrap_or("");
     let name = attr(&name_of(uri));
-    let mime = res.get("mimeType").and_then(Value::as_str);
-    if let Some(text) = res.get("text").and_then(Value::as_str) {
+    let mime = res.mime_type;
+    if let Some(text) = res.text {
         let end = if text.ends_with('\n') { "" } else { "\n" };
         return match uri.strip_prefix("file://") {
             Some(path) => format!(
@@ -98,7 +96,7 @@ fn resource(res: &Value, images: bool, parts: &mut Vec<Value>) -> String {
             ),
         };
     }
-    let blob = res.get("blob").and_then(Value::as_str).unwrap_or("");
+    let blob = res.blob.unwrap_or("");
     match mime.filter(|m| is_image_mime(m)) {
         Some(mime) => image(&format!("the image {name}"), mime, blob, images, parts),
         None => format!(
@@ -123,10 +121,25 @@ fn image(label: &str, mime: &str, data: &str, images: bool, parts: &mut Vec<Valu
             "({label} was attached; it is not included: it is empty, too large or not an image)"
         );
     }
-    parts.push(
-        json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}),
-    );
+    parts.push(image_part(format!("data:{mime};base64,{data}")));
     format!("({label} is attached)")
+}
+
+/// The chat-shaped content part of an image at `url`: `{type: "image_url", image_url: {url}}`.
+fn image_part(url: String) -> Value {
+    #[derive(serde::Serialize)]
+    struct Url {
+        url: String,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Part {
+        ImageUrl { image_url: Url },
+    }
+    let part = Part::ImageUrl {
+        image_url: Url { url },
+    };
+    serde_json::to_value(part).unwrap_or(Value::Null)
 }
 
 /// The last segment of a URI's path, or the URI itself.
@@ -148,6 +161,7 @@ fn attr(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn blocks() -> Vec<Value> {
         vec![

@@ -2,7 +2,7 @@
 //! once, everything else is held, in line order, until the image is built.
 //!
 //! An editor starts `oml acp` and sends `initialize` first; its answer is the same whatever the
-//! init files say (it is built in Rust, see [`super::initialize`]), so nothing makes the editor
+//! init files say (it is built in Rust, see [`initialize`]), so nothing makes the editor
 //! wait for the Lisp boot to read it. Start-up lets the first answer go out before it builds
 //! the image (at most [`FIRST_ANSWER_WAIT`]), so that the answer's threads do not wait for a
 //! core behind the build; the build then overlaps the editor's own work between `initialize`
@@ -15,9 +15,12 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::initialize;
-use super::params::InitializeParams;
-use crate::jsonrpc::{Connection, Incoming};
+use crate::acp::initialize::{
+    AgentCapabilities, InitializeAnswer, McpCapabilities, PromptCapabilities, SessionCapabilities,
+    offered,
+};
+use crate::acp::params::InitializeParams;
+use crate::jsonrpc::{Connection, Incoming, RpcError};
 
 /// What the opened connection saw before the image was built.
 pub struct Greeted {
@@ -112,11 +115,13 @@ async fn answer_until_ready(
         match message {
             // A client asking for v2 waits for the image, which holds `acp.protocol-versions`.
             Incoming::Request(r) if r.method == "initialize" && !asks_v2(r.params.as_ref()) => {
-                let answer = InitializeParams::parse(r.params).and_then(|p| {
-                    let answer = initialize(&p)?;
-                    capabilities = Some(p.client_capabilities);
-                    Ok(answer)
-                });
+                let answer = InitializeParams::parse(r.params)
+                    .map_err(RpcError::invalid_params)
+                    .and_then(|p| {
+                        let answer = initialize(&p)?;
+                        capabilities = Some(p.client_capabilities);
+                        Ok(answer)
+                    });
                 respond(&conn, &r.id, answer).await;
                 if let Some(answered) = answered.take() {
                     let _ = conn.flush().await;
@@ -136,9 +141,10 @@ async fn answer_until_ready(
 /// Whether an `initialize` asks for version 2 or later.
 fn asks_v2(params: Option<&Value>) -> bool {
     params
-        .and_then(|p| p.get("protocolVersion"))
-        .and_then(Value::as_u64)
-        .is_some_and(|v| v >= 2)
+        .cloned()
+        .and_then(|p| InitializeParams::parse(Some(p)).ok())
+        .and_then(|p| p.protocol_version)
+        .is_some_and(|v| v.0 >= 2)
 }
 
 async fn respond(
@@ -150,4 +156,63 @@ async fn respond(
         Ok(value) => conn.respond(id, value).await,
         Err(error) => conn.respond_error(id, error).await,
     };
+}
+
+/// Who `oml acp` is, in its answer.
+#[derive(serde::Serialize)]
+struct Implementation {
+    name: &'static str,
+    title: &'static str,
+    version: &'static str,
+}
+
+/// Who `oml acp` is (`agentInfo` in v1, `info` in v2).
+pub(super) fn agent_info() -> Value {
+    let info = Implementation {
+        name: "oml",
+        title: "oml",
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    serde_json::to_value(info).unwrap_or_default()
+}
+
+/// The protocol version we speak.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The answer to `initialize`: the same whatever the image holds, so that it can be given
+/// before the image is built.
+pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
+    let Some(asked) = &params.protocol_version else {
+        return Err(RpcError::invalid_params("protocolVersion is required"));
+    };
+    tracing::debug!("the client asks for protocol version {}", asked.0);
+    // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
+    // go on), and so does one asking for 0, 1 being our latest.
+    let all = offered(true);
+    let answer = InitializeAnswer {
+        protocol_version: PROTOCOL_VERSION,
+        agent_capabilities: AgentCapabilities {
+            load_session: true,
+            session_capabilities: SessionCapabilities {
+                list: all,
+                resume: all,
+                close: all,
+                delete: all,
+                fork: all,
+                additional_directories: all,
+            },
+            prompt_capabilities: PromptCapabilities {
+                image: true,
+                audio: false,
+                embedded_context: true,
+            },
+            mcp_capabilities: McpCapabilities {
+                http: true,
+                sse: false,
+            },
+        },
+        auth_methods: Value::Array(Vec::new()),
+        agent_info: agent_info(),
+    };
+    Ok(answer.to_value())
 }

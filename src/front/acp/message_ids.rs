@@ -14,16 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::acp::answers::{UpdateKind, has_message_id};
 use crate::agent::AgentEvent;
-
-/// The chunk kinds that carry a `messageId`.
-const CHUNKS: [&str; 3] = [
-    "agent_message_chunk",
-    "agent_thought_chunk",
-    "user_message_chunk",
-];
 
 /// A fresh id for a user message a v2 prompt inserts: unique in the process and across
 /// processes that start in different milliseconds.
@@ -93,35 +87,38 @@ impl MessageIds {
 
     /// Puts `id` (or a fresh one) on a rendered chunk that has none; other updates are left.
     pub(super) fn stamp(&self, update: &mut Value, id: Option<String>) {
-        if is_chunk(update) && update.get("messageId").is_none() {
-            update["messageId"] = json!(id.unwrap_or_else(|| self.fresh()));
+        if is_chunk(update)
+            && !has_message_id(update)
+            && let Some(update) = update.as_object_mut()
+        {
+            let id = id.unwrap_or_else(|| self.fresh());
+            update.insert("messageId".into(), id.into());
         }
     }
 }
 
 fn is_chunk(update: &Value) -> bool {
-    update
-        .get("sessionUpdate")
-        .and_then(Value::as_str)
-        .is_some_and(|k| CHUNKS.contains(&k))
+    UpdateKind::of(update).is_chunk()
 }
 
 /// Numbers a replay's messages: each run of chunks of one kind is one message.
 pub(super) fn number_replay(updates: &mut [Value]) {
     let mut n = 0;
-    let mut last: Option<String> = None;
+    let mut last: Option<UpdateKind> = None;
     for u in updates.iter_mut() {
         if !is_chunk(u) {
             last = None;
             continue;
         }
-        let kind = u["sessionUpdate"].as_str().unwrap_or_default().to_owned();
-        if last.as_deref() != Some(kind.as_str()) {
+        let kind = UpdateKind::of(u);
+        if last.as_ref() != Some(&kind) {
             n += 1;
             last = Some(kind);
         }
-        if u.get("messageId").is_none() {
-            u["messageId"] = json!(format!("h{n}"));
+        if !has_message_id(u)
+            && let Some(u) = u.as_object_mut()
+        {
+            u.insert("messageId".into(), format!("h{n}").into());
         }
     }
 }
@@ -129,6 +126,7 @@ pub(super) fn number_replay(updates: &mut [Value]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn text() -> AgentEvent {
         AgentEvent::TextDelta { text: "a".into() }

@@ -12,7 +12,7 @@
 //! after the `session/new` response.
 //!
 //! Each request and notification is parsed once, as it is read, into a typed method with serde
-//! params (`params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
+//! params (`crate::acp::params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
 //! that are not JSON (the transport classifies them), `-32600` for JSON that is not a request,
 //! `-32601 Method not found: <method>`, `-32602` for bad params, an unknown session or a busy
 //! one, `-32603` for failures inside (a model error). Notifications are never answered; unknown
@@ -21,34 +21,39 @@
 //! `initialize` is answered from the moment the connection is opened, before the image is built
 //! (`early`); everything else waits for the image, in line order.
 //!
-//! This file holds the serve loop, the dispatch and `initialize`; the rest is one concern a file:
-//! `early` (the connection while the image is built), `params` (the typed requests), `sessions` (new, load, resume, list, close, delete), `prompt`,
-//! `config` (modes and config options), `calls` (into Lisp), `replay` (stored history as updates)
-//! and `render` (the forwarder and the renderer).
+//! This file holds the serve loop, the dispatch and the version negotiation; the rest is one
+//! concern a file, and imports inside the folder go one way, down from here. The ground floor,
+//! which imports nothing of the folder above it: `hub` (the connection and the sessions shared
+//! with Lisp, and the sending path of updates), `ctx` (what every handler needs, and sending to
+//! a session in order), `early` (the connection while the image is built, and the v1
+//! `initialize` answer), `v2`, `content` and `message_ids`. Above it: `calls` (into Lisp),
+//! `config` (modes and config options), `replay` (stored history as updates), `render` (the
+//! forwarder and the renderer), `prompt`, `sessions` (new, load, resume, list, close, delete)
+//! and `surface` (the `acp` table).
 //!
 //! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinSet;
 
-pub use surface::Hub;
+pub use ctx::ServeOptions;
+pub use hub::Hub;
 
 use crate::agent::Agent;
 use crate::cancel::CancelToken;
 use crate::jsonrpc::{self, Connection, Incoming, Notification, RequestId, RpcError};
 use crate::lisp::{Lisp, LispError};
-use crate::paths::Paths;
 use crate::session::store::Store;
 
 mod calls;
 mod config;
 mod content;
+mod ctx;
 mod early;
+mod hub;
 mod message_ids;
-mod params;
 mod prompt;
 mod render;
 mod replay;
@@ -56,12 +61,14 @@ mod sessions;
 pub mod surface;
 mod v2;
 
+use crate::acp::params::{InitializeParams, Method, NotificationMethod};
 use calls::{call_user_method, has_user_method};
 use config::{set_config_option, set_mode};
 pub use content::{PromptContent, prompt_content, prompt_text};
-use early::Greeted;
+use ctx::{Ctx, SHUTDOWN_GRACE, SHUTDOWN_STRAGGLERS};
 pub use early::Opened;
-use params::{InitializeParams, Method, NotificationMethod};
+pub use early::PROTOCOL_VERSION;
+use early::{Greeted, initialize};
 use prompt::prompt;
 pub use prompt::stop_reason;
 pub use replay::replay_updates;
@@ -70,45 +77,13 @@ use sessions::{
     Open, session_close, session_delete, session_fork, session_list, session_load, session_new,
 };
 
-/// The protocol version we speak.
-pub const PROTOCOL_VERSION: u64 = 1;
-
 /// The environment variable that caps the length of one incoming line, in bytes (default
 /// [`jsonrpc::DEFAULT_MAX_LINE_BYTES`], 64 MiB).
 pub const MAX_LINE_ENV: &str = "OML_ACP_MAX_LINE_BYTES";
 
-/// How long shutdown waits for running prompts to answer `cancelled`.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(1200);
-
-/// How long shutdown then waits for interrupted prompts, and for the last writes to flush.
-const SHUTDOWN_STRAGGLERS: Duration = Duration::from_millis(300);
-
-/// What `oml acp` needs besides the Lisp host.
-pub struct ServeOptions {
-    pub paths: Paths,
-    /// `--no-init`: no project init files either.
-    pub no_init: bool,
-    /// Errors and notices from the user init file, shown to every new session as warnings.
-    pub startup_messages: Vec<String>,
-}
-
 /// Install the `acp` namespace (see [`surface::install`]).
 pub fn install(lisp: &Lisp) -> Result<Arc<Hub>, LispError> {
     surface::install(lisp)
-}
-
-/// Everything a request handler needs.
-struct Ctx {
-    agent: Agent,
-    lisp: Lisp,
-    conn: Connection,
-    hub: Arc<Hub>,
-    options: ServeOptions,
-    /// The hard stop of shutdown: interrupts Lisp code that ignores the cancel.
-    shutdown: CancelToken,
-    /// The running `session/prompt` requests, by id as on the wire: what `$/cancel_request`
-    /// can name.
-    prompts: parking_lot::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Open the ACP connection on stdin and stdout, with lines of at most `max_line_bytes`: from
@@ -183,7 +158,7 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
             }
             Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
             Incoming::Request(r) => {
-                let method = Method::parse(&r.method, r.params);
+                let method = Method::parse(&r.method, r.params).map_err(RpcError::invalid_params);
                 // A cancel read after this prompt must reach it, even if it comes before the
                 // prompt's task has started: the prompt's token is made now, in line order.
                 let prompt_key = match &method {
@@ -236,7 +211,7 @@ async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
 }
 
 fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
-    match NotificationMethod::parse(&n.method, n.params) {
+    match NotificationMethod::parse(&n.method, n.params).map_err(RpcError::invalid_params) {
         Ok(NotificationMethod::SessionCancel(p)) => ctx.agent.cancel(&p.session_id.0),
         // A running prompt named by `$/cancel_request` is cancelled as by `session/cancel`, and
         // answers with its partial result (`stopReason: cancelled`). Every other request is
@@ -323,37 +298,13 @@ fn initialize_negotiated(ctx: &Ctx, params: &InitializeParams) -> Result<Value, 
             initialize(params)
         }
         v2::Dialect::V2 => {
-            remember_client(ctx, &v2::client_capabilities(&params.capabilities));
+            remember_client(
+                ctx,
+                &crate::acp::v2::client_capabilities(&params.capabilities),
+            );
             Ok(v2::initialize_answer())
         }
     }
-}
-
-/// The answer to `initialize`: the same whatever the image holds, so that it can be given
-/// before the image is built.
-fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
-    let Some(asked) = &params.protocol_version else {
-        return Err(RpcError::invalid_params("protocolVersion is required"));
-    };
-    tracing::debug!("the client asks for protocol version {}", asked.0);
-    // We speak only version 1: a client asking for 1 or later gets 1 (it decides whether it can
-    // go on), and so does one asking for 0, 1 being our latest.
-    Ok(json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": true,
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
-                "additionalDirectories": {}},
-            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "mcpCapabilities": {"http": true, "sse": false},
-        },
-        "authMethods": [],
-        "agentInfo": {
-            "name": "oml",
-            "title": "oml",
-            "version": env!("CARGO_PKG_VERSION"),
-        },
-    }))
 }
 
 /// Keep the client's capabilities as `acp.client-capabilities`, where the tools' ACP advice
@@ -382,13 +333,14 @@ pub fn max_line_bytes_from_env() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn initialize_answers_version_one_and_checks_the_version() {
         let read = |p: Value| match Method::parse("initialize", Some(p)) {
             Ok(Method::Initialize(p)) => initialize(&p),
             Ok(other) => panic!("not initialize: {other:?}"),
-            Err(e) => Err(e),
+            Err(e) => Err(RpcError::invalid_params(e)),
         };
         let r = read(json!({"protocolVersion": 7})).unwrap();
         assert_eq!(r["protocolVersion"], 1);

@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::Ctx;
 use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
-use super::params::PromptParams;
-use super::render::update;
-use super::v2::encode as v2;
+use super::ctx::Ctx;
+use super::ctx::update;
+use crate::acp::StopReason;
+use crate::acp::params::PromptParams;
+use crate::acp::updates::{self, SessionUpdate};
+use crate::acp::v2::State;
 use crate::agent::AgentError;
 use crate::jsonrpc::{self, RequestId, RpcError};
 use tokio::sync::oneshot;
@@ -77,24 +79,23 @@ pub(super) async fn prompt(
                 advertise_commands(ctx, sid).await;
             }
             if before.mode != after.mode {
-                update(
-                    ctx,
-                    sid,
-                    json!({"sessionUpdate": "current_mode_update", "currentModeId": after.mode}),
-                )
-                .await;
+                let mode = after.mode.clone().unwrap_or(Value::Null);
+                let mode = SessionUpdate::CurrentModeUpdate {
+                    current_mode_id: &mode,
+                };
+                update(ctx, sid, mode.to_value()).await;
             }
             if before.mode != after.mode || before.model != after.model {
                 config_update(ctx, sid).await;
             }
             let stop = if cancelled {
-                "cancelled"
+                StopReason::Cancelled
             } else {
                 stop_reason(&outcome.stop_reason)
             };
             Ok(answer(stop, usage, outcome.unsaved.as_ref()))
         }
-        Err(_) if cancelled => Ok(answer("cancelled", usage, None)),
+        Err(_) if cancelled => Ok(answer(StopReason::Cancelled, usage, None)),
         Err(e) => {
             // Clients show `data.details` (Toad shows nothing else).
             let category = if after.model_error { "model" } else { "lisp" };
@@ -135,25 +136,24 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
         other => other,
     };
     let message_id = super::message_ids::user_message_id();
-    let _ = ctx.conn.respond(id, json!({"messageId": message_id})).await;
-    let user = json!({"sessionUpdate": "user_message", "messageId": message_id,
-                      "content": params.prompt.0});
-    update(ctx, sid, user).await;
-    update(ctx, sid, v2::state("running", None, None)).await;
+    let _ = ctx
+        .conn
+        .respond(id, updates::prompt_taken(&message_id))
+        .await;
+    let user = SessionUpdate::UserMessage {
+        message_id: &message_id,
+        content: &params.prompt.0,
+    };
+    update(ctx, sid, user.to_value()).await;
+    update(ctx, sid, State::Running.update()).await;
     let _ = go_tx.send(());
     let result = match finished {
         Some(result) => result,
         None => run.await,
     };
     let idle = match result {
-        Ok(answer) => {
-            let stop = answer.get("stopReason").and_then(Value::as_str);
-            v2::state("idle", stop, None)
-        }
-        Err(e) => {
-            let error = serde_json::to_value(&e).unwrap_or_default();
-            v2::state("idle", Some("error"), Some(error))
-        }
+        Ok(answer) => State::Idle(crate::acp::answers::stop_reason(&answer)).update(),
+        Err(e) => State::Failed(serde_json::to_value(&e).unwrap_or_default()).update(),
     };
     ctx.hub.forget_asking(sid);
     update(ctx, sid, idle).await;
@@ -161,15 +161,21 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
 
 /// The prompt's answer: the stop reason, the turn's `usage` (see [`usage_delta`]) as ACP's and
 /// in `_meta.oml.usage`, and what of the turn the disk refused, if anything.
-fn answer(stop: &str, usage: Value, unsaved: Option<&crate::session::store::Unsaved>) -> Value {
+fn answer(
+    stop: StopReason,
+    usage: Value,
+    unsaved: Option<&crate::session::store::Unsaved>,
+) -> Value {
     let acp = acp_usage(&usage);
-    let mut meta = json!({"usage": usage});
+    let mut meta = Map::new();
+    meta.insert("usage".into(), usage);
     // The turn is not (all) on disk: the notice update said so, and this says so to the
     // program.
     if let Some(u) = unsaved {
-        meta["unsaved"] = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+        let unsaved = json!({"entries": u.entries, "bytes": u.bytes, "error": u.error});
+        meta.insert("unsaved".into(), unsaved);
     }
-    json!({"stopReason": stop, "usage": acp, "_meta": {"oml": meta}})
+    updates::prompt_answer(&stop, &acp, &Value::Object(meta))
 }
 
 /// What the loop gets of the prompt `blocks` (see [`prompt_content`]); an error when it is empty.
@@ -188,23 +194,16 @@ fn checked_content(blocks: &[Value], images: bool) -> Result<PromptContent, RpcE
 async fn announce_title(ctx: &Ctx, sid: &str, text: &str) {
     let title = crate::session::store::make_title(text);
     let now = crate::session::store::rfc3339(std::time::SystemTime::now());
-    update(
-        ctx,
-        sid,
-        json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now}),
-    )
-    .await;
+    let info = SessionUpdate::SessionInfoUpdate {
+        title: &title,
+        updated_at: &now,
+    };
+    update(ctx, sid, info.to_value()).await;
 }
 
-/// ACP's stop reason for the loop's.
-pub fn stop_reason(loop_reason: &str) -> &'static str {
-    match loop_reason {
-        "cancelled" => "cancelled",
-        "max-turns" => "max_turn_requests",
-        "max-tokens" => "max_tokens",
-        "refusal" => "refusal",
-        _ => "end_turn",
-    }
+/// ACP's stop reason for the loop's: a reason of the program's own ends the turn normally.
+pub fn stop_reason(loop_reason: &str) -> StopReason {
+    StopReason::from_loop(loop_reason).or_end_turn()
 }
 
 pub(super) struct SessionState {
@@ -249,7 +248,7 @@ pub(super) fn session_state(ctx: &Ctx, sid: &str) -> SessionState {
 pub(super) fn acp_usage(turn: &Value) -> Value {
     let n = |k: &str| turn.get(k).and_then(Value::as_u64).unwrap_or(0);
     let (input, output) = (n("prompt_tokens"), n("completion_tokens"));
-    json!({"inputTokens": input, "outputTokens": output, "totalTokens": input + output})
+    updates::usage(input, output)
 }
 
 /// The turn's usage: the session totals after minus before.

@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Ctx;
+use super::ctx::Ctx;
+use super::hub::stable_order;
 use crate::agent::AgentEvent;
 use crate::jsonrpc::Connection;
 use crate::lisp::{DefaultWatch, Lisp, from_lua, to_lua};
@@ -233,7 +234,7 @@ pub(super) async fn send_event(
             Rendered::Chunk(_) => super::v2::Dialect::V1,
             Rendered::Lisp(_) => renderer.dialect,
         };
-        super::surface::send_update(dialect, conn, sid, update).await;
+        super::hub::send_update(dialect, conn, sid, update).await;
     }
 }
 
@@ -368,40 +369,6 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
         },
         message_id: None,
     })
-}
-
-/// `value` with its object keys in a stable order (`first`, then the rest sorted, at every
-/// level): Lua tables have no order, and the wire should not change from run to run.
-pub(super) fn stable_order(value: Value, first: &str) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|(a, _), (b, _)| (a != first, a).cmp(&(b != first, b)));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, stable_order(v, "type")))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => {
-            Value::Array(items.into_iter().map(|v| stable_order(v, "type")).collect())
-        }
-        other => other,
-    }
-}
-
-/// Show `text` in the session as agent text (through the forwarder, so in order).
-pub(super) fn say(ctx: &Ctx, sid: &str, text: String) {
-    ctx.agent
-        .sessions()
-        .emit(sid, AgentEvent::TextDelta { text });
-}
-
-/// Queue `update` for the session after everything it emitted so far.
-pub(super) async fn update(ctx: &Ctx, sid: &str, update: Value) {
-    ctx.hub.barrier(sid).await;
-    ctx.hub.send_update(&ctx.conn, sid, update).await;
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::render::stable_order;
+use super::hub::stable_order;
+use crate::acp::updates::{Block, PlanEntry, SessionUpdate, ToolCallContent};
 use crate::session::entry::{Entry, ToolRecord, lenient};
 use crate::session::history::{self, Rewind};
 
@@ -104,9 +105,7 @@ impl Replay {
             Entry::Custom { kind, data } if kind == "command" => self.command(data),
             Entry::Custom { kind, data } if kind == crate::agent::FAILURE_KIND => {
                 let message = data.get("message").and_then(Value::as_str).unwrap_or("");
-                self.out.push(
-                    json!({"sessionUpdate": "agent_message_chunk", "content": text(message)}),
-                );
+                self.out.push(agent_text(message));
             }
             Entry::Custom { kind, .. } if kind == history::PROMPT_KIND => {
                 self.prompts.push(self.out.len());
@@ -146,13 +145,10 @@ impl Replay {
             field("name"),
             if input.is_empty() { "" } else { " " }
         );
-        self.out
-            .push(json!({"sessionUpdate": "user_message_chunk", "content": text(&prompt)}));
+        self.out.push(user_text(&prompt));
         self.expanded = data.get("expanded").and_then(Value::as_bool) == Some(true);
         if !field("output").is_empty() {
-            self.out.push(
-                json!({"sessionUpdate": "agent_message_chunk", "content": text(field("output"))}),
-            );
+            self.out.push(agent_text(field("output")));
         }
     }
 
@@ -162,12 +158,12 @@ impl Replay {
         match m.role.as_deref() {
             Some("user") => {
                 if !std::mem::take(&mut self.expanded) {
-                    self.out.push(json!({
-                        "sessionUpdate": "user_message_chunk", "content": text(&content)}));
+                    self.out.push(user_text(&content));
                 }
-                for image in images(&m.content) {
-                    self.out.push(json!({
-                        "sessionUpdate": "user_message_chunk", "content": image}));
+                for (mime_type, data) in images(&m.content) {
+                    let image = Block::Image { mime_type, data };
+                    let chunk = SessionUpdate::UserMessageChunk { content: image };
+                    self.out.push(chunk.to_value());
                 }
             }
             Some("assistant") => {
@@ -188,16 +184,22 @@ impl Replay {
                     Some(_) => content.lines().next().unwrap_or_default(),
                     None => content.as_str(),
                 };
-                let mut blocks = vec![json!({"type": "content", "content": text(shown)})];
+                let mut blocks = vec![ToolCallContent::Content {
+                    content: Block::Text { text: shown },
+                }];
                 if let Some(d) = diff {
-                    blocks.push(json!({"type": "diff", "path": d.get("path"),
-                                       "oldText": d.get("old-text"), "newText": d.get("new-text")}));
+                    blocks.push(ToolCallContent::Diff {
+                        path: d.get("path"),
+                        old_text: d.get("old-text"),
+                        new_text: d.get("new-text"),
+                    });
                 }
-                self.out.push(json!({
-                    "sessionUpdate": "tool_call_update", "toolCallId": id,
-                    "status": if failed { "failed" } else { "completed" },
-                    "content": blocks,
-                }));
+                let card = SessionUpdate::ToolCallUpdate {
+                    tool_call_id: id,
+                    status: Some(if failed { "failed" } else { "completed" }),
+                    content: blocks,
+                };
+                self.out.push(card.to_value());
             }
             _ => {}
         }
@@ -220,10 +222,13 @@ fn assistant_updates(
         .cloned()
         .or(thought);
     if let Some(r) = reasoning {
-        out.push(json!({"sessionUpdate": "agent_thought_chunk", "content": text(&r)}));
+        let thought = SessionUpdate::AgentThoughtChunk {
+            content: Block::Text { text: &r },
+        };
+        out.push(thought.to_value());
     }
     if !content.is_empty() {
-        out.push(json!({"sessionUpdate": "agent_message_chunk", "content": text(content)}));
+        out.push(agent_text(content));
     }
     for call in &m.tool_calls {
         let call = StoredCall::deserialize(call).unwrap_or_default();
@@ -234,7 +239,7 @@ fn assistant_updates(
             .arguments
             .as_deref()
             .and_then(|a| serde_json::from_str::<Value>(a).ok())
-            .unwrap_or_else(|| json!({}));
+            .unwrap_or_else(crate::acp::rpc::empty_result);
         let recorded = tools.get(id);
         let title = recorded
             .and_then(|t| t.title.as_deref())
@@ -244,10 +249,14 @@ fn assistant_updates(
             .and_then(|t| t.kind.as_deref())
             .filter(|k| TOOL_KINDS.contains(k))
             .unwrap_or_else(|| replay_tool_kind(name));
-        out.push(json!({
-            "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
-            "kind": kind, "status": "pending", "rawInput": args,
-        }));
+        let card = SessionUpdate::ToolCall {
+            tool_call_id: id,
+            title,
+            kind,
+            status: "pending",
+            raw_input: &args,
+        };
+        out.push(card.to_value());
     }
 }
 
@@ -257,17 +266,28 @@ const PLAN_KEY: &str = "plan";
 /// The `plan` update of a stored plan `[{step, status}]`, as `agent.plan-entries` makes its
 /// entries; `None` for an empty plan or one that is not a list.
 fn plan_update(plan: &Value) -> Option<Value> {
-    let entries: Vec<Value> = plan
+    let entries: Vec<PlanEntry<'_>> = plan
         .as_array()?
         .iter()
-        .map(|s| json!({"content": s.get("step"), "priority": "medium", "status": s.get("status")}))
+        .map(|s| PlanEntry {
+            content: s.get("step"),
+            priority: "medium",
+            status: s.get("status"),
+        })
         .collect();
-    (!entries.is_empty()).then(|| json!({"sessionUpdate": "plan", "entries": entries}))
+    (!entries.is_empty()).then(|| SessionUpdate::Plan { entries }.to_value())
 }
 
-/// A text content block.
-fn text(t: &str) -> Value {
-    json!({"type": "text", "text": t})
+/// The agent's text as a chunk of its message.
+fn agent_text(text: &str) -> Value {
+    let content = Block::Text { text };
+    SessionUpdate::AgentMessageChunk { content }.to_value()
+}
+
+/// The user's text as a chunk of their message.
+fn user_text(text: &str) -> Value {
+    let content = Block::Text { text };
+    SessionUpdate::UserMessageChunk { content }.to_value()
 }
 
 /// The parts of a stored OpenAI message the replay shows, read leniently: a field of an odd type
@@ -307,8 +327,9 @@ struct StoredFunction {
     arguments: Option<String>,
 }
 
-/// The `image_url` parts of a message's content with data URLs, as ACP image blocks.
-fn images(content: &Value) -> Vec<Value> {
+/// The `image_url` parts of a message's content with data URLs: each image's MIME type and
+/// base64 data.
+fn images(content: &Value) -> Vec<(&str, &str)> {
     let Value::Array(parts) = content else {
         return Vec::new();
     };
@@ -316,7 +337,6 @@ fn images(content: &Value) -> Vec<Value> {
         .iter()
         .filter_map(|p| p.pointer("/image_url/url").and_then(Value::as_str))
         .filter_map(|url| url.strip_prefix("data:")?.split_once(";base64,"))
-        .map(|(mime, data)| json!({"type": "image", "mimeType": mime, "data": data}))
         .collect()
 }
 
@@ -336,6 +356,7 @@ pub(super) fn message_text(content: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn message(message: Value) -> Entry {
         Entry::Message { message }

@@ -13,12 +13,15 @@ use tokio::sync::mpsc;
 
 use super::calls::lisp_json;
 use super::config::advertise_commands;
-use super::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
-use super::render::{Renderer, forward, say, update};
+use super::ctx::{Ctx, SHUTDOWN_GRACE};
+use super::ctx::{known_session, say, update};
+use super::hub::AcpSession;
+use super::render::{Renderer, forward};
 use super::replay::replay_updates;
-use super::surface::AcpSession;
 use super::v2::{self, Dialect};
-use super::{Ctx, SHUTDOWN_GRACE};
+use crate::acp::params::{ListSessionsParams, LoadSessionParams, NewSessionParams, SessionParams};
+use crate::acp::updates::{self, SessionInfo, SessionUpdate};
+use crate::acp::v2::State;
 use crate::agent::{AgentEvent, PromptState};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::lisp::{LispError, init};
@@ -46,7 +49,7 @@ pub(super) async fn session_new(ctx: &Arc<Ctx>, id: &RequestId, params: NewSessi
     });
     let ready_tx = attach(ctx, &sid, events_rx);
     let mut result = session_setup_result(ctx, &sid).await;
-    result.insert("sessionId".into(), json!(sid));
+    result.insert("sessionId".into(), Value::String(sid.clone()));
     respond_setup(ctx, id, result).await;
     after_setup(ctx, &sid, &cwd, mcp_servers, ready_tx).await;
 }
@@ -104,7 +107,7 @@ pub(super) async fn after_setup(
     ctx: &Arc<Ctx>,
     sid: &str,
     cwd: &std::path::Path,
-    mcp_servers: Vec<Result<crate::mcp::ServerSpec, String>>,
+    mcp_servers: Vec<Result<crate::acp::McpServer, String>>,
     ready_tx: tokio::sync::watch::Sender<bool>,
 ) {
     // Everything below is queued after the response: clients learn the session id from it and
@@ -121,7 +124,7 @@ pub(super) async fn after_setup(
     // background and the first model request waits for them.
     let mut editor_servers = Vec::new();
     for server in mcp_servers {
-        match server {
+        match server.and_then(crate::mcp::ServerSpec::from_server) {
             Ok(spec) => editor_servers.push(spec),
             Err(e) => say(ctx, sid, format!("Warning: {e}\n")),
         }
@@ -142,11 +145,11 @@ pub(super) async fn after_setup(
 async fn report_state(ctx: &Ctx, sid: &str) {
     let running = ctx.hub.running(ctx.agent.sessions());
     let state = if running.iter().any(|r| r == sid) {
-        "running"
+        State::Running
     } else {
-        "idle"
+        State::Idle(None)
     };
-    update(ctx, sid, v2::encode::state(state, None, None)).await;
+    update(ctx, sid, state.update()).await;
 }
 
 /// Answer a session's setup request: as it is in v1, in v2's shape for a v2 client.
@@ -211,7 +214,7 @@ pub(super) async fn session_fork(ctx: &Arc<Ctx>, id: &RequestId, params: LoadSes
         }
         Ok(child) => {
             let params = LoadSessionParams {
-                session_id: super::params::SessionId(child),
+                session_id: crate::acp::params::SessionId(child),
                 ..params
             };
             session_load(ctx, id, params, Open::Fork).await;
@@ -286,7 +289,7 @@ pub(super) async fn session_load(
         Ok((sid, cwd, mcp_servers, ready_tx)) => {
             let mut result = session_setup_result(ctx, &sid).await;
             if open == Open::Fork {
-                result.insert("sessionId".into(), json!(sid));
+                result.insert("sessionId".into(), Value::String(sid.clone()));
             }
             if ctx.hub.dialect() == Dialect::V2 {
                 report_state(ctx, &sid).await;
@@ -328,8 +331,11 @@ async fn announce_fork(ctx: &Ctx, sid: &str, open: Open) {
         return;
     };
     let now = crate::session::store::rfc3339(std::time::SystemTime::now());
-    let info = json!({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now});
-    update(ctx, sid, info).await;
+    let info = SessionUpdate::SessionInfoUpdate {
+        title: &title,
+        updated_at: &now,
+    };
+    update(ctx, sid, info.to_value()).await;
 }
 
 /// How many sessions one `session/list` page holds.
@@ -345,30 +351,20 @@ pub(super) fn session_list(ctx: &Ctx, params: ListSessionsParams) -> Result<Valu
         .store()
         .map(|s| s.list(cwd.as_deref()))
         .unwrap_or_default();
-    let sessions: Vec<Value> = all
+    let sessions: Vec<SessionInfo<'_>> = all
         .iter()
         .skip(start)
         .take(LIST_PAGE)
-        .map(|s| {
-            let mut info = Map::new();
-            info.insert("sessionId".into(), json!(s.id));
-            info.insert("cwd".into(), json!(s.cwd.display().to_string()));
-            if let Some(t) = &s.title {
-                info.insert("title".into(), json!(t));
-            }
-            info.insert("updatedAt".into(), json!(s.updated_at));
-            Value::Object(info)
+        .map(|s| SessionInfo {
+            session_id: &s.id,
+            cwd: s.cwd.display().to_string(),
+            title: s.title.as_deref(),
+            updated_at: &s.updated_at,
         })
         .collect();
-    let mut result = Map::new();
-    result.insert("sessions".into(), Value::Array(sessions));
-    if start.saturating_add(LIST_PAGE) < all.len() {
-        result.insert(
-            "nextCursor".into(),
-            json!(format!("o{}", start + LIST_PAGE)),
-        );
-    }
-    Ok(Value::Object(result))
+    let next =
+        (start.saturating_add(LIST_PAGE) < all.len()).then(|| format!("o{}", start + LIST_PAGE));
+    Ok(updates::list_answer(&sessions, next))
 }
 
 /// `session/close`: cancel the session's prompt, then free it (its file stays).
@@ -378,7 +374,7 @@ pub(super) async fn session_close(
 ) -> Result<Value, RpcError> {
     let sid = known_session(ctx, &params.session_id.0)?;
     close(ctx, &sid).await;
-    Ok(json!({}))
+    Ok(crate::acp::rpc::empty_result())
 }
 
 /// How often a closing session looks whether its prompt has answered yet.
@@ -414,14 +410,7 @@ pub(super) async fn session_delete(
             .delete(sid)
             .map_err(|e| RpcError::internal_error(e.to_string()))?;
     }
-    Ok(json!({}))
-}
-
-pub(super) fn known_session(ctx: &Ctx, sid: &str) -> Result<String, RpcError> {
-    ctx.hub
-        .get(sid)
-        .map(|_| sid.to_owned())
-        .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))
+    Ok(crate::acp::rpc::empty_result())
 }
 
 /// `session.on-session-start` (looked up now) with the session current.

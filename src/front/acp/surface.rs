@@ -3,198 +3,28 @@
 //! order with the session's events), `acp.running-sessions`, and `acp.terminal-bash` (the
 //! `terminal` module: a command in the client's terminal).
 //!
-//! The [`Hub`] lives in the Lua state's app data, so host functions reach the connection and the
+//! The hub (`super::hub`) lives in the Lua state's app data, so host functions reach the connection and the
 //! per-session forwarders without holding them in closures. Before any request from a session,
 //! `acp.request!` waits until that session's forwarder has queued every event emitted so far, so
 //! the tool card reaches the client before the question about it.
 
-use crate::bind::rt;
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use std::future::Future;
-
-use parking_lot::Mutex;
+use std::sync::Arc;
 
 mod terminal;
 
 pub use terminal::{TERMINAL_CLEANUP_TIMEOUT, TERMINAL_OUTPUT_BYTE_LIMIT};
 
-use mlua::{Lua, Value};
-use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
-
+use super::hub::{Hub, hub};
+use super::v2::Dialect;
+use crate::acp::v2::State;
+use crate::bind::rt;
 use crate::cancel::CancelToken;
 use crate::jsonrpc::{Connection, RequestError, SendError};
 use crate::lisp::encode::LuaJson;
 use crate::lisp::{HostFn, Lisp, LispError, create_async_function, define, from_lua, to_lua};
 use crate::session::{PromptState, Sessions};
-
-use super::v2::Dialect;
-
-/// What the ACP layer keeps per session.
-#[derive(Clone)]
-pub(crate) struct AcpSession {
-    /// Asks the session's forwarder to queue every pending event, then answer.
-    pub barrier: mpsc::UnboundedSender<oneshot::Sender<()>>,
-    /// Becomes true once the session's setup (project init, `session.on-session-start`) is done;
-    /// prompts wait for it, so the first one already sees what the project's init defined.
-    pub ready: tokio::sync::watch::Receiver<bool>,
-}
-
-/// The connection and the sessions of `oml acp`.
-#[derive(Default)]
-pub struct Hub {
-    conn: Mutex<Option<Connection>>,
-    sessions: Mutex<HashMap<String, AcpSession>>,
-    /// The `acp.render-event` that acp.fnl defines, held so that it stays alive: the forwarders
-    /// render in Rust what it would render while the name still holds exactly this function.
-    default_render: Mutex<Option<mlua::Function>>,
-    /// The connection speaks the v2 draft (see [`super::v2`]).
-    v2: std::sync::atomic::AtomicBool,
-    /// The questions each session has asked a v2 client and not had answered yet.
-    asking: Mutex<HashMap<String, usize>>,
-}
-
-impl Hub {
-    /// Count one more (`+1`) or one fewer (`-1`) question pending for session `id`; the count
-    /// after.
-    pub(crate) fn asking(&self, id: &str, change: i32) -> usize {
-        let mut all = lock(&self.asking);
-        let n = all.entry(id.to_owned()).or_default();
-        *n = if change > 0 {
-            *n + 1
-        } else {
-            n.saturating_sub(1)
-        };
-        let now = *n;
-        if now == 0 {
-            all.remove(id);
-        }
-        now
-    }
-
-    /// Forget the session's pending questions (its turn has ended).
-    pub(crate) fn forget_asking(&self, id: &str) {
-        lock(&self.asking).remove(id);
-    }
-
-    /// Note the version `initialize` settled on.
-    pub(crate) fn set_dialect(&self, dialect: Dialect) {
-        self.v2
-            .store(dialect == Dialect::V2, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The version the connection speaks.
-    pub(crate) fn dialect(&self) -> Dialect {
-        if self.v2.load(std::sync::atomic::Ordering::Relaxed) {
-            Dialect::V2
-        } else {
-            Dialect::V1
-        }
-    }
-
-    pub(crate) fn set_default_render(&self, f: Option<mlua::Function>) {
-        *lock(&self.default_render) = f;
-    }
-
-    pub(crate) fn default_render(&self) -> Option<mlua::Function> {
-        lock(&self.default_render).clone()
-    }
-
-    pub(crate) fn set_connection(&self, conn: Connection) {
-        *lock(&self.conn) = Some(conn);
-    }
-
-    pub(crate) fn connection(&self) -> Option<Connection> {
-        lock(&self.conn).clone()
-    }
-
-    pub(crate) fn insert(&self, id: String, session: AcpSession) {
-        lock(&self.sessions).insert(id, session);
-    }
-
-    pub(crate) fn remove(&self, id: &str) -> Option<AcpSession> {
-        lock(&self.sessions).remove(id)
-    }
-
-    pub(crate) fn get(&self, id: &str) -> Option<AcpSession> {
-        lock(&self.sessions).get(id).cloned()
-    }
-
-    pub(crate) fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.sessions).keys().cloned().collect();
-        ids.sort();
-        ids
-    }
-
-    /// The sessions whose prompt is running now (by their [`PromptState`] in `sessions`).
-    pub(crate) fn running(&self, sessions: &Sessions) -> Vec<String> {
-        // The hub's lock is not held while the registry's is taken.
-        let mut ids = self.ids();
-        ids.retain(|id| sessions.prompt_state(id) == Some(PromptState::Running));
-        ids
-    }
-
-    /// Send the session's `update` (a v1 payload) as the connection's version has it.
-    pub(crate) async fn send_update<U: serde::Serialize>(
-        &self,
-        conn: &Connection,
-        sid: &str,
-        update: U,
-    ) -> bool {
-        send_update(self.dialect(), conn, sid, update).await
-    }
-
-    /// Wait until every event the session emitted before this call is in the connection's
-    /// write queue. Returns at once for an unknown session or a stopped forwarder.
-    pub(crate) async fn barrier(&self, id: &str) {
-        let Some(session) = self.get(id) else { return };
-        let (ack, acked) = oneshot::channel();
-        if session.barrier.send(ack).is_ok() {
-            let _ = acked.await;
-        }
-    }
-}
-
-/// The params of a `session/update` notification.
-#[derive(serde::Serialize)]
-struct UpdateParams<'a, U> {
-    #[serde(rename = "sessionId")]
-    session_id: &'a str,
-    update: U,
-}
-
-/// Send `update` (a v1 payload) to `sid`: as it is to a v1 client, re-encoded (or dropped) for
-/// a v2 one ([`super::v2::encode::update`]). False when the connection is closed.
-pub(crate) async fn send_update<U: serde::Serialize>(
-    dialect: Dialect,
-    conn: &Connection,
-    sid: &str,
-    update: U,
-) -> bool {
-    let sent = match dialect {
-        Dialect::V1 => notify_update(conn, sid, update).await,
-        // An update v2 has no form for is left out.
-        Dialect::V2 => match serde_json::to_value(&update)
-            .ok()
-            .and_then(super::v2::encode::update)
-        {
-            Some(update) => notify_update(conn, sid, update).await,
-            None => return true,
-        },
-    };
-    sent.is_ok()
-}
-
-async fn notify_update<U: serde::Serialize>(
-    conn: &Connection,
-    session_id: &str,
-    update: U,
-) -> Result<(), SendError> {
-    let params = UpdateParams { session_id, update };
-    conn.notify("session/update", params).await
-}
+use mlua::{Lua, Value};
 
 static ACP_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_acp.luac"));
 const ACP_FILE: &str = "src/front/acp/acp.fnl";
@@ -224,12 +54,6 @@ fn install_host_functions(lisp: &Lisp, hub: Arc<Hub>) -> Result<(), LispError> {
 }
 
 /// The hub `install` put in the state's app data.
-fn hub(lua: &Lua) -> mlua::Result<Arc<Hub>> {
-    lua.app_data_ref::<Arc<Hub>>()
-        .map(|h| Arc::clone(&h))
-        .ok_or_else(|| rt("No ACP client"))
-}
-
 /// The host functions of the `acp` namespace.
 const ACP: &[HostFn] = &[
     HostFn {
@@ -298,7 +122,7 @@ fn update(
         };
         hub.barrier(&id).await;
         // Keys in the renderer's stable order: the same line from run to run.
-        let update = super::render::stable_order(update, "sessionUpdate");
+        let update = super::hub::stable_order(update, "sessionUpdate");
         Ok(hub.send_update(&conn, &id, update).await.then_some(true))
     }
 }
@@ -386,9 +210,10 @@ fn request(
             Err(RequestError::Cancelled { id, .. }) => {
                 if let Some(id) = id {
                     // ACP's generic cancellation: the client may stop working on it.
-                    let _ = conn
-                        .notify("$/cancel_request", json!({ "requestId": id }))
-                        .await;
+                    let params = crate::acp::params::CancelRequestParams {
+                        request_id: serde_json::to_value(&id).unwrap_or_default(),
+                    };
+                    let _ = conn.notify("$/cancel_request", params).await;
                 }
                 Err(LispError::Cancelled { what: method }.into_lua())
             }
@@ -421,20 +246,21 @@ async fn ask_in_v2(
     params: serde_json::Value,
     cancel: Option<&CancelToken>,
 ) -> Result<serde_json::Value, RequestError> {
-    let state = |s| super::v2::encode::state(s, None, None);
+    let state = |s: State| s.update();
     let mut pending = Pending {
         hub,
         id,
         counted: running,
     };
     if running && hub.asking(id, 1) == 1 {
-        hub.send_update(conn, id, state("requires_action")).await;
+        hub.send_update(conn, id, state(State::RequiresAction))
+            .await;
     }
     let answer = conn.request_with(method, params, None, cancel).await;
     pending.counted = false;
     let last = running && hub.asking(id, -1) == 0;
     if last && !cancel.is_some_and(CancelToken::is_cancelled) {
-        hub.send_update(conn, id, state("running")).await;
+        hub.send_update(conn, id, state(State::Running)).await;
     }
     answer
 }
@@ -453,8 +279,4 @@ impl Drop for Pending<'_> {
             self.hub.asking(self.id, -1);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
-    m.lock()
 }

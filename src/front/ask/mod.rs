@@ -21,6 +21,8 @@ pub use sessions::{
 
 /// `oml ask`'s exit statuses.
 pub mod status {
+    use crate::acp::StopReason;
+
     pub const END_TURN: i32 = 0;
     pub const FAILED: i32 = 1;
     pub const USAGE: i32 = 2;
@@ -29,15 +31,15 @@ pub mod status {
     pub const MAX_TOKENS: i32 = 5;
     pub const CANCELLED: i32 = 130;
 
-    /// The status for a stop reason as on the wire.
-    pub fn of(stop_reason: &str) -> i32 {
+    /// The status for a stop reason.
+    pub fn of(stop_reason: &StopReason) -> i32 {
         match stop_reason {
-            "end_turn" => END_TURN,
-            "refusal" => REFUSED,
-            "max_turn_requests" => MAX_TURN_REQUESTS,
-            "max_tokens" => MAX_TOKENS,
-            "cancelled" => CANCELLED,
-            _ => FAILED,
+            StopReason::EndTurn => END_TURN,
+            StopReason::Refusal => REFUSED,
+            StopReason::MaxTurnRequests => MAX_TURN_REQUESTS,
+            StopReason::MaxTokens => MAX_TOKENS,
+            StopReason::Cancelled => CANCELLED,
+            StopReason::Other(_) => FAILED,
         }
     }
 }
@@ -103,8 +105,7 @@ pub async fn follow(
             } => {
                 let decision =
                     asker::decide(decide.as_ref(), &session_id, &tool_call, &options).await;
-                let answer =
-                    crate::acp_client::choose(&option_list(&options), &decision.clone().into());
+                let answer = crate::acp_client::choose(&options, &decision.clone().into());
                 render.permission(&session_id, &tool_call, &options, &answer);
                 if let Err(e) = conversation.answer(id, decision).await {
                     render.failed("owner", &e.to_string(), status::FAILED);
@@ -155,18 +156,11 @@ pub fn failed_to_ask(e: &AskError, output: Output) -> i32 {
     status::FAILED
 }
 
-fn option_list(options: &serde_json::Value) -> Vec<crate::acp_client::PermissionOption> {
-    serde_json::from_value(options.clone()).unwrap_or_default()
-}
-
 /// The default policy on a terminal: reads and searches are allowed here, anything else is
 /// asked on the terminal by `ask`.
 pub fn reads_or(ask: PermissionHandler) -> PermissionHandler {
     std::sync::Arc::new(move |request: PermissionRequest| {
-        let kind = request
-            .tool_call
-            .get("kind")
-            .and_then(serde_json::Value::as_str);
+        let kind = crate::acp::answers::tool_kind(&request.tool_call);
         if kind.is_some_and(|k| crate::ask::worker::READ_KINDS.contains(&k)) {
             return Box::pin(async { Ok(PermissionDecision::Allow) });
         }

@@ -13,7 +13,8 @@ use std::io::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::acp_client::answers::{UpdateKind, chunk_text};
+use crate::acp::answers::{UpdateKind, chunk_text, tool_title};
+use crate::acp::{PermissionOption, PermissionOutcome, StopReason};
 
 /// Which of the three.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,8 +69,8 @@ impl Render {
         &mut self,
         session_id: &str,
         tool_call: &Value,
-        options: &Value,
-        answer: &Value,
+        options: &[PermissionOption],
+        answer: &PermissionOutcome,
     ) {
         match self.output {
             Output::Quiet => {}
@@ -79,18 +80,22 @@ impl Render {
                 "answer": answer}),
             ),
             Output::Text => {
-                let title = tool_call["title"].as_str().unwrap_or("a tool call");
-                let outcome = match answer["outcome"]["optionId"].as_str() {
-                    Some(id) => id.to_owned(),
-                    None => "cancelled".to_owned(),
-                };
+                let title = tool_title(tool_call).unwrap_or("a tool call");
+                let outcome = answer.option_id().unwrap_or("cancelled");
                 self.line(&format!("[permission] {title}: {outcome}"));
             }
         }
     }
 
     /// The end: the stop reason (as on the wire) and the final text; `status` is the exit status.
-    pub fn done(&mut self, session_id: Option<&str>, stop_reason: &str, text: &str, status: i32) {
+    pub fn done(
+        &mut self,
+        session_id: Option<&str>,
+        stop_reason: &StopReason,
+        text: &str,
+        status: i32,
+    ) {
+        let stop_reason = stop_reason.wire();
         match self.output {
             Output::Quiet => {
                 self.write(text);

@@ -410,7 +410,7 @@ impl Chat {
         elapsed: std::time::Duration,
     ) {
         if !self.caps.interactive {
-            if stop_reason != "end-turn" {
+            if crate::acp::StopReason::from_loop(stop_reason) != crate::acp::StopReason::EndTurn {
                 err!("[stopped: {stop_reason}]");
             }
             return;

@@ -40,11 +40,8 @@ fn snake(name: &str) -> String {
 /// The stream's stop reason for the loop's: ACP's names (`end_turn`, `max_turn_requests`,
 /// `max_tokens`, `cancelled`, `refusal`), else the loop's own in snake_case (`error`, a user
 /// loop's reason).
-fn stop_reason(loop_reason: &str) -> String {
-    match loop_reason {
-        "max-turns" => "max_turn_requests".to_owned(),
-        other => snake(other),
-    }
+fn stop_reason(loop_reason: &str) -> crate::acp::StopReason {
+    crate::acp::StopReason::from_loop(loop_reason)
 }
 
 /// `value` with every object key of oml's own in snake_case, at every depth; the values of

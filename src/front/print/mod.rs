@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::acp::StopReason;
 use crate::agent::{Agent, AgentError, EventSink, PromptOutcome};
 use crate::cancel::CancelToken;
 use crate::front::signals::{self, Shutdown};
@@ -324,14 +325,14 @@ fn report(
 ) -> i32 {
     let (stop_reason, command, status) = match &result {
         Ok(outcome) => {
-            if outcome.stop_reason != "end-turn" {
+            if StopReason::from_loop(&outcome.stop_reason) != StopReason::EndTurn {
                 err!("[stopped: {}]", outcome.stop_reason);
             }
-            let status = match outcome.stop_reason.as_str() {
+            let status = match StopReason::from_loop(&outcome.stop_reason) {
                 _ if ended.interrupted.is_some() => ended.interrupted_status(),
-                "cancelled" => exit::INTERRUPTED,
-                "max-turns" => exit::MAX_TURNS,
-                "max-tokens" => exit::MAX_TOKENS,
+                StopReason::Cancelled => exit::INTERRUPTED,
+                StopReason::MaxTurnRequests => exit::MAX_TURNS,
+                StopReason::MaxTokens => exit::MAX_TOKENS,
                 _ if outcome.unsaved.is_some() => exit::UNSAVED,
                 _ => exit::OK,
             };

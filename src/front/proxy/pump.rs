@@ -5,16 +5,14 @@
 use std::sync::Arc;
 
 use mlua::Value as LuaValue;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncBufRead;
 use tokio::sync::mpsc;
 
 use super::surface::{Side, Sides};
+use crate::acp::rpc::{self, Head};
 use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, from_lua, to_lua};
-
-/// JSON-RPC's "internal error", for a request a step failed on or dropped.
-const INTERNAL_ERROR: i64 = -32603;
 
 /// Which way the messages go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,14 +61,15 @@ impl Pump {
             to.send_line(line);
             return;
         };
-        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
-        if msg.get("method").is_none() {
+        let head = Head::of(&msg);
+        let is_request = head.is_request();
+        if head.is_answer() {
             // An answer to a request of the proxy's own (or one an answering step forwarded).
             if from.resolve(&msg) {
                 return;
             }
             if self.direction == Direction::ToClient
-                && let Some(id) = msg.get("id")
+                && let Some(id) = &head.id
             {
                 self.sides.open.lock().remove(&id.to_string());
             }
@@ -78,23 +77,26 @@ impl Pump {
         match self.dispatch(&msg, is_request).await {
             Ok(Dispatched { forward, answer }) => {
                 if let Some(answer) = &answer {
-                    from.send(&json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer}));
+                    from.send(&rpc::answer(&id_of(&head), answer));
                 }
                 match forward {
                     Some(out) if out == msg => self.pass(to, line, &msg),
                     Some(out) => self.pass(to, serde_json::to_vec(&out).unwrap_or(line), &out),
                     // A request an answering step answered is not also refused.
                     None if is_request && answer.is_none() => {
-                        from.send(&error_answer(&msg, "the proxy dropped this request"));
+                        from.send(&rpc::internal_error(
+                            &id_of(&head),
+                            "the proxy dropped this request",
+                        ));
                     }
                     None => {}
                 }
             }
             Err(e) => {
-                tracing::warn!("oml proxy: a step failed on {}: {e}", describe(&msg));
+                tracing::warn!("oml proxy: a step failed on {}: {e}", describe(&head));
                 if is_request {
-                    from.send(&error_answer(
-                        &msg,
+                    from.send(&rpc::internal_error(
+                        &id_of(&head),
                         &format!("the proxy's step failed: {e}"),
                     ));
                 } else {
@@ -106,9 +108,10 @@ impl Pump {
 
     /// Forwards `line` (which is `msg`), noting an editor's request the agent now owes.
     fn pass(&self, to: &Side, line: Vec<u8>, msg: &Value) {
+        let head = Head::of(msg);
         if self.direction == Direction::ToAgent
-            && msg.get("method").is_some()
-            && let Some(id) = msg.get("id")
+            && head.method.is_some()
+            && let Some(id) = &head.id
         {
             self.sides.open.lock().insert(id.to_string());
         }
@@ -154,8 +157,9 @@ impl Pump {
     fn ask_other_side(&self, msg: &Value) -> mlua::Result<mlua::Function> {
         let sides = Arc::clone(&self.sides);
         let direction = self.direction;
-        let id = msg["id"].clone();
-        let method = msg["method"].as_str().unwrap_or_default().to_owned();
+        let head = Head::of(msg);
+        let id = id_of(&head);
+        let method = head.method().unwrap_or_default().to_owned();
         crate::lisp::create_async_function(self.lisp.lua(), move |lua, params: LuaValue| {
             let (sides, id, method) = (Arc::clone(&sides), id.clone(), method.clone());
             async move {
@@ -177,12 +181,13 @@ struct Dispatched {
     answer: Option<Value>,
 }
 
-fn error_answer(msg: &Value, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": INTERNAL_ERROR, "message": message}})
+/// A message's id, null when it has none.
+fn id_of(head: &Head) -> Value {
+    head.id.clone().unwrap_or(Value::Null)
 }
 
-fn describe(msg: &Value) -> String {
-    match (msg.get("method").and_then(Value::as_str), msg.get("id")) {
+fn describe(head: &Head) -> String {
+    match (head.method(), &head.id) {
         (Some(m), _) => m.to_owned(),
         (None, Some(id)) => format!("the answer to {id}"),
         (None, None) => "a message".to_owned(),
@@ -195,9 +200,7 @@ pub fn agent_gone(sides: &Sides, why: &str) {
     let open = std::mem::take(&mut *sides.open.lock());
     for id in open {
         let id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
-        sides.client.send(
-            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": INTERNAL_ERROR, "message": why}}),
-        );
+        sides.client.send(&rpc::internal_error(&id, why));
     }
     sides.agent.fail_pending();
 }
@@ -248,24 +251,21 @@ pub async fn read_chain(
             let _ = to_agent.send(line);
             continue;
         };
-        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
-        let (queue, out) = match method.as_deref() {
+        let head = Head::of(&msg);
+        let (queue, out) = match head.method() {
             Some(SUCCESSOR) => {
-                let inner = msg.get("params").cloned().unwrap_or(Value::Null);
-                let mut unwrapped =
-                    json!({"jsonrpc": "2.0", "method": inner["method"], "params": inner["params"]});
-                if let Some(id) = msg.get("id") {
-                    unwrapped["id"] = id.clone();
-                }
+                let unwrapped = rpc::unwrap(msg);
                 (&to_client, serde_json::to_vec(&unwrapped).unwrap_or(line))
             }
             Some(PROXY_INITIALIZE) => {
-                msg["method"] = json!("initialize");
+                if let Value::Object(m) = &mut msg {
+                    m.insert("method".into(), "initialize".into());
+                }
                 (&to_agent, serde_json::to_vec(&msg).unwrap_or(line))
             }
             Some(_) => (&to_agent, line),
             None => {
-                let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+                let id = head.id.as_ref().map(Value::to_string).unwrap_or_default();
                 let from_agent = sides.open.lock().contains(&id) || sides.agent.awaits(&id);
                 (if from_agent { &to_client } else { &to_agent }, line)
             }

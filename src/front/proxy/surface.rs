@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mlua::{Lua, Table, Value as LuaValue};
 use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::acp::rpc;
 use crate::lisp::{HostFn, Lisp, create_async_function, from_lua, to_lua};
 
 static PROXY_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude_proxy.luac"));
 const PROXY_FILE: &str = "src/front/proxy/proxy.fnl";
 /// The proxy-chains RFD's envelope of what goes to and comes from the successor.
-pub const SUCCESSOR: &str = "proxy/successor";
+pub const SUCCESSOR: &str = rpc::SUCCESSOR;
 /// What a conductor sends a proxy in place of `initialize`.
 pub const PROXY_INITIALIZE: &str = "proxy/initialize";
 /// The prefix of the ids of requests the proxy sends itself, apart from both peers' ids.
@@ -48,13 +49,8 @@ impl Side {
     pub fn send_line(&self, mut line: Vec<u8>) {
         if self.wrap
             && let Ok(msg) = serde_json::from_slice::<Value>(&line)
-            && let Some(method) = msg.get("method")
+            && let Some(envelope) = rpc::wrap(&msg)
         {
-            let mut envelope = json!({"jsonrpc": "2.0", "method": SUCCESSOR,
-                "params": {"method": method, "params": msg.get("params")}});
-            if let Some(id) = msg.get("id") {
-                envelope["id"] = id.clone();
-            }
             line = serde_json::to_vec(&envelope).unwrap_or(line);
         }
         line.push(b'\n');
@@ -69,15 +65,13 @@ impl Side {
     pub async fn request(&self, id: Value, method: &str, params: Value) -> Result<Value, Value> {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(id.to_string(), tx);
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(&rpc::request(&id, method, &params));
         match rx.await {
-            Ok(answer) => match answer.get("error") {
-                Some(error) => Err(error.clone()),
-                None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
-            },
-            Err(_) => {
-                Err(json!({"code": -32603, "message": "the peer went away before answering"}))
-            }
+            Ok(answer) => rpc::outcome(answer),
+            Err(_) => Err(rpc::error_object(
+                rpc::INTERNAL_ERROR,
+                "the peer went away before answering",
+            )),
         }
     }
 
@@ -96,7 +90,7 @@ impl Side {
 
     /// Hands an answer to the request that awaits it; false when none does.
     pub fn resolve(&self, answer: &Value) -> bool {
-        let Some(id) = answer.get("id") else {
+        let Some(id) = rpc::Head::of(answer).id else {
             return false;
         };
         match self.pending.lock().remove(&id.to_string()) {
@@ -167,7 +161,7 @@ const FUNCTIONS: &[HostFn] = &[
                     crate::bind::rt(format!("proxy.notify: no side {side} (:client or :agent)"))
                 })?;
                 let params = from_lua(lua, params)?;
-                side.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+                side.send(&rpc::notification(&method, &params));
                 Ok(())
             })
         },
@@ -185,10 +179,7 @@ pub fn answer_to_lua(
         Ok(result) => to_lua(lua, &result),
         Err(error) => Err(crate::bind::rt(format!(
             "{method}: {}",
-            error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("failed")
+            rpc::error_message(&error).unwrap_or("failed")
         ))),
     }
 }

@@ -22,11 +22,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mlua::{Lua, Table};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::hub;
+use crate::acp::NameValue;
+use crate::acp::served::{self, CreateTerminalRequest, ExitRead, OutputRead, TerminalParams};
+use crate::acp::updates::{SessionUpdate, ToolCallContent, UpdateParams};
 use crate::bind::session::tools::{cwd, output_table, session_cancel};
 use crate::cancel::CancelToken;
+use crate::front::acp::hub::hub;
 use crate::jsonrpc::Connection;
 use crate::lisp::{HostFn, create_async_function};
 use crate::session::Sessions;
@@ -88,12 +91,16 @@ fn terminal_bash(
                     sid: &sid,
                     cancel: &cancel,
                 };
-                let request = json!({
-                    "sessionId": sid, "command": launcher.program, "args": launcher.args,
-                    "cwd": dir.display().to_string(),
-                    "env": [{"name": launcher.env.0, "value": launcher.env.1}],
-                    "outputByteLimit": TERMINAL_OUTPUT_BYTE_LIMIT,
-                });
+                let (name, value) = launcher.env.clone();
+                let request = CreateTerminalRequest {
+                    session_id: &sid,
+                    command: &launcher.program,
+                    args: &launcher.args,
+                    cwd: dir.display().to_string(),
+                    env: vec![NameValue { name, value }],
+                    output_byte_limit: TERMINAL_OUTPUT_BYTE_LIMIT as u64,
+                };
+                let request = serde_json::to_value(&request).unwrap_or(Value::Null);
                 run.go(&sessions, request, timeout, max_chars).await
             }
         };
@@ -157,8 +164,8 @@ impl Run<'_> {
             return (ToolOutput::error("[cancelled]"), None);
         };
         let id = match created {
-            Ok(v) => match v.get("terminalId").and_then(Value::as_str) {
-                Some(id) => id.to_owned(),
+            Ok(v) => match TerminalParams::terminal_id(&v) {
+                Some(id) => id,
                 None => {
                     return (
                         ToolOutput::error("The editor made no terminal (no terminalId)"),
@@ -171,7 +178,7 @@ impl Run<'_> {
                 return (ToolOutput::error(why), None);
             }
         };
-        let params = json!({"sessionId": self.sid, "terminalId": id});
+        let params = served::terminal_request(self.sid, &id);
         let release = Release {
             conn: self.conn.clone(),
             params: params.clone(),
@@ -181,15 +188,16 @@ impl Run<'_> {
             .with(self.sid, |s| s.running_tool.clone())
             .flatten()
         {
-            let card = json!({"sessionUpdate": "tool_call_update", "toolCallId": call,
-                              "content": [{"type": "terminal", "terminalId": id}]});
-            let _ = self
-                .conn
-                .notify(
-                    "session/update",
-                    json!({"sessionId": self.sid, "update": card}),
-                )
-                .await;
+            let card = SessionUpdate::ToolCallUpdate {
+                tool_call_id: &call,
+                status: None,
+                content: vec![ToolCallContent::Terminal { terminal_id: &id }],
+            };
+            let params = UpdateParams {
+                session_id: self.sid,
+                update: card,
+            };
+            let _ = self.conn.notify("session/update", params).await;
         }
         let end = self.wait(&params, timeout).await;
         let output = self.cleanup("terminal/output", &params).await;
@@ -216,8 +224,8 @@ impl Run<'_> {
             let Err(Ok(late)) = tx.send(created) else {
                 return;
             };
-            if let Some(id) = late.get("terminalId").and_then(Value::as_str) {
-                let params = json!({"sessionId": sid, "terminalId": id});
+            if let Some(id) = TerminalParams::terminal_id(&late) {
+                let params = served::terminal_request(&sid, &id);
                 for method in ["terminal/kill", "terminal/release"] {
                     let timeout = Some(TERMINAL_CLEANUP_TIMEOUT);
                     let _ = conn.request_with(method, &params, timeout, None).await;
@@ -239,7 +247,7 @@ impl Run<'_> {
             .request_with("terminal/wait_for_exit", params, None, None);
         tokio::pin!(wait);
         let stopped = tokio::select! {
-            exited = &mut wait => return exited.ok().map(|status| exit_end(&status)),
+            exited = &mut wait => return exited.ok().map(exit_end),
             () = tokio::time::sleep(timeout) => CommandEnd::TimedOut,
             () = self.cancel.cancelled() => CommandEnd::Cancelled,
         };
@@ -257,12 +265,11 @@ impl Run<'_> {
 }
 
 /// How the command ended, from a `TerminalExitStatus` `{exitCode?, signal?}`.
-fn exit_end(status: &Value) -> CommandEnd {
-    let code = status.get("exitCode").and_then(Value::as_i64);
-    let signal = status.get("signal").and_then(Value::as_str);
-    match (code, signal) {
+fn exit_end(status: Value) -> CommandEnd {
+    let status = ExitRead::read(status);
+    match (status.exit_code.0, status.signal.0) {
         (Some(code), _) => CommandEnd::Code(i32::try_from(code).unwrap_or(-1)),
-        (None, Some(signal)) => CommandEnd::Signal(signal.to_owned()),
+        (None, Some(signal)) => CommandEnd::Signal(signal),
         (None, None) => CommandEnd::Code(-1),
     }
 }
@@ -274,15 +281,15 @@ fn result(
     timeout: Duration,
     max_chars: usize,
 ) -> ToolOutput {
-    let output = output.unwrap_or(Value::Null);
-    let text = output.get("output").and_then(Value::as_str).unwrap_or("");
+    let output = OutputRead::read(output.unwrap_or(Value::Null));
+    let text = output.output.get().map_or("", String::as_str);
     // The editor's terminal is a pty: `\r\n` line ends and carriage-return progress lines.
     let text = crate::tools::shown::as_shown(text);
     let mut text = cap_tail(text.trim_end(), max_chars);
-    if output.get("truncated").and_then(Value::as_bool) == Some(true) {
+    if output.truncated.get() == Some(&true) {
         text = format!("[earlier output was dropped by the editor]\n{text}");
     }
-    let end = end.or_else(|| output.get("exitStatus").map(exit_end));
+    let end = end.or_else(|| output.exit_status.map(exit_end));
     match end {
         Some(end) => outcome(end, text, timeout),
         None => ToolOutput::error(format!(
@@ -294,6 +301,7 @@ fn result(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn results_read_like_a_local_commands() {

@@ -1,5 +1,6 @@
-//! ACP's v2 draft (2026-07-15) beside v1 on the same agent: which version a connection speaks,
-//! the v2 `initialize` answer, and the v2 encoder ([`encode`]).
+//! ACP's v2 draft (2026-07-15) beside v1 on the same agent: which version a connection speaks
+//! and the v2 `initialize` answer; the encoder is `acp::v2::encode`, the mapping the client
+//! decodes with.
 //!
 //! One internal event model, two encoders: the loop's events are rendered once, by
 //! `acp.render-event` (so a user's redefinition or advice shows in both versions), into v1
@@ -18,9 +19,9 @@
 //!
 //! It knows the versions' shapes, not sessions or the loop.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-pub(crate) mod encode;
+pub(crate) use crate::acp::v2::encode;
 
 /// The versions of ACP a connection may speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,11 +53,7 @@ pub(crate) fn replay(
 ) -> Result<bool, crate::jsonrpc::RpcError> {
     match (dialect, from) {
         (Dialect::V1, _) | (_, None | Some(Value::Null)) => Ok(false),
-        (Dialect::V2, Some(cursor))
-            if cursor.get("type").and_then(Value::as_str) == Some("start") =>
-        {
-            Ok(true)
-        }
+        (Dialect::V2, Some(cursor)) if crate::acp::v2::from_start(cursor) => Ok(true),
         (Dialect::V2, Some(cursor)) => Err(crate::jsonrpc::RpcError::invalid_params(format!(
             "replayFrom {cursor} is not a cursor this agent knows (only {{\"type\": \"start\"}})"
         ))),
@@ -65,38 +62,13 @@ pub(crate) fn replay(
 
 /// The `initialize` answer to a v2 client.
 pub(crate) fn initialize_answer() -> Value {
-    json!({
-        "protocolVersion": 2,
-        "info": {"name": "oml", "title": "oml", "version": env!("CARGO_PKG_VERSION")},
-        "capabilities": {
-            "session": {
-                "prompt": {"image": {}, "embeddedContext": {}},
-                "mcp": {"http": {}, "stdio": {}},
-                "delete": {},
-                "additionalDirectories": {},
-            },
-        },
-        "authMethods": [],
-    })
-}
-
-/// The capabilities a v2 client sent, in the v1 places the Lisp side reads
-/// (`acp.client-capabilities`): elicitation and `_meta` carry over; v2 has no client file
-/// system or terminal, and config options are always shown.
-pub(crate) fn client_capabilities(v2: &Value) -> Value {
-    let mut out = json!({"session": {"configOptions": {}}});
-    if let Some(e) = v2.get("elicitation") {
-        out["elicitation"] = e.clone();
-    }
-    if let Some(m) = v2.get("_meta") {
-        out["_meta"] = m.clone();
-    }
-    out
+    crate::acp::v2::initialize_answer(super::early::agent_info())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn version_two_only_when_asked_and_offered() {
@@ -118,17 +90,6 @@ mod tests {
         assert_eq!(
             replay(Dialect::V2, Some(&other)).map_err(|e| e.code),
             Err(-32602)
-        );
-    }
-
-    #[test]
-    fn a_v2_client_has_no_fs_or_terminal_for_the_tools() {
-        let caps = client_capabilities(&json!({"elicitation": {"form": {}},
-                                               "fs": {"readTextFile": true}}));
-        assert_eq!(
-            caps,
-            json!({"session": {"configOptions": {}},
-                                "elicitation": {"form": {}}})
         );
     }
 }

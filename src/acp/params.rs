@@ -1,5 +1,5 @@
-//! The ACP requests and notifications `oml acp` understands, parsed once, when the line is read,
-//! into a [`Method`] or a [`NotificationMethod`] with typed params.
+//! The ACP requests and notifications an agent receives (`oml acp` is the one that does), parsed
+//! once, when the line is read, into a [`Method`] or a [`NotificationMethod`] with typed params.
 //!
 //! Each params struct is a serde struct; each field that can be wrong has its own small type whose
 //! `Deserialize` names the field in its error, so a missing or mistyped field is a `-32602` that
@@ -16,11 +16,22 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::RpcError;
+use super::McpServer;
+
+/// Params that cannot be read: what a `-32602` says (the field, and what is wrong with it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ParamsError(String);
+
+impl From<serde_json::Error> for ParamsError {
+    fn from(e: serde_json::Error) -> ParamsError {
+        ParamsError(e.to_string())
+    }
+}
 
 /// A request, by method, with its params read.
 #[derive(Debug)]
-pub(super) enum Method {
+pub enum Method {
     Initialize(InitializeParams),
     SessionNew(NewSessionParams),
     SessionLoad(LoadSessionParams),
@@ -41,7 +52,7 @@ pub(super) enum Method {
 
 impl Method {
     /// Reads the request `method` with `params`; a params error is the `-32602` to answer.
-    pub(super) fn parse(method: &str, params: Option<Value>) -> Result<Method, RpcError> {
+    pub fn parse(method: &str, params: Option<Value>) -> Result<Method, ParamsError> {
         Ok(match method {
             "initialize" => Method::Initialize(read(params)?),
             "session/new" => Method::SessionNew(read(params)?),
@@ -64,7 +75,7 @@ impl Method {
 
 /// A notification, by method, with its params read.
 #[derive(Debug)]
-pub(super) enum NotificationMethod {
+pub enum NotificationMethod {
     SessionCancel(SessionParams),
     /// `$/cancel_request`: stop the request `requestId` (stabilized in 2026).
     CancelRequest(CancelRequestParams),
@@ -78,10 +89,7 @@ pub(super) enum NotificationMethod {
 impl NotificationMethod {
     /// Reads the notification `method` with `params`; bad params are the error to log (a
     /// notification is never answered).
-    pub(super) fn parse(
-        method: &str,
-        params: Option<Value>,
-    ) -> Result<NotificationMethod, RpcError> {
+    pub fn parse(method: &str, params: Option<Value>) -> Result<NotificationMethod, ParamsError> {
         Ok(match method {
             "session/cancel" => NotificationMethod::SessionCancel(read(params)?),
             "$/cancel_request" => NotificationMethod::CancelRequest(read(params)?),
@@ -93,27 +101,34 @@ impl NotificationMethod {
     }
 }
 
-/// `$/cancel_request`'s params.
-#[derive(Debug, Deserialize)]
+/// `$/cancel_request`'s params (read by whoever is asked, written by whoever gives up).
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct CancelRequestParams {
+pub struct CancelRequestParams {
     /// As sent; compared by its JSON text with the ids of running requests.
     pub request_id: Value,
 }
 
+impl CancelRequestParams {
+    /// A `$/cancel_request`'s params, or the error to log.
+    pub fn parse(params: Option<Value>) -> Result<CancelRequestParams, ParamsError> {
+        read(params)
+    }
+}
+
 /// `params` as `T`; params that are not an object (absent, null, an array) read as `{}`.
-fn read<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+fn read<T: DeserializeOwned>(params: Option<Value>) -> Result<T, ParamsError> {
     let object = match params {
         Some(Value::Object(object)) => object,
         _ => Map::new(),
     };
-    serde_json::from_value(Value::Object(object)).map_err(RpcError::invalid_params)
+    serde_json::from_value(Value::Object(object)).map_err(ParamsError::from)
 }
 
 /// `initialize`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct InitializeParams {
+pub struct InitializeParams {
     /// `None` when absent (null is given, and wrong).
     #[serde(default, deserialize_with = "given")]
     pub protocol_version: Option<ProtocolVersion>,
@@ -127,9 +142,9 @@ pub(super) struct InitializeParams {
 }
 
 impl InitializeParams {
-    /// Reads `initialize`'s params alone (see [`super::early`], which answers it before the
+    /// Reads `initialize`'s params alone (`front::acp::early` answers it before the
     /// other methods can be served).
-    pub(super) fn parse(params: Option<Value>) -> Result<InitializeParams, RpcError> {
+    pub fn parse(params: Option<Value>) -> Result<InitializeParams, ParamsError> {
         read(params)
     }
 }
@@ -137,7 +152,7 @@ impl InitializeParams {
 /// `session/new`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct NewSessionParams {
+pub struct NewSessionParams {
     pub cwd: Cwd,
     pub mcp_servers: McpServers,
     #[serde(default)]
@@ -147,7 +162,7 @@ pub(super) struct NewSessionParams {
 /// `session/load`, `session/resume` and `session/fork`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct LoadSessionParams {
+pub struct LoadSessionParams {
     pub session_id: SessionId,
     pub cwd: Cwd,
     pub mcp_servers: McpServers,
@@ -162,7 +177,7 @@ pub(super) struct LoadSessionParams {
 /// `session/list`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct ListSessionsParams {
+pub struct ListSessionsParams {
     pub cwd: ListCwd,
     pub cursor: Cursor,
 }
@@ -171,14 +186,14 @@ pub(super) struct ListSessionsParams {
 /// `session/cancel`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct SessionParams {
+pub struct SessionParams {
     pub session_id: SessionId,
 }
 
 /// `session/prompt`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct PromptParams {
+pub struct PromptParams {
     pub session_id: SessionId,
     pub prompt: PromptBlocks,
 }
@@ -186,7 +201,7 @@ pub(super) struct PromptParams {
 /// `session/set_mode`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct SetModeParams {
+pub struct SetModeParams {
     pub session_id: SessionId,
     pub mode_id: ModeId,
 }
@@ -194,7 +209,7 @@ pub(super) struct SetModeParams {
 /// `session/set_config_option`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct SetConfigOptionParams {
+pub struct SetConfigOptionParams {
     pub session_id: SessionId,
     pub config_id: ConfigId,
     /// `None` when absent; null is a value. An object's `value` member is the value.
@@ -227,7 +242,7 @@ fn required_string<'de, D: Deserializer<'de>>(
 
 /// A session id (`sessionId`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct SessionId(pub String);
+pub struct SessionId(pub String);
 
 impl<'de> Deserialize<'de> for SessionId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -243,7 +258,7 @@ impl fmt::Display for SessionId {
 
 /// A mode id (`modeId`).
 #[derive(Debug)]
-pub(super) struct ModeId(pub String);
+pub struct ModeId(pub String);
 
 impl<'de> Deserialize<'de> for ModeId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -253,7 +268,7 @@ impl<'de> Deserialize<'de> for ModeId {
 
 /// A config option id (`configId`).
 #[derive(Debug)]
-pub(super) struct ConfigId(pub String);
+pub struct ConfigId(pub String);
 
 impl<'de> Deserialize<'de> for ConfigId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -263,7 +278,7 @@ impl<'de> Deserialize<'de> for ConfigId {
 
 /// The protocol version the client asks for: an integer that fits 16 bits.
 #[derive(Debug)]
-pub(super) struct ProtocolVersion(pub u16);
+pub struct ProtocolVersion(pub u16);
 
 impl<'de> Deserialize<'de> for ProtocolVersion {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -280,7 +295,7 @@ impl<'de> Deserialize<'de> for ProtocolVersion {
 
 /// A session's working directory: a non-blank absolute path.
 #[derive(Debug)]
-pub(super) struct Cwd(pub PathBuf);
+pub struct Cwd(pub PathBuf);
 
 impl<'de> Deserialize<'de> for Cwd {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -314,7 +329,7 @@ impl<'de> Deserialize<'de> for Cwd {
 /// `additionalDirectories`: more workspace roots for the session, each an absolute path to an
 /// existing directory (checked as `cwd` is). Absent or null is none.
 #[derive(Debug, Default)]
-pub(super) struct AdditionalDirectories(pub Vec<PathBuf>);
+pub struct AdditionalDirectories(pub Vec<PathBuf>);
 
 impl<'de> Deserialize<'de> for AdditionalDirectories {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -341,30 +356,27 @@ impl<'de> Deserialize<'de> for AdditionalDirectories {
     }
 }
 
-/// The MCP servers the client asks for, each parsed (`crate::mcp::ServerSpec::from_acp`) or the
-/// reason it cannot be: one bad entry is reported to the session, it does not fail the request.
-/// Absent or null is none.
+/// The MCP servers the client asks for, each read ([`McpServer::parse`]) or the reason it cannot
+/// be: one bad entry is reported to the session, it does not fail the request. Absent or null is
+/// none.
 #[derive(Debug, Default)]
-pub(super) struct McpServers(pub Vec<Result<crate::mcp::ServerSpec, String>>);
+pub struct McpServers(pub Vec<Result<McpServer, String>>);
 
 impl<'de> Deserialize<'de> for McpServers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match member(d)? {
             None => Ok(McpServers::default()),
-            Some(Value::Array(servers)) => Ok(McpServers(
-                servers
-                    .iter()
-                    .map(crate::mcp::ServerSpec::from_acp)
-                    .collect(),
-            )),
+            Some(Value::Array(servers)) => {
+                Ok(McpServers(servers.iter().map(McpServer::parse).collect()))
+            }
             Some(_) => Err(D::Error::custom("mcpServers must be an array")),
         }
     }
 }
 
-/// The prompt's content blocks, each read leniently by [`super::prompt_content`].
+/// The prompt's content blocks, each read leniently by the agent (`front::acp::content`).
 #[derive(Debug)]
-pub(super) struct PromptBlocks(pub Vec<Value>);
+pub struct PromptBlocks(pub Vec<Value>);
 
 impl<'de> Deserialize<'de> for PromptBlocks {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -379,7 +391,7 @@ impl<'de> Deserialize<'de> for PromptBlocks {
 
 /// The value of `session/set_config_option`: the member itself, or an object's `value` member.
 #[derive(Debug)]
-pub(super) struct ConfigValue(pub Value);
+pub struct ConfigValue(pub Value);
 
 impl<'de> Deserialize<'de> for ConfigValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -392,7 +404,7 @@ impl<'de> Deserialize<'de> for ConfigValue {
 
 /// `session/list`'s filter: only sessions in this directory (absent or null: all).
 #[derive(Debug, Default)]
-pub(super) struct ListCwd(pub Option<PathBuf>);
+pub struct ListCwd(pub Option<PathBuf>);
 
 impl<'de> Deserialize<'de> for ListCwd {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -407,7 +419,7 @@ impl<'de> Deserialize<'de> for ListCwd {
 /// Where a `session/list` page starts: the offset in the opaque cursor `o<n>` (absent or null:
 /// the first page).
 #[derive(Debug, Default)]
-pub(super) struct Cursor(pub usize);
+pub struct Cursor(pub usize);
 
 impl<'de> Deserialize<'de> for Cursor {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -431,8 +443,7 @@ mod tests {
     fn error(method: &str, params: Value) -> String {
         match Method::parse(method, Some(params)) {
             Err(e) => {
-                assert_eq!(e.code, crate::jsonrpc::INVALID_PARAMS);
-                e.message
+                format!("Invalid params: {e}")
             }
             Ok(m) => panic!("{method}: expected an error, got {m:?}"),
         }
@@ -530,7 +541,7 @@ mod tests {
             .mcp_servers
             .0
             .into_iter()
-            .map(|s| s.map(|s| s.name))
+            .map(|s| s.map(|s| s.name().to_owned()))
             .collect();
         assert_eq!(servers.len(), 2);
         assert!(

@@ -1,5 +1,7 @@
-//! The v2 encoder: what oml renders as a v1 `session/update` (by `acp.render-event`, replay, or
-//! a Lisp `acp.update!`), in the shapes of the v2 draft of 2026-07-15.
+//! The v2 encoder, v1 → v2: what an agent renders as a v1 `session/update` (oml's
+//! `acp.render-event`, replay, or a Lisp `acp.update!`), its permission questions and its setup
+//! answers, in the shapes of the v2 draft of 2026-07-15; and the client's requests, for a v2
+//! agent. [`super::decode`] is the other direction.
 //!
 //! Updates are upserts by id in v2: a tool card's first appearance and its later changes are
 //! both `tool_call_update`; a plan is `plan_update` with one plan id per session; a config option
@@ -10,31 +12,33 @@
 //!
 //! It knows update and payload shapes only: not sessions, the connection, or when to send.
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
-/// The plan id of a session's one plan: v2 updates it in place.
-pub(crate) const PLAN_ID: &str = "plan";
+use super::{PLAN_ID, Plan, Subject, V1_CONFIG_ID, V2_CONFIG_ID, kind_of, rename_config_ids};
 
-/// The v2 updates for one v1 update (none when v2 has no such update).
-pub(crate) fn update(v1: Value) -> Option<Value> {
+/// The v2 update for one v1 update (none when v2 has no such update).
+pub fn update(v1: Value) -> Option<Value> {
+    let kind = kind_of(&v1);
     let Value::Object(mut u) = v1 else {
         return Some(v1);
     };
-    let kind = u
-        .get("sessionUpdate")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
     match kind.as_str() {
         "tool_call" | "tool_call_update" => {
             let mut call = tool_call(u);
-            call.insert("sessionUpdate".into(), json!("tool_call_update"));
+            call.insert("sessionUpdate".into(), "tool_call_update".into());
             Some(Value::Object(call))
         }
         "plan" => {
-            let entries = u.remove("entries").unwrap_or_else(|| json!([]));
-            Some(json!({"sessionUpdate": "plan_update",
-                        "plan": {"type": "items", "planId": PLAN_ID, "entries": entries}}))
+            let plan = Plan {
+                kind: "items".to_owned(),
+                plan_id: PLAN_ID.to_owned(),
+                entries: u.remove("entries").unwrap_or_else(super::no_entries),
+            };
+            let mut out = Map::new();
+            out.insert("sessionUpdate".into(), "plan_update".into());
+            out.insert("plan".into(), serde_json::to_value(plan).ok()?);
+            Some(Value::Object(out))
         }
         "config_option_update" => {
             if let Some(options) = u.remove("configOptions") {
@@ -55,7 +59,7 @@ pub(crate) fn update(v1: Value) -> Option<Value> {
 
 /// A v1 tool call (card or update, or a permission request's `toolCall`) as a v2
 /// `ToolCallUpdate`: the same fields, with its content's diffs in v2's shape.
-pub(crate) fn tool_call(mut call: Map<String, Value>) -> Map<String, Value> {
+pub fn tool_call(mut call: Map<String, Value>) -> Map<String, Value> {
     if let Some(Value::Array(items)) = call.remove("content") {
         let items = items.into_iter().map(content_item).collect();
         call.insert("content".into(), Value::Array(items));
@@ -63,20 +67,35 @@ pub(crate) fn tool_call(mut call: Map<String, Value>) -> Map<String, Value> {
     call
 }
 
+/// A v1 diff: the file's path, its text before (none: a new file) and after.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct V1Diff<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(default)]
+    path: Option<&'a str>,
+    #[serde(default)]
+    old_text: Option<&'a str>,
+    #[serde(default)]
+    new_text: Option<&'a str>,
+    /// A diff already in v2's shape has these.
+    #[serde(default)]
+    changes: Option<Value>,
+}
+
 /// One tool call content item: a v1 diff (`path`, `oldText`, `newText`) becomes a v2 diff (one
 /// file change and its git patch); content and terminals are the same in both.
 fn content_item(item: Value) -> Value {
-    if item.get("type").and_then(Value::as_str) != Some("diff") || item.get("changes").is_some() {
-        return item;
-    }
-    let path = item.get("path").and_then(Value::as_str).unwrap_or_default();
-    let old = item.get("oldText").and_then(Value::as_str);
-    let new = item
-        .get("newText")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let diff = match V1Diff::deserialize(&item) {
+        Ok(d) if d.kind == "diff" && d.changes.is_none() => d,
+        _ => return item,
+    };
+    let path = diff.path.unwrap_or_default();
+    let old = diff.old_text;
+    let new = diff.new_text.unwrap_or_default();
     let operation = if old.is_none() { "add" } else { "modify" };
-    json!({
+    serde_json::json!({
         "type": "diff",
         "changes": [{"operation": operation, "path": path, "fileType": "text"}],
         "patch": {"format": "git_patch", "text": git_patch(path, old, new)},
@@ -84,7 +103,7 @@ fn content_item(item: Value) -> Value {
 }
 
 /// The git patch of one text file going from `old` (none: a new file) to `new`.
-pub(crate) fn git_patch(path: &str, old: Option<&str>, new: &str) -> String {
+pub fn git_patch(path: &str, old: Option<&str>, new: &str) -> String {
     let name = path.trim_start_matches('/');
     let before = if old.is_some() {
         format!("a/{name}")
@@ -106,23 +125,8 @@ pub(crate) fn git_patch(path: &str, old: Option<&str>, new: &str) -> String {
 }
 
 /// v1 config options (`id`) as v2's (`configId`).
-pub(crate) fn config_options(options: Value) -> Value {
-    let Value::Array(options) = options else {
-        return options;
-    };
-    let options = options
-        .into_iter()
-        .map(|o| match o {
-            Value::Object(mut o) => {
-                if let Some(id) = o.remove("id") {
-                    o.insert("configId".into(), id);
-                }
-                Value::Object(o)
-            }
-            other => other,
-        })
-        .collect();
-    Value::Array(options)
+pub fn config_options(options: Value) -> Value {
+    rename_config_ids(options, V1_CONFIG_ID, V2_CONFIG_ID)
 }
 
 /// v1 available commands as v2's: `type: "command"`, and a hint as a text input.
@@ -134,9 +138,9 @@ fn available_commands(commands: Value) -> Value {
         .into_iter()
         .map(|c| match c {
             Value::Object(mut c) => {
-                c.insert("type".into(), json!("command"));
+                c.insert("type".into(), "command".into());
                 if let Some(Value::Object(input)) = c.get_mut("input") {
-                    input.entry("type").or_insert_with(|| json!("text"));
+                    input.entry("type").or_insert_with(|| "text".into());
                 }
                 Value::Object(c)
             }
@@ -148,48 +152,39 @@ fn available_commands(commands: Value) -> Value {
 
 /// The v2 `session/request_permission` params for v1's: the tool call becomes the `tool_call`
 /// subject, and its title the question's.
-pub(crate) fn permission_request(v1: Value) -> Value {
+pub fn permission_request(v1: Value) -> Value {
     let Value::Object(mut p) = v1 else { return v1 };
     if let Some(Value::Object(call)) = p.remove("toolCall") {
-        let title = call
-            .get("title")
-            .and_then(Value::as_str)
+        let head = Value::Object(call);
+        let title = crate::acp::answers::tool_title(&head)
             .unwrap_or("Allow this tool call?")
             .to_owned();
-        p.insert("title".into(), json!(title));
-        p.insert(
-            "subject".into(),
-            json!({"type": "tool_call", "toolCall": Value::Object(tool_call(call))}),
-        );
+        let Value::Object(call) = head else {
+            return Value::Object(p);
+        };
+        p.insert("title".into(), title.into());
+        // Moved, not serialized: the call can hold a whole file.
+        let subject = Subject::tool_call(Value::Object(tool_call(call)));
+        p.insert("subject".into(), subject);
     }
     Value::Object(p)
 }
 
-/// A `state_update`: `running`, `requires_action`, or `idle` with the stop reason that ended the
-/// foreground work (and the error, for `error`).
-pub(crate) fn state(state: &str, stop: Option<&str>, error: Option<Value>) -> Value {
-    let mut u = json!({"sessionUpdate": "state_update", "state": state});
-    if let Some(stop) = stop {
-        u["stopReason"] = json!(stop);
-    }
-    if let Some(error) = error {
-        u["error"] = error;
-    }
-    u
-}
-
 /// The answer to `session/new`, `session/resume` (and fork) in v2: the session id (for new), the
 /// config options in v2's shape; modes and models are config options there.
-pub(crate) fn setup_answer(v1: Value) -> Value {
+pub fn setup_answer(v1: Value) -> Value {
+    let Value::Object(mut v1) = v1 else {
+        return Value::Object(Map::new());
+    };
     let mut out = Map::new();
-    if let Some(id) = v1.get("sessionId") {
-        out.insert("sessionId".into(), id.clone());
+    if let Some(id) = v1.remove("sessionId") {
+        out.insert("sessionId".into(), id);
     }
-    if let Some(options) = v1.get("configOptions") {
-        out.insert("configOptions".into(), config_options(options.clone()));
+    if let Some(options) = v1.remove("configOptions") {
+        out.insert("configOptions".into(), config_options(options));
     }
-    if let Some(meta) = v1.get("_meta") {
-        out.insert("_meta".into(), meta.clone());
+    if let Some(meta) = v1.remove("_meta") {
+        out.insert("_meta".into(), meta);
     }
     Value::Object(out)
 }
@@ -197,6 +192,7 @@ pub(crate) fn setup_answer(v1: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// Each v1 update and what v2 gets for it (`null`: nothing).
     #[test]
@@ -302,7 +298,7 @@ mod tests {
             "configOptions": [{"name": "Mode", "configId": "mode"}]})
         );
         assert_eq!(
-            state("idle", Some("end_turn"), None),
+            crate::acp::v2::State::Idle(Some(crate::acp::StopReason::EndTurn)).update(),
             json!({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
         );
     }

@@ -1,5 +1,5 @@
-//! The few fields of an agent's messages that the client itself reads, each parsed once with
-//! serde from the value as received: an update's `sessionUpdate` discriminator and the text of
+//! The few fields of an agent's messages that a client reads, each parsed once with serde from
+//! the value as received: an update's `sessionUpdate` discriminator and the text of
 //! a message chunk, the `stopReason` of a `session/prompt` answer, the `sessionId` of a
 //! `session/new` answer. The values themselves go on to Lisp as they came.
 //!
@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::kebab;
+use super::{LooseStr, StopReason};
 
 /// An update's `sessionUpdate`: the kinds the client tells apart, every other one by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,19 +56,46 @@ impl UpdateKind {
             )
     }
 
-    /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
-    /// sees as an update's `:kind`.
-    pub fn kebab(&self) -> String {
-        let wire = match self {
+    /// Whether it is a message chunk (the agent's, its thought's, or the user's).
+    pub fn is_chunk(&self) -> bool {
+        matches!(
+            self,
+            UpdateKind::AgentMessageChunk
+                | UpdateKind::AgentThoughtChunk
+                | UpdateKind::UserMessageChunk
+        )
+    }
+
+    /// The discriminator as on the wire (`tool_call`), empty when there is none.
+    pub fn wire(&self) -> &str {
+        match self {
             UpdateKind::Other(name) => name.as_str(),
-            UpdateKind::Missing => "unknown",
+            UpdateKind::Missing => "",
             known => KNOWN
                 .iter()
                 .find(|(_, kind)| kind == known)
-                .map_or("unknown", |(wire, _)| wire),
-        };
-        kebab(wire)
+                .map_or("", |(wire, _)| wire),
+        }
     }
+
+    /// The discriminator in kebab-case (`tool-call`), `unknown` when there is none: what Lisp
+    /// sees as an update's `:kind`.
+    pub fn kebab(&self) -> String {
+        match self.wire() {
+            "" => "unknown".to_owned(),
+            wire => wire.replace('_', "-"),
+        }
+    }
+}
+
+/// Whether `update` has a `messageId` member (null counts: it was given).
+pub fn has_message_id(update: &Value) -> bool {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(rename = "messageId")]
+        _message_id: serde::de::IgnoredAny,
+    }
+    Head::deserialize(update).is_ok()
 }
 
 /// The text of a chunk update whose content is a text block (`{content: {type: "text", text}}`).
@@ -91,16 +118,78 @@ pub fn chunk_text(update: &Value) -> Option<&str> {
         .map(|c| c.content.text)
 }
 
+/// What a client reads of a tool call (an update's, or a permission request's): each field
+/// when it is a string.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallHead<'a> {
+    #[serde(borrow, default)]
+    tool_call_id: LooseStr<'a>,
+    #[serde(borrow, default)]
+    title: LooseStr<'a>,
+    #[serde(borrow, default)]
+    kind: LooseStr<'a>,
+}
+
+impl<'a> ToolCallHead<'a> {
+    /// The head of `tool_call`; one that is not an object has none of its fields.
+    pub fn of(tool_call: &'a Value) -> ToolCallHead<'a> {
+        ToolCallHead::deserialize(tool_call).unwrap_or_default()
+    }
+
+    pub fn tool_call_id(&self) -> Option<&'a str> {
+        self.tool_call_id.get()
+    }
+
+    pub fn title(&self) -> Option<&'a str> {
+        self.title.get()
+    }
+
+    pub fn kind(&self) -> Option<&'a str> {
+        self.kind.get()
+    }
+}
+
+/// The `kind` of a tool call (`read`, `execute`, …), when it has one.
+pub fn tool_kind(tool_call: &Value) -> Option<&str> {
+    ToolCallHead::of(tool_call).kind()
+}
+
+/// The `title` of a tool call, when it has one.
+pub fn tool_title(tool_call: &Value) -> Option<&str> {
+    ToolCallHead::of(tool_call).title()
+}
+
 /// The `stopReason` of a `session/prompt` answer.
-pub fn stop_reason(answer: &Value) -> Option<&str> {
+pub fn stop_reason(answer: &Value) -> Option<StopReason> {
     #[derive(Deserialize)]
-    struct PromptAnswer<'a> {
-        #[serde(rename = "stopReason", borrow)]
-        stop_reason: &'a str,
+    struct PromptAnswer {
+        #[serde(rename = "stopReason")]
+        stop_reason: StopReason,
     }
     PromptAnswer::deserialize(answer)
         .ok()
         .map(|a| a.stop_reason)
+}
+
+/// What a client shows of a session setup's answer (`session/new`, `load`, `resume`, `fork`):
+/// its modes, config options and models, each as sent (null counts as absent).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSetup {
+    #[serde(default)]
+    pub modes: Option<Value>,
+    #[serde(default)]
+    pub config_options: Option<Value>,
+    #[serde(default)]
+    pub models: Option<Value>,
+}
+
+impl SessionSetup {
+    /// The parts of `answer`; an answer that is not an object has none.
+    pub fn read(answer: &Value) -> SessionSetup {
+        SessionSetup::deserialize(answer).unwrap_or_default()
+    }
 }
 
 /// The `sessionId` of a `session/new` answer.
@@ -152,10 +241,21 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_call_head_reads_strings_only() {
+        let call = json!({"toolCallId": "c", "title": 5, "kind": "read", "rawInput": {}});
+        let head = ToolCallHead::of(&call);
+        assert_eq!(
+            (head.tool_call_id(), head.title(), head.kind()),
+            (Some("c"), None, Some("read"))
+        );
+        assert_eq!(tool_kind(&json!([1])), None);
+    }
+
+    #[test]
     fn answers_give_their_field_or_none() {
         assert_eq!(
             stop_reason(&json!({"stopReason": "end_turn"})),
-            Some("end_turn")
+            Some(StopReason::EndTurn)
         );
         assert_eq!(stop_reason(&json!({"stopReason": null})), None);
         assert_eq!(stop_reason(&json!(null)), None);
