@@ -411,6 +411,32 @@ fn a_permission_question_gets_the_editors_answer_and_nothing_else() {
     support::home::wait_within(&mut raw.child, Duration::from_secs(20)).expect("the proxy ends");
 }
 
+/// A step that answers a request and also returns it to send on answers it once: the request
+/// does not go on to the agent, whose answer would be a second one with the same id.
+#[test]
+fn a_request_a_step_answers_is_not_also_sent_on() {
+    let home = Home::new();
+    support::home::write(
+        &home.user_init(),
+        "(let [dispatch proxy.dispatch]
+           (set proxy.dispatch
+                (fn [direction msg forward]
+                  (if (= msg.method \"_fake/echo\")
+                      (values msg {:result {:from \"the step\"}})
+                      (dispatch direction msg forward)))))",
+    );
+    let mut raw = Raw::start(&home, "plain");
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"_fake/echo","params":{"from":"the agent"}}"#);
+    let first: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(first["id"], 4);
+    assert_eq!(first["result"]["from"], "the step", "{first}");
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}"#);
+    let next: Value = serde_json::from_str(&raw.line()).unwrap();
+    assert_eq!(next["id"], 5, "a second answer to 4 came first: {next}");
+    drop(raw.child.stdin.take());
+    support::home::wait_within(&mut raw.child, Duration::from_secs(20)).expect("the proxy ends");
+}
+
 /// An editor stops its agent with SIGTERM or SIGHUP: the proxy ends the agent and exits 0, as
 /// `oml acp` does.
 #[test]

@@ -80,6 +80,14 @@ impl Pump {
                     from.send(&rpc::answer(&id_of(&head), answer));
                 }
                 match forward {
+                    // A request the step answered is not also sent on: the other side's answer
+                    // would be a second one with the same id.
+                    Some(_) if is_request && answer.is_some() => {
+                        tracing::debug!(
+                            "oml proxy: {} answered by a step, not sent on",
+                            describe(&head)
+                        );
+                    }
                     Some(out) if out == msg => self.pass(to, line, &msg),
                     Some(out) => self.pass(to, serde_json::to_vec(&out).unwrap_or(line), &out),
                     // A request an answering step answered is not also refused.
