@@ -104,19 +104,68 @@ pub(super) fn terminal_handler(lisp: &Lisp, decide: Option<Function>) -> mlua::R
                     }
                     Ok(Json::Null)
                 }
-                ("terminal/create", _) => create(&lisp, key.as_deref(), &terms, &call).await,
-                (method, Some(id)) => use_term(&terms, method, &id).await,
-                (method, None) => Err(format!("{method} needs a terminalId")),
+                ("terminal/create", _) => create(&lisp, key.as_deref(), &terms, &call)
+                    .await
+                    .map_err(|e| e.to_string()),
+                (method, Some(id)) => use_term(&terms, method, &id)
+                    .await
+                    .map_err(|e| e.to_string()),
+                (method, None) => Err(TermRefused::NoId(method.to_owned()).to_string()),
             }
         })
     }))
 }
 
+/// Why a `terminal/*` call of the agent's is not served; its text is the error the agent
+/// reads.
+#[derive(Debug, thiserror::Error)]
+enum TermRefused {
+    #[error("{0} needs a terminalId")]
+    NoId(String),
+    #[error("no terminal {0}")]
+    NoTerminal(String),
+    /// The terminal's exit can no longer be told (its watcher is gone).
+    #[error(transparent)]
+    ExitLost(tokio::sync::watch::error::RecvError),
+    #[error("terminal/create needs a command")]
+    NoCommand,
+    #[error("at most {MAX_TERMINALS} terminals at once: release one first")]
+    TooMany,
+    #[error("the connection is closing")]
+    Closing,
+    #[error("no session folder to run in")]
+    NoFolder,
+    #[error("the cwd must be absolute: {}", .0.display())]
+    NotAbsolute(PathBuf),
+    #[error(transparent)]
+    Unresolvable(crate::tools::ToolError),
+    #[error("{} is outside the session's folders", .0.display())]
+    Outside(PathBuf),
+    #[error(transparent)]
+    Lua(mlua::Error),
+    #[error("the terminal handler failed: {0}")]
+    HandlerFailed(crate::lisp::LispError),
+    /// The program refused, with its reason (or "refused by the client").
+    #[error("{0}")]
+    Refused(String),
+    /// A sandbox setting could not be read.
+    #[error(transparent)]
+    Setting(crate::lisp::LispError),
+    #[error("the sandbox is not available here: {0}")]
+    NoSandbox(String),
+    #[error(transparent)]
+    Pipe(std::io::Error),
+    #[error(transparent)]
+    Launch(crate::sandbox::LaunchError),
+}
+
 /// `terminal/output`, `wait_for_exit`, `kill` and `release` of terminal `id`.
-async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String> {
+async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, TermRefused> {
     let (output, mut exit) = {
         let all = terms.all.lock();
-        let term = all.get(id).ok_or_else(|| format!("no terminal {id}"))?;
+        let term = all
+            .get(id)
+            .ok_or_else(|| TermRefused::NoTerminal(id.to_owned()))?;
         (Arc::clone(&term.output), term.exit.clone())
     };
     match method {
@@ -133,7 +182,7 @@ async fn use_term(terms: &Terms, method: &str, id: &str) -> Result<Json, String>
             let end = exit
                 .wait_for(Option::is_some)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(TermRefused::ExitLost)?;
             Ok(end.as_ref().map_or(Json::Null, ExitStatus::to_value))
         }
         "terminal/kill" => {
@@ -162,9 +211,9 @@ async fn create(
     key: Option<&mlua::RegistryKey>,
     terms: &Terms,
     call: &FsCall,
-) -> Result<Json, String> {
+) -> Result<Json, TermRefused> {
     let p = CreateTerminalParams::read(&call.params);
-    let command = p.command.get().ok_or("terminal/create needs a command")?;
+    let command = p.command.get().ok_or(TermRefused::NoCommand)?;
     let cwd = checked_cwd(p.cwd.get().map(String::as_str), &call.roots)?;
     if let Some(key) = key {
         ask(lisp, key, call, &p, &cwd).await?;
@@ -177,9 +226,7 @@ async fn create(
     {
         let all = terms.all.lock();
         if all.len() + terms.starting.load(SeqCst) >= MAX_TERMINALS {
-            return Err(format!(
-                "at most {MAX_TERMINALS} terminals at once: release one first"
-            ));
+            return Err(TermRefused::TooMany);
         }
         terms.starting.fetch_add(1, SeqCst);
     }
@@ -189,7 +236,7 @@ async fn create(
     let term = launched?.collect(limit);
     if terms.closed.load(SeqCst) {
         term.kill();
-        return Err("the connection is closing".into());
+        return Err(TermRefused::Closing);
     }
     let id = format!(
         "term-{}",
@@ -213,28 +260,22 @@ impl Drop for Starting<'_> {
 
 /// The command's folder: `given` (absolute) or the session's first folder, real, inside one of
 /// the session's folders.
-fn checked_cwd(given: Option<&str>, roots: &[PathBuf]) -> Result<PathBuf, String> {
+fn checked_cwd(given: Option<&str>, roots: &[PathBuf]) -> Result<PathBuf, TermRefused> {
     let dir = match given {
         Some(d) => PathBuf::from(d),
-        None => roots
-            .first()
-            .cloned()
-            .ok_or("no session folder to run in")?,
+        None => roots.first().cloned().ok_or(TermRefused::NoFolder)?,
     };
     if !dir.is_absolute() {
-        return Err(format!("the cwd must be absolute: {}", dir.display()));
+        return Err(TermRefused::NotAbsolute(dir));
     }
-    let real = crate::tools::path::real_path(&dir).map_err(|e| e.to_string())?;
+    let real = crate::tools::path::real_path(&dir).map_err(TermRefused::Unresolvable)?;
     let inside = roots
         .iter()
         .any(|r| crate::tools::path::real_path(r).is_ok_and(|r| real.starts_with(&r)));
     if inside {
         Ok(real)
     } else {
-        Err(format!(
-            "{} is outside the session's folders",
-            dir.display()
-        ))
+        Err(TermRefused::Outside(dir))
     }
 }
 
@@ -256,7 +297,7 @@ async fn ask(
     call: &FsCall,
     params: &CreateTerminalParams,
     cwd: &Path,
-) -> Result<(), String> {
+) -> Result<(), TermRefused> {
     let lua = lisp.lua();
     let (f, arg) = (|| -> mlua::Result<(Function, Value)> {
         let shown = Shown {
@@ -268,15 +309,15 @@ async fn ask(
         };
         Ok((lua.registry_value(key)?, lua.to_value(&shown)?))
     })()
-    .map_err(|e| e.to_string())?;
+    .map_err(TermRefused::Lua)?;
     let answer: Value = lisp
         .run(f, arg, &call.cancel)
         .await
-        .map_err(|e| format!("the terminal handler failed: {e}"))?;
+        .map_err(TermRefused::HandlerFailed)?;
     match answer {
         Value::Nil | Value::Boolean(true) => Ok(()),
-        Value::String(s) => Err(s.to_string_lossy()),
-        _ => Err("refused by the client".into()),
+        Value::String(s) => Err(TermRefused::Refused(s.to_string_lossy())),
+        _ => Err(TermRefused::Refused("refused by the client".into())),
     }
 }
 
@@ -312,30 +353,30 @@ async fn start(
     cwd: &Path,
     program: String,
     args: Vec<String>,
-) -> Result<Started, String> {
+) -> Result<Started, TermRefused> {
     let roots: Vec<PathBuf> = roots
         .iter()
         .filter_map(|r| crate::tools::path::real_path(r).ok())
         .collect();
-    let policy = crate::bind::sandbox::roots_policy(lisp, &roots).map_err(|e| e.to_string())?;
-    let secrets = crate::bind::sandbox::secrets(lisp).map_err(|e| e.to_string())?;
+    let policy = crate::bind::sandbox::roots_policy(lisp, &roots).map_err(TermRefused::Setting)?;
+    let secrets = crate::bind::sandbox::secrets(lisp).map_err(TermRefused::Setting)?;
     let prepared = crate::sandbox::prepare(&policy);
     if let crate::sandbox::Status::Unavailable(reason) = prepared.status() {
-        return Err(format!("the sandbox is not available here: {reason}"));
+        return Err(TermRefused::NoSandbox(reason.clone()));
     }
-    let (reader, writer) = std::io::pipe().map_err(|e| e.to_string())?;
+    let (reader, writer) = std::io::pipe().map_err(TermRefused::Pipe)?;
     let launch = Launch {
         program: program.into(),
         args: args.into_iter().map(Into::into).collect(),
         cwd: cwd.to_path_buf(),
-        stdout: OwnedFd::from(writer.try_clone().map_err(|e| e.to_string())?),
+        stdout: OwnedFd::from(writer.try_clone().map_err(TermRefused::Pipe)?),
         stderr: OwnedFd::from(writer),
     };
     let child = prepared
         .scrub_env(&secrets)
         .launch(launch)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(TermRefused::Launch)?;
     Ok(Started { child, reader })
 }
 
