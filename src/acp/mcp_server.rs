@@ -56,21 +56,41 @@ struct Wire {
 /// Characters of a bad value quoted in an error.
 const QUOTE_CHARS: usize = 120;
 
+/// What is wrong with one entry of `mcpServers`.
+#[derive(Debug, thiserror::Error)]
+pub enum BadMcpServer {
+    /// Not the shape of one (its start quoted).
+    #[error("invalid MCP server {shown}: {source}")]
+    Invalid {
+        shown: String,
+        source: serde_json::Error,
+    },
+    #[error("MCP server {0} has no command")]
+    NoCommand(String),
+    #[error("MCP server {0} has no url")]
+    NoUrl(String),
+    #[error("MCP server {name} has an unknown type {kind:?}")]
+    UnknownType { name: String, kind: String },
+}
+
 impl McpServer {
     /// One entry of `mcpServers`; the error names what is wrong with it.
-    pub fn parse(value: &Value) -> Result<McpServer, String> {
-        let wire: Wire = serde_json::from_value(value.clone())
-            .map_err(|e| format!("invalid MCP server {}: {e}", short(value)))?;
+    pub fn parse(value: &Value) -> Result<McpServer, BadMcpServer> {
+        let wire: Wire =
+            serde_json::from_value(value.clone()).map_err(|source| BadMcpServer::Invalid {
+                shown: short(value),
+                source,
+            })?;
         let name = wire.name;
         let url = |url: Option<String>, name: &str| {
             url.filter(|u| !u.is_empty())
-                .ok_or_else(|| format!("MCP server {name} has no url"))
+                .ok_or_else(|| BadMcpServer::NoUrl(name.to_owned()))
         };
         Ok(match wire.kind.as_deref() {
             None | Some("stdio") => McpServer::Stdio {
                 command: wire
                     .command
-                    .ok_or_else(|| format!("MCP server {name} has no command"))?,
+                    .ok_or_else(|| BadMcpServer::NoCommand(name.clone()))?,
                 args: wire.args,
                 env: wire.env,
                 name,
@@ -85,7 +105,10 @@ impl McpServer {
                 name,
             },
             Some(other) => {
-                return Err(format!("MCP server {name} has an unknown type {other:?}"));
+                return Err(BadMcpServer::UnknownType {
+                    name,
+                    kind: other.to_owned(),
+                });
             }
         })
     }

@@ -39,7 +39,7 @@ pub mod updates;
 pub mod v2;
 
 pub use loose::{Loose, LooseStr};
-pub use mcp_server::{McpServer, NameValue, short};
+pub use mcp_server::{BadMcpServer, McpServer, NameValue, short};
 pub use params::{Method, NotificationMethod};
 pub use permission::{OptionKind, PermissionOption, PermissionOutcome, PermissionParams};
 pub use stop::StopReason;

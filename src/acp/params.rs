@@ -360,7 +360,7 @@ impl<'de> Deserialize<'de> for AdditionalDirectories {
 /// be: one bad entry is reported to the session, it does not fail the request. Absent or null is
 /// none.
 #[derive(Debug, Default)]
-pub struct McpServers(pub Vec<Result<McpServer, String>>);
+pub struct McpServers(pub Vec<Result<McpServer, super::mcp_server::BadMcpServer>>);
 
 impl<'de> Deserialize<'de> for McpServers {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -541,7 +541,7 @@ mod tests {
             .mcp_servers
             .0
             .into_iter()
-            .map(|s| s.map(|s| s.name().to_owned()))
+            .map(|s| s.map(|s| s.name().to_owned()).map_err(|e| e.to_string()))
             .collect();
         assert_eq!(servers.len(), 2);
         assert!(

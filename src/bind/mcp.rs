@@ -129,7 +129,7 @@ pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<Server
                 match ServerSpec::from_config(&name, &spec) {
                     Ok(s) if !extra.iter().any(|e| e.name == s.name) => specs.push(s),
                     Ok(_) => {}
-                    Err(e) => notify(e),
+                    Err(e) => notify(e.to_string()),
                 }
             }
         }

@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use result::{Rendered, render};
 pub use server::Server;
 pub use set::{ServerSet, ServerStatus};
-pub use spec::{ServerSpec, Transport};
+pub use spec::{BadSpec, ServerSpec, Transport};
 pub use tools::McpTool;
 
 /// Why a server could not start or a call failed; the text is what the user and the model read.

@@ -58,14 +58,37 @@ impl Transport {
     }
 }
 
+/// What is wrong with an MCP server's description (an editor's or a Lisp form).
+#[derive(Debug, thiserror::Error)]
+pub enum BadSpec {
+    #[error(transparent)]
+    Acp(#[from] crate::acp::BadMcpServer),
+    #[error("MCP server {name}: expected a table, got {shown}")]
+    NotATable { name: String, shown: String },
+    #[error("MCP server {name}: :{key} must be a table, got {shown}")]
+    KeyNotATable {
+        name: String,
+        key: String,
+        shown: String,
+    },
+    #[error("MCP server {name}: :args must be a list, got {shown}")]
+    ArgsNotAList { name: String, shown: String },
+    #[error("MCP server {0}: give :command or :url, not both")]
+    Both(String),
+    #[error("MCP server {0}: give :command or :url")]
+    Neither(String),
+    #[error("an MCP server ({0}) has no name")]
+    NoName(String),
+}
+
 impl ServerSpec {
     /// One entry of ACP's `mcpServers`; the error names what is wrong with it.
-    pub fn from_acp(value: &Value) -> Result<ServerSpec, String> {
-        McpServer::parse(value).and_then(ServerSpec::from_server)
+    pub fn from_acp(value: &Value) -> Result<ServerSpec, BadSpec> {
+        ServerSpec::from_server(McpServer::parse(value)?)
     }
 
     /// An ACP `McpServer` already read; the error says when it has no name.
-    pub fn from_server(server: McpServer) -> Result<ServerSpec, String> {
+    pub fn from_server(server: McpServer) -> Result<ServerSpec, BadSpec> {
         let pairs = |v: Vec<NameValue>| v.into_iter().map(|p| (p.name, p.value)).collect();
         let (name, transport) = match server {
             McpServer::Stdio {
@@ -95,12 +118,13 @@ impl ServerSpec {
 
     /// The Lisp form `{:command :args [..] :env {..}}` or `{:url :headers {..}}` (with
     /// `:type "sse"` for the legacy transport), as JSON.
-    pub fn from_config(name: &str, value: &Value) -> Result<ServerSpec, String> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| format!("MCP server {name}: expected a table, got {}", short(value)))?;
+    pub fn from_config(name: &str, value: &Value) -> Result<ServerSpec, BadSpec> {
+        let obj = value.as_object().ok_or_else(|| BadSpec::NotATable {
+            name: name.to_owned(),
+            shown: short(value),
+        })?;
         let text = |key: &str| obj.get(key).and_then(Value::as_str).map(str::to_owned);
-        let table = |key: &str| -> Result<Vec<(String, String)>, String> {
+        let table = |key: &str| -> Result<Vec<(String, String)>, BadSpec> {
             match obj.get(key) {
                 None | Some(Value::Null) => Ok(Vec::new()),
                 Some(Value::Object(m)) => m
@@ -112,10 +136,11 @@ impl ServerSpec {
                     .collect(),
                 // An empty Lua table arrives as an empty array.
                 Some(Value::Array(a)) if a.is_empty() => Ok(Vec::new()),
-                Some(other) => Err(format!(
-                    "MCP server {name}: :{key} must be a table, got {}",
-                    short(other)
-                )),
+                Some(other) => Err(BadSpec::KeyNotATable {
+                    name: name.to_owned(),
+                    key: key.to_owned(),
+                    shown: short(other),
+                }),
             }
         };
         let transport = match (text("command"), text("url")) {
@@ -127,10 +152,10 @@ impl ServerSpec {
                         .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
                         .collect(),
                     Some(other) => {
-                        return Err(format!(
-                            "MCP server {name}: :args must be a list, got {}",
-                            short(other)
-                        ));
+                        return Err(BadSpec::ArgsNotAList {
+                            name: name.to_owned(),
+                            shown: short(other),
+                        });
                     }
                 };
                 Transport::Stdio {
@@ -144,22 +169,15 @@ impl ServerSpec {
                 url,
                 headers: table("headers")?,
             },
-            (Some(_), Some(_)) => {
-                return Err(format!(
-                    "MCP server {name}: give :command or :url, not both"
-                ));
-            }
-            (None, None) => return Err(format!("MCP server {name}: give :command or :url")),
+            (Some(_), Some(_)) => return Err(BadSpec::Both(name.to_owned())),
+            (None, None) => return Err(BadSpec::Neither(name.to_owned())),
         };
         ServerSpec::named(name.to_owned(), transport)
     }
 
-    fn named(name: String, transport: Transport) -> Result<ServerSpec, String> {
+    fn named(name: String, transport: Transport) -> Result<ServerSpec, BadSpec> {
         if name.trim().is_empty() {
-            return Err(format!(
-                "an MCP server ({}) has no name",
-                transport.target()
-            ));
+            return Err(BadSpec::NoName(transport.target()));
         }
         Ok(ServerSpec { name, transport })
     }
@@ -199,7 +217,8 @@ mod tests {
         ];
         for (input, want) in cases {
             let got = ServerSpec::from_acp(input)
-                .map(|s| format!("{} {}", s.transport.kind(), s.transport.target()));
+                .map(|s| format!("{} {}", s.transport.kind(), s.transport.target()))
+                .map_err(|e| e.to_string());
             match (want, &got) {
                 (Ok(w), Ok(g)) => assert_eq!(w, g, "{input}"),
                 (Err(w), Err(g)) => assert!(g.contains(w), "{input}: {g}"),
@@ -235,21 +254,25 @@ mod tests {
         assert!(
             ServerSpec::from_config("b", &json!({"command": "c", "url": "u"}))
                 .unwrap_err()
+                .to_string()
                 .contains("not both")
         );
         assert!(
             ServerSpec::from_config("b", &json!({}))
                 .unwrap_err()
+                .to_string()
                 .contains("give :command or :url")
         );
         assert!(
             ServerSpec::from_config("b", &json!({"command": "c", "env": 3}))
                 .unwrap_err()
+                .to_string()
                 .contains(":env must be a table")
         );
         assert!(
             ServerSpec::from_config("b", &json!(5))
                 .unwrap_err()
+                .to_string()
                 .contains("expected a table")
         );
     }

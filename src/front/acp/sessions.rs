@@ -107,7 +107,7 @@ pub(super) async fn after_setup(
     ctx: &Arc<Ctx>,
     sid: &str,
     cwd: &std::path::Path,
-    mcp_servers: Vec<Result<crate::acp::McpServer, String>>,
+    mcp_servers: Vec<Result<crate::acp::McpServer, crate::acp::BadMcpServer>>,
     ready_tx: tokio::sync::watch::Sender<bool>,
 ) {
     // Everything below is queued after the response: clients learn the session id from it and
@@ -124,7 +124,8 @@ pub(super) async fn after_setup(
     // background and the first model request waits for them.
     let mut editor_servers = Vec::new();
     for server in mcp_servers {
-        match server.and_then(crate::mcp::ServerSpec::from_server) {
+        let spec = server.map_err(crate::mcp::BadSpec::from);
+        match spec.and_then(crate::mcp::ServerSpec::from_server) {
             Ok(spec) => editor_servers.push(spec),
             Err(e) => say(ctx, sid, format!("Warning: {e}\n")),
         }
