@@ -235,7 +235,7 @@ impl Http {
     }
 
     /// POST one line from the client; the first must be `initialize`.
-    async fn post(self: &Arc<Self>, line: Vec<u8>) -> Result<(), String> {
+    async fn post(self: &Arc<Self>, line: Vec<u8>) -> Result<(), HttpFailed> {
         let v: Routing = serde_json::from_slice(&line).unwrap_or_default();
         if self.connection.lock().is_none() {
             return self.initialize(line).await;
@@ -259,13 +259,13 @@ impl Http {
             .body(line)
             .send()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(HttpFailed::Send)?;
         let status = sent.status();
         if status.is_success() {
             return Ok(());
         }
         if matches!(status.as_u16(), 401 | 403 | 404 | 410) || v.method.is_none() {
-            return Err(format!("the agent's endpoint answered {status}"));
+            return Err(HttpFailed::Refused(status));
         }
         // One request refused: its caller gets an error answer, the connection goes on.
         if let Some(id) = v.id {
@@ -282,26 +282,26 @@ impl Http {
         Ok(())
     }
 
-    async fn initialize(self: &Arc<Self>, line: Vec<u8>) -> Result<(), String> {
+    async fn initialize(self: &Arc<Self>, line: Vec<u8>) -> Result<(), HttpFailed> {
         let answer = self
             .request(reqwest::Method::POST, None)
             .header("Content-Type", "application/json")
             .body(line)
             .send()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(HttpFailed::Send)?;
         let status = answer.status();
         let id = answer
             .headers()
             .get(CONNECTION_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = answer.bytes().await.map_err(|e| e.to_string())?;
+        let body = answer.bytes().await.map_err(HttpFailed::Send)?;
         let (true, Some(id)) = (status.is_success(), id) else {
-            return Err(format!(
-                "initialize over HTTP answered {status}: {}",
-                String::from_utf8_lossy(&body).trim()
-            ));
+            return Err(HttpFailed::NotInitialized {
+                status,
+                body: String::from_utf8_lossy(&body).trim().to_owned(),
+            });
         };
         *self.connection.lock() = Some(id);
         let (tx, mut opened) = watch::channel(false);
@@ -358,6 +358,22 @@ fn end(http: &Arc<Http>, sid: &Option<String>) {
     }
 }
 
+/// Why the HTTP transport cannot go on (logged; the transport ends).
+#[derive(Debug, thiserror::Error)]
+enum HttpFailed {
+    #[error(transparent)]
+    Send(reqwest::Error),
+    #[error("the agent's endpoint answered {0}")]
+    Refused(reqwest::StatusCode),
+    #[error("initialize over HTTP answered {status}: {body}")]
+    NotInitialized {
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error("an SSE event longer than {MAX_LINE_BYTES} bytes")]
+    EventTooLong,
+}
+
 /// An SSE decoder: bytes in, the `data` of each complete event out (as one line).
 #[derive(Default)]
 struct Events {
@@ -368,10 +384,10 @@ struct Events {
 impl Events {
     /// The events completed by `chunk`; an error once an event or a line passes
     /// [`MAX_LINE_BYTES`].
-    fn push(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, HttpFailed> {
         self.buffer.extend_from_slice(chunk);
         if self.buffer.len() > MAX_LINE_BYTES || self.data.len() > MAX_LINE_BYTES {
-            return Err(format!("an SSE event longer than {MAX_LINE_BYTES} bytes"));
+            return Err(HttpFailed::EventTooLong);
         }
         let mut out = Vec::new();
         while let Some(at) = memchr::memchr(b'\n', &self.buffer) {

@@ -134,14 +134,23 @@ pub struct AgentCommand {
     pub env: Vec<(String, String)>,
 }
 
+/// Why an `--agent` line names no command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadAgentLine {
+    #[error("--agent needs a command")]
+    Empty,
+    #[error("--agent: a single quote is not closed")]
+    OpenSingleQuote,
+    #[error("--agent: a double quote is not closed")]
+    OpenDoubleQuote,
+}
+
 impl AgentCommand {
     /// `--agent 'COMMAND ARGS…'`, split the way a shell splits words (quotes, backslashes).
-    pub fn parse(line: &str) -> Result<AgentCommand, String> {
+    pub fn parse(line: &str) -> Result<AgentCommand, BadAgentLine> {
         let words = shell_words(line)?;
         let mut words = words.into_iter();
-        let command = words
-            .next()
-            .ok_or_else(|| "--agent needs a command".to_owned())?;
+        let command = words.next().ok_or(BadAgentLine::Empty)?;
         Ok(AgentCommand {
             command,
             args: words.collect(),
@@ -152,7 +161,7 @@ impl AgentCommand {
 
 /// Splits LINE into words: blanks separate, single quotes keep everything, double quotes keep
 /// all but `\"` and `\\`, a backslash outside quotes keeps the next character.
-fn shell_words(line: &str) -> Result<Vec<String>, String> {
+fn shell_words(line: &str) -> Result<Vec<String>, BadAgentLine> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut chars = line.chars();
@@ -165,7 +174,7 @@ fn shell_words(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => w.push(c),
-                        None => return Err("--agent: a single quote is not closed".into()),
+                        None => return Err(BadAgentLine::OpenSingleQuote),
                     }
                 }
             }
@@ -180,10 +189,10 @@ fn shell_words(line: &str) -> Result<Vec<String>, String> {
                                 w.push('\\');
                                 w.push(c);
                             }
-                            None => return Err("--agent: a double quote is not closed".into()),
+                            None => return Err(BadAgentLine::OpenDoubleQuote),
                         },
                         Some(c) => w.push(c),
-                        None => return Err("--agent: a double quote is not closed".into()),
+                        None => return Err(BadAgentLine::OpenDoubleQuote),
                     }
                 }
             }
@@ -221,8 +230,8 @@ mod tests {
             let got = shell_words(line).unwrap();
             assert_eq!(got, want.to_vec(), "{line}");
         }
-        assert!(shell_words("a 'b").is_err());
-        assert!(AgentCommand::parse("   ").is_err());
+        assert_eq!(shell_words("a 'b"), Err(BadAgentLine::OpenSingleQuote));
+        assert_eq!(AgentCommand::parse("   "), Err(BadAgentLine::Empty));
     }
 
     #[test]

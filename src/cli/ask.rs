@@ -3,6 +3,7 @@
 //! agent's name resolved to a command (`client.resolve-agent`, also in the image) only when an
 //! owner has to be started. `front::ask` prints; `ask` runs the owners.
 
+use super::modes::NoPrompt;
 use anyhow::Context as _;
 use serde_json::json;
 
@@ -130,7 +131,7 @@ async fn prompt(
 ) -> anyhow::Result<i32> {
     let (text, config) = match prompt_and_config(args, words).await {
         Ok(read) => read,
-        Err(why) => return Ok(usage(&why)),
+        Err(why) => return Ok(usage(&why.to_string())),
     };
     let (policy, decide, _image) = permissions(paths, cli, args).await?;
     let request = Request::Prompt {
@@ -164,7 +165,7 @@ async fn exec(
 ) -> anyhow::Result<i32> {
     let (text, config) = match prompt_and_config(args, words).await {
         Ok(read) => read,
-        Err(why) => return Ok(usage(&why)),
+        Err(why) => return Ok(usage(&why.to_string())),
     };
     let (policy, decide, _image) = permissions(paths, cli, args).await?;
     let spec = match resolve(paths, cli.no_init, args, key, false).await {
@@ -179,38 +180,40 @@ async fn exec(
     Ok(front::follow(conversation, output, decide).await)
 }
 
-/// The prompt's text and the session's settings from the command line; `Err` is the usage
-/// message.
-async fn prompt_and_config(args: &AskArgs, words: &[String]) -> Result<(String, Config), String> {
+/// The prompt's text and the session's settings from the command line; `Err`'s text is the
+/// usage message.
+async fn prompt_and_config(args: &AskArgs, words: &[String]) -> Result<(String, Config), NoPrompt> {
     Ok((prompt_text(args, words).await?, config(args)?))
 }
 
 /// The prompt: `--file`'s text after the words, else the words and piped stdin as in print
 /// mode.
-async fn prompt_text(args: &AskArgs, words: &[String]) -> Result<String, String> {
+async fn prompt_text(args: &AskArgs, words: &[String]) -> Result<String, NoPrompt> {
     let Some(file) = &args.file else {
         return super::modes::prompt_text(words).await;
     };
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read the prompt from {}: {e}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|source| NoPrompt::Unreadable {
+        path: file.clone(),
+        source,
+    })?;
     let mut prompt = words.join(" ");
     if !prompt.is_empty() {
         prompt.push_str("\n\n");
     }
     prompt.push_str(&text);
     if prompt.trim().is_empty() {
-        return Err(format!("the prompt in {} is empty", file.display()));
+        return Err(NoPrompt::EmptyFile(file.clone()));
     }
     Ok(prompt)
 }
 
-fn config(args: &AskArgs) -> Result<Config, String> {
+fn config(args: &AskArgs) -> Result<Config, NoPrompt> {
     let set = args
         .set
         .iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-            _ => Err(format!("--set {kv}: expected KEY=VALUE")),
+            _ => Err(NoPrompt::BadSet(kv.clone())),
         })
         .collect::<Result<_, _>>()?;
     Ok(Config {
@@ -269,7 +272,7 @@ async fn resolve(
     persistent: bool,
 ) -> Result<OwnerSpec, AskError> {
     let agent = match &args.agent {
-        Some(line) => AgentCommand::parse(line).map_err(AskError::Agent)?,
+        Some(line) => AgentCommand::parse(line).map_err(|e| AskError::Agent(e.to_string()))?,
         None => resolve_name(paths, no_init, &key.agent).await?,
     };
     Ok(OwnerSpec {

@@ -265,25 +265,45 @@ pub(super) async fn print(paths: &Paths, args: &PrintArgs) -> anyhow::Result<i32
 /// Bytes of piped stdin print mode reads at most; the rest is left unread and the prompt says so.
 pub const STDIN_MAX_BYTES: usize = 10 * 1024 * 1024;
 
+/// Why the command line gives no prompt (`oml -p`, `oml ask`); its text is the usage message.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoPrompt {
+    #[error("give the prompt as words (oml -p \"explain this\"), or pipe it in")]
+    NotGiven,
+    #[error("the prompt read from stdin is empty")]
+    EmptyStdin,
+    #[error("the prompt is empty")]
+    Empty,
+    #[error("cannot read the prompt from {}: {source}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the prompt in {} is empty", .0.display())]
+    EmptyFile(std::path::PathBuf),
+    #[error("--set {0}: expected KEY=VALUE")]
+    BadSet(String),
+}
+
 /// The prompt: the words; with none (or `-`), stdin; with words and piped stdin, the words and
-/// then stdin's text, set apart and labelled. `Err` is the usage message.
-pub(super) async fn prompt_text(words: &[String]) -> Result<String, String> {
+/// then stdin's text, set apart and labelled.
+pub(super) async fn prompt_text(words: &[String]) -> Result<String, NoPrompt> {
     use std::io::IsTerminal as _;
     let piped = !std::io::stdin().is_terminal();
     let only_stdin = words.is_empty() || (words.len() == 1 && words[0] == "-");
     if only_stdin {
         if !piped {
-            return Err("give the prompt as words (oml -p \"explain this\"), or pipe it in".into());
+            return Err(NoPrompt::NotGiven);
         }
         let text = read_stdin().await;
         if text.trim().is_empty() {
-            return Err("the prompt read from stdin is empty".into());
+            return Err(NoPrompt::EmptyStdin);
         }
         return Ok(text);
     }
     let mut text = words.join(" ");
     if text.trim().is_empty() {
-        return Err("the prompt is empty".into());
+        return Err(NoPrompt::Empty);
     }
     if piped {
         let input = read_stdin().await;

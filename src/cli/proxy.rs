@@ -51,12 +51,23 @@ pub(super) async fn proxy(paths: &Paths, no_init: bool, agent: Agent) -> anyhow:
     Ok(code)
 }
 
+/// Why the proxy has no agent to start.
+#[derive(Debug, thiserror::Error)]
+enum NoAgent {
+    #[error("name the agent")]
+    Unnamed,
+    #[error(transparent)]
+    Lisp(crate::lisp::LispError),
+    #[error("client.resolve-agent gave no command")]
+    NoCommand,
+}
+
 /// How to start the agent; a chain's is empty (its conductor started the successor).
-async fn resolve(lisp: &crate::lisp::Lisp, agent: Agent) -> Result<Spawn, String> {
+async fn resolve(lisp: &crate::lisp::Lisp, agent: Agent) -> Result<Spawn, NoAgent> {
     let name = match agent {
         Agent::Chain => return Ok(Spawn::default()),
         Agent::Command(words) => {
-            let (command, args) = words.split_first().ok_or("name the agent")?;
+            let (command, args) = words.split_first().ok_or(NoAgent::Unnamed)?;
             return Ok(Spawn {
                 command: command.clone(),
                 args: args.to_vec(),
@@ -68,10 +79,8 @@ async fn resolve(lisp: &crate::lisp::Lisp, agent: Agent) -> Result<Spawn, String
     let v = lisp
         .call_json("client.resolve-agent", &[json!(name)], &CancelToken::new())
         .await
-        .map_err(|e| e.to_string())?;
-    let command = v["command"]
-        .as_str()
-        .ok_or("client.resolve-agent gave no command")?;
+        .map_err(NoAgent::Lisp)?;
+    let command = v["command"].as_str().ok_or(NoAgent::NoCommand)?;
     Ok(Spawn {
         command: command.to_owned(),
         args: strings(&v["args"]),

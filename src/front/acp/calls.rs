@@ -57,11 +57,14 @@ pub(super) async fn call_user_method(
     }
 }
 
-/// Call the Lisp function `name` with JSON arguments; errors as their clean message.
-pub(super) async fn lisp_json(ctx: &Ctx, name: &str, args: &[Value]) -> Result<Value, String> {
+/// Call the Lisp function `name` with JSON arguments.
+pub(super) async fn lisp_json(
+    ctx: &Ctx,
+    name: &str,
+    args: &[Value],
+) -> Result<Value, crate::lisp::LispError> {
     ctx.lisp
         .call_json(name, args, &ctx.shutdown.child())
         .await
         .map(|v| stable_order(v, "id"))
-        .map_err(|e| e.to_string())
 }

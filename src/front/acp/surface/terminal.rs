@@ -151,6 +151,16 @@ impl Drop for Release {
     }
 }
 
+/// Why the editor made no terminal.
+#[derive(Debug, thiserror::Error)]
+enum NotCreated {
+    #[error(transparent)]
+    Request(crate::jsonrpc::RequestError),
+    /// The task that asked ended without an answer.
+    #[error("the request was lost")]
+    Lost,
+}
+
 impl Run<'_> {
     /// Create the terminal, show it, wait, clean up; the result and the terminal's id.
     async fn go(
@@ -210,7 +220,7 @@ impl Run<'_> {
     /// of its own: the editor may make the terminal although the prompt was cancelled while it
     /// did, and the id that still arrives is then killed and released there, so no command is
     /// left running in it while the prompt answers at once.
-    async fn create(&self, request: Value) -> Option<Result<Value, String>> {
+    async fn create(&self, request: Value) -> Option<Result<Value, NotCreated>> {
         if self.cancel.is_cancelled() {
             return None;
         }
@@ -220,7 +230,7 @@ impl Run<'_> {
             let created = conn
                 .request_with("terminal/create", request, None, None)
                 .await
-                .map_err(|e| e.to_string());
+                .map_err(NotCreated::Request);
             let Err(Ok(late)) = tx.send(created) else {
                 return;
             };
@@ -234,7 +244,7 @@ impl Run<'_> {
         });
         tokio::select! {
             biased;
-            created = rx => Some(created.unwrap_or_else(|_| Err("the request was lost".to_owned()))),
+            created = rx => Some(created.unwrap_or(Err(NotCreated::Lost))),
             () = self.cancel.cancelled() => None,
         }
     }
