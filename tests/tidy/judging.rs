@@ -99,6 +99,65 @@ fn the_error_text_check_reads_production_code_of_both_languages() {
     );
 }
 
+/// The most `Result<_, String>` in production code. Each left is a message shown as is (a usage
+/// line, the text of a tool result, a Lisp program's reason); any other failure is a type that
+/// callers can match on.
+const MAX_STRING_ERRORS: usize = 15;
+
+/// Whether `line` names a `Result` whose error is a bare `String`.
+fn names_a_string_error(line: &str) -> bool {
+    line.match_indices("Result<").any(|(i, _)| {
+        let rest = &line[i..];
+        let end = rest.find([';', '{']).unwrap_or(rest.len());
+        let rest = &rest[..end];
+        rest.contains(", String>") || rest.contains(",String>")
+    })
+}
+
+/// The lines of production Rust code that fail with a bare `String`.
+fn string_errors(files: &[File]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(rel, _)| rel.ends_with(".rs"))
+        .flat_map(|(rel, text)| {
+            production_code(text)
+                .lines()
+                .filter(|l| names_a_string_error(l))
+                .map(|l| format!("{rel}: {}", l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn failures_are_types_but_for_a_few_messages() {
+    let found = string_errors(&tree::rust_sources());
+    assert!(
+        found.len() <= MAX_STRING_ERRORS,
+        "{} Result<_, String> in production code, more than {MAX_STRING_ERRORS}; give the \
+         failure a type (thiserror) unless the string is the message shown as is:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_string_error_check_counts_a_planted_one() {
+    let files = planted(&[(
+        "src/a.rs",
+        "fn f() -> Result<(), String> {}\nfn g() -> Result<u8, Typed> {}\n\
+         type H = Box<dyn Fn() -> Result<Value, String> + Send>;\n\
+         #[cfg(test)]\nmod tests { fn t() -> Result<(), String> { Ok(()) } }",
+    )]);
+    assert_eq!(
+        string_errors(&files),
+        [
+            "src/a.rs: fn f() -> Result<(), String> {}",
+            "src/a.rs: type H = Box<dyn Fn() -> Result<Value, String> + Send>;",
+        ]
+    );
+}
+
 /// Assertions about how long something took: a statement from `assert!`/`assert_eq!`/… to its
 /// `;` that reads `.elapsed()` or a variable named `took`/`elapsed`. (A bounded wait's
 /// `Instant::now() < deadline` is a guard against a hang, not a measurement.)
