@@ -94,17 +94,42 @@ pub(super) fn lists(lisp: &Lisp, dir: &Path, root: &Path) -> Result<Lists, LispE
     Ok(lists)
 }
 
-/// The domain lists: oml's settings, else the user's Claude Code settings; then narrowed by
-/// the project's.
+fn network(f: &Found) -> Option<&Network> {
+    f.block.network.as_ref()
+}
+
+/// The domain lists: oml's settings, else the user's Claude Code settings ([`own_lists`]);
+/// then narrowed by the project's ([`narrow_by_project`]).
 fn domains(
     lisp: &Lisp,
     user: Option<&Found>,
     project: &[Found],
     skipped: &mut Vec<String>,
 ) -> Result<Option<Domains>, LispError> {
-    fn network(f: &Found) -> Option<&Network> {
-        f.block.network.as_ref()
+    let mut domains = own_lists(lisp, user)?;
+    for f in project {
+        narrow_by_project(&mut domains, f, skipped);
     }
+    if domains.allowed.is_none() && domains.denied.is_empty() {
+        return Ok(None);
+    }
+    if domains.allowed_from.is_empty() {
+        domains.allowed_from = ALLOWED_SETTING.into();
+    }
+    if domains.denied_from.is_empty() {
+        domains.denied_from = DENIED_SETTING.into();
+    }
+    if let Some(bad) = domains.invalid() {
+        return Err(LispError::Setting(format!(
+            "{} / {}: {bad:?} is not a host name, an IP address or *.name",
+            domains.allowed_from, domains.denied_from
+        )));
+    }
+    Ok(Some(domains))
+}
+
+/// The user's own lists: each of oml's settings when set, else Claude Code's user settings.
+fn own_lists(lisp: &Lisp, user: Option<&Found>) -> Result<Domains, LispError> {
     let mut domains = Domains::default();
     match optional_strings(lisp, ALLOWED_SETTING)? {
         Some(list) => {
@@ -130,49 +155,34 @@ fn domains(
             }
         }
     }
-    for f in project {
-        let Some(net) = network(f) else { continue };
-        // A repository's pattern that is not one is left out (named in the status), not made
-        // an error that stops every command.
-        let mut valid = |list: &[String]| -> Vec<String> {
-            let (good, bad): (Vec<&String>, Vec<&String>) =
-                list.iter().partition(|p| crate::sandbox::domains::valid(p));
-            for p in bad {
-                skipped.push(format!("{}: {p:?} is not a host pattern", f.shown));
-            }
-            good.into_iter().cloned().collect()
-        };
-        if let Some(denied) = &net.denied_domains {
-            let denied = valid(denied);
-            domains.denied.extend(denied);
-            domains.denied_from = joined(
-                &domains.denied_from,
-                &format!("{} sandbox.network.deniedDomains", f.shown),
-            );
+    Ok(domains)
+}
+
+/// The project's file `f` narrows `domains`: its denied patterns added, its allowed ones kept
+/// where the lists let them through ([`narrowed`]). A pattern that is not one is left out and
+/// named in `skipped`, not made an error that stops every command.
+fn narrow_by_project(domains: &mut Domains, f: &Found, skipped: &mut Vec<String>) {
+    let Some(net) = network(f) else { return };
+    let mut valid = |list: &[String]| -> Vec<String> {
+        let (good, bad): (Vec<&String>, Vec<&String>) =
+            list.iter().partition(|p| crate::sandbox::domains::valid(p));
+        for p in bad {
+            skipped.push(format!("{}: {p:?} is not a host pattern", f.shown));
         }
-        if let Some(allowed) = &net.allowed_domains {
-            let narrowed = narrowed(&domains, &valid(allowed));
-            domains.allowed = Some(narrowed);
-            let from = format!("{} sandbox.network.allowedDomains", f.shown);
-            domains.allowed_from = joined(&domains.allowed_from, &from);
-        }
+        good.into_iter().cloned().collect()
+    };
+    if let Some(denied) = &net.denied_domains {
+        let denied = valid(denied);
+        domains.denied.extend(denied);
+        let from = format!("{} sandbox.network.deniedDomains", f.shown);
+        domains.denied_from = joined(&domains.denied_from, &from);
     }
-    if domains.allowed.is_none() && domains.denied.is_empty() {
-        return Ok(None);
+    if let Some(allowed) = &net.allowed_domains {
+        let narrowed = narrowed(domains, &valid(allowed));
+        domains.allowed = Some(narrowed);
+        let from = format!("{} sandbox.network.allowedDomains", f.shown);
+        domains.allowed_from = joined(&domains.allowed_from, &from);
     }
-    if domains.allowed_from.is_empty() {
-        domains.allowed_from = ALLOWED_SETTING.into();
-    }
-    if domains.denied_from.is_empty() {
-        domains.denied_from = DENIED_SETTING.into();
-    }
-    if let Some(bad) = domains.invalid() {
-        return Err(LispError::Setting(format!(
-            "{} / {}: {bad:?} is not a host name, an IP address or *.name",
-            domains.allowed_from, domains.denied_from
-        )));
-    }
-    Ok(Some(domains))
 }
 
 /// The project's `allowed` patterns that the current lists let through: a name the current
