@@ -230,64 +230,16 @@ pub(super) async fn session_load(
     params: LoadSessionParams,
     open: Open,
 ) {
-    let replay = open == Open::Load;
-    let result = async {
-        let sid = params.session_id.0;
-        let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
-        let more = params.additional_directories.0;
-        let store = ctx
-            .agent
-            .sessions()
-            .store()
-            .ok_or_else(|| RpcError::invalid_params("sessions are not persisted"))?;
-        if !store.exists(&sid) {
-            return Err(RpcError::invalid_params(format!("Unknown session: {sid}")));
-        }
-        if ctx.hub.get(&sid).is_some() {
-            // Already open in this process: answer from its file, nothing is set up again.
-            let loaded = store
-                .load(&sid)
-                .map_err(|e| RpcError::internal_error(e.to_string()))?;
-            if replay {
-                ctx.agent.sessions().flush(&sid).await;
-                let loaded = store.load(&sid).unwrap_or(loaded);
-                for u in replay_updates(&loaded.entries) {
-                    update(ctx, &sid, u).await;
-                }
-            }
-            return Ok((sid, cwd, mcp_servers, None));
-        }
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
-        let loaded = ctx
-            .agent
-            .sessions()
-            .load(&sid, Some(events_tx))
-            .map_err(|e| load_error(&sid, &e))?;
-        let mode: String = ctx
-            .lisp
-            .setting("agent.permission-mode")
-            .unwrap_or_else(|_| "ask".to_owned());
-        ctx.agent.sessions().with(&sid, |s| {
-            s.cwd = cwd.clone();
-            s.data
-                .entry("permission-mode")
-                .or_insert_with(|| json!(mode));
-            set_additional_directories(s, &more);
-        });
-        let ready_tx = attach(ctx, &sid, events_rx);
-        if replay {
-            for u in replay_updates(&loaded.entries) {
-                ctx.hub.send_update(&ctx.conn, &sid, u).await;
-            }
-        }
-        Ok((sid, cwd, mcp_servers, Some(ready_tx)))
-    }
-    .await;
-    match result {
+    match reopen(ctx, params, open == Open::Load).await {
         Err(e) => {
             let _ = ctx.conn.respond_error(id, e).await;
         }
-        Ok((sid, cwd, mcp_servers, ready_tx)) => {
+        Ok(Reopened {
+            sid,
+            cwd,
+            mcp_servers,
+            ready_tx,
+        }) => {
             let mut result = session_setup_result(ctx, &sid).await;
             if open == Open::Fork {
                 result.insert("sessionId".into(), Value::String(sid.clone()));
@@ -302,6 +254,83 @@ pub(super) async fn session_load(
             }
         }
     }
+}
+
+/// A stored session opened again (or found open), and what its set-up still needs: `ready_tx`
+/// when it was opened now, `None` when it was open already.
+struct Reopened {
+    sid: String,
+    cwd: std::path::PathBuf,
+    mcp_servers: Vec<Result<crate::acp::McpServer, crate::acp::BadMcpServer>>,
+    ready_tx: Option<tokio::sync::watch::Sender<bool>>,
+}
+
+/// Open the stored session of `params` in this process, replaying it when `replay`; one open
+/// here already is answered from its file, nothing set up again.
+async fn reopen(
+    ctx: &Arc<Ctx>,
+    params: LoadSessionParams,
+    replay: bool,
+) -> Result<Reopened, RpcError> {
+    let sid = params.session_id.0;
+    let (cwd, mcp_servers) = (params.cwd.0, params.mcp_servers.0);
+    let more = params.additional_directories.0;
+    let store = ctx
+        .agent
+        .sessions()
+        .store()
+        .ok_or_else(|| RpcError::invalid_params("sessions are not persisted"))?;
+    if !store.exists(&sid) {
+        return Err(RpcError::invalid_params(format!("Unknown session: {sid}")));
+    }
+    if ctx.hub.get(&sid).is_some() {
+        // Already open in this process: answer from its file, nothing is set up again.
+        let loaded = store
+            .load(&sid)
+            .map_err(|e| RpcError::internal_error(e.to_string()))?;
+        if replay {
+            ctx.agent.sessions().flush(&sid).await;
+            let loaded = store.load(&sid).unwrap_or(loaded);
+            for u in replay_updates(&loaded.entries) {
+                update(ctx, &sid, u).await;
+            }
+        }
+        return Ok(Reopened {
+            sid,
+            cwd,
+            mcp_servers,
+            ready_tx: None,
+        });
+    }
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let loaded = ctx
+        .agent
+        .sessions()
+        .load(&sid, Some(events_tx))
+        .map_err(|e| load_error(&sid, &e))?;
+    let mode: String = ctx
+        .lisp
+        .setting("agent.permission-mode")
+        .unwrap_or_else(|_| "ask".to_owned());
+    ctx.agent.sessions().with(&sid, |s| {
+        s.cwd = cwd.clone();
+        s.data
+            .entry("permission-mode")
+            .or_insert_with(|| json!(mode));
+        set_additional_directories(s, &more);
+    });
+    let ready_tx = attach(ctx, &sid, events_rx);
+    if replay {
+        for u in replay_updates(&loaded.entries) {
+            ctx.hub.send_update(&ctx.conn, &sid, u).await;
+        }
+    }
+    Ok(Reopened {
+        sid,
+        cwd,
+        mcp_servers,
+        ready_tx: Some(ready_tx),
+    })
 }
 
 /// The error code of a `session/load` or `session/resume` refused because another oml process
