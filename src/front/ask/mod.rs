@@ -93,38 +93,66 @@ pub async fn follow(
                 break status::FAILED;
             }
         };
-        match event {
-            Event::Queued { .. } | Event::Ack { .. } | Event::Status(_) => {}
-            Event::Started { session_id: id, .. } => session_id = Some(id),
-            Event::Update { session_id, update } => render.update(&session_id, &update),
-            Event::Permission {
-                id,
-                session_id,
-                tool_call,
-                options,
-            } => {
-                let decision =
-                    asker::decide(decide.as_ref(), &session_id, &tool_call, &options).await;
-                let answer = crate::acp_client::choose(&options, &decision.clone().into());
-                render.permission(&session_id, &tool_call, &options, &answer);
-                if let Err(e) = conversation.answer(id, decision).await {
-                    render.failed("owner", &e.to_string(), status::FAILED);
-                    break status::FAILED;
-                }
-            }
-            Event::Done { stop_reason, text } => {
-                let code = status::of(&stop_reason);
-                render.done(session_id.as_deref(), &stop_reason, &text, code);
-                break code;
-            }
-            Event::Failed { category, message } => {
-                render.failed(&category, &message, status::FAILED);
-                break status::FAILED;
-            }
+        if let Some(code) = on_event(
+            event,
+            &mut render,
+            &mut conversation,
+            decide.as_ref(),
+            &mut session_id,
+        )
+        .await
+        {
+            break code;
         }
     };
     watcher.abort();
     code
+}
+
+/// One event of the prompt: shown, and a permission question answered; the exit status when
+/// it ends the prompt.
+async fn on_event(
+    event: Event,
+    render: &mut render::Render,
+    conversation: &mut Conversation,
+    decide: Option<&PermissionHandler>,
+    session_id: &mut Option<String>,
+) -> Option<i32> {
+    match event {
+        Event::Queued { .. } | Event::Ack { .. } | Event::Status(_) => None,
+        Event::Started { session_id: id, .. } => {
+            *session_id = Some(id);
+            None
+        }
+        Event::Update { session_id, update } => {
+            render.update(&session_id, &update);
+            None
+        }
+        Event::Permission {
+            id,
+            session_id,
+            tool_call,
+            options,
+        } => {
+            let decision = asker::decide(decide, &session_id, &tool_call, &options).await;
+            let answer = crate::acp_client::choose(&options, &decision.clone().into());
+            render.permission(&session_id, &tool_call, &options, &answer);
+            let answered = conversation.answer(id, decision).await;
+            answered.err().map(|e| {
+                render.failed("owner", &e.to_string(), status::FAILED);
+                status::FAILED
+            })
+        }
+        Event::Done { stop_reason, text } => {
+            let code = status::of(&stop_reason);
+            render.done(session_id.as_deref(), &stop_reason, &text, code);
+            Some(code)
+        }
+        Event::Failed { category, message } => {
+            render.failed(&category, &message, status::FAILED);
+            Some(status::FAILED)
+        }
+    }
 }
 
 /// `--no-wait`: reads the `queued` event only.
