@@ -53,22 +53,7 @@ pub(super) async fn connect(
     };
     let mut on_update = None;
     if let Some(opts) = &opts {
-        if let Some(env) = opts.get::<Option<Table>>("env").map_err(lua_error)? {
-            for pair in env.pairs::<String, String>() {
-                options.spawn.env.push(pair.map_err(lua_error)?);
-            }
-        }
-        options.spawn.cwd = opts
-            .get::<Option<String>>("cwd")
-            .map_err(lua_error)?
-            .map(PathBuf::from);
-        options.request_timeout = seconds(opts, "request-timeout")?;
-        options.startup_timeout = seconds(opts, "startup-timeout")?;
-        options.auto_authenticate = !matches!(
-            opts.get::<Value>("authenticate?").map_err(lua_error)?,
-            Value::Boolean(false)
-        );
-        permission::handlers(lisp, opts, &mut options)?;
+        read_options(lisp, opts, &mut options)?;
     }
     if options.on_permission.is_none() && ASK_ON_TERMINAL.load(Ordering::SeqCst) {
         options.on_permission = Some(terminal_permission_handler());
@@ -88,6 +73,37 @@ pub(super) async fn connect(
             last_turns: Mutex::new(HashMap::new()),
         }),
     };
+    deliver_out_of_turn_updates(lisp, &client, &conn);
+    Ok(conn)
+}
+
+/// The table's `:env`, `:cwd`, timeouts, `:authenticate?` and permission handlers, into
+/// `options`.
+fn read_options(
+    lisp: &Lisp,
+    opts: &Table,
+    options: &mut ConnectOptions,
+) -> Result<(), ClientError> {
+    if let Some(env) = opts.get::<Option<Table>>("env").map_err(lua_error)? {
+        for pair in env.pairs::<String, String>() {
+            options.spawn.env.push(pair.map_err(lua_error)?);
+        }
+    }
+    options.spawn.cwd = opts
+        .get::<Option<String>>("cwd")
+        .map_err(lua_error)?
+        .map(PathBuf::from);
+    options.request_timeout = seconds(opts, "request-timeout")?;
+    options.startup_timeout = seconds(opts, "startup-timeout")?;
+    options.auto_authenticate = !matches!(
+        opts.get::<Value>("authenticate?").map_err(lua_error)?,
+        Value::Boolean(false)
+    );
+    permission::handlers(lisp, opts, options)
+}
+
+/// Hand the updates that come between turns to `conn`'s `:on-update`, in a task of its own.
+fn deliver_out_of_turn_updates(lisp: &Lisp, client: &Client, conn: &Conn) {
     if let Some(mut rx) = client.take_out_of_turn() {
         let lisp = lisp.clone();
         let state = Arc::clone(&conn.state);
@@ -99,5 +115,4 @@ pub(super) async fn connect(
             }
         });
     }
-    Ok(conn)
 }
