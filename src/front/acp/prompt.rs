@@ -75,19 +75,7 @@ pub(super) async fn prompt(
     let usage = usage_delta(&before.usage, &after.usage);
     match result {
         Ok(outcome) => {
-            if outcome.command.is_some() {
-                advertise_commands(ctx, sid).await;
-            }
-            if before.mode != after.mode {
-                let mode = after.mode.clone().unwrap_or(Value::Null);
-                let mode = SessionUpdate::CurrentModeUpdate {
-                    current_mode_id: &mode,
-                };
-                update(ctx, sid, mode.to_value()).await;
-            }
-            if before.mode != after.mode || before.model != after.model {
-                config_update(ctx, sid).await;
-            }
+            what_changed(ctx, sid, outcome.command.is_some(), &before, &after).await;
             let stop = if cancelled {
                 StopReason::Cancelled
             } else {
@@ -103,6 +91,30 @@ pub(super) async fn prompt(
             Err(RpcError::new(jsonrpc::INTERNAL_ERROR, message.clone())
                 .with_data(json!({"details": message, "category": category})))
         }
+    }
+}
+
+/// What a turn changed besides its messages, told to the client: the commands after a slash
+/// command (`command`), the mode, and the config options when the mode or model moved.
+async fn what_changed(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    command: bool,
+    before: &SessionState,
+    after: &SessionState,
+) {
+    if command {
+        advertise_commands(ctx, sid).await;
+    }
+    if before.mode != after.mode {
+        let mode = after.mode.clone().unwrap_or(Value::Null);
+        let mode = SessionUpdate::CurrentModeUpdate {
+            current_mode_id: &mode,
+        };
+        update(ctx, sid, mode.to_value()).await;
+    }
+    if before.mode != after.mode || before.model != after.model {
+        config_update(ctx, sid).await;
     }
 }
 
