@@ -157,34 +157,36 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
                 let _ = conn.respond_malformed(&malformed).await;
             }
             Incoming::Notification(n) => notification(&ctx, n, &mut tasks),
-            Incoming::Request(r) => {
-                let method = Method::parse(&r.method, r.params).map_err(RpcError::invalid_params);
-                // A cancel read after this prompt must reach it, even if it comes before the
-                // prompt's task has started: the prompt's token is made now, in line order.
-                let prompt_key = match &method {
-                    Ok(Method::SessionPrompt(p)) => {
-                        ctx.agent.arm(&p.session_id.0);
-                        let key = r.id.to_string();
-                        ctx.prompts
-                            .lock()
-                            .insert(key.clone(), p.session_id.0.clone());
-                        Some(key)
-                    }
-                    _ => None,
-                };
-                let ctx = ctx.clone();
-                tasks.spawn(async move {
-                    request(&ctx, r.id, method).await;
-                    if let Some(key) = prompt_key {
-                        ctx.prompts.lock().remove(&key);
-                    }
-                });
-            }
+            Incoming::Request(r) => spawn_request(&ctx, r, &mut tasks),
         }
     }
 
     shut_down(&ctx, &mut tasks).await;
     0
+}
+
+/// Parse request `r` and answer it in a task of its own. A prompt's token is armed now, in line
+/// order, so that a cancel read after it reaches it even before its task has started.
+fn spawn_request(ctx: &Arc<Ctx>, r: crate::jsonrpc::Request, tasks: &mut JoinSet<()>) {
+    let method = Method::parse(&r.method, r.params).map_err(RpcError::invalid_params);
+    let prompt_key = match &method {
+        Ok(Method::SessionPrompt(p)) => {
+            ctx.agent.arm(&p.session_id.0);
+            let key = r.id.to_string();
+            ctx.prompts
+                .lock()
+                .insert(key.clone(), p.session_id.0.clone());
+            Some(key)
+        }
+        _ => None,
+    };
+    let ctx = ctx.clone();
+    tasks.spawn(async move {
+        request(&ctx, r.id, method).await;
+        if let Some(key) = prompt_key {
+            ctx.prompts.lock().remove(&key);
+        }
+    });
 }
 
 /// Cancel every prompt (the model stream, bash, pending client requests), let them answer
