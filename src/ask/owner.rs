@@ -223,7 +223,6 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
             return write.write_all(&wire::line(&said)).await;
         }
     };
-    let reply = |e: Event| wire::line(&e);
     match request {
         Request::Prompt {
             prompt,
@@ -236,6 +235,21 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
             *shared.ttl.lock() = Duration::from_secs(ttl);
             serve_prompt(shared, job, &mut read, &mut write, counted).await
         }
+        other => {
+            let said = answer_at_once(shared, other).await;
+            write.write_all(&wire::line(&said)).await
+        }
+    }
+}
+
+/// The answer to a request that is not a prompt: a cancel, the status, a new session or the
+/// close (after the jobs queued before it), or an answer that came on its own.
+async fn answer_at_once(shared: &Shared, request: Request) -> Event {
+    let failed = |message: &str| Event::Failed {
+        category: "owner".into(),
+        message: message.into(),
+    };
+    match request {
         Request::Cancel => {
             let running = shared.running.lock().clone();
             let what = match running {
@@ -245,14 +259,9 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
                 }
                 None => "nothing was running",
             };
-            write
-                .write_all(&reply(Event::Ack { what: what.into() }))
-                .await
+            Event::Ack { what: what.into() }
         }
-        Request::Status => {
-            let status = status(shared);
-            write.write_all(&reply(Event::Status(status))).await
-        }
+        Request::Status => Event::Status(status(shared)),
         Request::NewSession | Request::Close => {
             let (tx, rx) = oneshot::channel();
             let job = if matches!(request, Request::Close) {
@@ -261,19 +270,11 @@ async fn serve_connection(stream: UnixStream, shared: &Shared) -> std::io::Resul
                 Job::NewSession(tx)
             };
             enqueue(shared, job);
-            let said = rx.await.unwrap_or_else(|_| Event::Failed {
-                category: "owner".into(),
-                message: "the owner ended first".into(),
-            });
-            write.write_all(&reply(said)).await
+            rx.await.unwrap_or_else(|_| failed("the owner ended first"))
         }
-        Request::Answer { .. } => {
-            let said = Event::Failed {
-                category: "owner".into(),
-                message: "an answer belongs on its prompt's connection".into(),
-            };
-            write.write_all(&reply(said)).await
-        }
+        Request::Answer { .. } => failed("an answer belongs on its prompt's connection"),
+        // Served by `serve_prompt`; never handed here.
+        Request::Prompt { .. } => failed("a prompt is served on its own connection"),
     }
 }
 
