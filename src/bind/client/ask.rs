@@ -54,19 +54,7 @@ async fn ask(
     };
     let lisp = Lisp::from_lua(lua).ok_or_else(|| lua_error(mlua::Error::runtime("no host")))?;
     let paths = Paths::from_env();
-    let cwd: Option<String> = opts.get("cwd").map_err(lua_error)?;
-    let cwd = match cwd {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::current_dir().map_err(|e| connection(e.to_string()))?,
-    };
-    let key = Key {
-        agent: agent.clone(),
-        cwd: key_dir(&cwd),
-        name: opts
-            .get::<Option<String>>("session")
-            .map_err(lua_error)?
-            .unwrap_or_else(|| DEFAULT_SESSION.to_owned()),
-    };
+    let key = key_of(&agent, &opts)?;
     let place = Place::of(&paths, &key);
     let prompt = super::turns::prompt_blocks(lua, prompt)?;
     let handler: Option<Function> = opts.get("on-permission").map_err(lua_error)?;
@@ -111,6 +99,24 @@ async fn ask(
         None => None,
     };
     follow(lua, conversation, on_update, handler).await
+}
+
+/// The owner's key for `agent` with the options' `:cwd` (default: this process's folder) and
+/// `:session` name.
+fn key_of(agent: &str, opts: &Table) -> Result<Key, ClientError> {
+    let cwd: Option<String> = opts.get("cwd").map_err(lua_error)?;
+    let cwd = match cwd {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::current_dir().map_err(|e| connection(e.to_string()))?,
+    };
+    Ok(Key {
+        agent: agent.to_owned(),
+        cwd: key_dir(&cwd),
+        name: opts
+            .get::<Option<String>>("session")
+            .map_err(lua_error)?
+            .unwrap_or_else(|| DEFAULT_SESSION.to_owned()),
+    })
 }
 
 /// Reads the prompt's events into the result, calling the callbacks on the way.
