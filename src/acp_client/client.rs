@@ -1,6 +1,6 @@
 //! `Client`: one connection to an external agent — connect and negotiate, prompts as `Turn`s,
-//! cancel, close — and how transport failures become `ClientError`s with a category. The
-//! session methods are in `sessions.rs`.
+//! cancel, close. How transport failures become `ClientError`s with a category is in
+//! `failures.rs`; the session methods are in `sessions.rs`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,21 +21,21 @@ use super::{
 };
 use crate::acp::StopReason;
 use crate::acp::requests::{self, InitializeRequest};
-use crate::jsonrpc::{self, Connection, Options, RequestError};
+use crate::jsonrpc::{self, Connection, Options};
 
 /// A connection to one agent process. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<ClientInner>,
+    pub(super) inner: Arc<ClientInner>,
 }
 
-struct ClientInner {
-    name: String,
+pub(super) struct ClientInner {
+    pub(super) name: String,
     rpc: Connection,
     /// The agent process; `None` for an agent at a URL.
-    process: Option<AgentProcess>,
-    router: Arc<router::Router>,
-    initialized: Initialized,
+    pub(super) process: Option<AgentProcess>,
+    pub(super) router: Arc<router::Router>,
+    pub(super) initialized: Initialized,
     /// The method `connect` authenticated with by itself, if any.
     authenticated: Option<String>,
     request_timeout: Duration,
@@ -303,96 +303,6 @@ impl Client {
             .await
     }
 
-    async fn map_error(&self, error: RequestError) -> ClientError {
-        // The reader stopped at the line that made the connection unusable: whatever ended the
-        // request after that (the stop, the cancel, the close) is that protocol error.
-        if !matches!(error, RequestError::Rpc { .. })
-            && let Some(e) = self.inner.router.fatal_error()
-        {
-            self.close().await;
-            return e;
-        }
-        match error {
-            RequestError::Rpc { method, error } => self.agent_error(&method, error),
-            RequestError::Cancelled { method, .. } => match self.inner.router.fatal_error() {
-                Some(e) => {
-                    self.close().await;
-                    e
-                }
-                None => ClientError::new(Category::Connection, format!("{method} was cancelled")),
-            },
-            RequestError::Timeout { method, after, .. } => ClientError::new(
-                Category::Connection,
-                format!("{method}: the agent gave no answer within {after:?}"),
-            ),
-            other @ (RequestError::Closed { .. }
-            | RequestError::Io { .. }
-            | RequestError::Send { .. }) => self.connection_error(other.to_string()).await,
-        }
-    }
-
-    /// An error answer of the agent; "authentication required" names the methods it offers.
-    fn agent_error(&self, method: &str, error: jsonrpc::RpcError) -> ClientError {
-        let mut e = ClientError::new(
-            Category::Agent,
-            format!("{method} failed: {} ({})", error.message, error.code),
-        );
-        e.code = Some(error.code.into());
-        if error.code != jsonrpc::AUTH_REQUIRED || method == "authenticate" {
-            e.data = error.data;
-            return e;
-        }
-        let names: Vec<String> = (self.inner.initialized.methods.iter())
-            .map(|m| match &m.name {
-                Some(name) => format!("{} ({name})", m.id),
-                None => m.id.clone(),
-            })
-            .collect();
-        e.message = format!(
-            "{method} failed: authentication required; the agent offers: {}",
-            if names.is_empty() {
-                "no methods".to_owned()
-            } else {
-                names.join(", ")
-            }
-        );
-        let data = AuthData {
-            auth_methods: &self.inner.initialized.auth_methods,
-            error: error.data.as_ref(),
-        };
-        e.data = Some(self::data(&data));
-        e
-    }
-
-    /// The connection is gone: say so with the agent's exit status and the tail of its stderr.
-    async fn connection_error(&self, mut message: String) -> ClientError {
-        let Some(process) = &self.inner.process else {
-            message.push_str(&format!("; the connection to {} ended", self.inner.name));
-            return ClientError::new(Category::Connection, message);
-        };
-        let status = process.wait_exit(process::EXIT_REPORT_WAIT).await;
-        if let Some(status) = status {
-            message.push_str(&format!(
-                "; the agent exited with {}",
-                process::describe_status(&status)
-            ));
-        }
-        if status.is_some() {
-            process.wait_stderr(process::STDERR_DRAIN_WAIT).await;
-        }
-        let tail = process.stderr_tail();
-        let tail = tail.trim_end();
-        if !tail.is_empty() {
-            message.push_str(&format!("; its stderr ends with:\n{tail}"));
-        }
-        let mut e = ClientError::new(Category::Connection, message);
-        e.data = Some(data(&ExitData {
-            exit_status: status.and_then(|s| s.code()),
-            stderr: tail,
-        }));
-        e
-    }
-
     /// The router of this connection's sessions (for the session methods).
     pub(super) fn router(&self) -> &router::Router {
         &self.inner.router
@@ -521,7 +431,7 @@ fn spawn_agent(
 }
 
 /// An error's data, as JSON.
-fn data<T: serde::Serialize>(data: &T) -> Value {
+pub(super) fn data<T: serde::Serialize>(data: &T) -> Value {
     serde_json::to_value(data).unwrap_or(Value::Null)
 }
 
@@ -530,23 +440,6 @@ fn data<T: serde::Serialize>(data: &T) -> Value {
 #[serde(rename_all = "camelCase")]
 struct VersionData {
     protocol_version: Value,
-}
-
-/// Authentication required: the error's data, with the agent's own.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthData<'a, M: serde::Serialize> {
-    auth_methods: &'a M,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a Value>,
-}
-
-/// The connection is gone: the error's data.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ExitData<'a> {
-    exit_status: Option<i32>,
-    stderr: &'a str,
 }
 
 /// Whether the agent's environment has `name` set (not empty): its own `env`, else oml's.

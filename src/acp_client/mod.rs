@@ -20,6 +20,7 @@
 pub mod auth;
 pub mod capabilities;
 mod client;
+mod failures;
 pub mod process;
 pub mod remote;
 mod router;
