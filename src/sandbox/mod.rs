@@ -249,14 +249,15 @@ pub fn prepare(policy: &Policy) -> Prepared {
             }
         },
     };
+    let (set_env, remove_env) = proxy.as_ref().map(|p| p.env()).unwrap_or_default();
     Prepared {
         mode: policy.mode,
         status,
         ruleset,
         deny_inet: !policy.open() && mounts::network_available().is_err(),
         mounts,
-        remove_env: proxy.as_ref().map(|p| p.env().1).unwrap_or_default(),
-        set_env: proxy.as_ref().map(|p| p.env().0).unwrap_or_default(),
+        remove_env,
+        set_env,
         only_env: None,
         proxy,
     }
