@@ -43,6 +43,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_plan", "src/agent/plan.fnl"),
     ("agent_ask", "src/agent/ask.fnl"),
     ("agent_delegate", "src/agent/delegate.fnl"),
+    ("agent_task", "src/agent/task.fnl"),
     ("agent_images", "src/agent/images.fnl"),
     ("agent_usage", "src/agent/usage.fnl"),
     ("agent_protocol", "src/agent/protocol.fnl"),

@@ -120,12 +120,15 @@ when there are none: each file under its path, in order, with what was cut or co
 
 (fn agent.system-prompt-parts [?dir]
   "The parts of the default system prompt, in order, each {:source :text}: the briefing
-(`agent.base-prompt`), the environment (`agent.environment`), the project's instructions
+(`agent.base-prompt`, or a sub-agent's own prompt, its session's :agent-prompt), the environment (`agent.environment`), the project's instructions
 (`project.instructions`), the skills (`agent.skills-text`) and `agent.append-system-prompt` when set. `/context` shows them."
   (let [dir (or ?dir (session.cwd))
         files (project.instructions dir)
         instructions (agent.instructions-text files)
-        parts [{:source "agent.base-prompt" :text (agent.base-prompt)}
+        own (session.get :agent-prompt)
+        parts [(if (and (= :string (type own)) (own:find "%S"))
+                   {:source "the sub-agent's definition" :text own}
+                   {:source "agent.base-prompt" :text (agent.base-prompt)})
                {:source "agent.environment" :text (agent.environment dir)}]]
     (when instructions
       (table.insert parts {:source (table.concat (icollect [_ f (ipairs files)] f.path) ", ")
@@ -221,7 +224,7 @@ through `session.delta-forwarder`. The model is REQUEST's :model, else this sess
       (and (= :table (type r)) (not= nil r.content))
       {:content (if (= :string (type r.content)) r.content (fennel.view r.content))
        :error? (= true r.error?) :diff r.diff :terminal-id (. r :terminal-id) :images r.images
-       :exit r.exit}
+       :exit r.exit :meta r.meta}
       {:content (fennel.view r) :error? false}))
 
 ;; What a replay may show of a thought or a diff the transcript does not keep, at most.
@@ -254,6 +257,14 @@ its card started with) run, just before it runs. Does nothing here; `oml acp` re
 turn a pending card in_progress."
   nil)
 
+;; The tool call each coroutine is running, by coroutine (weak keys): `agent.running-call-id`.
+(local running-calls (setmetatable {} {:__mode :k}))
+
+(fn agent.running-call-id []
+  "The id of the tool call this coroutine is running (its card), or nil. Unlike
+`oml.running-tool`, right for calls running in parallel."
+  (. running-calls (coroutine.running)))
+
 (fn agent.run-tool-call [call]
   "Run one OpenAI tool call {:id :function {:name :arguments}}: parse the arguments, show the
 tool card (tool-start, its :status from `agent.tool-card-status`), call `agent.execute-tool`,
@@ -275,12 +286,14 @@ error result the model reads."
         status (when (and status-ok (= :string (type status))) status)]
     (session.emit! {:type :tool-start : id : name :args (agent.card-args shown) : kind : title : status
                     :locations (if loc-ok locations (json.array))})
+    (tset running-calls (coroutine.running) id)
     (let [result (if perr
                      {:content perr :error? true}
                      (let [(ok r) (xpcall #(agent.execute-tool {: id : name : args : kind : title : mcp : status :locations (if loc-ok locations (json.array))}) (fn [e] e))]
                        (if ok (normalize-result r) {:content (oml.error-message r) :error? true})))]
       (session.emit! {:type :tool-end : id :content result.content :error? result.error?
-                      :diff result.diff :terminal-id (. result :terminal-id) :exit result.exit})
+                      :diff result.diff :terminal-id (. result :terminal-id) :exit result.exit
+                      :meta result.meta})
       ;; What the transcript does not keep, for replays: the card's title and kind, and failure.
       (session.record! :tool {: id : name : title : kind :error? (= true result.error?)
                               :diff (replay-diff result.diff)})
@@ -349,12 +362,57 @@ to change the permission policy or rewrite results."
 (fn agent.stop-reason [{: turn : response}]
   "After model call number TURN and its tools: nil to go on, else why the loop stops —
 :cancelled, then :end-turn (no tool calls; :max-tokens when the model hit its output limit,
-:refusal when it declined), then :max-turns."
+:refusal when it declined), then :max-turns (the session's :max-turns, a sub-agent's, else
+`agent.max-turns`)."
   (if (or response.cancelled (session.cancelled?)) :cancelled
       (= 0 (length (tool-calls-of response.message)))
       (case response.finish-reason :length :max-tokens :refusal :refusal _ :end-turn)
-      (>= turn agent.max-turns) :max-turns
+      (>= turn (or (tonumber (session.get :max-turns)) agent.max-turns)) :max-turns
       nil))
+
+(fn agent.parallel-call? [call]
+  "Whether the tool CALL may run at the same time as its neighbours that may too: a `task` call
+(a sub-agent) not in the background."
+  (let [fun (or call.function {})]
+    (and (= fun.name :task)
+         (not (: (tostring (or fun.arguments "")) :find "\"background\"%s*:%s*true")))))
+
+(fn run-one [call]
+  (if (session.cancelled?)
+      {:content "Cancelled before it ran." :error? true}
+      (agent.run-tool-call call)))
+
+(fn run-together [calls]
+  "Run CALLS concurrently (`session.spawn`), `agent.max-parallel` at a time; their results in order."
+  (let [width (math.max 1 (or (oml.setting "agent.max-parallel") 1))
+        results []]
+    (var i 1)
+    (while (<= i (length calls))
+      (let [handles (fcollect [j i (math.min (length calls) (+ i width -1))]
+                      (let [call (. calls j)] (session.spawn #(run-one call))))]
+        (each [_ h (ipairs handles)]
+          (let [(ok r) (session.join h)]
+            (table.insert results (if ok r {:content (oml.error-message r) :error? true}))))
+        (set i (+ i width))))
+    results))
+
+(fn agent.run-tool-calls [calls]
+  "Run the tool CALLS of one model answer and return their results in order: one after another,
+except that neighbouring calls `agent.parallel-call?` accepts run at the same time
+(`agent.max-parallel` at most). A call that would start after a cancel is not run."
+  (let [results []]
+    (var i 1)
+    (while (<= i (length calls))
+      (var j i)
+      (while (and (< j (length calls)) (agent.parallel-call? (. calls i))
+                  (agent.parallel-call? (. calls (+ j 1))))
+        (set j (+ j 1)))
+      (if (= i j)
+          (table.insert results (run-one (. calls i)))
+          (each [_ r (ipairs (run-together (fcollect [k i j] (. calls k))))]
+            (table.insert results r)))
+      (set i (+ j 1)))
+    results))
 
 (fn agent.run-model-call [turn]
   "Model call number TURN of this turn, with its tool calls: call the model with the whole
@@ -369,13 +427,9 @@ that the reply (which can hold a whole file) is garbage once it returns."
     (record-thought! response)
     (when (or (has-text? message) (< 0 (length calls)))
       (table.insert out message))
-    (local results [])
-    (each [_ call (ipairs calls)]
-      (let [result (if (session.cancelled?)
-                       {:content "Cancelled before it ran." :error? true}
-                       (agent.run-tool-call call))]
-        (table.insert results result)
-        (table.insert out (agent.tool-result-message call result))))
+    (local results (agent.run-tool-calls calls))
+    (each [i call (ipairs calls)]
+      (table.insert out (agent.tool-result-message call (. results i))))
     ;; A tool message carries text only: images a tool gave follow as a user message.
     (let [images (agent.tool-images-message results)]
       (when images (table.insert out images)))

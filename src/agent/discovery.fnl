@@ -7,6 +7,7 @@
 (local fennel (require :fennel))
 (local agent _G.agent)
 (local json _G.json)
+(local session _G.session)
 
 (defsetting agent.tool-tables [:tools] :table
   "Names of the tables whose documented functions are tools; later tables win on a name clash.")
@@ -41,12 +42,29 @@
   "The tools: documented functions in the tables named by `agent.tool-tables`, as entries
 {:name :fn :table} sorted by name (later tables win on a name clash; a tool whose
 `:available?` metadata is a function that returns false now is left out), then the session's
-MCP servers' tools (`mcp.tool-entries`: entries with :spec, :kind, :title and :mcp too)."
+MCP servers' tools (`mcp.tool-entries`: entries with :spec, :kind, :title and :mcp too), as
+`agent.allowed-tools` lets the session have them."
   (let [entries (icollect [_ e (ipairs (documented-fns agent.tool-tables))]
                   (when (available? e) e))]
     (each [_ e (ipairs (or (and _G.mcp _G.mcp.tool-entries (_G.mcp.tool-entries)) []))]
       (table.insert entries e))
-    entries))
+    (agent.allowed-tools entries)))
+
+(fn listed? [list name]
+  (accumulate [hit false _ n (ipairs list) &until hit] (= n name)))
+
+(fn agent.allowed-tools [entries]
+  "ENTRIES without the tools the session's :tool-filter {:allow :deny} leaves out (a sub-agent's
+definition's `tools` and `disallowedTools`): with :allow, only the names it lists; never one :deny
+lists. A session without a filter keeps them all."
+  (let [filter (and session (session.current) (session.get :tool-filter))
+        allow (and (= :table (type filter)) (= :table (type filter.allow)) filter.allow)
+        deny (and (= :table (type filter)) (= :table (type filter.deny)) filter.deny)]
+    (if (not (or allow deny))
+        entries
+        (icollect [_ e (ipairs entries)]
+          (when (and (or (not allow) (listed? allow e.name)) (not (and deny (listed? deny e.name))))
+            e)))))
 
 (fn agent.commands []
   "The slash commands: documented functions in the tables named by `agent.command-tables`, as

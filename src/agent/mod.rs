@@ -27,6 +27,7 @@ use crate::lisp::{Lisp, LispError, from_lua};
 use crate::session::store::{Flushed, Unsaved};
 
 mod delegate;
+mod subagent;
 pub use crate::session::{AgentEvent, EventSink, PromptState, Session, Sessions};
 
 /// One entry of [`AGENT_FILES`] for `src/agent/NAME.fnl`, whose bytecode build.rs writes as
@@ -54,6 +55,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("plan"),
     agent_file!("ask"),
     agent_file!("delegate"),
+    agent_file!("task"),
     agent_file!("images"),
     agent_file!("usage"),
     agent_file!("protocol"),
@@ -106,6 +108,7 @@ impl Agent {
         crate::bind::session::install(lisp, sessions.clone())?;
         crate::bind::search::install(lisp)?;
         crate::bind::project::install(lisp)?;
+        subagent::install(lisp)?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
         let s = sessions.clone();
         crate::bind::llm::set_cancel_lookup(

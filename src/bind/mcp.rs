@@ -36,6 +36,10 @@ pub const CALL_TIMEOUT_SECS: u64 = 300;
 /// Characters of a tool result the model reads when `mcp.max-chars` is unset.
 pub const MAX_CHARS: usize = crate::tools::READ_MAX_CHARS;
 
+/// The session key naming the session whose MCP servers a session without its own uses (a
+/// sub-agent's, set by `agent.task-session`).
+const SHARED_FROM: &str = "mcp-session";
+
 /// The servers of every open session, by session id.
 #[derive(Default)]
 pub struct McpHub {
@@ -183,7 +187,17 @@ pub async fn stop_all(lisp: &Lisp) {
 fn set_of(lua: &Lua, sid: Option<String>) -> mlua::Result<Option<Arc<ServerSet>>> {
     let sessions = sessions(lua)?;
     let sid = session_id(lua, &sessions, sid)?;
-    Ok(hub(lua).get(&sid))
+    let hub = hub(lua);
+    if let Some(set) = hub.get(&sid) {
+        return Ok(Some(set));
+    }
+    // A sub-agent uses the servers of the session it was started from (`task.fnl`).
+    let from = sessions.with(&sid, |s| {
+        s.data
+            .get(SHARED_FROM)
+            .and_then(|v| v.as_str().map(str::to_owned))
+    });
+    Ok(from.flatten().and_then(|from| hub.get(&from)))
 }
 
 fn tool_json(t: &McpTool) -> Json {

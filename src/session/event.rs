@@ -54,6 +54,10 @@ pub enum AgentEvent {
             skip_serializing_if = "Option::is_none"
         )]
         terminal_id: Option<String>,
+        /// What the card carries in ACP's `_meta` (a `task` card: the sub-agent's session,
+        /// `{oml: {subagent: {sessionId, parentSessionId, agent}}}`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        meta: Option<Value>,
     },
     /// A piece of the output of the tool call that is running (what `bash` writes as it
     /// writes it), for a live view; the result in `ToolEnd` is what counts. With `replace`, the

@@ -78,7 +78,7 @@ turn is its usage. Must not wait on anything."
                                          :newText (or (. event.diff :new-text) "")}))
                 {:sessionUpdate :tool_call_update :toolCallId event.id
                  :status (if (. event :error?) :failed :completed)
-                 : content})
+                 : content :_meta event.meta})
     :plan {:sessionUpdate :plan :entries (or event.entries (json.array))}
     :notice {:sessionUpdate :agent_message_chunk
              :content (text-block (.. "\n*" (or event.text "") "*\n"))}

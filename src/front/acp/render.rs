@@ -157,6 +157,11 @@ impl Tail {
         event: AgentEvent,
     ) {
         if let AgentEvent::ToolOutput { id, text, replace } = event {
+            if self.whole && self.id.as_deref() != Some(id.as_str()) {
+                // Cards updated side by side (sub-agents running in parallel): the other
+                // card's view goes out before this one takes the tail.
+                self.flush(renderer, conn, sid).await;
+            }
             if replace || self.id.as_deref() != Some(id.as_str()) {
                 let sent = self
                     .sent
@@ -467,6 +472,7 @@ mod tests {
             diff: None,
             exit: None,
             terminal_id: None,
+            meta: None,
         };
         assert!(
             chunk_update(&tool_end).is_none(),

@@ -1,0 +1,363 @@
+;; Sub-agents: the `task` tool, which runs a sub-agent (a definition found by `agent.find-agent`,
+;; or a built-in one) as a session of this process to the end of its own turn and hands its
+;; final message back; in the background (`task_output`, `task_stop`, `/tasks`); in a git
+;; worktree of its own. Several `task` calls of one model answer run in parallel
+;; (`agent.run-tool-calls`, `agent.max-parallel`), and nesting stops at `agent.max-depth`.
+;;
+;; A sub-agent's session keeps its link in session keys: :subagent {:parent :call :agent :depth}
+;; (what `agent.ask-user` asks through, in the parent's session and card), :agent-prompt (its
+;; system prompt), :tool-filter {:allow :deny}, :max-turns. The Rust primitives are in
+;; src/agent/subagent.rs (`session.new-child`, `session.start-turn`, `session.next-event`,
+;; `session.wait-turn`, `session.stop-turn`, `session.spawn`, `session.join`). Loaded after
+;; delegate.fnl, whose `agent.delegate` drives a definition that names an ACP agent.
+
+(local oml _G.oml)
+(local fennel (require :fennel))
+(local agent _G.agent)
+(local tools _G.tools)
+(local commands _G.commands)
+(local session _G.session)
+(local project _G.project)
+(local json _G.json)
+
+(defsetting agent.max-parallel 4 :integer
+  "Sub-agents (`task` calls of one model answer) that run at the same time at most; the others wait for a free place.")
+(defsetting agent.max-depth 3 :integer
+  "How deep sub-agents nest: a sub-agent at this depth gets an error result from `task`.")
+(defsetting agent.task-max-chars 50000 :integer
+  "Characters of a sub-agent's final message the `task` tool returns at most; the head is kept and a footer says how much was cut.")
+
+;; Lines of a task card's live view: the sub-agent's tool calls kept at most, and characters of
+;; its text since the last one.
+(local view-max-tools 30)
+(local view-max-text 2000)
+
+;;; Built-in definitions
+
+(set agent.builtin-agents
+     {:general-purpose {:name :general-purpose :source "built in"
+                        :description "A general agent for multi-step tasks: searching, reading, changing files and running commands."
+                        :prompt "You are a sub-agent of oml, a coding agent. Do the task you are given completely, with your tools, then answer with a concise report of what you did and found: the parent agent reads only your final message."}
+      :explore {:name :explore :source "built in"
+                :description "A fast read-only agent for finding files, searching code and answering questions about the codebase."
+                :tools [:read :grep :find :ls]
+                :prompt "You are a read-only search sub-agent of oml. Find what you are asked for with read, grep, find and ls, then answer with the paths (as path:line) and a concise summary: the parent agent reads only your final message."}})
+
+(fn agent.task-agent [name]
+  "The definition the `task` tool runs for NAME: `agent.find-agent`'s (the user's and the
+project's definitions and `agent.def`), else a built-in one (`agent.builtin-agents`), else nil."
+  (or (and agent.find-agent (agent.find-agent name))
+      (. agent.builtin-agents name)))
+
+(fn agent.task-agent-names []
+  "The names the `task` tool accepts now, sorted: the definitions found and the built-in ones."
+  (let [seen (collect [n (pairs agent.builtin-agents)] n true)]
+    (when agent.agent-defs
+      (let [(ok defs) (pcall agent.agent-defs)]
+        (when (and ok (= :table (type defs)))
+          (each [_ d (ipairs (or defs.found []))] (tset seen d.name true)))))
+    (doto (icollect [n (pairs seen)] n) (table.sort))))
+
+;;; The sub-agent's session
+
+(fn agent.depth [?session-id]
+  "How deep the session (the current one, or ?SESSION-ID) is nested: 0 for a user's session, 1
+for its sub-agents, and so on."
+  (let [link (session.get :subagent ?session-id)]
+    (or (and (= :table (type link)) (tonumber link.depth)) 0)))
+
+(local mode-rank {:read-only 0 :ask 1 :accept-edits 2 :yolo 3})
+
+(fn capped-mode [wanted parent]
+  (if (and (. mode-rank wanted) (<= (. mode-rank wanted) (or (. mode-rank parent) 1))) wanted parent))
+
+(fn agent.task-grants [def]
+  "What the sub-agent of DEF may do under this session: {:permission-mode :refused}, by
+`agent.granted` (the trust rule for definitions) when it is defined, else DEF's mode capped at
+this session's mode."
+  (let [parent (agent.current-permission-mode)]
+    (if agent.granted
+        (let [g (agent.granted def parent (and project.trusted? (project.trusted? (session.cwd))))]
+          {:permission-mode (or g.permission-mode parent) :refused (or g.refused [])
+           :mcp-servers g.mcp-servers})
+        {:permission-mode (capped-mode (or def.permission-mode parent) parent) :refused []})))
+
+(fn agent.task-session [def cwd call-id]
+  "A new session for a sub-agent of DEF working in CWD for the `task` call CALL-ID of this
+session: its mode (`agent.task-grants`), model, system prompt, tools, turn limit and link, and
+this session's additional directories, network choice and MCP servers. Returns its id and the
+grants."
+  (let [parent (session.current)
+        grants (agent.task-grants def)
+        child (session.new-child cwd)]
+    (each [k v (pairs {:permission-mode grants.permission-mode
+                       :model (when (and def.model (not= def.model :inherit)) def.model)
+                       :agent-prompt def.prompt
+                       :tool-filter {:allow def.tools :deny (. def :disallowed-tools)}
+                       :max-turns (. def :max-turns)
+                       :additional-directories (session.get :additional-directories)
+                       :network? (session.get :network?)
+                       :mcp-session (or (session.get :mcp-session) parent)
+                       :subagent {: parent :call call-id :agent def.name
+                                  :depth (+ 1 (agent.depth))}})]
+      (when (not= nil v) (session.put! k v child)))
+    (session.record! :subagent {:session child :agent def.name :call call-id})
+    (session.record! :parent {:session parent :agent def.name :call call-id} child)
+    (values child grants)))
+
+;;; Asking the user for a sub-agent
+
+(fn alive? [id]
+  (accumulate [hit false _ s (ipairs (session.list)) &until hit] (= s id)))
+
+(fn agent.ask-user [call]
+  "Ask the user about the tool CALL through the front end (`agent.ask-permission`); in a
+sub-agent's session, in its parent's session instead (up to the user's), on the card of the
+`task` call that runs it, the title naming the sub-agent. Returns what `agent.ask-permission`
+does."
+  (let [link (session.get :subagent)]
+    (if (and (= :table (type link)) link.parent (alive? link.parent))
+        (let [asked (collect [k v (pairs call)] k v)]
+          (set asked.id link.call)
+          (set asked.title (.. link.agent ": " (or call.title call.name)))
+          (set asked.status :in_progress)
+          (session.with link.parent agent.ask-user asked))
+        (agent.ask-permission call))))
+
+;;; Running one
+
+(fn new-view [name prompt]
+  "The task card's live view of a sub-agent's turn: its name and prompt, one line per tool call,
+and its text since the last one."
+  (let [calls [] by-id {}]
+    (var text "")
+    {:event (fn [e]
+              (case e.type
+                :text-delta (do (set text (.. text e.text))
+                                (when (> (length text) (* 8 view-max-text))
+                                  (set text (oml.keep-tail text view-max-text))))
+                :tool-start (let [c {:title (if (and (= :string (type e.title)) (e.title:find "%S")) e.title e.name)
+                                     :status "…"}]
+                              (set text "")
+                              (tset by-id e.id c)
+                              (table.insert calls c)
+                              (when (> (length calls) view-max-tools) (table.remove calls 1)))
+                :tool-end (let [c (. by-id e.id)]
+                            (when c (set c.status (if (. e :error?) "failed" "done"))))))
+     :text (fn []
+             (let [out [(.. "**" name "**: " (oml.keep-tail prompt 300))]]
+               (each [_ c (ipairs calls)]
+                 (table.insert out (.. "- " c.title " (" c.status ")")))
+               (when (text:find "%S") (table.insert out (oml.keep-tail text view-max-text)))
+               (table.concat out "\n")))}))
+
+(fn final-message [child]
+  "The text of the last assistant message of the session CHILD's transcript, or \"\"."
+  (let [msgs (session.transcript child)]
+    (var found "")
+    (for [i (length msgs) 1 -1 &until (not= found "")]
+      (let [m (. msgs i)]
+        (when (and (= m.role :assistant) (= :string (type m.content)) (m.content:find "%S"))
+          (set found m.content))))
+    found))
+
+(fn agent.task-result [run]
+  "The `task` tool's result for the finished RUN {:name :child :ended :worktree :refused}: the
+sub-agent's final message (cut to `agent.task-max-chars`), then a footer with how it stopped,
+and for a worktree its branch, folder and diff stat. {:content :error? :meta}."
+  (let [ended (or run.ended {:error "the turn left no result"})
+        text (final-message run.child)
+        footer [(.. "[" run.name (if ended.error (.. " failed: " ended.error)
+                                     (.. " stopped: " (tostring (. ended :stop-reason))))
+                    "]")]]
+    (each [_ r (ipairs (or run.refused []))] (table.insert footer (.. "[not granted: " r "]")))
+    (when run.worktree
+      (let [wt run.worktree
+            (ok stat) (pcall project.worktree-diffstat wt.path wt.base)]
+        (table.insert footer (.. "[worktree: branch " wt.branch " in " wt.path "]"))
+        (table.insert footer (if (and ok (= :string (type stat)) (stat:find "%S"))
+                                 (.. "Changes:\n" stat)
+                                 "No changes."))))
+    {:content (.. (oml.cap-head (if (text:find "%S") text "(no final message)")
+                                (oml.setting "agent.task-max-chars"))
+                  "\n\n" (table.concat footer "\n"))
+     :error? (or (not= nil ended.error) (= (. ended :stop-reason) :cancelled))
+     :meta {:oml {:subagent {:sessionId run.child :parentSessionId run.parent :agent run.name}}}}))
+
+(fn agent.watch-task [run follow-cancel?]
+  "Read the events of the sub-agent turn RUN {:handle :view :call-id} until it ends, showing
+each on the task card; with FOLLOW-CANCEL? a cancel of this session's prompt cancels it. Sets
+RUN's :ended."
+  (var e (session.next-event run.handle follow-cancel?))
+  (while e
+    (run.view.event e)
+    (when run.card-id
+      (session.emit! {:type :tool-output :id run.card-id :text (run.view.text) :replace true}))
+    (set e (session.next-event run.handle follow-cancel?)))
+  (set run.ended (session.wait-turn run.handle))
+  run)
+;;; Background tasks
+
+;; Every task of this process by id: {:id :name :description :parent :child :handle :view
+;; :background? :ended :watcher :started}.
+(set agent.tasks (or agent.tasks {}))
+(var next-task 0)
+
+(fn new-task-id []
+  (set next-task (+ next-task 1))
+  (.. "task-" next-task))
+
+(fn agent.task-finished! [run]
+  "Hand the result of the background task RUN, which has just ended, to its parent session: as
+a user message posted to the session (`session.post!`), which joins the conversation before
+the session's next model call, and `agent.wake!` (a front end's: start a turn for it when the
+session is idle) when defined."
+  (let [result (agent.task-result run)
+        text (.. "[Background task " run.id " (" run.name (if run.description (.. ": " run.description) "")
+                 ") has finished]\n" result.content)]
+    (set run.result result)
+    (session.emit! {:type :tool-end :id run.card-id :content result.content :error? result.error?
+                    :meta result.meta})
+    (when (and session.post! (alive? run.parent))
+      (session.post! {:role :user :content text} run.parent)
+      (when agent.wake! (agent.wake! run.parent)))
+    (session.forget-child run.child)))
+
+(fn start-background! [run]
+  "Watch the background task RUN on a coroutine of its own, on a card of its own that completes
+when it ends; returns at once."
+  (set run.card-id (.. (or run.call-id run.id) ":background"))
+  (session.emit! {:type :tool-start :id run.card-id :name :task :kind :other
+                  :title (.. run.name " (background " run.id ")" (if run.description (.. ": " run.description) ""))
+                  :args {:agent run.name :background true}})
+  (set run.watcher (session.spawn (fn []
+                                    (agent.watch-task run false)
+                                    (agent.task-finished! run)
+                                    true)))
+  run)
+
+;;; The tool
+
+(fn task-error [text] {:content text :error? true})
+
+(fn agent.task-worktree [name]
+  "A git worktree of this session's directory for a sub-agent NAME (`project.worktree-add`):
+{:path :branch :base :name}; raises a clear error outside a git repository."
+  (when (not project.worktree-add)
+    (error "worktrees are not available in this build" 0))
+  (project.worktree-add (session.cwd) name))
+
+(fn agent.run-task [{: agent-name : prompt : description : background : isolation : call-id}]
+  "Run the sub-agent AGENT-NAME on PROMPT for the `task` call CALL-ID of this session, as the
+`task` tool describes; returns the tool's result."
+  (let [def (agent.task-agent agent-name)
+        depth (agent.depth)
+        max-depth (oml.setting "agent.max-depth")]
+    (if (not def)
+        (task-error (.. "Unknown agent " (tostring agent-name) "; the agents are: "
+                        (table.concat (agent.task-agent-names) ", ")))
+        (>= depth max-depth)
+        (task-error (.. "Sub-agents nest at most " max-depth " deep (agent.max-depth): do this task yourself."))
+        def.acp
+        (agent.run-acp-task def prompt)
+        (let [id (new-task-id)
+              (ok-wt wt) (if (or (= isolation :worktree) (= def.isolation :worktree))
+                             (pcall agent.task-worktree (.. (tostring agent-name) "-" id))
+                             (values true nil))]
+          (if (not ok-wt)
+              (task-error (.. "No worktree for the task: " (oml.error-message wt)))
+              (let [(child grants) (agent.task-session def (if wt wt.path (session.cwd)) call-id)
+                    run {: id :name def.name : description :parent (session.current) : child
+                         :view (new-view def.name prompt) :background? (or (= true background) (= true def.background))
+                         :worktree wt :refused grants.refused :call-id call-id :started (os.time)}]
+                (tset agent.tasks id run)
+                (set run.handle (session.start-turn child prompt))
+                (if run.background?
+                    (do (start-background! run)
+                        {:content (.. "Started background task " id " (" def.name "). Its result joins the conversation when it ends; task_output reads it before, task_stop ends it.")})
+                    (do (set run.card-id call-id)
+                        (agent.watch-task run true)
+                        (let [result (agent.task-result run)]
+                          (set run.result result)
+                          (session.forget-child child)
+                          result)))))))))
+
+(fn agent.run-acp-task [def prompt]
+  "Run the definition DEF that names an ACP agent (:acp) on PROMPT through `agent.delegate`."
+  (let [name (.. "task-" def.name)]
+    (when (not (. agent.delegates name))
+      (agent.defdelegate name {:agent def.acp :model def.model :system-prompt def.prompt
+                               :description def.description}))
+    (let [(ok r) (pcall agent.delegate name prompt {})]
+      (if (not ok)
+          (task-error (.. "The agent " def.acp " failed: " (oml.error-message r)))
+          {:content (.. (oml.cap-head (if (r.text:find "%S") r.text "(no answer text)")
+                                      (oml.setting "agent.task-max-chars"))
+                        "\n\n[" def.name " (" def.acp ") stopped: " r.stop-reason "]")
+           :error? (= r.stop-reason :cancelled)}))))
+
+(fn describe-agents []
+  (table.concat
+    (icollect [_ n (ipairs (agent.task-agent-names))]
+      (let [d (agent.task-agent n)]
+        (.. n (if (and d d.description) (.. " (" d.description ")") ""))))
+    "; "))
+
+(fn tools.task [{:agent agent-name : prompt : description : background : isolation}]
+  {:fnl/docstring "Run a sub-agent: it works on the task with its own context and tools, and only its final message comes back to you. Give it a complete, self-contained prompt; it sees nothing of this conversation. Several task calls in one answer run in parallel. With background true it runs while you go on: its result joins the conversation when it ends (task_output reads it before, task_stop ends it). With isolation \"worktree\" it works in a git worktree of its own, and you get its branch and changes."
+   :kind :other :title "{agent}: {description}"
+   :params {:agent [:string "Which sub-agent: one of the names listed in this description"]
+            :prompt [:string "The task, complete and self-contained"]
+            :description [:string "A short (3-5 words) description of the task" :optional]
+            :background [:boolean "Run it in the background and go on" :optional]
+            :isolation [:string "\"worktree\" to work in a git worktree of its own" :optional]}}
+  (agent.run-task {: agent-name : prompt : description : background : isolation
+                   :call-id (agent.running-call-id)}))
+
+(fennel.metadata:set tools.task :describe
+  #(.. (oml.doc-text (fennel.metadata:get tools.task :fnl/docstring))
+       " The agents: " (describe-agents) "."))
+
+(fn find-task [id]
+  (let [run (. agent.tasks (tostring id))]
+    (when (and run (= run.parent (session.current))) run)))
+
+(fn status-of [run]
+  (if (not run.ended) "running"
+      run.ended.error (.. "failed: " run.ended.error)
+      (tostring (. run.ended :stop-reason))))
+
+(fn tools.task_output [{: id : wait}]
+  {:fnl/docstring "Read a background task's state and, once it has ended, its result. With wait true, wait for it to end first."
+   :kind :read :title "Output of {id}"
+   :params {:id [:string "The task's id (task-N)"]
+            :wait [:boolean "Wait for the task to end" :optional]}}
+  (let [run (find-task id)]
+    (if (not run) (task-error (.. "No task " (tostring id) " in this session"))
+        (do (when (and (= true wait) run.watcher) (session.join run.watcher))
+            (if run.result
+                run.result
+                {:content (.. run.id " (" run.name ") is " (status-of run) ". So far:\n" (run.view.text))})))))
+
+(fn tools.task_stop [{: id}]
+  {:fnl/docstring "Stop a background task; its result (what it did so far) joins the conversation as it ends."
+   :kind :other :title "Stop {id}"
+   :params {:id [:string "The task's id (task-N)"]}}
+  (let [run (find-task id)]
+    (if (not run) (task-error (.. "No task " (tostring id) " in this session"))
+        run.ended {:content (.. run.id " had already ended (" (status-of run) ").")}
+        (do (session.stop-turn run.handle)
+            {:content (.. "Stopping " run.id " (" run.name ").")}))))
+
+(fn commands.tasks [input]
+  {:fnl/docstring "List this session's sub-agent tasks and their state; `stop ID` stops a background one."
+   :hint "[stop ID]"}
+  (let [stop (input:match "^stop%s+(%S+)$")
+        mine (icollect [_ run (pairs agent.tasks)] (when (= run.parent (session.current)) run))]
+    (table.sort mine (fn [a b] (< (tonumber (a.id:match "%d+")) (tonumber (b.id:match "%d+")))))
+    (if stop (. (tools.task_stop {:id stop}) :content)
+        (= 0 (length mine)) "No tasks in this session."
+        (table.concat (icollect [_ run (ipairs mine)]
+                        (.. run.id "  " run.name (if run.background? " (background)" "") "  "
+                            (status-of run) (if run.description (.. "  " run.description) "")))
+                      "\n"))))

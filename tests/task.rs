@@ -1,0 +1,228 @@
+//! The `task` tool end to end: the real `oml` in print mode and as `oml acp` against the fake
+//! model, running sub-agents as sessions of the same process — in parallel, with their tools
+//! held to their definition, nested no deeper than `agent.max-depth`, in the background, and
+//! cancelled with their parent.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::editor::Editor;
+use support::fake_model::{FakeModel, Reply, Step, text_chunks, tool_call_chunks};
+use support::home::Env;
+
+fn task(id: &str, args: Value) -> Reply {
+    Reply::from(tool_call_chunks(id, "task", &[&args.to_string()]))
+}
+
+/// Several tool calls in one answer.
+fn calls(calls: &[(&str, &str, Value)]) -> Reply {
+    let mut steps = Vec::new();
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        let delta = json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                            "function": {"name": name, "arguments": args.to_string()}}]});
+        steps.push(Step::Chunk(support::fake_model::delta_chunk(delta, None)));
+    }
+    steps.push(Step::Chunk(support::fake_model::delta_chunk(
+        json!({}),
+        Some("tool_calls"),
+    )));
+    Reply::from(steps)
+}
+
+/// A final answer that takes `ms` to stream.
+fn slow_text(ms: u64, text: &str) -> Reply {
+    let mut steps = vec![Step::Sleep(ms)];
+    steps.extend(text_chunks(&[text]));
+    Reply::from(steps)
+}
+
+fn tool_results(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "tool")
+                .filter_map(|m| m["content"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn system_prompt(body: &Value) -> String {
+    body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn two_task_calls_of_one_answer_run_at_the_same_time_and_each_answer_comes_back() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        calls(&[
+            (
+                "call_a",
+                "task",
+                json!({"agent": "explore", "prompt": "find the alpha", "description": "alpha"}),
+            ),
+            (
+                "call_b",
+                "task",
+                json!({"agent": "explore", "prompt": "find the beta", "description": "beta"}),
+            ),
+        ]),
+        slow_text(800, "Found it."),
+        slow_text(800, "Found it."),
+        Reply::from(text_chunks(&["Both found."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "find both"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("Both found."), "{out:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    // The sub-agents' requests both arrived before either answer ended (each takes 800 ms).
+    let gap = requests[2].arrived.duration_since(requests[1].arrived);
+    assert!(
+        gap < Duration::from_millis(700),
+        "the second sub-agent waited {gap:?}"
+    );
+    // Each sub-agent was an explore agent: its own prompt, its read-only tools, its task.
+    for r in &requests[1..3] {
+        assert!(system_prompt(&r.body).contains("read-only search sub-agent"));
+        let mut names = tool_names(&r.body);
+        names.sort();
+        assert_eq!(names, ["find", "grep", "ls", "read"], "{names:?}");
+    }
+    let asked: Vec<String> = requests[1..3]
+        .iter()
+        .map(|r| {
+            r.body["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(asked.contains(&"find the alpha".to_owned()), "{asked:?}");
+    assert!(asked.contains(&"find the beta".to_owned()), "{asked:?}");
+    // The parent read both results, in the order of its calls.
+    let results = tool_results(&requests[3].body);
+    assert_eq!(results.len(), 2, "{results:?}");
+    for r in &results {
+        assert!(
+            r.starts_with("Found it.\n\n[explore stopped: end-turn]"),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn a_task_too_deep_is_an_error_the_model_reads_and_an_unknown_agent_names_the_known_ones() {
+    let env = Env::new();
+    env.init("(setq agent.max-depth 1)\n");
+    let fake = FakeModel::start([
+        task(
+            "call_1",
+            json!({"agent": "general-purpose", "prompt": "go deeper"}),
+        ),
+        // The sub-agent (depth 1) tries a task of its own.
+        task(
+            "call_2",
+            json!({"agent": "explore", "prompt": "deeper still"}),
+        ),
+        Reply::from(text_chunks(&["I stayed."])),
+        task("call_3", json!({"agent": "nobody", "prompt": "x"})),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "nest"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 5, "{requests:#?}");
+    let deep = tool_results(&requests[2].body);
+    assert!(
+        deep[0].starts_with("Sub-agents nest at most 1 deep (agent.max-depth)"),
+        "{deep:?}"
+    );
+    let first = tool_results(&requests[3].body);
+    assert!(first[0].starts_with("I stayed."), "{first:?}");
+    let unknown = tool_results(&requests[4].body);
+    assert!(
+        unknown[1].starts_with("Unknown agent nobody; the agents are: ")
+            && unknown[1].contains("explore")
+            && unknown[1].contains("general-purpose"),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn the_editor_sees_a_task_card_with_the_sub_agent_s_progress_and_its_session_in_meta() {
+    let env = Env::new();
+    let file = env.file("notes.txt", "alpha\n");
+    let fake = FakeModel::start([
+        task(
+            "call_t",
+            json!({"agent": "explore", "prompt": "read the notes", "description": "notes"}),
+        ),
+        Reply::from(tool_call_chunks(
+            "sub_1",
+            "read",
+            &[&json!({"path": file}).to_string()],
+        )),
+        Reply::from(text_chunks(&["The notes say alpha."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
+    let (updates, reason) = ed.turn(&sid, "look");
+    assert_eq!(reason, "end_turn");
+    let of_card: Vec<&Value> = updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["toolCallId"] == "call_t")
+        .collect();
+    assert_eq!(of_card[0]["sessionUpdate"], "tool_call", "{of_card:#?}");
+    assert_eq!(of_card[0]["title"], "explore: notes");
+    let progress: Vec<String> = of_card
+        .iter()
+        .filter_map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        progress
+            .iter()
+            .any(|t| t.contains("**explore**: read the notes") && t.contains("Read ")),
+        "{progress:#?}"
+    );
+    let last = of_card.last().expect("the card's end");
+    assert_eq!(last["status"], "completed", "{last}");
+    let link = &last["_meta"]["oml"]["subagent"];
+    assert_eq!(link["parentSessionId"], sid.as_str(), "{last}");
+    assert_eq!(link["agent"], "explore");
+    assert!(
+        link["sessionId"].as_str().is_some_and(|s| s != sid),
+        "{last}"
+    );
+    // Nothing of the sub-agent's own cards reached the editor as cards of the parent.
+    assert!(
+        !updates
+            .iter()
+            .any(|m| m["params"]["update"]["toolCallId"] == "sub_1"),
+        "the sub-agent's read leaked as a card"
+    );
+}
