@@ -226,3 +226,88 @@ fn the_editor_sees_a_task_card_with_the_sub_agent_s_progress_and_its_session_in_
         "the sub-agent's read leaked as a card"
     );
 }
+
+#[test]
+fn a_sub_agent_s_question_reaches_the_editor_on_the_task_card_naming_the_sub_agent() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        task(
+            "call_t",
+            json!({"agent": "general-purpose", "prompt": "make the file"}),
+        ),
+        Reply::from(tool_call_chunks(
+            "sub_1",
+            "bash",
+            &[&json!({"command": "echo made > made.txt"}).to_string()],
+        )),
+        Reply::from(text_chunks(&["Made it."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
+    let id = ed.prompt(&sid, "make it");
+    let ask = ed.until(|m| m["method"] == "session/request_permission");
+    let params = &ask["params"];
+    assert_eq!(params["sessionId"], sid.as_str(), "{ask}");
+    assert_eq!(params["toolCall"]["toolCallId"], "call_t", "{ask}");
+    let title = params["toolCall"]["title"].as_str().unwrap_or_default();
+    assert!(title.starts_with("general-purpose: "), "{title}");
+    ed.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (_, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let made = std::fs::read_to_string(env.project.join("made.txt")).unwrap_or_default();
+    assert_eq!(made, "made\n");
+    let results = tool_results(&fake.requests()[3].body);
+    assert!(results[0].starts_with("Made it."), "{results:?}");
+}
+
+#[test]
+fn cancelling_the_parent_cancels_its_sub_agents_and_leaves_nothing_running() {
+    let env = Env::new();
+    env.init("(setq agent.permission-mode :yolo)\n");
+    let pid_file = env.root.join("sleep.pid");
+    let command = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let fake = FakeModel::start([
+        calls(&[
+            (
+                "call_a",
+                "task",
+                json!({"agent": "general-purpose", "prompt": "wait"}),
+            ),
+            (
+                "call_b",
+                "task",
+                json!({"agent": "general-purpose", "prompt": "hang"}),
+            ),
+        ]),
+        Reply::from(tool_call_chunks(
+            "sub_1",
+            "bash",
+            &[&json!({"command": command}).to_string()],
+        )),
+        Reply::from(vec![Step::Hang]),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
+    let id = ed.prompt(&sid, "go");
+    let pid = support::home::wait_for_pid(&pid_file);
+    fake.wait_for_requests(3, Duration::from_secs(20));
+    ed.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(
+        support::home::poll_until(Duration::from_secs(20), || !support::home::process_runs(
+            pid
+        )),
+        "the sub-agent's command {pid} outlived the cancel"
+    );
+    // The session takes a new prompt at once: nothing of the cancelled turn holds it.
+    fake.push(Reply::from(text_chunks(&["Back."])));
+    let (_, reason) = ed.turn(&sid, "again");
+    assert_eq!(reason, "end_turn");
+}
