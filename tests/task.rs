@@ -225,6 +225,26 @@ fn the_editor_sees_a_task_card_with_the_sub_agent_s_progress_and_its_session_in_
             .any(|m| m["params"]["update"]["toolCallId"] == "sub_1"),
         "the sub-agent's read leaked as a card"
     );
+    // The session picker lists the parent only; the sub-agent's transcript is stored, linked.
+    let listed = ed.call("session/list", json!({}));
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["sessionId"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, [sid.as_str()], "{listed}");
+    let child = link["sessionId"].as_str().unwrap_or_default();
+    let stored = std::fs::read_dir(env.home.state.join("oml/sessions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with(child))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .unwrap_or_default();
+    let second: Value =
+        serde_json::from_str(stored.lines().nth(1).unwrap_or("null")).expect("json");
+    assert_eq!(second["kind"], "subagent-of", "{stored}");
+    assert_eq!(second["data"]["session"], sid.as_str(), "{stored}");
+    assert!(stored.contains("The notes say alpha."), "{stored}");
 }
 
 #[test]

@@ -90,6 +90,8 @@ grants."
   (let [parent (session.current)
         grants (agent.task-grants def)
         child (session.new-child cwd)]
+    ;; First, so that the session lists leave the sub-agent's session out (store.rs).
+    (session.record! :subagent-of {:session parent :agent def.name :call call-id} child)
     (each [k v (pairs {:permission-mode grants.permission-mode
                        :model (when (and def.model (not= def.model :inherit)) def.model)
                        :agent-prompt def.prompt
@@ -102,7 +104,6 @@ grants."
                                   :depth (+ 1 (agent.depth))}})]
       (when (not= nil v) (session.put! k v child)))
     (session.record! :subagent {:session child :agent def.name :call call-id})
-    (session.record! :parent {:session parent :agent def.name :call call-id} child)
     (values child grants)))
 
 ;;; Asking the user for a sub-agent

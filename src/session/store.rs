@@ -325,6 +325,10 @@ fn no_header(path: &Path) -> std::io::Error {
 /// title); a session whose first one comes later is listed without a title.
 pub const TITLE_SEARCH_LINES: usize = 200;
 
+/// The custom entry `kind` a sub-agent's session starts with (`{session, agent, call}`, its
+/// parent's): such a session is not listed (`task.fnl` records it).
+pub const SUBAGENT_KIND: &str = "subagent-of";
+
 /// The longest title a listing shows, in characters, `…` included.
 pub const TITLE_CHARS: usize = 80;
 
@@ -332,10 +336,17 @@ pub const TITLE_CHARS: usize = 80;
 fn summarize(path: &Path) -> Option<SessionSummary> {
     let file = File::open(path).ok()?;
     let updated = file.metadata().ok()?.modified().ok()?;
-    let mut lines = BufReader::new(file).split(b'\n');
+    let mut lines = BufReader::new(file).split(b'\n').peekable();
     let Some(Entry::Session(header)) = Entry::parse(&lines.next()?.ok()?) else {
         return None;
     };
+    // A sub-agent's session says so first: it belongs to its parent's, not to the list.
+    if let Some(Ok(line)) = lines.peek()
+        && let Some(Entry::Custom { kind, .. }) = Entry::parse(line)
+        && kind == SUBAGENT_KIND
+    {
+        return None;
+    }
     let (parent, fork_prompt) = (header.parent, header.fork_prompt);
     let id = Some(header.id).filter(|id| !id.is_empty())?;
     let cwd = PathBuf::from(header.cwd?);
