@@ -6,7 +6,7 @@
 #   scripts/bench.sh [--runs N] [PART…]
 #   OML_BENCH_BIN=/path/to/oml scripts/bench.sh     # also that baseline binary, with ratios
 #
-# PART is turn, print, confine, start, stream, write, sessions, protocols, checkpoint or skills (all when
+# PART is turn, print, confine, start, stream, write, sessions, protocols, checkpoint, skills, glue, wire or subagents (all when
 # none is named). Times are medians; the table ends with the load average before and after: rerun when
 # another build ran meanwhile.
 set -euo pipefail

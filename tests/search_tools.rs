@@ -276,7 +276,9 @@ fn the_search_tools_are_built_in_tools() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains(r#""bash edit find grep ls read update_plan write""#),
+        stdout.contains(
+            r#""bash edit find grep ls read task task_output task_stop update_plan write""#
+        ),
         "{stdout}"
     );
     assert!(stdout.contains(r#""pattern""#), "{stdout}");

@@ -30,7 +30,9 @@
 //!   `oml proxy`'s cost per turn and per message over the same agent asked directly
 //!   (`glue.rs`);
 //! - `wire`: the `turn` part's turn and the `stream` part's reply over ACP v1 on stdio, the v2
-//!   draft on stdio and v1 over Streamable HTTP (`oml acp --listen`), in one run (`wire.rs`).
+//!   draft on stdio and v1 over Streamable HTTP (`oml acp --listen`), in one run (`wire.rs`);
+//! - `subagents`: a sub-agent's start over a plain tool call, a turn of one sub-agent against
+//!   one of 8 in parallel, and the memory each takes (`subagents.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -53,6 +55,7 @@ mod glue;
 mod load;
 mod protocols;
 mod skills;
+mod subagents;
 mod turn;
 mod wire;
 
@@ -143,6 +146,7 @@ const PARTS: &[(&str, Part)] = &[
     ("skills", skills::skills),
     ("glue", glue::glue),
     ("wire", wire::wire),
+    ("subagents", subagents::subagents),
 ];
 
 fn main() {

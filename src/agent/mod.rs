@@ -74,6 +74,8 @@ pub enum AgentError {
     Busy(String),
     #[error("agent.prompt is not a function")]
     NoPromptFunction,
+    #[error("agent.resume is not a function")]
+    NoResumeFunction,
     #[error(transparent)]
     Lisp(#[from] LispError),
 }
@@ -233,7 +235,6 @@ impl Agent {
         parts: &[Value],
         interrupt: &CancelToken,
     ) -> Result<PromptOutcome, AgentError> {
-        let id = turn.id.as_str();
         let f = self
             .lisp
             .function("agent.prompt")?
@@ -243,10 +244,38 @@ impl Agent {
             parts => crate::lisp::to_lua(self.lisp.lua(), &Value::Array(parts.to_vec()))
                 .map_err(LispError::from)?,
         };
+        self.run_turn(turn, f, (text, parts), interrupt).await
+    }
+
+    /// Run a turn of `turn`'s session that starts with no prompt of its own, through
+    /// `agent.resume` (looked up now): what was posted to the session (a background task's
+    /// result) is what the model answers. Print mode calls it when background tasks end.
+    pub async fn resume(
+        &self,
+        turn: &Turn,
+        interrupt: &CancelToken,
+    ) -> Result<PromptOutcome, AgentError> {
+        let f = self
+            .lisp
+            .function("agent.resume")?
+            .ok_or(AgentError::NoResumeFunction)?;
+        self.run_turn(turn, f, (), interrupt).await
+    }
+
+    /// Run `f` with `args` as the turn of `turn`, in a coroutine mapped to its session; record
+    /// a failure, settle and flush what it stored, and read its `{stop-reason command}`.
+    async fn run_turn(
+        &self,
+        turn: &Turn,
+        f: mlua::Function,
+        args: impl mlua::IntoLuaMulti,
+        interrupt: &CancelToken,
+    ) -> Result<PromptOutcome, AgentError> {
+        let id = turn.id.as_str();
         let mut key = 0usize;
         let result: Result<mlua::Value, LispError> = self
             .lisp
-            .run_with(f, (text, parts), interrupt, |thread| {
+            .run_with(f, args, interrupt, |thread| {
                 key = thread.to_pointer() as usize;
                 self.sessions.bind_thread(key, Some(id.to_owned()));
             })

@@ -362,3 +362,25 @@ when it ends; returns at once."
                         (.. run.id "  " run.name (if run.background? " (background)" "") "  "
                             (status-of run) (if run.description (.. "  " run.description) "")))
                       "\n"))))
+
+;;; Waking the parent
+
+(fn agent.resume []
+  "A turn with no prompt of its own, for a session woken by its background tasks: the loop
+(`agent.run`), whose first model call takes what was posted to the session. Returns
+{:stop-reason}."
+  {:stop-reason (agent.run)})
+
+(fn agent.running-tasks [?session-id]
+  "The background tasks of the session (the current one, or ?SESSION-ID) still running."
+  (let [sid (or ?session-id (session.current))]
+    (icollect [_ run (pairs agent.tasks)]
+      (when (and (= run.parent sid) run.background? (not run.result)) run))))
+
+(fn agent.await-background [?session-id]
+  "Wait until every background task of the session (the current one, or ?SESSION-ID) has ended
+and handed its result over; returns how many there were (0: nothing to wake for)."
+  (let [waiting (agent.running-tasks ?session-id)]
+    (each [_ run (ipairs waiting)]
+      (when run.watcher (session.join run.watcher)))
+    (length waiting)))

@@ -127,7 +127,14 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         interrupted.clone(),
         shutdown,
     ));
-    let result = agent.prompt(&id, &options.text, &interrupt).await;
+    let mut result = agent.prompt(&id, &options.text, &interrupt).await;
+    // Background tasks the turn started: wait for them, and run the turn their results wake.
+    while result.is_ok() && !interrupt.is_cancelled() && woken(agent, &id, &interrupt).await {
+        result = match agent.begin(&id) {
+            Ok(turn) => agent.resume(&turn, &interrupt).await,
+            Err(e) => Err(e),
+        };
+    }
     signals.abort();
     let (usage, model_error) = agent
         .sessions()
@@ -150,6 +157,16 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         duration_ms: started.elapsed().as_millis(),
     };
     report(result, &options, &ended)
+}
+
+/// Whether background tasks of session `id` ended after waiting for them
+/// (`agent.await-background`): their results are posted to the session, for a turn to answer.
+async fn woken(agent: &Agent, id: &str, interrupt: &CancelToken) -> bool {
+    let waited = agent
+        .lisp()
+        .call_json("agent.await-background", &[json!(id)], interrupt)
+        .await;
+    matches!(waited, Ok(n) if n.as_u64().is_some_and(|n| n > 0))
 }
 
 /// The session could not be opened: say why, and with `json` keep the stream's shape (an
