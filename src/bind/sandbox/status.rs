@@ -8,7 +8,7 @@ use std::path::Path;
 use mlua::{Lua, Table};
 
 use super::{deny_read, policy, protected_dirs, root_of, sources};
-use crate::bind::session::tools::cwd;
+use crate::bind::session::cwd;
 use crate::lisp::{HostFn, Lisp, LispError};
 use crate::sandbox::{self, Mode};
 
