@@ -1,7 +1,8 @@
 //! The commands' host functions: `oml.tool-bash`, behind the `bash` tool, and
 //! `oml.run-process`, a program run without a shell for user tools. Both run in the sandbox
-//! `crate::bind::sandbox` prepares from the `sandbox.*` settings, without secrets in their
-//! environment, in the session's directory, and stop with the session's prompt.
+//! `crate::bind::sandbox` prepares from the `sandbox.*` settings for the session's scope
+//! ([`super::scope_in`]), without secrets in their environment, in the session's directory,
+//! and stop with the session's prompt.
 //!
 //! How a command is run and confined is `crate::tools::bash`'s and `crate::sandbox`'s; whether
 //! it may run, the agent's.
@@ -9,7 +10,7 @@
 use std::time::Duration;
 
 use super::output::output_reporter;
-use super::{descriptors, output_table};
+use super::{descriptors, output_table, scope_in};
 use crate::bind::rt;
 use crate::bind::session::{cwd, session_cancel};
 use crate::lisp::{HostFn, create_async_function};
@@ -37,7 +38,8 @@ pub(super) const COMMANDS: &[HostFn] = &[
                             let why = "[cancelled] before the command started";
                             return output_table(&lua, ToolOutput::error(why));
                         };
-                        let sandbox = match crate::bind::sandbox::prepare(&lua, &cwd) {
+                        let scope = scope_in(&lua, cwd.clone());
+                        let sandbox = match crate::bind::sandbox::prepare(&lua, &scope) {
                             Ok(sandbox) => sandbox,
                             Err(why) => return output_table(&lua, ToolOutput::error(why)),
                         };
@@ -65,7 +67,7 @@ pub(super) const COMMANDS: &[HostFn] = &[
             create_async_function(lua, |lua, argv: Vec<String>| {
                 let cwd = cwd(&lua);
                 let cancel = session_cancel(&lua);
-                let sandbox = crate::bind::sandbox::prepare(&lua, &cwd);
+                let sandbox = crate::bind::sandbox::prepare(&lua, &scope_in(&lua, cwd.clone()));
                 async move {
                     let (program, args) = argv
                         .split_first()

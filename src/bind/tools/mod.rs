@@ -8,8 +8,9 @@
 //!
 //! Paths are relative to the running coroutine's session directory (the process's outside a
 //! session: `crate::bind::session::cwd`). Commands run in the sandbox that `crate::bind::sandbox`
-//! makes from the `sandbox.*` settings. This module does not decide whether a tool may run; the
-//! agent asks first.
+//! makes from the `sandbox.*` settings for the session's [`Scope`], which this module reads from
+//! the session ([`scope`]) and passes down; the sandbox's Lisp functions look it up here too.
+//! This module does not decide whether a tool may run; the agent asks first.
 
 mod bash;
 mod descriptors;
@@ -20,6 +21,13 @@ mod search;
 
 pub(crate) use output::{blocking, output_table};
 
+use std::path::PathBuf;
+
+use mlua::Lua;
+use serde_json::Value as Json;
+
+use crate::bind::sandbox::{self, Scope};
+use crate::bind::session::{additional_directories, cwd, session_value};
 use crate::lisp::{Lisp, LispError, SettingDecl, define};
 
 /// Declare the `tools.*` settings and define the tools' host functions in `oml`.
@@ -33,7 +41,27 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     define(lua, "oml", output::OUTPUT)?;
     preview::install(lua)?;
     search::install(lisp)?;
+    sandbox::set_scope_lookup(lisp, scope);
     Ok(())
+}
+
+/// The sandbox scope of a command run by the running coroutine in its directory.
+pub(crate) fn scope(lua: &Lua) -> Scope {
+    scope_in(lua, cwd(lua))
+}
+
+/// The sandbox scope of a command run by the running coroutine in `dir`: its session's other
+/// workspace roots (`additional-directories`) and its own network switch (the session value
+/// `network?`, when a boolean), as they are now; none of either outside a session.
+pub(crate) fn scope_in(lua: &Lua, dir: PathBuf) -> Scope {
+    Scope {
+        dir,
+        more_roots: additional_directories(lua),
+        network: match session_value(lua, "network?") {
+            Some(Json::Bool(own)) => Some(own),
+            _ => None,
+        },
+    }
 }
 
 /// The tool settings, with the defaults of `src/tools/`.

@@ -74,7 +74,8 @@ fn terminal_bash(
     let launcher = if command.trim().is_empty() {
         Err(ToolError::CommandRequired.to_string())
     } else {
-        crate::bind::sandbox::launcher(&lua, &dir, &command)
+        let scope = crate::bind::tools::scope_in(&lua, dir.clone());
+        crate::bind::sandbox::launcher(&lua, &scope, &command)
     };
     async move {
         let hub = hub?;
