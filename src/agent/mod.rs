@@ -100,15 +100,15 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Install the `session.*` primitives, the tool implementations and their settings
-    /// (`crate::bind::session`), and load the loop, tools and commands (`agent.fnl`). Call it before the
+    /// Install the `session.*` primitives (`crate::bind::session`), the tool implementations and
+    /// their settings (`crate::bind::tools`), and load the loop, tools and commands (`agent.fnl`). Call it before the
     /// init files load, so that they can redefine and advise everything.
     pub fn install(lisp: &Lisp) -> Result<Agent, LispError> {
         let sessions = Arc::new(Sessions::default());
         lisp.lua().set_app_data(sessions.clone());
-        // The `session.*` primitives, the tool implementations and the `tools.*` settings.
+        // The `session.*` primitives; the tools' host functions and the `tools.*` settings.
         crate::bind::session::install(lisp, sessions.clone())?;
-        crate::bind::search::install(lisp)?;
+        crate::bind::tools::install(lisp)?;
         crate::bind::project::install(lisp)?;
         subagent::install(lisp)?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.

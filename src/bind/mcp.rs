@@ -19,8 +19,7 @@ use mlua::{Lua, Value};
 use parking_lot::Mutex;
 use serde_json::{Value as Json, json};
 
-use super::session::tools::session_cancel;
-use super::session::{session_id, sessions};
+use super::session::{session_cancel, session_id, sessions};
 use crate::lisp::{
     HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua, to_lua,
 };

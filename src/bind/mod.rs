@@ -8,12 +8,13 @@
 //!
 //! | namespace | installed by |
 //! |---|---|
-//! | `oml`, `json` | the host (`crate::lisp`: `host.rs`, `convert.rs`, the prelude's `core.fnl`); `oml.reload` here ([`session::install_reload`]), the tool host functions and `oml.compile-string` by [`session::install`] |
+//! | `oml`, `json` | the host (`crate::lisp`: `host.rs`, `convert.rs`, the prelude's `core.fnl`); `oml.reload` here ([`session::install_reload`]), `oml.compile-string` by [`session::install`], the tool host functions by [`tools::install`] |
 //! | `llm` | [`llm::install`] (settings, `llm.chat`); `llm.context-window` by `agent.fnl` |
 //! | `catalog` | [`catalog::install`] |
 //! | `client` | [`client::install`] (with `client.fnl`) |
 //! | `flow` | [`flow::install`] (`flow.fnl`) |
-//! | `session`, `tools.*` settings | [`session::install`], called by `Agent::install` (which owns the session registry) |
+//! | `session` | [`session::install`], called by `Agent::install` (which owns the session registry) |
+//! | `tools.*` settings | [`tools::install`], called by `Agent::install` |
 //! | `agent`, `tools`, `commands` | `Agent::install` (`src/agent/agent.fnl`, `tools.fnl`) |
 //! | `acp` | `crate::front::acp::surface::install` (with `acp.fnl`), only in `oml acp` |
 //! | `mcp` | [`mcp::install`] (with `mcp.fnl`), called by `Agent::install` |
@@ -31,8 +32,8 @@ pub mod llm;
 pub mod mcp;
 pub mod project;
 pub mod sandbox;
-pub mod search;
 pub mod session;
+pub mod tools;
 
 use crate::lisp::{Lisp, LispError};
 use crate::paths::Paths;

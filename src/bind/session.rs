@@ -1,8 +1,9 @@
 //! The agent's session primitives: the `session.*` functions, `oml.compile-string` and
-//! `oml.reload`. The Rust implementations of the built-in tools and the tool settings are in
-//! [`tools`]; checkpoints, rewinds and forks in [`rewind`], the checkpoints of commands in
-//! [`changes`], `oml.reload` in [`reload`]. What is recorded has the known secrets taken out
-//! ([`secrets`]).
+//! `oml.reload`, and the running coroutine's session as Rust reads it ([`current`]: its
+//! directory, cancel token and values) for the Lisp faces that work in a session (the tools'
+//! in `crate::bind::tools`, MCP's, the client's). Checkpoints, rewinds and forks are in
+//! [`rewind`], the checkpoints of commands in [`changes`], `oml.reload` in [`reload`]. What is
+//! recorded has the known secrets taken out ([`secrets`]).
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
 //! [`Sessions::bind_thread`]) unless it is given an explicit session id as its last argument.
@@ -11,19 +12,22 @@
 //! receive the events.
 
 mod changes;
-mod descriptors;
-mod preview;
+mod current;
 mod reload;
 mod restore;
 mod rewind;
 mod secrets;
-pub(crate) mod tools;
 
 pub(crate) use changes::settle as settle_checkpoints;
 pub use reload::install_reload;
 
+use current::session_cwd;
+pub(crate) use current::{
+    additional_directories, current_cwd, cwd, session_cancel, session_id, session_value, sessions,
+    thread_key,
+};
+
 use super::rt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mlua::{Lua, Table, Value};
@@ -48,17 +52,14 @@ const RECORDED_KEYS: &[&str] = &[
     "usage",
 ];
 
-/// Install `session.*`, `oml.compile-string`, the tool host functions and the tool settings, and
-/// the delta shortcut of `session.delta-forwarder`, for the registry `sessions` (which must be in
+/// Install `session.*`, `oml.compile-string`, the checkpoint functions, and the delta shortcut of `session.delta-forwarder`, for the registry `sessions` (which must be in
 /// the state's app data already).
 pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     let lua = lisp.lua();
     let session = define(lua, "session", SESSION)?;
     define(lua, "oml", OML)?;
-    tools::install(lisp)?;
     rewind::install(lisp)?;
     changes::install(lisp)?;
-    preview::install(lisp.lua())?;
     // The default `session.emit!`, kept where the delta shortcut can compare it with what the
     // name holds now.
     lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;
@@ -385,73 +386,6 @@ fn put(s: &mut crate::session::Session, key: String, value: Json, redactions: &R
 }
 
 // --- private helpers
-
-/// The registry the agent put in the state's app data.
-pub(crate) fn sessions(lua: &Lua) -> mlua::Result<Arc<Sessions>> {
-    lua.app_data_ref::<Arc<Sessions>>()
-        .map(|s| Arc::clone(&s))
-        .ok_or_else(|| rt("the agent is not installed"))
-}
-
-fn thread_key(lua: &Lua) -> usize {
-    lua.current_thread().to_pointer() as usize
-}
-
-/// The explicit session id (which must exist), else the running coroutine's session.
-pub(crate) fn session_id(
-    lua: &Lua,
-    sessions: &Sessions,
-    explicit: Option<String>,
-) -> mlua::Result<String> {
-    match explicit {
-        Some(id) => {
-            sessions
-                .with(&id, |_| ())
-                .ok_or_else(|| rt(format!("no session {id}")))?;
-            Ok(id)
-        }
-        None => sessions.of_thread(thread_key(lua)).ok_or_else(|| {
-            rt("no current session (pass a session id, or use session.with)".to_owned())
-        }),
-    }
-}
-
-/// The session's directory; the process's directory when there is no session.
-fn session_cwd(lua: &Lua, sessions: &Sessions, explicit: Option<String>) -> mlua::Result<PathBuf> {
-    let id = match explicit {
-        Some(id) => Some(session_id(lua, sessions, Some(id))?),
-        None => sessions.of_thread(thread_key(lua)),
-    };
-    Ok(id
-        .and_then(|id| sessions.with(&id, |s| s.cwd.clone()))
-        .unwrap_or_else(process_cwd))
-}
-
-/// The running session's value for `key` (see `session.put!`); `None` outside a session.
-pub(crate) fn session_value(lua: &Lua, key: &str) -> Option<Json> {
-    let sessions = sessions(lua).ok()?;
-    let id = sessions.of_thread(thread_key(lua))?;
-    sessions.with(&id, |s| s.data.get(key).cloned()).flatten()
-}
-
-/// The running session's additional workspace roots (the client's `additionalDirectories`,
-/// kept in its data under `additional-directories`); none outside a session.
-pub(crate) fn additional_directories(lua: &Lua) -> Vec<PathBuf> {
-    session_value(lua, "additional-directories")
-        .and_then(|v| serde_json::from_value::<Vec<PathBuf>>(v).ok())
-        .unwrap_or_default()
-}
-
-fn current_cwd(lua: &Lua, sessions: &Sessions) -> PathBuf {
-    sessions
-        .of_thread(thread_key(lua))
-        .and_then(|id| sessions.with(&id, |s| s.cwd.clone()))
-        .unwrap_or_else(process_cwd)
-}
-
-fn process_cwd() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| Path::new("/").to_path_buf())
-}
 
 /// One message (a table with `:role`) or a list of them, as JSON.
 fn messages(lua: &Lua, value: Value) -> mlua::Result<Vec<Json>> {

@@ -1,5 +1,6 @@
 //! The layers of ARCHITECTURE.md, for Rust: every top-level module is in one layer, imports only
-//! go down (or sideways along a listed pair), and the front ends do not use one another. The
+//! go down (or sideways along a listed pair), the front ends do not use one another, and in
+//! the Lisp surface the sandbox knows no session and the session no tools. The
 //! same table decides which layer's Fennel may change which namespace (`fennel.rs`).
 
 use crate::tree::{self, File, assert_none, code, ident, planted};
@@ -59,10 +60,16 @@ pub fn layer_of(module: &str) -> Option<usize> {
 
 /// The top-level modules a file's code names as `crate::module` or `crate::{module, ...}`.
 fn crate_imports(code: &str) -> Vec<String> {
+    names_after(code, "crate::")
+}
+
+/// The names that follow `prefix` in `code` (`prefix` `name` or `prefix` `{name, ...}`), sorted,
+/// once each.
+fn names_after(code: &str, prefix: &str) -> Vec<String> {
     let mut used = Vec::new();
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        rest = &rest[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             used.extend(group[..end].split(',').map(|item| ident(item.trim())));
@@ -229,6 +236,95 @@ fn the_front_end_check_finds_a_planted_violation() {
         [
             "src/front/chat/mod.rs uses crate::front::acp",
             "src/front/print.rs uses crate::front::repl",
+        ]
+    );
+}
+
+/// Pairs of `src/bind/` modules where the first never uses the second: the sandbox's policy
+/// takes what it needs of a session as a value (`bind::sandbox::Scope`) built by the tools'
+/// face, which stands above the session primitives; so `sandbox` knows neither, and `session`
+/// does not know the tools.
+const BIND_NEVER_USES: &[(&str, &str)] = &[
+    ("sandbox", "session"),
+    ("sandbox", "tools"),
+    ("session", "tools"),
+];
+
+/// The module of `src/bind/` a file belongs to (`src/bind/sandbox/status.rs` → `sandbox`), and
+/// whether the file is that module's root (`bind/sandbox.rs`, `bind/sandbox/mod.rs`), where
+/// `super` is `bind`.
+fn bind_module_of(rel: &str) -> Option<(&str, bool)> {
+    let rest = rel.strip_prefix("src/bind/")?;
+    match rest.split_once('/') {
+        Some((module, file)) => Some((module, file == "mod.rs")),
+        None => Some((rest.strip_suffix(".rs")?, true)).filter(|(m, _)| *m != "mod"),
+    }
+}
+
+/// The uses of one `src/bind/` module by another that [`BIND_NEVER_USES`] forbids, named as
+/// `crate::bind::module` anywhere or as `super::module` in a module's root file.
+fn bind_crossings(files: &[File]) -> Vec<String> {
+    let mut offenders = Vec::new();
+    for (rel, text) in files {
+        let Some((module, root)) = bind_module_of(rel) else {
+            continue;
+        };
+        let c = code(text);
+        let mut used = names_after(&c, "crate::bind::");
+        if root {
+            used.extend(names_after(&c, "super::"));
+        }
+        used.sort();
+        used.dedup();
+        for other in used {
+            if BIND_NEVER_USES.contains(&(module, other.as_str())) {
+                offenders.push(format!("{rel}: bind::{module} uses bind::{other}"));
+            }
+        }
+    }
+    offenders
+}
+
+#[test]
+fn the_sandbox_knows_no_session_and_the_session_no_tools() {
+    assert_none(
+        &bind_crossings(&tree::rust_sources()),
+        "bind modules using what they must not (see BIND_NEVER_USES)",
+    );
+}
+
+#[test]
+fn the_bind_check_finds_a_planted_violation() {
+    let files = planted(&[
+        (
+            "src/bind/sandbox/mod.rs",
+            "let more = super::session::additional_directories(lua);",
+        ),
+        (
+            "src/bind/sandbox/status.rs",
+            "use crate::bind::{llm, tools::cwd};\nuse super::scope;",
+        ),
+        ("src/bind/sandbox/deep/mod.rs", "use super::session;"),
+        (
+            "src/bind/session.rs",
+            "// crate::bind::tools in a comment\nuse super::sandbox::secrets;",
+        ),
+        (
+            "src/bind/session/rewind.rs",
+            "fn f() { crate::bind::tools::install(lisp) }",
+        ),
+        (
+            "src/bind/tools/mod.rs",
+            "use crate::bind::session::cwd;\nuse super::sandbox::Scope;",
+        ),
+        ("src/bind/mod.rs", "pub mod session;\nuse super::tools;"),
+    ]);
+    assert_eq!(
+        bind_crossings(&files),
+        [
+            "src/bind/sandbox/mod.rs: bind::sandbox uses bind::session",
+            "src/bind/sandbox/status.rs: bind::sandbox uses bind::tools",
+            "src/bind/session/rewind.rs: bind::session uses bind::tools",
         ]
     );
 }

@@ -337,7 +337,7 @@ async fn watch_turn(
     watched: Watched<'_>,
 ) -> Result<(Result<crate::acp_client::Stop, ClientError>, FinalText), ClientError> {
     let parent = if watched.follow {
-        crate::bind::session::tools::session_cancel(lua)
+        crate::bind::session::session_cancel(lua)
     } else {
         CancelToken::new()
     };

@@ -1,7 +1,8 @@
 //! The `sandbox.*` settings: the Lisp face of `crate::sandbox`, and the one place that turns
 //! the settings into the sandbox a command runs in ([`prepare`]), for the `bash` tool and
 //! `oml.run-process`. Its Lisp functions (`oml.sandbox-status` and the like) are in
-//! `status.rs`; where its lists come from, in `sources.rs`.
+//! `status.rs`; where its lists come from, in `sources.rs`; what it takes from a session (its
+//! directory, other roots, network switch), as a [`Scope`] given by the caller, in `scope.rs`.
 //!
 //! The workspace a command may write in is the project root of its directory
 //! (`crate::project::find_root`: the nearest folder with `.git` or `.oml/`), else the directory
@@ -9,15 +10,19 @@
 //! `crate::sandbox::env` picks, plus every variable whose value is `llm.api-key`'s.
 //!
 //! This module does not decide whether a command may run; it only says, as an error text, that
-//! the sandbox cannot be set up here (the permission policy may turn that into a question).
+//! the sandbox cannot be set up here (the permission policy may turn that into a question). It
+//! knows nothing of sessions: what it needs of one comes in a [`Scope`].
 
 use std::path::{Path, PathBuf};
 
 use mlua::Lua;
 use serde_json::{Value as Json, json};
 
+mod scope;
 mod sources;
 mod status;
+
+pub use scope::{Scope, ScopeLookup, set_scope_lookup};
 
 use crate::lisp::{Lisp, LispError, SettingDecl, define};
 use crate::sandbox::{self, Mode, Policy, Prepared, Secrets, Status};
@@ -166,9 +171,10 @@ fn deny_read(lisp: &Lisp, dir: &Path) -> Result<Vec<PathBuf>, LispError> {
     Ok(lists.deny_read.into_iter().map(|(path, _)| path).collect())
 }
 
-/// The policy for a command run in `dir`, from the settings as they are now and the running
-/// session's additional workspace roots and network switch (the session value `network?`).
-pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
+/// The policy for a command of `scope` (run in its directory), from the settings as they are
+/// now and the scope's other workspace roots and network switch.
+pub fn policy(lisp: &Lisp, scope: &Scope) -> Result<Policy, LispError> {
+    let dir = scope.dir.as_path();
     let mode = mode_setting(lisp)?;
     let mut writable = vec![root_of(dir), std::env::temp_dir()];
     for path in strings(lisp, "sandbox.writable")? {
@@ -178,18 +184,19 @@ pub fn policy(lisp: &Lisp, dir: &Path) -> Result<Policy, LispError> {
     }
     // The session's other workspace roots (ACP `additionalDirectories`) are workspaces too:
     // writable, with their own `.oml/` and `.git` guarded.
-    let more = super::session::additional_directories(lisp.lua());
-    writable.extend(more.iter().cloned());
-    let roots: Vec<PathBuf> = std::iter::once(root_of(dir)).chain(more).collect();
+    writable.extend(scope.more_roots.iter().cloned());
+    let roots: Vec<PathBuf> = std::iter::once(root_of(dir))
+        .chain(scope.more_roots.iter().cloned())
+        .collect();
     let guarded = guarded_in(lisp, &roots)?;
     let protected = protected_dirs(held_by(mode, &writable));
     let lists = sources::lists(lisp, dir, &root_of(dir))?;
     Ok(Policy {
         mode,
         writable,
-        network: match super::session::session_value(lisp.lua(), "network?") {
-            Some(serde_json::Value::Bool(own)) => own,
-            _ => lisp.setting("sandbox.network?")?,
+        network: match scope.network {
+            Some(own) => own,
+            None => lisp.setting("sandbox.network?")?,
         },
         protected,
         guarded,
@@ -323,12 +330,12 @@ pub fn secrets(lisp: &Lisp) -> Result<Secrets, LispError> {
     })
 }
 
-/// The sandbox for a command run in `dir` by the running Lisp, with the secrets scrubbed; `Err`
-/// is the text a tool result gives when the sandbox cannot be set up here (or a setting is
-/// wrong).
-pub(crate) fn prepare(lua: &Lua, dir: &Path) -> Result<Prepared, String> {
+/// The sandbox for a command of `scope` run by the running Lisp, with the secrets scrubbed;
+/// `Err` is the text a tool result gives when the sandbox cannot be set up here (or a setting
+/// is wrong).
+pub(crate) fn prepare(lua: &Lua, scope: &Scope) -> Result<Prepared, String> {
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
-    let policy = policy(&lisp, dir).map_err(|e| e.to_string())?;
+    let policy = policy(&lisp, scope).map_err(|e| e.to_string())?;
     let secrets = secrets(&lisp).map_err(|e| e.to_string())?;
     let prepared = sandbox::prepare(&policy);
     if let Status::Unavailable(reason) = prepared.status() {
@@ -349,13 +356,13 @@ pub(crate) struct Launcher {
     pub env: (String, String),
 }
 
-/// How to run `bash -c command` in `dir` under the sandbox of the
+/// How to run `bash -c command` in the directory of `scope` under the sandbox of the
 /// settings as they are now, through the launcher `oml sandbox-exec` (for a process that oml
 /// does not start itself: an ACP client's terminal). `Err` as for [`prepare`]: the sandbox
 /// cannot be set up here, or a setting is wrong.
-pub(crate) fn launcher(lua: &Lua, dir: &Path, command: &str) -> Result<Launcher, String> {
+pub(crate) fn launcher(lua: &Lua, scope: &Scope, command: &str) -> Result<Launcher, String> {
     let lisp = Lisp::from_lua(lua).ok_or("the Lisp host is gone")?;
-    let policy = policy(&lisp, dir).map_err(|e| e.to_string())?;
+    let policy = policy(&lisp, scope).map_err(|e| e.to_string())?;
     let secrets = secrets(&lisp).map_err(|e| e.to_string())?;
     if let Status::Unavailable(reason) = sandbox::status(&policy) {
         let refusal = sandbox::SandboxError::Unavailable(reason);

@@ -1,14 +1,14 @@
 //! The sandbox's Lisp functions: `oml.own-folders`, `oml.denied-read?`,
 //! `oml.network-held?` and `oml.sandbox-status`, which say what the sandbox of the settings as
-//! they are now keeps from commands. They read the policy (`super::policy`) and its sources;
-//! they change nothing.
+//! they are now keeps from commands. They read the policy (`super::policy`) and its sources,
+//! for the running coroutine's scope (`super::scope::current`: the lookup the layer that knows
+//! sessions set); they change nothing.
 
 use std::path::Path;
 
 use mlua::{Lua, Table};
 
-use super::{deny_read, policy, protected_dirs, root_of, sources};
-use crate::bind::session::tools::cwd;
+use super::{deny_read, policy, protected_dirs, root_of, scope, sources};
 use crate::lisp::{HostFn, Lisp, LispError};
 use crate::sandbox::{self, Mode};
 
@@ -84,7 +84,7 @@ pub(super) const SANDBOX: &[HostFn] = &[
 /// `oml.denied-read?`.
 fn denied_read(lua: &Lua, (path, beneath): (String, Option<bool>)) -> mlua::Result<bool> {
     let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
-    let here = cwd(lua);
+    let here = scope::current(lua).dir;
     let Ok(path) = crate::tools::resolve_path(&here, &path) else {
         return Ok(false);
     };
@@ -98,12 +98,24 @@ fn denied_read(lua: &Lua, (path, beneath): (String, Option<bool>)) -> mlua::Resu
         .any(|d| real.starts_with(&d) || (beneath && d.starts_with(&real))))
 }
 
+/// The running coroutine's scope, for commands run in `dir` (relative to its directory) when
+/// one is asked about.
+fn asked_scope(lua: &Lua, dir: Option<String>) -> scope::Scope {
+    let scope = scope::current(lua);
+    match dir {
+        Some(d) => {
+            let dir = scope.dir.join(d);
+            scope.in_dir(dir)
+        }
+        None => scope,
+    }
+}
+
 /// `oml.network-held?`.
 fn network_held(lua: &Lua, dir: Option<String>) -> mlua::Result<bool> {
     let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
-    let here = cwd(lua);
-    let dir = dir.map_or(here.clone(), |d| here.join(d));
-    let policy = policy(&lisp, &dir).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
+    let scope = asked_scope(lua, dir);
+    let policy = policy(&lisp, &scope).map_err(|e| mlua::Error::RuntimeError(e.to_string()))?;
     Ok(sandbox::network_layer(&policy) == sandbox::NetworkLayer::Proxy)
 }
 
@@ -111,9 +123,8 @@ fn network_held(lua: &Lua, dir: Option<String>) -> mlua::Result<bool> {
 fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     let rt = |e: LispError| mlua::Error::RuntimeError(e.to_string());
     let lisp = Lisp::from_lua(lua).ok_or_else(|| mlua::Error::RuntimeError("no Lisp".into()))?;
-    let here = cwd(lua);
-    let dir = dir.map_or(here.clone(), |d| here.join(d));
-    let policy = policy(&lisp, &dir).map_err(rt)?;
+    let scope = asked_scope(lua, dir);
+    let policy = policy(&lisp, &scope).map_err(rt)?;
     let status = sandbox::status(&policy);
     let t = lua.create_table()?;
     t.set("mode", policy.mode.name())?;
@@ -145,7 +156,7 @@ fn sandbox_status(lua: &Lua, dir: Option<String>) -> mlua::Result<Table> {
     t.set("guarded", guarded)?;
     let view = policy.mode != Mode::Off && sandbox::mounts::available().is_ok();
     t.set("read-only-view?", view)?;
-    sources_status(lua, &lisp, &dir, &t)?;
+    sources_status(lua, &lisp, &scope.dir, &t)?;
     Ok(t)
 }
 

@@ -27,7 +27,8 @@ use serde_json::Value;
 use crate::acp::NameValue;
 use crate::acp::served::{self, CreateTerminalRequest, ExitRead, OutputRead, TerminalParams};
 use crate::acp::updates::{SessionUpdate, ToolCallContent, UpdateParams};
-use crate::bind::session::tools::{cwd, output_table, session_cancel};
+use crate::bind::session::{cwd, session_cancel};
+use crate::bind::tools::output_table;
 use crate::cancel::CancelToken;
 use crate::front::acp::hub::hub;
 use crate::jsonrpc::Connection;
@@ -73,7 +74,8 @@ fn terminal_bash(
     let launcher = if command.trim().is_empty() {
         Err(ToolError::CommandRequired.to_string())
     } else {
-        crate::bind::sandbox::launcher(&lua, &dir, &command)
+        let scope = crate::bind::tools::scope_in(&lua, dir.clone());
+        crate::bind::sandbox::launcher(&lua, &scope, &command)
     };
     async move {
         let hub = hub?;

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use mlua::{Lua, Value};
 use serde::Deserialize;
 
-use crate::bind::session::tools::{blocking, output_table, session_cancel};
+use super::{blocking, output_table};
+use crate::bind::session::session_cancel;
 use crate::lisp::{HostFn, Lisp, LispError, SettingDecl, create_async_function, define, from_lua};
 use crate::tools::{self, GrepArgs, ToolOutput};
 
@@ -38,7 +39,7 @@ struct PathParams {
 }
 
 /// Install the search tools' host functions into `oml` and their setting into `tools`.
-pub fn install(lisp: &Lisp) -> Result<(), LispError> {
+pub(super) fn install(lisp: &Lisp) -> Result<(), LispError> {
     lisp.declare_setting(&SettingDecl::new(
         "tools.grep-ripgrep?",
         "boolean",

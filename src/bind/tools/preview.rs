@@ -12,7 +12,7 @@ use std::path::Path;
 
 use mlua::{Lua, Table, Value};
 
-use super::{current_cwd, sessions};
+use crate::bind::session::{current_cwd, sessions};
 use crate::lisp::{HostFn, LispError, define, from_lua};
 use crate::tools::{self, FileDiff};
 
@@ -64,7 +64,7 @@ fn read_text(
         default_limit,
     };
     let out = tools::read_text(Path::new(&path), &text, offset, limit, &limits);
-    super::tools::output_table(lua, out)
+    super::output_table(lua, out)
 }
 
 fn edit_text(lua: &Lua, (text, path, args): (String, String, Value)) -> mlua::Result<Table> {
@@ -73,11 +73,11 @@ fn edit_text(lua: &Lua, (text, path, args): (String, String, Value)) -> mlua::Re
         .and_then(|edits| tools::edit_text(Path::new(&path), &text, &edits));
     match result {
         Ok((new_text, out)) => {
-            let t = super::tools::output_table(lua, out)?;
+            let t = super::output_table(lua, out)?;
             t.set("new-text", new_text)?;
             Ok(t)
         }
-        Err(e) => super::tools::output_table(lua, e.into()),
+        Err(e) => super::output_table(lua, e.into()),
     }
 }
 
