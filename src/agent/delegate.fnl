@@ -102,7 +102,7 @@ asks the front end about `agent.delegate-call`. Returns an option id, :allow, :r
                    (case (agent.rule-verdict call)
                      :allow :allow-once
                      :reject :reject-once
-                     _ ((or agent.ask-user agent.ask-permission) call)))
+                     _ ((or agent.ask-about agent.ask-permission) call)))
         option (fn [kind]
                  (accumulate [id nil _ o (ipairs (or request.options [])) &until id]
                    (when (= o.kind kind) o.optionId)))]

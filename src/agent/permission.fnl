@@ -306,7 +306,7 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
           _ (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
                     (agent.change-failure call))
               why {:content why :error? true}
-              _ (case ((or agent.ask-user agent.ask-permission) call)
+              _ (case ((or agent.ask-about agent.ask-permission) call)
                   :allow-once nil
                   :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
                   :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)

@@ -5,7 +5,7 @@
 ;; (`agent.run-tool-calls`, `agent.max-parallel`), and nesting stops at `agent.max-depth`.
 ;;
 ;; A sub-agent's session keeps its link in session keys: :subagent {:parent :call :agent :depth}
-;; (what `agent.ask-user` asks through, in the parent's session and card), :agent-prompt (its
+;; (what `agent.ask-about` asks through, in the parent's session and card), :agent-prompt (its
 ;; system prompt), :tool-filter {:allow :deny}, :max-turns. The Rust primitives are in
 ;; src/agent/subagent.rs (`session.new-child`, `session.start-turn`, `session.next-event`,
 ;; `session.wait-turn`, `session.stop-turn`, `session.spawn`, `session.join`). Loaded after
@@ -95,7 +95,9 @@ grants."
     (each [k v (pairs {:permission-mode grants.permission-mode
                        :model (when (and def.model (not= def.model :inherit)) def.model)
                        :agent-prompt def.prompt
-                       :tool-filter {:allow def.tools :deny (. def :disallowed-tools)}
+                       :tool-filter {:allow def.tools
+                                     ;; A sub-agent asks the user nothing but permissions.
+                                     :deny (icollect [_ n (ipairs (or (. def :disallowed-tools) [])) &into [:ask_user]] n)}
                        :max-turns (. def :max-turns)
                        :additional-directories (session.get :additional-directories)
                        :network? (session.get :network?)
@@ -111,7 +113,7 @@ grants."
 (fn alive? [id]
   (accumulate [hit false _ s (ipairs (session.list)) &until hit] (= s id)))
 
-(fn agent.ask-user [call]
+(fn agent.ask-about [call]
   "Ask the user about the tool CALL through the front end (`agent.ask-permission`); in a
 sub-agent's session, in its parent's session instead (up to the user's), on the card of the
 `task` call that runs it, the title naming the sub-agent. Returns what `agent.ask-permission`
@@ -122,7 +124,7 @@ does."
           (set asked.id link.call)
           (set asked.title (.. link.agent ": " (or call.title call.name)))
           (set asked.status :in_progress)
-          (session.with link.parent agent.ask-user asked))
+          (session.with link.parent agent.ask-about asked))
         (agent.ask-permission call))))
 
 ;;; Running one
@@ -208,12 +210,41 @@ RUN's :ended."
   (set next-task (+ next-task 1))
   (.. "task-" next-task))
 
+(defsetting agent.background-timeout 14400 :number
+  "Seconds a command started with `bash`'s background argument may run; then it is killed.")
+
+(fn command-result [run]
+  (let [state (oml.bash-job run.job)
+        r (or state.result {:content (.. "(still running)\n" state.output) :error? false})]
+    {:content (.. "$ " run.command "\n" r.content) :error? r.error?}))
+
+(fn agent.start-command [command ?timeout]
+  "Start COMMAND in the background for the `bash` tool's background argument (`oml.bash-start`:
+the same sandbox, not stopped with the prompt, killed after ?TIMEOUT seconds, default
+`agent.background-timeout`): a task of this session that `task_output`, `task_stop` and `/tasks`
+know, whose result joins the conversation when it ends. Returns the tool's result."
+  (let [id (new-task-id)
+        run {: id :name :bash : command :description command :parent (session.current)
+             :background? true :call-id (agent.running-call-id) :started (os.time)
+             :job (oml.bash-start command (or ?timeout (oml.setting "agent.background-timeout"))
+                                  _G.tools.bash-max-chars)}]
+    (tset agent.tasks id run)
+    (set run.card-id (.. (or run.call-id id) ":background"))
+    (session.emit! {:type :tool-start :id run.card-id :name :bash :kind :execute
+                    :title (.. command " (background " id ")") :args {: command :background true}})
+    (set run.watcher (session.spawn (fn []
+                                      (oml.bash-job-wait run.job)
+                                      (set run.ended {:stop-reason :end-turn})
+                                      (agent.task-finished! run)
+                                      true)))
+    {:content (.. "Started " id " in the background: `" command "`. task_output reads its output, task_stop ends it; its result joins the conversation when it ends.")}))
+
 (fn agent.task-finished! [run]
   "Hand the result of the background task RUN, which has just ended, to its parent session: as
 a user message posted to the session (`session.post!`), which joins the conversation before
 the session's next model call, and `agent.wake!` (a front end's: start a turn for it when the
 session is idle) when defined."
-  (let [result (agent.task-result run)
+  (let [result (if run.job (command-result run) (agent.task-result run))
         text (.. "[Background task " run.id " (" run.name (if run.description (.. ": " run.description) "")
                  ") has finished]\n" result.content)]
     (set run.result result)
@@ -222,7 +253,7 @@ session is idle) when defined."
     (when (and session.post! (alive? run.parent))
       (session.post! {:role :user :content text} run.parent)
       (when agent.wake! (agent.wake! run.parent)))
-    (session.forget-child run.child)))
+    (when run.child (session.forget-child run.child))))
 
 (fn start-background! [run]
   "Watch the background task RUN on a coroutine of its own, on a card of its own that completes
@@ -336,8 +367,8 @@ when it ends; returns at once."
   (let [run (find-task id)]
     (if (not run) (task-error (.. "No task " (tostring id) " in this session"))
         (do (when (and (= true wait) run.watcher) (session.join run.watcher))
-            (if run.result
-                run.result
+            (if run.result run.result
+                run.job (command-result run)
                 {:content (.. run.id " (" run.name ") is " (status-of run) ". So far:\n" (run.view.text))})))))
 
 (fn tools.task_stop [{: id}]
@@ -347,7 +378,7 @@ when it ends; returns at once."
   (let [run (find-task id)]
     (if (not run) (task-error (.. "No task " (tostring id) " in this session"))
         run.ended {:content (.. run.id " had already ended (" (status-of run) ").")}
-        (do (session.stop-turn run.handle)
+        (do (if run.job (oml.bash-job-stop run.job) (session.stop-turn run.handle))
             {:content (.. "Stopping " run.id " (" run.name ").")}))))
 
 (fn commands.tasks [input]

@@ -34,13 +34,16 @@
             :edits [:array "Several replacements, each {old_text, new_text}, applied together" :optional]}}
   (oml.tool-edit (or path "") args))
 
-(fn tools.bash [{: command : timeout}]
-  {:fnl/docstring "Run a shell command with bash in the working directory. stdout and stderr are merged; long output keeps its end."
+(fn tools.bash [{: command : timeout : background}]
+  {:fnl/docstring "Run a shell command with bash in the working directory. stdout and stderr are merged; long output keeps its end. With background true it runs on while you go on (a dev server, a watcher, a long build): you get a task id at once, task_output reads its output, task_stop ends it, and its result joins the conversation when it ends."
    :kind :execute :title "{command}"
    :params {:command [:string "The command to run"]
-            :timeout [:number "Seconds before the command is killed" :optional]}}
-  (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
-                 _G.tools.bash-max-chars))
+            :timeout [:number "Seconds before the command is killed" :optional]
+            :background [:boolean "Run it in the background and go on" :optional]}}
+  (if (= true background)
+      (agent.start-command (or command "") (tonumber timeout))
+      (oml.tool-bash (or command "") (or (tonumber timeout) _G.tools.bash-timeout)
+                     _G.tools.bash-max-chars)))
 
 (fn tools.grep [{: pattern : path : glob : ignore_case : literal : context : limit &as args}]
   {:fnl/docstring "Search file contents for a regular expression (ripgrep syntax). Matching lines come back as path:line:text, sorted by path; .gitignore'd, hidden and binary files are skipped. Use it to find definitions and uses before reading files."

@@ -12,6 +12,7 @@
 //! the session ([`scope`]) and passes down; the sandbox's Lisp functions look it up here too.
 //! This module does not decide whether a tool may run; the agent asks first.
 
+mod background;
 mod bash;
 mod descriptors;
 mod files;
@@ -38,6 +39,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     let lua = lisp.lua();
     define(lua, "oml", files::FILES)?;
     define(lua, "oml", bash::COMMANDS)?;
+    define(lua, "oml", background::BACKGROUND)?;
     define(lua, "oml", output::OUTPUT)?;
     preview::install(lua)?;
     search::install(lisp)?;
