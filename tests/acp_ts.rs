@@ -43,3 +43,43 @@ fn the_typescript_sdk_drives_oml_acp_through_elicitation_message_ids_and_cancel_
     let asked = fake.requests()[1].body["messages"].to_string();
     assert!(asked.contains("The user answered: sqlite"), "{asked}");
 }
+
+#[test]
+fn the_typescript_sdk_shows_a_sub_agent_s_task_card_with_its_progress_and_its_session() {
+    let env = Env::new();
+    let notes = env.file("notes.txt", "alpha\n");
+    let task = r#"{"agent": "explore", "prompt": "read the notes", "description": "notes"}"#;
+    let read = serde_json::json!({"path": notes}).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("call_t", "task", &[task])),
+        Reply::from(tool_call_chunks("sub_1", "read", &[&read])),
+        Reply::from(text_chunks(&["The notes say alpha."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let Some(mut cmd) = support::sdk::driver(&[], "drive_oml_task.mjs", &env, &fake) else {
+        return;
+    };
+    cmd.arg(env!("CARGO_BIN_EXE_oml")).arg(&env.project);
+    let seen = support::sdk::seen(&mut cmd);
+    assert_eq!(seen["stop"], "end_turn", "{seen}");
+    let card = &seen["cards"]["call_t"];
+    assert_eq!(card["titles"][0], "explore: notes", "{seen}");
+    assert_eq!(
+        card["statuses"].as_array().and_then(|s| s.last()),
+        Some(&"completed".into())
+    );
+    let texts = card["texts"].to_string();
+    assert!(texts.contains("**explore**: read the notes"), "{texts}");
+    assert!(texts.contains("Read "), "{texts}");
+    assert!(texts.contains("The notes say alpha."), "{texts}");
+    let link = &card["meta"]["oml"]["subagent"];
+    assert_eq!(link["parentSessionId"], seen["sessionId"], "{seen}");
+    assert_eq!(link["agent"], "explore");
+    // The sub-agent's own cards stay in its session; the list shows the user's session only.
+    assert!(seen["cards"].get("sub_1").is_none(), "{seen}");
+    assert_eq!(
+        seen["sessions"],
+        serde_json::json!([seen["sessionId"]]),
+        "{seen}"
+    );
+}
