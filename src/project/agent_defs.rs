@@ -1,0 +1,550 @@
+//! Sub-agent definitions as users already write them: Claude Code's `*.md` (YAML front matter,
+//! the body the sub-agent's system prompt; `agent_md`) and Codex's `*.toml` (`agent_toml`), in
+//! the project's `.oml/agents`, `.claude/agents` and `.codex/agents` (nearest the working
+//! directory first, up to the project root), then the user's `agents` folder of oml's config
+//! folder, `~/.claude/agents` (`$CLAUDE_CONFIG_DIR/agents`) and `~/.codex/agents`
+//! (`$CODEX_HOME/agents`). The project comes before the user, as in Claude Code.
+//!
+//! As for skills: the first of a name wins, later ones are listed as shadowed; a file that cannot
+//! be read as a definition is a [`Problem`] naming its line and is skipped; a field that is
+//! wrong (an unknown tool, an unknown permission mode) is a problem too, and the definition is
+//! kept without it. A project's file that is a link leading out of the project is not read.
+//! Tool names are mapped to oml's (`Read` → `read`, `Glob` → `find`, …); a lower-case name and
+//! `mcp__server__tool` are kept as written, for the caller to check against the tools it has.
+//!
+//! It knows nothing of Lisp, sessions or trust: what a definition may grant is the caller's
+//! decision (`agent.granted`, in `src/agent/agents.fnl`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::agent_md;
+use super::agent_toml;
+use super::skills::{self, Folder, Found, Problem};
+
+/// A project's definition folders, in precedence order, at each level from the working
+/// directory up to the project root.
+pub const PROJECT_AGENT_DIRS: [&str; 3] = [".oml/agents", ".claude/agents", ".codex/agents"];
+/// The user's definition folder inside oml's config folder.
+pub const USER_AGENT_DIR: &str = "agents";
+/// Definitions (found and shadowed) one discovery keeps at most.
+pub const MAX_FOUND: usize = 500;
+/// Characters of a description kept.
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Entries of one list field (`tools`, `skills`, `mcpServers`, …) kept at most.
+pub const MAX_LIST: usize = 256;
+
+/// Claude Code's tool names and oml's for the same tool. `WebFetch`, `WebSearch` and
+/// `NotebookEdit` have none: oml has no such tool, and naming one is a problem.
+pub const CLAUDE_TOOLS: [(&str, &str); 13] = [
+    ("Read", "read"),
+    ("Grep", "grep"),
+    ("Glob", "find"),
+    ("Bash", "bash"),
+    ("Edit", "edit"),
+    ("MultiEdit", "edit"),
+    ("Write", "write"),
+    ("LS", "ls"),
+    ("Task", "task"),
+    ("Agent", "task"),
+    ("TodoWrite", "update_plan"),
+    ("Skill", "skill"),
+    ("AskUserQuestion", "ask_user"),
+];
+
+/// Claude Code's permission modes and oml's for each. `dontAsk` (refuse whatever would ask) has
+/// no exact match: `read-only` is the nearest mode that never asks and never grants more.
+pub const CLAUDE_MODES: [(&str, &str); 5] = [
+    ("default", "ask"),
+    ("acceptEdits", "accept-edits"),
+    ("bypassPermissions", "yolo"),
+    ("plan", "read-only"),
+    ("dontAsk", "read-only"),
+];
+
+/// oml's permission modes, as `agent.permission-modes` names them.
+pub const OML_MODES: [&str; 4] = ["read-only", "ask", "accept-edits", "yolo"];
+
+/// Codex's `sandbox_mode` values.
+pub const CODEX_SANDBOX_MODES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
+
+/// One sub-agent definition, as the Lisp face shows it (kebab-case keys; an absent field is
+/// absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AgentDef {
+    pub name: String,
+    pub description: String,
+    /// The sub-agent's system prompt: the markdown body, or `developer_instructions`.
+    pub prompt: String,
+    /// oml tool names; absent means every tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disallowed_tools: Option<Vec<String>>,
+    /// Absent (or `inherit`): the parent's model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// One of [`OML_MODES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    /// Each `{"name": …}` (a server configured elsewhere) or `{"name": …, "command"|"url": …}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
+    /// Only `worktree`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
+    /// An ACP agent to drive instead of a model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// One of [`CODEX_SANDBOX_MODES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_mode: Option<String>,
+    /// The file it was read from.
+    pub source: String,
+    /// The line it starts on (1).
+    pub line: usize,
+    /// Whether it is from the project's folders.
+    #[serde(rename = "project?")]
+    pub project: bool,
+    /// The line of each list field of tool names (`tools`, `disallowed-tools`), for problems
+    /// found later (a lower-case name the caller has no tool for).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub lines: BTreeMap<String, usize>,
+}
+
+/// A definition read, with what was wrong in fields it was kept without.
+pub struct Read {
+    pub def: AgentDef,
+    pub problems: Vec<Problem>,
+}
+
+/// The user's definition folders: oml's (in `config`), Claude Code's, Codex's.
+pub fn user_folders(config: &Path) -> Vec<Folder> {
+    let moved = |var: &str| {
+        std::env::var_os(var)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = crate::paths::home_dir();
+    let claude = moved("CLAUDE_CONFIG_DIR").or_else(|| home.as_ref().map(|h| h.join(".claude")));
+    let codex = moved("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let mut dirs = vec![config.join(USER_AGENT_DIR)];
+    dirs.extend(claude.map(|d| d.join(USER_AGENT_DIR)));
+    dirs.extend(codex.map(|d| d.join(USER_AGENT_DIR)));
+    dirs.into_iter()
+        .map(|dir| Folder {
+            dir,
+            project_root: None,
+        })
+        .collect()
+}
+
+/// The folders for a session in `dir`: the project's from `dir` up to its root (`dir` itself
+/// outside any project), then the user's.
+pub fn folders(config: &Path, dir: &Path) -> Vec<Folder> {
+    let root = super::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
+    let mut out = skills::project_folders(&root, dir, &PROJECT_AGENT_DIRS);
+    out.extend(user_folders(config));
+    out
+}
+
+/// The definitions of `folders`, in precedence order.
+pub fn agent_defs(folders: &[Folder]) -> Found<AgentDef> {
+    let mut out = Found::default();
+    let mut names = HashSet::new();
+    for folder in folders {
+        let linked = skills::leads_out(folder);
+        let Ok(entries) = std::fs::read_dir(&folder.dir) else {
+            continue;
+        };
+        let mut files: Vec<(PathBuf, bool)> = entries
+            .flatten()
+            .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+            .filter(|e| format_of(&e.path()).is_some())
+            .map(|e| (e.path(), e.file_type().is_ok_and(|k| k.is_symlink())))
+            .collect();
+        files.sort();
+        for (file, link) in files {
+            if out.found.len() + out.shadowed.len() >= MAX_FOUND {
+                return out;
+            }
+            match read_def(folder, &file, linked || link) {
+                Ok(read) => {
+                    out.problems.extend(read.problems);
+                    if names.insert(read.def.name.clone()) {
+                        out.found.push(read.def);
+                    } else {
+                        out.shadowed.push(read.def);
+                    }
+                }
+                Err(p) => out.problems.push(p),
+            }
+        }
+    }
+    out
+}
+
+/// The two formats, by the file's extension.
+#[derive(Clone, Copy)]
+enum Format {
+    Markdown,
+    Toml,
+}
+
+fn format_of(file: &Path) -> Option<Format> {
+    match file.extension()?.to_str()? {
+        "md" => Some(Format::Markdown),
+        "toml" => Some(Format::Toml),
+        _ => None,
+    }
+}
+
+/// The definition in `file` of `folder` (a link on its way checked when `linked`).
+fn read_def(folder: &Folder, file: &Path, linked: bool) -> Result<Read, Problem> {
+    let text = skills::read_text(folder, file, linked)?;
+    let mut read = match format_of(file) {
+        Some(Format::Toml) => agent_toml::parse(&text, file)?,
+        _ => agent_md::parse(&text, file)?,
+    };
+    read.def.project = folder.project_root.is_some();
+    Ok(read)
+}
+
+/// What a parser collects: the file, its text (for a field's line) and the problems so far.
+pub(super) struct Fields<'a> {
+    pub file: &'a Path,
+    pub text: &'a str,
+    pub problems: Vec<Problem>,
+}
+
+impl Fields<'_> {
+    /// A problem at the line of the top-level `key`.
+    pub fn problem(&mut self, key: &str, message: String) {
+        let line = key_line(self.text, key);
+        self.problems.push(Problem {
+            file: self.file.to_path_buf(),
+            line,
+            message,
+        });
+    }
+
+    /// The problem that makes the whole file unusable, at the line of `key` (1 when absent).
+    pub fn fatal(&self, key: &str, message: &str) -> Problem {
+        Problem {
+            file: self.file.to_path_buf(),
+            line: key_line(self.text, key),
+            message: message.to_owned(),
+        }
+    }
+
+    /// The string `key`, or a problem when it is of another type.
+    pub fn string(&mut self, map: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+        match map.get(key)? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Value::String(_) | Value::Null => None,
+            Value::Number(n) => Some(n.to_string()),
+            _ => {
+                self.problem(key, format!("`{key}` must be a string; left out"));
+                None
+            }
+        }
+    }
+
+    /// The list `key`: a YAML or TOML list of strings, or one string of comma-separated items.
+    pub fn list(&mut self, map: &serde_json::Map<String, Value>, key: &str) -> Option<Vec<String>> {
+        let items: Vec<String> = match map.get(key)? {
+            Value::Null => return None,
+            Value::String(s) => s.split(',').map(|i| i.trim().to_owned()).collect(),
+            Value::Array(a) if a.iter().all(Value::is_string) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|i| i.trim().to_owned())
+                .collect(),
+            _ => {
+                let m = format!(
+                    "`{key}` must be a list of names or one comma-separated string; left out"
+                );
+                self.problem(key, m);
+                return None;
+            }
+        };
+        Some(
+            items
+                .into_iter()
+                .filter(|i| !i.is_empty())
+                .take(MAX_LIST)
+                .collect(),
+        )
+    }
+
+    /// The tool list `key`, mapped to oml's names; what cannot be is a problem, left out.
+    pub fn tools(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        key: &str,
+        lines: &mut BTreeMap<String, usize>,
+        field: &str,
+    ) -> Option<Vec<String>> {
+        let names = self.list(map, key)?;
+        lines.insert(field.to_owned(), key_line(self.text, key));
+        let mut out: Vec<String> = Vec::new();
+        for name in names {
+            match map_tool(&name) {
+                Ok(t) if !out.contains(&t) => out.push(t),
+                Ok(_) => {}
+                Err(why) => self.problem(key, format!("`{key}`: {why}; left out")),
+            }
+        }
+        Some(out)
+    }
+
+    /// The permission mode `key`, as oml's mode id.
+    pub fn mode(&mut self, map: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+        let mode = self.string(map, key)?;
+        let mapped = CLAUDE_MODES
+            .iter()
+            .find(|(c, _)| *c == mode)
+            .map(|(_, o)| (*o).to_owned())
+            .or_else(|| OML_MODES.contains(&mode.as_str()).then_some(mode.clone()));
+        if mapped.is_none() {
+            let known: Vec<&str> = CLAUDE_MODES.iter().map(|(c, _)| *c).collect();
+            let m = format!(
+                "unknown `{key}` `{mode}` (one of {}); left out",
+                known.join(", ")
+            );
+            self.problem(key, m);
+        }
+        mapped
+    }
+
+    /// The MCP servers `key`: a list of names, or of one-entry maps name → spec, or (`by_name`)
+    /// a map name → spec; each as `{"name": …, …spec}`.
+    pub fn mcp_servers(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        key: &str,
+    ) -> Option<Vec<Value>> {
+        let entry = |name: &str, spec: &Value| -> Option<Value> {
+            let mut out = spec.as_object()?.clone();
+            out.insert("name".into(), Value::String(name.to_owned()));
+            Some(Value::Object(out))
+        };
+        let mut out = Vec::new();
+        let mut bad = false;
+        match map.get(key)? {
+            Value::Null => return None,
+            Value::Object(by_name) => {
+                for (name, spec) in by_name {
+                    match entry(name, spec) {
+                        Some(e) => out.push(e),
+                        None => bad = true,
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::String(name) => out.push(serde_json::json!({ "name": name })),
+                        Value::Object(m) if m.len() == 1 => {
+                            let (name, spec) = m.iter().next()?;
+                            match entry(name, spec) {
+                                Some(e) => out.push(e),
+                                None => bad = true,
+                            }
+                        }
+                        _ => bad = true,
+                    }
+                }
+            }
+            _ => bad = true,
+        }
+        if bad {
+            let m = format!(
+                "`{key}`: an entry is neither a server's name nor `name: {{command or url …}}`; left out"
+            );
+            self.problem(key, m);
+        }
+        out.truncate(MAX_LIST);
+        Some(out)
+    }
+}
+
+/// `name` as oml's tool name, or why it has none.
+pub fn map_tool(name: &str) -> Result<String, String> {
+    if let Some((_, oml)) = CLAUDE_TOOLS.iter().find(|(c, _)| *c == name) {
+        return Ok((*oml).to_owned());
+    }
+    if name.starts_with("mcp__") && name.len() > 5 {
+        return Ok(name.to_owned());
+    }
+    let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if name.starts_with(|c: char| c.is_ascii_lowercase()) && name.chars().all(plain) {
+        return Ok(name.to_owned());
+    }
+    if name.contains('(') {
+        return Err(format!(
+            "`{name}` limits a tool to some uses, which a definition cannot do in oml (use permission rules)"
+        ));
+    }
+    Err(format!(
+        "unknown tool `{name}`: oml has no tool of that name"
+    ))
+}
+
+/// The 1-based line of `text` where the top-level `key` (`key:` or `key =`) is, else 1.
+pub fn key_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            l.strip_prefix(key).is_some_and(|rest| {
+                let rest = rest.trim_start();
+                rest.starts_with(':') || rest.starts_with('=')
+            })
+        })
+        .map_or(1, |i| i + 1)
+}
+
+/// A definition's name: `named` when given, else the file's stem; checked.
+pub(super) fn name_of(fields: &Fields<'_>, named: Option<String>) -> Result<String, Problem> {
+    let stem = fields
+        .file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = named.unwrap_or(stem);
+    if skills::valid_name(&name) {
+        Ok(name)
+    } else {
+        Err(fields.fatal(
+            "name",
+            "the name may hold letters, digits, `-`, `_`, `.` and `:` only",
+        ))
+    }
+}
+
+/// A definition's description, whitespace collapsed and capped; its absence makes the file
+/// unusable (the model could not know when to use the sub-agent).
+pub(super) fn description_of(
+    fields: &Fields<'_>,
+    given: Option<String>,
+) -> Result<String, Problem> {
+    let d = given
+        .map(|d| d.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            fields.fatal(
+                "description",
+                "no `description`: the model could not know when to use this sub-agent",
+            )
+        })?;
+    Ok(d.chars().take(MAX_DESCRIPTION_CHARS).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_map_to_oml_and_unknown_ones_say_why() {
+        assert_eq!(map_tool("Glob"), Ok("find".into()));
+        assert_eq!(map_tool("MultiEdit"), Ok("edit".into()));
+        assert_eq!(
+            map_tool("mcp__github__search"),
+            Ok("mcp__github__search".into())
+        );
+        assert_eq!(map_tool("update_plan"), Ok("update_plan".into()));
+        assert!(
+            map_tool("WebFetch")
+                .unwrap_err()
+                .contains("unknown tool `WebFetch`")
+        );
+        assert!(map_tool("Bash(git:*)").unwrap_err().contains("some uses"));
+        assert!(map_tool("rm -rf").is_err());
+    }
+
+    #[test]
+    fn a_key_is_found_at_its_line() {
+        let text = "---\nname: a\ntools: Read\n---\ntools: in the body\n";
+        assert_eq!(key_line(text, "tools"), 3);
+        assert_eq!(key_line("a = 1\nsandbox_mode = \"x\"\n", "sandbox_mode"), 2);
+        assert_eq!(key_line("x: 1\n", "missing"), 1);
+        assert_eq!(key_line("  tools: nested\n", "tools"), 1);
+    }
+
+    #[test]
+    fn the_project_comes_first_and_a_name_shadows_the_next() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("p");
+        let config = t.path().join("config");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        let write = |dir: &Path, file: &str, text: &str| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join(file), text).unwrap();
+        };
+        write(
+            &root.join(".claude/agents"),
+            "r.md",
+            "---\ndescription: project\n---\nP\n",
+        );
+        write(
+            &config.join("agents"),
+            "r.md",
+            "---\ndescription: user\n---\nU\n",
+        );
+        write(
+            &root.join(".codex/agents"),
+            "c.toml",
+            "description = \"codex\"\n",
+        );
+        write(
+            &root.join(".claude/agents"),
+            "bad.md",
+            "---\nname: a b\ndescription: x\n---\n",
+        );
+        let mut dirs = skills::project_folders(&root, &root, &PROJECT_AGENT_DIRS);
+        dirs.push(Folder {
+            dir: config.join(USER_AGENT_DIR),
+            project_root: None,
+        });
+        let found = agent_defs(&dirs);
+        let names: Vec<_> = found
+            .found
+            .iter()
+            .map(|d| (d.name.as_str(), d.project))
+            .collect();
+        assert_eq!(names, [("r", true), ("c", true)]);
+        assert_eq!(found.found[0].prompt, "P\n");
+        assert_eq!(found.shadowed[0].description, "user");
+        assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        assert_eq!(found.problems[0].line, 2);
+    }
+
+    #[test]
+    fn a_project_file_that_links_out_of_the_project_is_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("p");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join(".claude/agents")).unwrap();
+        let outside = t.path().join("secret.md");
+        std::fs::write(&outside, "---\ndescription: secret\n---\nkey\n").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join(".claude/agents/x.md")).unwrap();
+        let found = agent_defs(&skills::project_folders(&root, &root, &PROJECT_AGENT_DIRS));
+        assert!(found.found.is_empty(), "{:?}", found.found);
+        assert!(
+            found.problems[0]
+                .message
+                .contains("leads out of the project")
+        );
+    }
+}
