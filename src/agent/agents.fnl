@@ -153,14 +153,29 @@ same table while nothing changed: treat it as read-only."
                                     parent " is used"))
           parent)))
 
+(fn servers-granted [def trusted? refused]
+  "The MCP servers of DEF it may have: a user's all; a project's none while it is not TRUSTED?,
+and of its own (:command or :url) only from a file `oml trust` covers (.oml/agents at the root:
+.claude/agents and .codex/agents are not, and commands may write them)."
+  (if (not def.project?) def.mcp-servers
+      (not trusted?)
+      (do (table.insert refused (.. "the MCP servers of " def.source
+                                    " (the project is not trusted: oml trust)"))
+          nil)
+      (icollect [_ s (ipairs def.mcp-servers)]
+        (if (or def.trust-covered? (and (= nil s.command) (= nil s.url))) s
+            (table.insert refused (.. "the MCP server " (tostring s.name) " of " def.source
+                                      " (a server of its own is started only from the project's .oml/agents, which oml trust records)"))))))
+
 (fn agent.granted [def parent-mode trusted?]
   "What the sub-agent definition DEF may have under a parent session in PARENT-MODE (a
 permission mode id) when its project is TRUSTED? (`project.trusted?`): {:permission-mode
 :mcp-servers :sandbox-mode :refused}. The permission mode is DEF's when it is at most
 PARENT-MODE (read-only < ask < accept-edits < yolo), else PARENT-MODE; the sandbox mode
 likewise at most `sandbox.mode` (read-only < workspace-write < off; Codex's danger-full-access
-is off), nil meaning the parent's; the MCP servers are DEF's, nil meaning the parent's, and a
-project's definition gets none of its own while the project is not trusted. Nothing a file
+is off), nil meaning the parent's; the MCP servers are DEF's, nil meaning the parent's: a
+project's definition gets none while the project is not trusted, and starts servers of its own
+(:command, :url) only from the project's .oml/agents, which `oml trust` records. Nothing a file
 says raises a sub-agent above its parent, from the project or the user. :refused says, one
 line each, what DEF asked for and did not get."
   (when (not (. mode-rank parent-mode))
@@ -173,12 +188,7 @@ line each, what DEF asked for and did not get."
         sandbox (when def.sandbox-mode
                   (capped (. sandbox-of def.sandbox-mode) parent-sandbox sandbox-rank
                           "the sandbox mode" refused))
-        servers (if (= nil def.mcp-servers) nil
-                    (and def.project? (not trusted?))
-                    (do (table.insert refused (.. "the MCP servers of " def.source
-                                                  " (the project is not trusted; oml trust)"))
-                        nil)
-                    def.mcp-servers)]
+        servers (when def.mcp-servers (servers-granted def trusted? refused))]
     {:permission-mode mode :mcp-servers servers :sandbox-mode sandbox :refused refused}))
 
 ;;; The system prompt and /agents

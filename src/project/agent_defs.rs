@@ -27,7 +27,9 @@ use super::skills::{self, Folder, Found, Problem};
 
 /// A project's definition folders, in precedence order, at each level from the working
 /// directory up to the project root.
-pub const PROJECT_AGENT_DIRS: [&str; 3] = [".oml/agents", ".claude/agents", ".codex/agents"];
+pub const PROJECT_AGENT_DIRS: [&str; 3] = [TRUSTED_AGENT_DIR, ".claude/agents", ".codex/agents"];
+/// The project folder whose files `oml trust` records (`crate::lisp::init`), at the root.
+pub const TRUSTED_AGENT_DIR: &str = ".oml/agents";
 /// The user's definition folder inside oml's config folder.
 pub const USER_AGENT_DIR: &str = "agents";
 /// Definitions (found and shadowed) one discovery keeps at most.
@@ -118,6 +120,11 @@ pub struct AgentDef {
     /// Whether it is from the project's folders.
     #[serde(rename = "project?")]
     pub project: bool,
+    /// Whether it is a file `oml trust` covers (the root's [`TRUSTED_AGENT_DIR`], which
+    /// confined commands cannot write either): only such a project definition may start MCP
+    /// servers of its own.
+    #[serde(rename = "trust-covered?")]
+    pub trust_covered: bool,
     /// The line of each list field of tool names (`tools`, `disallowed-tools`), for problems
     /// found later (a lower-case name the caller has no tool for).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -219,6 +226,10 @@ fn read_def(folder: &Folder, file: &Path, linked: bool) -> Result<Read, Problem>
         _ => agent_md::parse(&text, file)?,
     };
     read.def.project = folder.project_root.is_some();
+    read.def.trust_covered = folder
+        .project_root
+        .as_ref()
+        .is_some_and(|root| folder.dir == root.join(TRUSTED_AGENT_DIR));
     Ok(read)
 }
 

@@ -58,6 +58,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Read, Problem> {
         source: file.display().to_string(),
         line: 1,
         project: false,
+        trust_covered: false,
         lines,
     };
     Ok(Read {
