@@ -9,7 +9,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::agent_defs::{self, AgentDef, Fields, Read};
+use super::agent_defs::{AgentDef, Read};
+use super::agent_fields::{self, Fields};
 use super::front_matter;
 use super::skills::{self, Problem};
 
@@ -30,9 +31,9 @@ pub fn parse(text: &str, file: &Path) -> Result<Read, Problem> {
         }
     };
     let named = f.string(&map, "name");
-    let name = agent_defs::name_of(&f, named)?;
+    let name = agent_fields::name_of(&f, named)?;
     let described = f.string(&map, "description");
-    let description = agent_defs::description_of(&f, described)?;
+    let description = agent_fields::description_of(&f, described)?;
     let mut lines = BTreeMap::new();
     let def = AgentDef {
         name,
@@ -164,7 +165,7 @@ mod tests {
 
     #[test]
     fn every_claude_mode_has_an_oml_mode() {
-        for (claude, oml) in agent_defs::CLAUDE_MODES {
+        for (claude, oml) in crate::project::agent_defs::CLAUDE_MODES {
             let r = read(&format!(
                 "---\ndescription: d\npermissionMode: {claude}\n---\n"
             ));

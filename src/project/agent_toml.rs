@@ -11,7 +11,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::agent_defs::{self, AgentDef, CODEX_SANDBOX_MODES, Fields, Read};
+use super::agent_defs::{AgentDef, CODEX_SANDBOX_MODES, Read};
+use super::agent_fields::{self, Fields};
 use super::skills::Problem;
 
 /// The definition in the TOML `text` of `file`.
@@ -35,9 +36,9 @@ pub fn parse(text: &str, file: &Path) -> Result<Read, Problem> {
         return Err(f.fatal("", "the file is not a TOML table"));
     };
     let named = f.string(&map, "name");
-    let name = agent_defs::name_of(&f, named)?;
+    let name = agent_fields::name_of(&f, named)?;
     let described = f.string(&map, "description");
-    let description = agent_defs::description_of(&f, described)?;
+    let description = agent_fields::description_of(&f, described)?;
     let mut lines = BTreeMap::new();
     let def = AgentDef {
         name,
