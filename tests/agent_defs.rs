@@ -1,12 +1,13 @@
 //! Sub-agent definitions end to end with the real `oml`: Claude Code's `.claude/agents/*.md` and
 //! Codex's `.codex/agents/*.toml` in the project and the user's folders (`CODEX_HOME` honoured),
 //! read by `agent.agent-defs` (`oml eval`), listed by `/agents` (`oml -p`) with their sources,
-//! shadowing and problems at file:line, and named in the system prompt the fake model receives.
+//! shadowing and problems at file:line, named in the system prompt the fake model receives, and
+//! run by the `task` tool with only the tools and no more than the mode the parent allows.
 
 mod support;
 
 use serde_json::Value;
-use support::fake_model::{FakeModel, Reply, text_chunks};
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use support::home::{Env, write_file};
 
 /// A reviewer with `tools: Read, Grep` and an unknown tool, a Codex explorer, a user reviewer
@@ -142,29 +143,18 @@ fn slash_agents_lists_sources_shadowing_and_problems_with_their_line() {
 }
 
 #[test]
-fn the_model_is_told_the_sub_agents_once_there_is_a_task_tool() {
+fn the_model_is_told_the_sub_agents_names_and_descriptions() {
     let env = Env::new();
     fixtures(&env);
-    let prompt_of = |fake: &FakeModel| {
-        let requests = fake.requests();
-        requests[0].body["messages"][0]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
     let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
     let run = env.run(Some(&fake), &["-p", "hello"]);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        !prompt_of(&fake).contains("Sub-agents:"),
-        "no task tool, no listing"
-    );
-    // Until the task tool ships with oml, an init file stands in for it.
-    env.init("(fn tools.task [{: agent : prompt}] {:fnl/docstring \"Run a sub-agent.\"} \"\")\n");
-    let fake = FakeModel::start([Reply::from(text_chunks(&["ok"]))]);
-    let run = env.run(Some(&fake), &["-p", "hello"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let prompt = prompt_of(&fake);
+    let requests = fake.requests();
+    let prompt = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(prompt.contains("run with the task tool"), "{prompt}");
     assert!(
         prompt.contains("- reviewer: Reviews a diff for bugs\n"),
         "{prompt}"
@@ -174,4 +164,47 @@ fn the_model_is_told_the_sub_agents_once_there_is_a_task_tool() {
         "{prompt}"
     );
     assert!(!prompt.contains("the user's reviewer"), "{prompt}");
+}
+
+#[test]
+fn a_project_reviewer_runs_with_only_its_tools_and_no_more_than_the_parents_mode() {
+    let env = Env::new();
+    fixtures(&env);
+    env.file(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews a diff for bugs\ntools: Read, Grep\n\
+         permissionMode: bypassPermissions\n---\nYou review code. Never change it.\n",
+    );
+    let args = serde_json::json!({"agent": "reviewer", "prompt": "review src/"}).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "task", &[&args])),
+        Reply::from(text_chunks(&["No bugs."])),
+        Reply::from(text_chunks(&["Reviewed."])),
+    ]);
+    let run = env.run(Some(&fake), &["-p", "--mode", "ask", "review it"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let sub = &requests[1].body;
+    assert!(
+        sub["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("You review code. Never change it."),
+        "{sub}"
+    );
+    let mut names: Vec<&str> = sub["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["grep", "read"], "never bash");
+    // The parent reads what was not granted: bypassPermissions above its `ask`.
+    let result = requests[2].body.to_string();
+    assert!(
+        result.contains("yolo is above the parent's ask"),
+        "{result}"
+    );
 }

@@ -128,9 +128,6 @@ fn a_linked_definition_leading_out_of_the_project_is_not_read() {
     )
     .expect("write");
     symlink(&codex, t.env.project.join(".codex")).expect("link a folder on the way");
-    // A stand-in task tool, so that the system prompt would list the sub-agents.
-    t.env
-        .init("(fn tools.task [{: agent : prompt}] {:fnl/docstring \"Run a sub-agent.\"} \"\")\n");
     let fake = FakeModel::start([Reply::Stream(text_chunks(&["done"]))]);
     let out = t
         .command(Some(&fake), &["-p", "go"])
