@@ -208,3 +208,43 @@ fn a_project_reviewer_runs_with_only_its_tools_and_no_more_than_the_parents_mode
         "{result}"
     );
 }
+
+#[test]
+fn a_users_definition_keeps_its_servers_but_not_a_mode_above_the_parents_and_bad_specs_are_errors()
+{
+    let env = Env::new();
+    env.file(".git/HEAD", "ref: refs/heads/main\n");
+    let g = eval_json(
+        &env,
+        &[],
+        "(agent.granted {:name :u :project? false :permission-mode :yolo :sandbox-mode :read-only \
+           :mcp-servers [{:name :s :command \"srv\"}]} :accept-edits false)",
+    );
+    assert_eq!(g["permission-mode"], "accept-edits", "{g}");
+    assert_eq!(
+        g["sandbox-mode"], "read-only",
+        "a lower sandbox applies: {g}"
+    );
+    assert_eq!(g["mcp-servers"][0]["name"], "s", "{g}");
+    assert_eq!(g["refused"].as_array().map(Vec::len), Some(1), "{g}");
+    for (spec, says) in [
+        ("{:description \"d\" :bogus 1}", "unknown key :bogus"),
+        (
+            "{:description \"d\" :permission-mode :god}",
+            ":permission-mode cannot be",
+        ),
+        ("{:prompt \"no description\"}", "expected (agent.def"),
+    ] {
+        let form = format!("(let [(ok e) (pcall agent.def :x {spec})] (print ok e))");
+        let run = env.run(None, &["eval", &form]);
+        assert!(
+            run.stdout.starts_with("false") && run.stdout.contains(says),
+            "{spec}: {run:?}"
+        );
+    }
+    let run = env.run(
+        None,
+        &["eval", "(pcall agent.granted {:name :x} :sideways false)"],
+    );
+    assert!(run.stdout.contains("not a permission mode"), "{run:?}");
+}

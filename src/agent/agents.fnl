@@ -147,7 +147,10 @@ same table while nothing changed: treat it as read-only."
 
 (fn capped [wanted parent rank what refused]
   "WANTED when RANK says it is at most PARENT, else PARENT with a line in REFUSED."
-  (if (<= (. rank wanted) (. rank parent))
+  (if (= nil (. rank wanted))
+      (do (table.insert refused (.. what " " (tostring wanted) " is unknown; " parent " is used"))
+          parent)
+      (<= (. rank wanted) (. rank parent))
       wanted
       (do (table.insert refused (.. what " " wanted " is above the parent's " parent "; "
                                     parent " is used"))
@@ -211,7 +214,7 @@ tool to run them with."
             text)))))
 
 (fn agent-line [d state]
-  (.. "- `" d.name "` " d.source (if d.line (.. ":" d.line) "")
+  (.. "- `" d.name "` " d.source (if (and d.line (not= d.source "agent.def")) (.. ":" d.line) "")
       (if d.project? " (project)" "") (if state (.. " (" state ")") "")))
 
 (fn commands.agents [input]
