@@ -50,6 +50,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_commands", "src/agent/commands.fnl"),
     ("agent_rewind", "src/agent/rewind.fnl"),
     ("agent_skills", "src/agent/skills.fnl"),
+    ("agent_agents", "src/agent/agents.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),

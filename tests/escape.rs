@@ -11,6 +11,8 @@
 
 mod support;
 
+#[path = "escape/agents.rs"]
+mod agents;
 #[path = "escape/client.rs"]
 mod client;
 #[path = "escape/confine.rs"]

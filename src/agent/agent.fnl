@@ -135,6 +135,8 @@ when there are none: each file under its path, in order, with what was cut or co
                            :text instructions}))
     (let [skills (and agent.skills-text (agent.skills-text dir))]
       (when skills (table.insert parts {:source "skills (agent.skills-text)" :text skills})))
+    (let [agents (and agent.agents-text (agent.agents-text dir))]
+      (when agents (table.insert parts {:source "sub-agents (agent.agents-text)" :text agents})))
     (when (and agent.append-system-prompt (agent.append-system-prompt:find "%S"))
       (table.insert parts {:source "agent.append-system-prompt" :text agent.append-system-prompt}))
     parts))

@@ -62,6 +62,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("commands"),
     agent_file!("rewind"),
     agent_file!("skills"),
+    agent_file!("agents"),
     agent_file!("compact"),
 ];
 

@@ -2,11 +2,13 @@
 //! see it. `project.root`, `project.instructions` (the `AGENTS.md` files, capped, read fresh but
 //! cached while unchanged), `project.git` (the git state, within a time limit) and
 //! `project.platform`, with the settings that shape them; the permission rules saved per
-//! trusted project (`saved`); the skills and markdown commands (`skills`). The prompt itself is built in Lisp
+//! trusted project (`saved`); the skills and markdown commands (`skills`); the sub-agent
+//! definitions and whether a project is trusted (`agents`). The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
 //! This file knows nothing of how the project is inspected (`crate::project`).
 
+mod agents;
 mod saved;
 mod skills;
 
@@ -70,6 +72,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     define(lisp.lua(), "project", PROJECT)?;
     define(lisp.lua(), "project", saved::SAVED)?;
     define(lisp.lua(), "project", skills::SKILLS_FNS)?;
+    define(lisp.lua(), "project", agents::AGENTS_FNS)?;
     Ok(())
 }
 

@@ -231,12 +231,19 @@ impl TrustStore {
     }
 
     /// What trust covers: the init file, every file of `.oml/lisp/` (which the init file can
-    /// `require`) and every `skill.fnl` of `.oml/skills/` (which runs when its skill is
-    /// loaded), each named by its path. Without either folder it is the init file's hash alone,
+    /// `require`), every `skill.fnl` of `.oml/skills/` (which runs when its skill is loaded)
+    /// and every file of `.oml/agents/` (whose sub-agents may start MCP servers), each named by
+    /// its path. Without any of these it is the init file's hash alone,
     /// as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
-        let Ok(init) = crate::regular::read_regular(&paths::project_init(dir)) else {
-            return NO_INIT_FILE.to_string();
+        let agents = dir.join(".oml/agents");
+        let mut agent_files = Vec::new();
+        collect_files(&agents, &agents, &mut agent_files);
+        // Without an init file, the sub-agents (when there are any) are what trust covers.
+        let init = match crate::regular::read_regular(&paths::project_init(dir)) {
+            Ok(init) => init,
+            Err(_) if agent_files.is_empty() => return NO_INIT_FILE.to_string(),
+            Err(_) => Vec::new(),
         };
         let lisp = paths::project_lisp(dir);
         let skills = dir.join(".oml/skills");
@@ -245,13 +252,18 @@ impl TrustStore {
         let mut skill_files = Vec::new();
         collect_files(&skills, &skills, &mut skill_files);
         skill_files.retain(|(name, _)| name.ends_with("skill.fnl"));
-        if files.is_empty() && skill_files.is_empty() && !lisp.is_dir() {
+        if files.is_empty() && skill_files.is_empty() && agent_files.is_empty() && !lisp.is_dir() {
             return sha256_hex(&init);
         }
         files.extend(
             skill_files
                 .into_iter()
                 .map(|(name, bytes)| (format!("../skills/{name}"), bytes)),
+        );
+        files.extend(
+            agent_files
+                .into_iter()
+                .map(|(name, bytes)| (format!("../agents/{name}"), bytes)),
         );
         files.sort();
         let mut covered = Vec::with_capacity(init.len());

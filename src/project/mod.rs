@@ -1,7 +1,9 @@
 //! What oml knows of the project a session works in, without Lisp: its root (`root`), the
 //! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), the
 //! state of its git repository (`git`), what a command changed in it (`changes`), and the
-//! skills and markdown commands written for agents (`skills`, `front_matter`, `skill_index`).
+//! skills and markdown commands written for agents (`skills`, `front_matter`, `skill_index`), and
+//! the sub-agents users define (`agent_defs`, with `agent_md` and `agent_toml` for the formats and
+//! `agent_fields` for what they share).
 //!
 //! The agent's system prompt is built from these in Lisp (`agent.system-prompt`), so what it
 //! holds stays one redefinable function. This module knows nothing of prompts, Lisp or sessions.
@@ -10,6 +12,10 @@
 //! the folder it belongs to is not read (`escapes`). The root itself is compared by its real
 //! path, so a project under a linked folder still holds its own files.
 
+pub mod agent_defs;
+pub mod agent_fields;
+pub mod agent_md;
+pub mod agent_toml;
 pub mod changes;
 pub mod front_matter;
 pub mod git;

@@ -151,7 +151,7 @@ pub fn skills(folders: &[Folder]) -> Found<Skill> {
 }
 
 /// Whether a project folder is itself reached through a link (whose target must be checked).
-fn leads_out(folder: &Folder) -> bool {
+pub(super) fn leads_out(folder: &Folder) -> bool {
     folder.project_root.as_ref().is_some_and(|root| {
         super::escapes(&folder.dir, root).is_some()
             || std::fs::symlink_metadata(&folder.dir).is_ok_and(|m| m.file_type().is_symlink())
@@ -195,7 +195,7 @@ fn skill_files(dir: &Path, depth: usize, linked: bool, out: &mut Vec<SkillFile>)
 
 /// The text of `file`, unless it leads out of the project (checked when a link lies on its
 /// way) or is too large.
-fn read_text(folder: &Folder, file: &Path, linked: bool) -> Result<String, Problem> {
+pub(super) fn read_text(folder: &Folder, file: &Path, linked: bool) -> Result<String, Problem> {
     use std::io::Read as _;
     let problem = |message: String| Problem {
         file: file.to_path_buf(),
@@ -226,7 +226,7 @@ fn read_text(folder: &Folder, file: &Path, linked: bool) -> Result<String, Probl
     Ok(text)
 }
 
-fn front_problem(file: &Path, e: FrontMatterError) -> Problem {
+pub(super) fn front_problem(file: &Path, e: FrontMatterError) -> Problem {
     Problem {
         file: file.to_path_buf(),
         line: e.line,
@@ -283,7 +283,7 @@ fn read_skill_now(folder: &Folder, file: &Path, linked: bool) -> Result<Skill, P
     })
 }
 
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

@@ -26,9 +26,9 @@ pub const DISCOVERY_TTL: Duration = Duration::from_secs(2);
 pub const SKILLS_INDEX: &str = "skills-index.json";
 pub const COMMANDS_INDEX: &str = "commands-index.json";
 
-type Key = (PathBuf, bool);
+pub(super) type Key = (PathBuf, bool);
 /// Each discovery: when it was made, its number (so a table made of it is known), and it.
-type Cached<T> = Mutex<HashMap<Key, (Instant, u64, Found<T>)>>;
+pub(super) type Cached<T> = Mutex<HashMap<Key, (Instant, u64, Found<T>)>>;
 
 static SKILLS: std::sync::LazyLock<Cached<Skill>> = std::sync::LazyLock::new(Cached::default);
 static COMMANDS: std::sync::LazyLock<Cached<PromptCommand>> =
@@ -115,7 +115,7 @@ const TABLES: &str = "oml.project-discoveries";
 /// The table of the discovery of `key` in `cache` (`kind` names the cache): the one made last
 /// while that discovery is fresh, else one made of a fresh discovery (`find` when there is
 /// none), kept for the next call. Callers treat it as read-only.
-fn cached<T: Clone>(
+pub(super) fn cached<T: Clone>(
     lua: &Lua,
     cache: &Cached<T>,
     (kind, key): (&str, Key),
@@ -229,6 +229,13 @@ fn refusal(lisp: &crate::lisp::Lisp, file: &Path) -> Option<String> {
     if !file.starts_with(root.join(".oml/skills")) {
         return Some(why.into());
     }
+    untrusted(lisp, &root)
+}
+
+/// Why the project `root` is not trusted to add what a session may do (run its `skill.fnl`,
+/// grant its sub-agents MCP servers), or `None` when it is: `init.project-init` is `:always`, or
+/// `:trusted` (the default) and `oml trust` recorded the project as it is now.
+pub(super) fn untrusted(lisp: &crate::lisp::Lisp, root: &Path) -> Option<String> {
     let policy: String = lisp
         .setting("init.project-init")
         .unwrap_or_else(|_| "never".into());
@@ -236,7 +243,7 @@ fn refusal(lisp: &crate::lisp::Lisp, file: &Path) -> Option<String> {
     match policy.as_str() {
         "never" => Some("init.project-init is :never".into()),
         "always" => None,
-        _ if trust.status(&root) == crate::lisp::init::TrustStatus::Trusted => None,
+        _ if trust.status(root) == crate::lisp::init::TrustStatus::Trusted => None,
         _ => Some(format!(
             "the project is not trusted (or changed since): review it, then run `oml trust {}`",
             root.display()
