@@ -51,5 +51,7 @@ mod setup;
 mod signals;
 #[path = "escape/skills.rs"]
 mod skills;
+#[path = "escape/subagents.rs"]
+mod subagents;
 #[path = "escape/syscalls.rs"]
 mod syscalls;

@@ -56,14 +56,18 @@ MCP servers' tools (`mcp.tool-entries`: entries with :spec, :kind, :title and :m
 (fn agent.allowed-tools [entries]
   "ENTRIES without the tools the session's :tool-filter {:allow :deny} leaves out (a sub-agent's
 definition's `tools` and `disallowedTools`): with :allow, only the names it lists; never one :deny
-lists. A session without a filter keeps them all."
+lists; and of the MCP servers' tools, only those of the servers its :mcp-servers names, when it
+names any. A session without a filter keeps them all."
   (let [filter (and session (session.current) (session.get :tool-filter))
         allow (and (= :table (type filter)) (= :table (type filter.allow)) filter.allow)
-        deny (and (= :table (type filter)) (= :table (type filter.deny)) filter.deny)]
-    (if (not (or allow deny))
+        deny (and (= :table (type filter)) (= :table (type filter.deny)) filter.deny)
+        servers (let [s (and session (session.current) (session.get :mcp-servers))]
+                  (when (= :table (type s)) s))]
+    (if (not (or allow deny servers))
         entries
         (icollect [_ e (ipairs entries)]
-          (when (and (or (not allow) (listed? allow e.name)) (not (and deny (listed? deny e.name))))
+          (when (and (or (not allow) (listed? allow e.name)) (not (and deny (listed? deny e.name)))
+                     (or (not servers) (not e.mcp) (listed? servers e.mcp.server)))
             e)))))
 
 (fn agent.commands []

@@ -114,7 +114,11 @@ const FNS: &[HostFn] = &[
             lua.create_function(|lua, id: String| {
                 let gone = children(lua).events.lock().remove(&id).is_some();
                 if gone {
-                    agent_of(lua)?.sessions().remove(&id);
+                    let agent = agent_of(lua)?;
+                    agent.sessions().remove(&id);
+                    // Its own MCP servers, when it had any (`mcp.start-own`).
+                    let lisp = agent.lisp().clone();
+                    tokio::spawn(async move { crate::bind::mcp::stop_session(&lisp, &id).await });
                 }
                 Ok(gone)
             })

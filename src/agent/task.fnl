@@ -79,8 +79,26 @@ this session's mode."
     (if agent.granted
         (let [g (agent.granted def parent (and project.trusted? (project.trusted? (session.cwd))))]
           {:permission-mode (or g.permission-mode parent) :refused (or g.refused [])
-           :mcp-servers g.mcp-servers})
+           :mcp-servers g.mcp-servers :sandbox-mode g.sandbox-mode})
         {:permission-mode (capped-mode (or def.permission-mode parent) parent) :refused []})))
+
+(fn agent.task-mcp! [child servers]
+  "Give the sub-agent's session CHILD the MCP servers its grants name: SERVERS nil shares this
+session's; an empty list gives it none; names only share this session's, holding its tools to
+those servers; any server with a :command or :url of its own starts a set of its own
+(`mcp.start-own`) with those and the named ones `mcp.server-specs` declares."
+  (let [parent (or (session.get :mcp-session) (session.current))
+        own (icollect [_ s (ipairs (or servers []))] (when (or s.command s.url) s))
+        names (icollect [_ s (ipairs (or servers []))] (when (not (or s.command s.url)) s.name))]
+    (if (= nil servers) (session.put! :mcp-session parent child)
+        (= 0 (length servers)) nil
+        (= 0 (length own)) (do (session.put! :mcp-session parent child)
+                               (session.put! :mcp-servers names child))
+        (let [declared (or (and _G.mcp _G.mcp.server-specs (_G.mcp.server-specs (session.cwd child))) {})
+              specs (collect [_ n (ipairs names)] (values n (. declared n)))]
+          (each [_ s (ipairs own)]
+            (tset specs s.name (collect [k v (pairs s)] (when (not= k :name) (values k v)))))
+          (_G.mcp.start-own child specs)))))
 
 (fn agent.task-session [def cwd call-id]
   "A new session for a sub-agent of DEF working in CWD for the `task` call CALL-ID of this
@@ -101,10 +119,11 @@ grants."
                        :max-turns (. def :max-turns)
                        :additional-directories (session.get :additional-directories)
                        :network? (session.get :network?)
-                       :mcp-session (or (session.get :mcp-session) parent)
+                       :sandbox-mode (or grants.sandbox-mode (session.get :sandbox-mode))
                        :subagent {: parent :call call-id :agent def.name
                                   :depth (+ 1 (agent.depth))}})]
       (when (not= nil v) (session.put! k v child)))
+    (agent.task-mcp! child grants.mcp-servers)
     (session.record! :subagent {:session child :agent def.name :call call-id})
     (values child grants)))
 

@@ -240,6 +240,39 @@ fn rendered(lisp: &Lisp, result: &CallToolResult, max: usize) -> Json {
 
 const MCP: &[HostFn] = &[
     HostFn {
+        name: "start-own",
+        args: "session-id specs",
+        doc: "Start exactly the servers SPECS (a table of name → spec, as `mcp.defserver` takes \
+              them) for the session SESSION-ID, in its directory, instead of sharing another's \
+              (a sub-agent's own servers); a spec that cannot be read is reported to the \
+              session as a notice. Returns at once; the servers stop with the session.",
+        make: |lua| {
+            create_async_function(lua, |lua, (sid, specs): (String, Value)| async move {
+                let lisp = Lisp::from_lua(&lua).ok_or_else(|| lua_err("no Lisp host"))?;
+                let sessions = sessions(&lua)?;
+                let cwd = sessions.with(&sid, |s| s.cwd.clone());
+                let cwd = cwd.ok_or_else(|| lua_err(format!("no session {sid}")))?;
+                let notify = notifier(&sessions, &sid);
+                let mut list = Vec::new();
+                if let Json::Object(specs) = from_lua(&lua, specs)? {
+                    for (name, spec) in specs {
+                        match ServerSpec::from_config(&name, &spec) {
+                            Ok(s) => list.push(s),
+                            Err(e) => notify(e.to_string()),
+                        }
+                    }
+                }
+                let timeout = seconds(&lisp, "mcp.start-timeout", START_TIMEOUT_SECS);
+                let set = ServerSet::start(list, cwd, timeout, notify);
+                let old = hub(&lua).sets.lock().insert(sid, set);
+                if let Some(old) = old {
+                    old.stop().await;
+                }
+                Ok(())
+            })
+        },
+    },
+    HostFn {
         name: "servers",
         args: "?session-id",
         doc: "The MCP servers of the session (the current one, or ?SESSION-ID), in order: a list of {:name :transport :target :state :error :tools :info}; :state is starting, running, failed or stopped, :tools how many tools it offers.",

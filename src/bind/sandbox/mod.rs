@@ -175,7 +175,7 @@ fn deny_read(lisp: &Lisp, dir: &Path) -> Result<Vec<PathBuf>, LispError> {
 /// now and the scope's other workspace roots and network switch.
 pub fn policy(lisp: &Lisp, scope: &Scope) -> Result<Policy, LispError> {
     let dir = scope.dir.as_path();
-    let mode = mode_setting(lisp)?;
+    let mode = narrowed(mode_setting(lisp)?, scope.mode);
     let mut writable = vec![root_of(dir), std::env::temp_dir()];
     for path in strings(lisp, "sandbox.writable")? {
         let resolved = crate::tools::resolve_path(dir, &path)
@@ -234,6 +234,20 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
 }
 
 /// `sandbox.mode`, read.
+/// `setting`, or the session's own mode `own` when that confines more: read-only, then
+/// workspace-write, then off.
+fn narrowed(setting: Mode, own: Option<Mode>) -> Mode {
+    let rank = |m: Mode| match m {
+        Mode::ReadOnly => 0,
+        Mode::WorkspaceWrite => 1,
+        Mode::Off => 2,
+    };
+    match own {
+        Some(own) if rank(own) < rank(setting) => own,
+        _ => setting,
+    }
+}
+
 fn mode_setting(lisp: &Lisp) -> Result<Mode, LispError> {
     let mode: String = lisp.setting("sandbox.mode")?;
     Mode::from_name(&mode)

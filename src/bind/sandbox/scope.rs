@@ -22,6 +22,9 @@ pub struct Scope {
     pub more_roots: Vec<PathBuf>,
     /// The session's own network switch; `None` leaves it to `sandbox.network?`.
     pub network: Option<bool>,
+    /// The session's own sandbox mode (a sub-agent's, as its definition was granted): it only
+    /// narrows `sandbox.mode`, never widens it. `None` leaves it to the setting.
+    pub mode: Option<crate::sandbox::Mode>,
 }
 
 impl Scope {
@@ -71,6 +74,7 @@ mod tests {
             dir: PathBuf::from("/far"),
             more_roots: vec![PathBuf::from("/more")],
             network: Some(true),
+            mode: None,
         }
     }
 

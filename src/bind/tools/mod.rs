@@ -63,6 +63,10 @@ pub(crate) fn scope_in(lua: &Lua, dir: PathBuf) -> Scope {
             Some(Json::Bool(own)) => Some(own),
             _ => None,
         },
+        mode: match session_value(lua, "sandbox-mode") {
+            Some(Json::String(own)) => crate::sandbox::Mode::from_name(&own),
+            _ => None,
+        },
     }
 }
 
