@@ -3,7 +3,8 @@
 //! cached while unchanged), `project.git` (the git state, within a time limit) and
 //! `project.platform`, with the settings that shape them; the permission rules saved per
 //! trusted project (`saved`); the skills and markdown commands (`skills`); the sub-agent
-//! definitions and whether a project is trusted (`agents`). The prompt itself is built in Lisp
+//! definitions and whether a project is trusted (`agents`); oml's git worktrees (`worktree`).
+//! The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
 //! This file knows nothing of how the project is inspected (`crate::project`).
@@ -11,6 +12,7 @@
 mod agents;
 mod saved;
 mod skills;
+pub mod worktree;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -73,6 +75,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     define(lisp.lua(), "project", saved::SAVED)?;
     define(lisp.lua(), "project", skills::SKILLS_FNS)?;
     define(lisp.lua(), "project", agents::AGENTS_FNS)?;
+    define(lisp.lua(), "project", worktree::WORKTREE_FNS)?;
     Ok(())
 }
 
@@ -187,24 +190,28 @@ fn files_table(lua: &Lua, files: &[instructions::InstructionFile]) -> mlua::Resu
 /// `sandbox.deny-read` paths unread (a repository's clean filter or fsmonitor is the
 /// repository's code).
 pub(crate) fn read_only() -> crate::sandbox::Prepared {
-    // The defaults are `~` or absolute paths: resolved once per process, not twice per `bash`
-    // call (the checks around a command in a git work tree run this).
-    static DENIED: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
-    let denied = DENIED.get_or_init(|| {
-        let here = std::env::current_dir().unwrap_or_default();
-        super::sandbox::default_deny_read()
-            .iter()
-            .filter_map(|path| crate::tools::resolve_path(&here, path).ok())
-            .collect()
-    });
     crate::sandbox::prepare(&crate::sandbox::Policy {
         mode: crate::sandbox::Mode::ReadOnly,
         writable: Vec::new(),
         network: false,
         protected: Vec::new(),
         guarded: Vec::new(),
-        deny_read: denied.clone(),
+        deny_read: denied_read().clone(),
         domains: None,
+    })
+}
+
+/// The default `sandbox.deny-read` paths, resolved once per process, not twice per `bash` call
+/// (the checks around a command in a git work tree run this): oml's own git reads none of them.
+fn denied_read() -> &'static Vec<PathBuf> {
+    // The defaults are `~` or absolute paths.
+    static DENIED: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DENIED.get_or_init(|| {
+        let here = std::env::current_dir().unwrap_or_default();
+        super::sandbox::default_deny_read()
+            .iter()
+            .filter_map(|path| crate::tools::resolve_path(&here, path).ok())
+            .collect()
     })
 }
 

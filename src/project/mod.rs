@@ -1,9 +1,9 @@
 //! What oml knows of the project a session works in, without Lisp: its root (`root`), the
 //! instruction files written for agents (`instructions`: `AGENTS.md`, `CLAUDE.md`), the
 //! state of its git repository (`git`), what a command changed in it (`changes`), and the
-//! skills and markdown commands written for agents (`skills`, `front_matter`, `skill_index`), and
+//! skills and markdown commands written for agents (`skills`, `front_matter`, `skill_index`),
 //! the sub-agents users define (`agent_defs`, with `agent_md` and `agent_toml` for the formats and
-//! `agent_fields` for what they share).
+//! `agent_fields` for what they share), and oml's own git worktrees of it (`worktree`).
 //!
 //! The agent's system prompt is built from these in Lisp (`agent.system-prompt`), so what it
 //! holds stays one redefinable function. This module knows nothing of prompts, Lisp or sessions.
@@ -22,6 +22,7 @@ pub mod git;
 pub mod instructions;
 pub mod skill_index;
 pub mod skills;
+pub mod worktree;
 
 use std::path::{Path, PathBuf};
 
