@@ -22,8 +22,9 @@ const MIN_FENNEL: (u32, u32) = (1, 5);
 /// is a macro module (its chunk returns a table of macros); `host` (the compiler's options, the
 /// load path and the module searcher) and `core` run at start-up, in that order, and `repl`
 /// drives each REPL conversation. `agent`, `agent_discovery`, `agent_tools`, `agent_permission`,
-/// `agent_plan`, `agent_delegate`, `agent_commands` and `agent_compact` are the agent loop, the
-/// finding of its tools and commands, its tools, delegation, the slash commands and compaction
+/// `agent_plan`, `agent_delegate`, `agent_commands`, `agent_compact` and `agent_worktrees` are the
+/// agent loop, the finding of its tools and commands, its tools, delegation, the slash commands,
+/// compaction and `/worktrees`
 /// (`src/agent/*.fnl`); the agent module
 /// loads them, in this order, after installing its host functions. `llm` and `client` complete
 /// the Rust functions of those namespaces (`src/bind/`). `acp` is the ACP agent's Lisp surface
@@ -52,6 +53,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_skills", "src/agent/skills.fnl"),
     ("agent_agents", "src/agent/agents.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
+    ("agent_worktrees", "src/agent/worktrees.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
     ("acp", "src/front/acp/acp.fnl"),

@@ -1,7 +1,7 @@
 //! The few fields of an agent's messages that a client reads, each parsed once with serde from
 //! the value as received: an update's `sessionUpdate` discriminator and the text of
 //! a message chunk, the `stopReason` of a `session/prompt` answer, the `sessionId` of a
-//! `session/new` answer. The values themselves go on to Lisp as they came.
+//! `session/new` answer, a `usage_update`'s figures. The values themselves go on to Lisp as they came.
 //!
 //! Lenient, as agents differ: a field of another type counts as absent. It knows no
 //! connection and no Lisp.
@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{LooseStr, StopReason};
+use super::{Loose, LooseStr, StopReason};
 
 /// An update's `sessionUpdate`: the kinds the client tells apart, every other one by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,6 +202,31 @@ pub fn session_id(answer: &Value) -> Option<&str> {
     NewSession::deserialize(answer).ok().map(|a| a.session_id)
 }
 
+/// What a `usage_update` says of a session's context: tokens used, the window's size, and the
+/// cost so far with its currency, each when reported (and of the right type).
+#[derive(Debug, Default, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub used: Loose<u64>,
+    #[serde(default)]
+    pub size: Loose<u64>,
+    #[serde(default)]
+    pub cost: Loose<Cost>,
+}
+
+/// A `usage_update`'s cost.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Cost {
+    pub amount: f64,
+    pub currency: String,
+}
+
+/// The usage a `usage_update` reports; `None` for another update.
+pub fn usage(update: &Value) -> Option<Usage> {
+    (UpdateKind::of(update) == UpdateKind::Other("usage_update".into()))
+        .then(|| Usage::deserialize(update).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,5 +289,17 @@ mod tests {
             Some("s1")
         );
         assert_eq!(session_id(&json!({"sessionId": 1})), None);
+    }
+
+    #[test]
+    fn a_usage_update_gives_its_figures_and_another_update_none() {
+        let u = usage(&json!({"sessionUpdate": "usage_update", "used": 12, "size": 100,
+                               "cost": {"amount": 0.5, "currency": "USD"}}))
+        .unwrap();
+        assert_eq!((u.used.get(), u.size.get()), (Some(&12), Some(&100)));
+        assert_eq!(u.cost.get().map(|c| c.currency.as_str()), Some("USD"));
+        let odd = usage(&json!({"sessionUpdate": "usage_update", "used": "many"})).unwrap();
+        assert_eq!(odd.used.get(), None);
+        assert!(usage(&json!({"sessionUpdate": "plan"})).is_none());
     }
 }

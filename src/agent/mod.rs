@@ -64,6 +64,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("skills"),
     agent_file!("agents"),
     agent_file!("compact"),
+    agent_file!("worktrees"),
 ];
 
 /// Errors at the agent's boundary.

@@ -138,6 +138,15 @@ pub enum Command {
     /// before the prompt or the word. Exit status: 0 end_turn, 1 the agent failed, 2 usage,
     /// 3 refusal, 4 max_turn_requests, 5 max_tokens, 130 cancelled.
     Ask(AskArgs),
+    /// Send one prompt to several ACP agents at once, each in a git worktree of its own.
+    ///
+    /// `oml compare AGENT… -- PROMPT…` (or `--file F`): each AGENT (a catalog name, a
+    /// client.defagent name, or `oml` itself) works in a new worktree of this repository's HEAD
+    /// on a branch oml/AGENT, all in parallel; then a table of their stop reasons, times, tokens,
+    /// costs and changes (--json: an array of one object per agent). The worktrees are kept for
+    /// you to inspect and merge (`/worktrees`). Exit status: 0 every agent ended its turn, 1 a
+    /// worktree or an agent failed, 2 usage, 3 an agent stopped otherwise, 130 interrupted.
+    Compare(CompareArgs),
     /// Serve ACP on stdio in front of another agent, every message through Lisp steps.
     ///
     /// `oml proxy AGENT` (a catalog or client.defagent name) or `oml proxy -- COMMAND ARGS…`;
@@ -206,6 +215,29 @@ pub struct AskArgs {
         allow_hyphen_values = true
     )]
     pub words: Vec<String>,
+}
+
+/// `oml compare`'s options (see `oml compare --help`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CompareArgs {
+    /// Read the prompt from PATH (after the words given after `--`, if any).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Allow reads and searches; ask on a terminal, else reject, anything else (the default).
+    #[arg(long, group = "permissions")]
+    pub approve_reads: bool,
+    /// Allow every permission request.
+    #[arg(long, group = "permissions")]
+    pub approve_all: bool,
+    /// Reject every permission request.
+    #[arg(long, group = "permissions")]
+    pub deny_all: bool,
+    /// The agents, by name; the same name twice gets two worktrees.
+    #[arg(value_name = "AGENT", required = true)]
+    pub agents: Vec<String>,
+    /// After `--`: the prompt's words.
+    #[arg(last = true, value_name = "PROMPT")]
+    pub prompt: Vec<String>,
 }
 
 /// `oml acp`'s options for the remote transport.
@@ -368,6 +400,7 @@ const SUBCOMMANDS: &[&str] = &[
     "repl",
     "help",
     "sandbox-exec",
+    "compare",
 ];
 
 /// When `args` (without the program name) ask for print mode, the arguments for [`PrintArgs`]:

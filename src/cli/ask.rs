@@ -285,10 +285,15 @@ async fn resolve(
 }
 
 async fn resolve_name(paths: &Paths, no_init: bool, name: &str) -> Result<AgentCommand, AskError> {
-    let agent_error = |e: &dyn std::fmt::Display| AskError::Agent(e.to_string());
     let (lisp, _) = boot(paths, no_init, LispOutput::Stderr)
         .await
-        .map_err(|e| agent_error(&e))?;
+        .map_err(|e| AskError::Agent(e.to_string()))?;
+    resolve_in(&lisp, name).await
+}
+
+/// The command of the agent named `name` in the image `lisp` (`client.resolve-agent`).
+pub(super) async fn resolve_in(lisp: &Lisp, name: &str) -> Result<AgentCommand, AskError> {
+    let agent_error = |e: &dyn std::fmt::Display| AskError::Agent(e.to_string());
     let value = lisp
         .call_json("client.resolve-agent", &[json!(name)], &Default::default())
         .await

@@ -14,6 +14,7 @@ mod agents;
 mod args;
 mod ask;
 mod boot;
+mod compare;
 mod launch;
 mod modes;
 mod proxy;
@@ -160,6 +161,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         Some(Command::Repl { .. }) => modes::repl(&paths, &cli).await,
         Some(Command::SandboxExec(args)) => Ok(launch::sandbox_exec(args)),
         Some(Command::Ask(args)) => ask::ask(&paths, &cli, args).await,
+        Some(Command::Compare(args)) => compare::compare(&paths, &cli, args).await,
         Some(Command::Proxy { agent, command }) => {
             let agent = match (agent, command.as_slice()) {
                 (Some(name), _) => proxy::Agent::Named(name.clone()),
