@@ -2,7 +2,7 @@
 //!
 //! - config: `$XDG_CONFIG_HOME/oml` (`~/.config/oml`): `agents.fnl`, `init.fnl`, `lisp/`.
 //! - state: `$XDG_STATE_HOME/oml` (`~/.local/state/oml`): REPL history, trusted directories,
-//!   the REPL socket record, sessions, the answer to the agents offer.
+//!   the REPL socket record, sessions, the answer to the agents offer, oml's git worktrees.
 //! - cache: `$XDG_CACHE_HOME/oml` (`~/.cache/oml`): compiled Fennel, safe to delete.
 //! - runtime: `$XDG_RUNTIME_DIR/oml` for sockets, else `<state>/run`.
 //!
@@ -102,6 +102,13 @@ impl Paths {
         self.state.join("chat-history")
     }
 
+    /// oml's git worktrees (`crate::project::worktree`), one folder per repository: the one
+    /// part of oml's own folders that holds no code or trust of oml's, so a session working in
+    /// one of them may write there (the sandbox and the write tools make that exception).
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.state.join("worktrees")
+    }
+
     /// The file that records the socket of the most recently started REPL server.
     pub fn repl_socket_record(&self) -> PathBuf {
         self.state.join("repl-socket")
@@ -111,7 +118,8 @@ impl Paths {
 impl Paths {
     /// oml's own folders, where it loads code (init files, compiled Fennel) and trust (trusted
     /// directories, saved permission rules, the REPL socket) from: no confined command may
-    /// write beneath them (`crate::sandbox::Policy::protected`).
+    /// write beneath them (`crate::sandbox::Policy::protected`), but for a session's own
+    /// worktree in [`Paths::worktrees_dir`].
     pub fn own_dirs(&self) -> [&Path; 4] {
         [&self.config, &self.state, &self.cache, &self.runtime]
     }

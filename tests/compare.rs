@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks, usage_chunk};
 use support::home::{Env, Run, landlock_or_skip};
 
 /// `git ARGS…` in `dir`, which must succeed; its stdout.
@@ -32,12 +32,14 @@ fn repository(env: &Env) {
     git(&env.project, &["commit", "-q", "-m", "start"]);
 }
 
-/// A fake model that has its agent write `file` and then say it did.
+/// A fake model that has its agent write `file` and then say it did, reporting 30 + 12 tokens.
 fn writer(file: &str) -> FakeModel {
     let args = format!(r#"{{"path":"{file}","content":"written by {file}\n"}}"#);
+    let mut done = text_chunks(&["wrote ", file]);
+    done.push(usage_chunk(30, 12));
     FakeModel::start([
         Reply::from(tool_call_chunks("c1", "write", &[&args])),
-        Reply::from(text_chunks(&["wrote ", file])),
+        Reply::from(done),
     ])
 }
 
@@ -78,7 +80,16 @@ fn two_agents_work_in_worktrees_of_their_own_and_the_main_tree_stays_as_it_was()
     define_agents(&env, &[("one", &a), ("two", &b)]);
     let ran = compare(
         &env,
-        &["--json", "--approve-all", "one", "two", "--", "write", "your", "file"],
+        &[
+            "--json",
+            "--approve-all",
+            "one",
+            "two",
+            "--",
+            "write",
+            "your",
+            "file",
+        ],
     );
     assert_eq!(ran.code, 0, "{ran:?}");
     let results: Value = serde_json::from_str(ran.stdout.trim()).expect("one JSON value");
@@ -91,7 +102,7 @@ fn two_agents_work_in_worktrees_of_their_own_and_the_main_tree_stays_as_it_was()
         assert_eq!(result["agent"], name, "{result}");
         assert_eq!(result["stop_reason"], "end_turn", "{result}");
         assert!(result["duration_ms"].is_u64(), "{result}");
-        assert!(result.get("usage").is_some(), "{result}");
+        assert_eq!(result["usage"]["used"], 42, "{result}");
         assert_eq!(result["branch"], format!("oml/{name}"), "{result}");
         let tree = PathBuf::from(result["worktree"].as_str().unwrap());
         assert!(tree.starts_with(worktrees_dir(&env)), "{result}");
@@ -101,14 +112,23 @@ fn two_agents_work_in_worktrees_of_their_own_and_the_main_tree_stays_as_it_was()
         );
         assert!(!tree.join(other).exists(), "{result}");
         let stat = result["diffstat"].as_str().unwrap();
-        assert!(stat.contains(file) && stat.contains("1 file changed"), "{stat}");
+        assert!(
+            stat.contains(file) && stat.contains("1 file changed"),
+            "{stat}"
+        );
     }
     // Nothing reached the main tree: no file, no change, the same branch.
     assert_eq!(git(&env.project, &["status", "--porcelain"]), "");
     assert!(!env.project.join("one.txt").exists() && !env.project.join("two.txt").exists());
-    assert_eq!(git(&env.project, &["branch", "--show-current"]).trim(), "main");
+    assert_eq!(
+        git(&env.project, &["branch", "--show-current"]).trim(),
+        "main"
+    );
     let branches = git(&env.project, &["branch", "--list", "oml/*"]);
-    assert!(branches.contains("oml/one") && branches.contains("oml/two"), "{branches}");
+    assert!(
+        branches.contains("oml/one") && branches.contains("oml/two"),
+        "{branches}"
+    );
 }
 
 #[test]
@@ -125,14 +145,22 @@ fn the_table_names_each_agent_and_keeps_the_worktrees_and_a_failed_agent_fails_t
     let ran = compare(&env, &["--approve-all", "one", "two", "--", "go"]);
     assert_ne!(ran.code, 0, "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
-    assert!(lines[0].starts_with("agent") && lines[0].contains("changed"), "{ran:?}");
     assert!(
-        lines.iter().any(|l| l.starts_with("one ") && l.contains("end_turn")
+        lines[0].starts_with("agent") && lines[0].contains("changed"),
+        "{ran:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("one ")
+            && l.contains("end_turn")
+            && l.contains(" 42 ")
             && l.contains("1 file changed")),
         "{ran:?}"
     );
     assert!(lines.iter().any(|l| l.starts_with("two ")), "{ran:?}");
-    assert!(ran.stdout.contains("kept for you to inspect and merge"), "{ran:?}");
+    assert!(
+        ran.stdout.contains("kept for you to inspect and merge"),
+        "{ran:?}"
+    );
     assert!(ran.stdout.contains("oml/two"), "{ran:?}");
 }
 
@@ -170,10 +198,7 @@ fn outside_a_git_repository_it_says_so_and_starts_nothing() {
     define_agents(&env, &[("one", &fake)]);
     let ran = compare(&env, &["one", "--", "go"]);
     assert_eq!(ran.code, 1, "{ran:?}");
-    assert!(
-        ran.stderr.contains("is not in a git repository"),
-        "{ran:?}"
-    );
+    assert!(ran.stderr.contains("is not in a git repository"), "{ran:?}");
     assert_eq!(ran.stdout, "", "{ran:?}");
     assert!(fake.requests().is_empty());
     assert!(!worktrees_dir(&env).exists());

@@ -293,8 +293,10 @@ mod tests {
 
     #[test]
     fn a_usage_update_gives_its_figures_and_another_update_none() {
-        let u = usage(&json!({"sessionUpdate": "usage_update", "used": 12, "size": 100,
-                               "cost": {"amount": 0.5, "currency": "USD"}}))
+        let u = usage(
+            &json!({"sessionUpdate": "usage_update", "used": 12, "size": 100,
+                               "cost": {"amount": 0.5, "currency": "USD"}}),
+        )
         .unwrap();
         assert_eq!((u.used.get(), u.size.get()), (Some(&12), Some(&100)));
         assert_eq!(u.cost.get().map(|c| c.currency.as_str()), Some("USD"));

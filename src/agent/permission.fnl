@@ -56,14 +56,15 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 
 ;; Folders of the workspace that oml or git load code from: a file there counts as outside, as
 ;; does one in oml's own folders (`oml.own-folders`) when the workspace holds them (a session in
-;; the home folder).
+;; the home folder), but for oml's worktrees (`project.worktrees-folder`), which hold none.
 (local code-folders [".oml" ".git"])
 
 (fn code-folder [path root]
   (or (accumulate [found nil _ name (ipairs code-folders) &until found]
         (when (under? path (.. root "/" name)) (.. root "/" name)))
-      (accumulate [found nil _ dir (ipairs (oml.own-folders)) &until found]
-        (when (under? path dir) dir))))
+      (when (not (under? path (project.worktrees-folder)))
+        (accumulate [found nil _ dir (ipairs (oml.own-folders)) &until found]
+          (when (under? path dir) dir)))))
 
 (fn inside? [path root]
   ;; PATH is real (`call-path`); the root is made real too, so a workspace under a linked

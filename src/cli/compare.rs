@@ -44,16 +44,7 @@ pub(super) async fn compare(paths: &Paths, cli: &Cli, args: &CompareArgs) -> any
         (Policy::Ask, Some(ask))
     };
     let output = if cli.json { Output::Json } else { Output::Text };
-    Ok(front::run(
-        &dir,
-        &paths.state,
-        contenders,
-        prompt,
-        policy,
-        ask,
-        output,
-    )
-    .await)
+    Ok(front::run(&dir, &paths.state, contenders, prompt, policy, ask, output).await)
 }
 
 /// The words after `--`, then `--file`'s text; `Err` says why there is no prompt.

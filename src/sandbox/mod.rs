@@ -51,7 +51,7 @@ mod shared_ns;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 
 pub use env::{SECRET_PATTERNS, Secrets, secret_names};
@@ -278,7 +278,8 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
     policy.writable = policy.writable.iter().map(real).collect();
     // Made real once here; what follows (the plan, the conflict check) reads them as they are.
     policy.deny_read = deny::existing(&policy);
-    drop_inside(&mut policy.writable, &protected, &mut limits);
+    let worktrees = real(&crate::paths::Paths::from_env().worktrees_dir());
+    drop_inside(&mut policy.writable, &protected, &worktrees, &mut limits);
     if policy.mode == Mode::WorkspaceWrite {
         policy.writable.push(PathBuf::from(landlock::DEV_SHM));
     }
@@ -323,9 +324,16 @@ fn plan(policy: &Policy) -> (Policy, Option<Arc<mounts::Plan>>, Vec<String>) {
     }
 }
 
-/// Drop the writable paths that lie inside one of the `protected` folders, saying so.
-fn drop_inside(writable: &mut Vec<PathBuf>, protected: &[PathBuf], limits: &mut Vec<String>) {
-    writable.retain(|w| match protected.iter().find(|p| mounts::within(w, p)) {
+/// Drop the writable paths that lie inside one of the `protected` folders, saying so; but for
+/// those in oml's `worktrees` folder (a session's own worktree), where no code or trust is.
+fn drop_inside(
+    writable: &mut Vec<PathBuf>,
+    protected: &[PathBuf],
+    worktrees: &Path,
+    limits: &mut Vec<String>,
+) {
+    let inside = |w: &PathBuf, p: &PathBuf| mounts::within(w, p) && !mounts::within(w, worktrees);
+    writable.retain(|w| match protected.iter().find(|p| inside(w, p)) {
         Some(p) => {
             let (w, p) = (w.display(), p.display());
             limits.push(format!(

@@ -16,7 +16,10 @@
 //! namespace without one, makes only that), mounts made private, each
 //! writable path (and each folder between it and a protected path) and then each protected path
 //! bound onto itself, `mount_setattr` making every mount read-only, then each writable bind (not
-//! what is mounted beneath it) writable again and the protected ones read-only again, and the working directory entered anew (it was entered before the binds existed).
+//! what is mounted beneath it) writable again and the protected ones read-only again, then a
+//! writable path that lies beneath a protected one (oml's worktree of a session, the one
+//! exception `super::prepare` keeps) writable again, and the working directory entered anew (it
+//! was entered before the binds existed).
 //! Landlock, applied after this, forbids the command any further mount operation, so it cannot
 //! undo the view. Devices and FIFOs stay writable on a read-only mount (`/dev/null` works).
 //!
@@ -50,6 +53,9 @@ pub(super) struct Plan {
     maps: Option<(CString, CString)>,
     writable: Vec<CString>,
     protected: Vec<CString>,
+    /// The writable paths beneath a protected one (`super::prepare` keeps only oml's worktrees
+    /// there): made writable again after the protected ones were made read-only.
+    reopened: Vec<CString>,
     /// Folders covered with an empty read-only tmpfs, and files (sockets) with `/dev/null`:
     /// the Unix sockets of servers that run what they are sent ([`super::hidden_sockets`]).
     hidden_dirs: Vec<CString>,
@@ -107,6 +113,11 @@ impl Plan {
             maps,
             writable: c(&rw),
             protected: c(protected),
+            reopened: c(&writable
+                .iter()
+                .filter(|w| protected.iter().any(|p| within(w, p)))
+                .cloned()
+                .collect::<Vec<_>>()),
             hidden_dirs: c(&dirs),
             hidden_files: c(&files),
             isolate_network,
@@ -225,6 +236,9 @@ pub(super) fn enter(plan: &Plan, shared: Option<(Option<RawFd>, RawFd)>) -> io::
     }
     for path in &plan.protected {
         set_attr(path, libc::MOUNT_ATTR_RDONLY, 0, true)?;
+    }
+    for path in &plan.reopened {
+        set_attr(path, 0, libc::MOUNT_ATTR_RDONLY, false)?;
     }
     hide(plan)?;
     reenter_cwd()

@@ -1,5 +1,5 @@
 //! `project.worktree-add`, `project.worktree-diffstat`, `project.worktrees`,
-//! `project.worktree-remove` and `project.worktree-merge`: oml's git worktrees of a repository
+//! `project.worktree-remove`, `project.worktree-merge` and `project.worktrees-folder`: oml's git worktrees of a repository
 //! (`crate::project::worktree`) as Lisp tables, under the state folder of `Paths::from_env`;
 //! and [`confine`], the sandbox their git runs in, which `oml compare` uses too. What a sub-agent
 //! or a command does with a worktree is decided above (the `task` tool, `/worktrees`).
@@ -36,6 +36,20 @@ fn state() -> PathBuf {
 }
 
 pub(super) const WORKTREE_FNS: &[HostFn] = &[
+    HostFn {
+        name: "worktrees-folder",
+        args: "",
+        doc: "The folder of oml's git worktrees (<state>/worktrees), as a real path when it \
+              exists: the one part of oml's own folders (`oml.own-folders`) where a session \
+              working in one of them may write.",
+        make: |lua| {
+            lua.create_function(|_, ()| {
+                let dir = Paths::from_env().worktrees_dir();
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                Ok(dir.display().to_string())
+            })
+        },
+    },
     HostFn {
         name: "worktree-add",
         args: "dir name",

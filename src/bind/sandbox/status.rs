@@ -19,7 +19,8 @@ pub(super) const SANDBOX: &[HostFn] = &[
         doc: "oml's own folders (config, state, cache, runtime) and the user's agent folders \
               (~/.agents, ~/.claude, ~/.codex: skills, commands, hooks), as real paths: where \
               code and trust are loaded from. No confined command writes beneath them, and the \
-              write and edit tools count a file there as outside the workspace.",
+              write and edit tools count a file there as outside the workspace; but for oml's \
+              worktrees (`project.worktrees-folder`), where a session in one may write.",
         make: |lua| {
             lua.create_function(|_, ()| {
                 let dirs: Vec<String> = protected_dirs(&[])

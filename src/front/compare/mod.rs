@@ -214,11 +214,7 @@ async fn prompt_turn(
 ) -> Result<StopReason, ClientError> {
     let (answer, _) = client.new_session(cwd).await?;
     let session_id = answers::session_id(&answer).unwrap_or_default().to_owned();
-    let mut turn = client.prompt(
-        &session_id,
-        json!([{"type": "text", "text": prompt}]),
-        None,
-    )?;
+    let mut turn = client.prompt(&session_id, json!([{"type": "text", "text": prompt}]), None)?;
     let mut cancel_sent = false;
     loop {
         let next = tokio::select! {
