@@ -55,3 +55,5 @@ mod skills;
 mod subagents;
 #[path = "escape/syscalls.rs"]
 mod syscalls;
+#[path = "escape/worktrees.rs"]
+mod worktrees;
