@@ -29,23 +29,25 @@ name, branch, folder and diff stat against the commit it started from."
             (.. "- `" tree.name "` on `" tree.branch "` in " tree.path ": " (stat-of tree)))
           "\n"))))
 
-(fn confirmed? [what name dir]
-  ;; The user's yes to WHAT (:merge or :remove) of the worktree NAME, asked as a tool call would be.
-  (let [title (if (= what :merge)
-                  (.. "Merge the branch oml/" name " into " dir " (git merge)")
-                  (.. "Remove the worktree " name " and its branch oml/" name ", with its changes"))]
-    (case (agent.ask-permission {:id (.. "worktrees-" what "-" name) :name :worktrees
-                                 :args {what name} :kind (if (= what :merge) :edit :delete)
-                                 :title title :locations [{:path dir}]})
+(fn confirmed? [what name dir path]
+  ;; The user's yes to WHAT (:merge or :remove) of the worktree NAME at PATH, asked as the git
+  ;; command it runs (confined, in DIR) would be.
+  (let [command (if (= what :merge)
+                    (.. "git add -A && git commit (in " path ") && git merge --no-edit oml/" name)
+                    (.. "git worktree remove --force " path " && git branch -D oml/" name))]
+    (case (agent.ask-permission {:id (.. "worktrees-" what "-" name) :name :bash
+                                 :args {: command} :kind :execute
+                                 :title (.. "/worktrees " what " " name)
+                                 :locations [{:path dir}]})
       :allow-once true
       :allow-always true
       :cannot-ask (values false "nobody can be asked here, so nothing was done")
       _ (values false "not confirmed: nothing was done"))))
 
 (fn act [what name dir]
-  (let [known (accumulate [found false _ tree (ipairs (project.worktrees dir)) &until found]
-                (= tree.name name))
-        (yes why) (if known (confirmed? what name dir)
+  (let [known (accumulate [found nil _ tree (ipairs (project.worktrees dir)) &until found]
+                (when (= tree.name name) tree))
+        (yes why) (if known (confirmed? what name dir known.path)
                       (values false "no worktree of oml's has that name (/worktrees lists them)"))]
     (if (not yes) (.. "/worktrees " what " " name ": " why)
         (let [f (if (= what :merge) project.worktree-merge project.worktree-remove)

@@ -92,6 +92,8 @@ pub(super) const WORKTREE_FNS: &[HostFn] = &[
                     .await
                     .map_err(raise)?;
                 let list = lua.create_table()?;
+                // A list also when empty (`json.encode` writes `[]`).
+                list.set_metatable(Some(mlua::LuaSerdeExt::array_metatable(&lua)))?;
                 for tree in &trees {
                     list.raw_push(tree_table(&lua, tree)?)?;
                 }
