@@ -23,7 +23,8 @@
 //! 6. `front`: the front ends — `front::chat` (`oml`, the terminal chat), `front::acp`
 //!    (`oml acp`), `front::listen` (`oml acp --listen`, ACP's remote transport), `front::print`
 //!    (`oml -p`), `front::repl` (the terminal REPL and the REPL socket), `front::ask`
-//!    (`oml ask`), `front::proxy` (`oml proxy`, an ACP agent in front of another);
+//!    (`oml ask`), `front::proxy` (`oml proxy`, an ACP agent in front of another),
+//!    `front::compare` (`oml compare`, one prompt to several agents in worktrees);
 //! 7. `cli`: arguments, modes, boot and exit statuses.
 
 pub mod acp;

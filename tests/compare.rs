@@ -209,5 +209,5 @@ fn without_a_prompt_it_is_a_usage_error() {
     let env = Env::new();
     let ran = compare(&env, &["one", "two"]);
     assert_eq!(ran.code, 2, "{ran:?}");
-    assert!(ran.stderr.contains("no prompt"), "{ran:?}");
+    assert!(ran.stderr.contains("the prompt is empty"), "{ran:?}");
 }

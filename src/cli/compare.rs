@@ -6,6 +6,7 @@ use anyhow::Context as _;
 
 use super::args::{Cli, CompareArgs};
 use super::boot::boot;
+use super::modes::NoPrompt;
 use crate::ask::wire::Policy;
 use crate::front::compare::{self as front, Contender, Output, status};
 use crate::front::stdio::err;
@@ -16,7 +17,11 @@ use crate::paths::Paths;
 pub(super) async fn compare(paths: &Paths, cli: &Cli, args: &CompareArgs) -> anyhow::Result<i32> {
     let prompt = match prompt_text(args) {
         Ok(text) => text,
-        Err(why) => return Ok(usage(&why)),
+        Err(why) => {
+            return Ok(usage(&format!(
+                "{why}: oml compare AGENT… -- PROMPT… (or --file F)"
+            )));
+        }
     };
     let dir = std::env::current_dir().context("the current directory")?;
     let (lisp, _) = boot(paths, cli.no_init, LispOutput::Stderr).await?;
@@ -47,19 +52,21 @@ pub(super) async fn compare(paths: &Paths, cli: &Cli, args: &CompareArgs) -> any
     Ok(front::run(&dir, &paths.state, contenders, prompt, policy, ask, output).await)
 }
 
-/// The words after `--`, then `--file`'s text; `Err` says why there is no prompt.
-fn prompt_text(args: &CompareArgs) -> Result<String, String> {
+/// The words after `--`, then `--file`'s text.
+fn prompt_text(args: &CompareArgs) -> Result<String, NoPrompt> {
     let mut prompt = args.prompt.join(" ");
     if let Some(file) = &args.file {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(|source| NoPrompt::Unreadable {
+            path: file.clone(),
+            source,
+        })?;
         if !prompt.is_empty() {
             prompt.push_str("\n\n");
         }
         prompt.push_str(&text);
     }
     if prompt.trim().is_empty() {
-        return Err("no prompt: oml compare AGENT… -- PROMPT… (or --file F)".to_owned());
+        return Err(NoPrompt::Empty);
     }
     Ok(prompt)
 }

@@ -61,7 +61,7 @@ pub struct Outcome {
     /// The last `usage_update` the agent sent.
     pub usage: Option<Usage>,
     /// `git diff --stat` of its worktree against the base, or why there is none.
-    pub diffstat: Result<String, String>,
+    pub diffstat: Result<String, worktree::WorktreeError>,
 }
 
 /// Runs `prompt` on every contender, each in a new worktree of the repository `dir` is in
@@ -113,8 +113,7 @@ pub async fn run(
             Ok(mut outcome) => {
                 outcome.diffstat =
                     worktree::diffstat(&outcome.worktree.path, &outcome.worktree.base, confine)
-                        .await
-                        .map_err(|e| e.to_string());
+                        .await;
                 outcomes.push(outcome);
             }
             Err(e) => err!("oml compare: an agent's task failed: {e}"),

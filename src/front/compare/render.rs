@@ -41,7 +41,7 @@ fn object(o: &Outcome) -> Value {
         v["error"] = json!(e);
     }
     if let Err(e) = &o.diffstat {
-        v["diffstat_error"] = json!(e);
+        v["diffstat_error"] = json!(e.to_string());
     }
     v
 }
@@ -112,7 +112,7 @@ fn row(o: &Outcome) -> [String; 6] {
         }),
         match &o.diffstat {
             Ok(stat) => changed(stat),
-            Err(e) => format!("? ({})", printable(e)),
+            Err(e) => format!("? ({})", printable(&e.to_string())),
         },
     ]
 }
