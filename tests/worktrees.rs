@@ -1,7 +1,8 @@
 //! oml's git worktrees through the real binary: the `project.worktree-*` functions' shapes
 //! (`oml eval`), and `/worktrees` listing them with their diff stats, in print mode (which has
 //! nobody to ask, so merges nothing) and in the chat on a pseudo-terminal, where merging and
-//! removing ask first and a no leaves everything as it was.
+//! removing ask first and a no leaves everything as it was; and a `task` with
+//! `isolation: worktree`, whose sub-agent's command writes in its worktree, not the main tree.
 
 mod support;
 
@@ -192,4 +193,53 @@ fn in_the_chat_a_remove_refused_keeps_the_worktree_and_one_allowed_removes_it() 
     assert!(!path.exists());
     assert_eq!(git(&env.project, &["branch", "--list", "oml/*"]), "");
     exit(&term);
+}
+
+#[test]
+fn a_task_in_a_worktree_works_there_and_the_main_tree_stays_as_it_was() {
+    if landlock_or_skip().is_none() {
+        return;
+    }
+    use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+    let env = Env::new();
+    repository(&env);
+    let task = serde_json::json!({"agent": "general-purpose", "prompt": "add x",
+                                  "isolation": "worktree"});
+    let bash = serde_json::json!({"command": "echo x > x.txt"});
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("t1", "task", &[&task.to_string()])),
+        Reply::from(tool_call_chunks("b1", "bash", &[&bash.to_string()])),
+        Reply::from(text_chunks(&["added x"])),
+        Reply::from(text_chunks(&["done"])),
+    ]);
+    let run = env.run(Some(&fake), &["-p", "--mode", "yolo", "go"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let requests = fake.requests();
+    let tool_result = |i: usize| {
+        requests[i].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    // The sub-agent's command wrote in its worktree (oml's state folder, which is otherwise
+    // read-only for commands).
+    assert!(!tool_result(2).contains("Read-only"), "{}", tool_result(2));
+    let result = tool_result(3);
+    assert!(
+        result.contains("added x") && result.contains("branch oml/"),
+        "{result}"
+    );
+    assert!(result.contains("x.txt"), "the diff stat: {result}");
+    assert!(!env.project.join("x.txt").exists());
+    assert_eq!(git(&env.project, &["status", "--porcelain"]), "");
+    let listed = eval(
+        &env,
+        &format!("(project.worktrees {:?})", env.project.display()),
+    );
+    let path = PathBuf::from(listed[0]["path"].as_str().unwrap());
+    assert_eq!(std::fs::read_to_string(path.join("x.txt")).unwrap(), "x\n");
 }
