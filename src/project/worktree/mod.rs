@@ -131,10 +131,9 @@ impl Repo {
         let (Some(top), Some(common)) = (lines.next(), lines.next()) else {
             return Err(WorktreeError::NotARepository(dir.to_path_buf()));
         };
-        let common_dir = PathBuf::from(common);
-        let worktrees = state
-            .join(WORKTREES_DIR)
-            .join(names::repo_id(Path::new(top), &common_dir));
+        // Real, so the same repository reached through a link has the same id.
+        let common_dir = std::fs::canonicalize(common).unwrap_or_else(|_| PathBuf::from(common));
+        let worktrees = state.join(WORKTREES_DIR).join(names::repo_id(&common_dir));
         Ok(Repo {
             top: PathBuf::from(top),
             common_dir,
@@ -309,13 +308,13 @@ pub async fn remove(
     let tree = find(&repo, name, confine).await?;
     let writable = [repo.common_dir.clone(), repo.worktrees.clone()];
     let path = tree.path.display().to_string();
-    let mut done = run(
-        &repo.top,
-        &["worktree", "remove", "--force", &path],
-        confine(&writable),
-        "worktree remove",
-    )
-    .await?;
+    // A folder already gone (deleted by hand) is pruned from git's list instead.
+    let args: &[&str] = if tree.path.exists() {
+        &["worktree", "remove", "--force", &path]
+    } else {
+        &["worktree", "prune"]
+    };
+    let mut done = run(&repo.top, args, confine(&writable), "worktree remove").await?;
     if done.ok {
         let deleted = run(
             &repo.top,

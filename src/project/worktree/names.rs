@@ -59,11 +59,17 @@ pub fn numbered(name: &str, n: usize) -> String {
     }
 }
 
-/// The id of a repository among oml's worktree folders: its work tree's folder name,
-/// sanitised, and 8 hex digits of the hash of its git folder's path (two clones named alike
-/// differ).
-pub fn repo_id(top: &Path, common_dir: &Path) -> String {
-    let stem = sanitise(&top.file_name().unwrap_or_default().to_string_lossy());
+/// The id of a repository among oml's worktree folders: the name of the folder that holds its
+/// git folder (`<repo>/.git`; the git folder's own name for a bare one), sanitised, and 8 hex
+/// digits of the hash of the git folder's path — the same from any of its worktrees, and
+/// different for two clones named alike.
+pub fn repo_id(common_dir: &Path) -> String {
+    let named = if common_dir.file_name().is_some_and(|n| n == ".git") {
+        common_dir.parent().unwrap_or(common_dir)
+    } else {
+        common_dir
+    };
+    let stem = sanitise(&named.file_name().unwrap_or_default().to_string_lossy());
     let digest = Sha256::digest(common_dir.as_os_str().as_encoded_bytes());
     let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
     format!("{stem}-{hex}")
@@ -127,6 +133,17 @@ mod tests {
             assert_eq!(sanitise(wanted), name, "{wanted:?}");
         }
         assert_eq!(sanitise(&"a".repeat(200)).len(), MAX_NAME_CHARS);
+    }
+
+    #[test]
+    fn a_repository_has_one_id_named_after_its_folder() {
+        let id = repo_id(Path::new("/src/my repo/.git"));
+        assert!(
+            id.starts_with("my-repo-") && id.len() == "my-repo-".len() + 8,
+            "{id}"
+        );
+        assert!(repo_id(Path::new("/srv/bare.git")).starts_with("bare.git-"));
+        assert_ne!(id, repo_id(Path::new("/other/my repo/.git")));
     }
 
     #[test]

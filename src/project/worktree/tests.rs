@@ -144,3 +144,17 @@ async fn outside_a_repository_or_before_a_commit_the_error_says_so() {
         "{unborn:?}"
     );
 }
+
+#[tokio::test]
+async fn a_worktree_made_from_another_is_in_the_same_folder_and_one_deleted_by_hand_is_removed() {
+    let (_t, repo, state) = repo();
+    let first = add(&repo, "a", &state, confine).await.unwrap();
+    let second = add(&first.path, "b", &state, confine).await.unwrap();
+    assert_eq!(first.path.parent(), second.path.parent());
+    assert_eq!(list(&repo, &state, confine).await.unwrap().len(), 2);
+    std::fs::remove_dir_all(&second.path).unwrap();
+    let removed = remove(&repo, "b", &state, confine).await.unwrap();
+    assert!(removed.ok, "{}", removed.output);
+    assert_eq!(list(&repo, &state, confine).await.unwrap(), vec![first]);
+    assert_eq!(sh(&repo, &["branch", "--list", "oml/b"]), "");
+}
