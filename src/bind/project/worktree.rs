@@ -70,12 +70,12 @@ pub(super) const WORKTREE_FNS: &[HostFn] = &[
     HostFn {
         name: "worktree-diffstat",
         args: "path base",
-        doc: "What the worktree at PATH changed against the commit BASE, committed or not, new \
-              files included: git's `diff --stat` text, \"\" when nothing changed. BASE must be \
-              a commit id (hex).",
+        doc: "What oml's worktree at PATH changed against the commit BASE, committed or not, \
+              new files included: git's `diff --stat` text, \"\" when nothing changed. BASE \
+              must be a commit id (hex), PATH one of oml's worktrees (`project.worktrees`).",
         make: |lua| {
             create_async_function(lua, |_, (path, base): (String, String)| async move {
-                worktree::diffstat(Path::new(&path), &base, confine)
+                worktree::diffstat(Path::new(&path), &base, &state(), confine)
                     .await
                     .map_err(raise)
             })

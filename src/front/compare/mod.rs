@@ -111,9 +111,13 @@ pub async fn run(
     for run in runs {
         match run.await {
             Ok(mut outcome) => {
-                outcome.diffstat =
-                    worktree::diffstat(&outcome.worktree.path, &outcome.worktree.base, confine)
-                        .await;
+                outcome.diffstat = worktree::diffstat(
+                    &outcome.worktree.path,
+                    &outcome.worktree.base,
+                    state,
+                    confine,
+                )
+                .await;
                 outcomes.push(outcome);
             }
             Err(e) => err!("oml compare: an agent's task failed: {e}"),

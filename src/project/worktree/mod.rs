@@ -59,6 +59,8 @@ pub enum WorktreeError {
     NoCommit(PathBuf),
     #[error("no worktree of oml's is named {0:?} in this repository")]
     NotFound(String),
+    #[error("{0} is not one of oml's worktrees")]
+    NotOurs(PathBuf),
     #[error("{0:?} is not a commit id")]
     BadBase(String),
     #[error("no free worktree name for {0:?}")]
@@ -273,10 +275,24 @@ async fn find(repo: &Repo, name: &str, confine: Confine) -> Result<Worktree, Wor
 }
 
 /// What the worktree at `path` changed against the commit `base`: git's `--stat` text, empty
-/// when nothing changed (new files included, see the module's doc).
-pub async fn diffstat(path: &Path, base: &str, confine: Confine) -> Result<String, WorktreeError> {
+/// when nothing changed (new files included, see the module's doc). `path` must be one of
+/// oml's worktrees (in `state`'s worktrees folder): the intent-to-add entries go to its index,
+/// never to the user's.
+pub async fn diffstat(
+    path: &Path,
+    base: &str,
+    state: &Path,
+    confine: Confine,
+) -> Result<String, WorktreeError> {
     if !names::is_commit_id(base) {
         return Err(WorktreeError::BadBase(base.to_owned()));
+    }
+    let folder = state.join(WORKTREES_DIR);
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let ours =
+        matches!((real(path), real(&folder)), (Some(p), Some(f)) if p.starts_with(&f) && p != f);
+    if !ours {
+        return Err(WorktreeError::NotOurs(path.to_path_buf()));
     }
     let common = git(
         path,

@@ -58,11 +58,14 @@ async fn a_worktree_starts_from_head_and_its_changes_are_its_own() {
         std::fs::read_to_string(tree.path.join("a.txt")).unwrap(),
         "one\n"
     );
-    assert_eq!(diffstat(&tree.path, &head, confine).await.unwrap(), "");
+    assert_eq!(
+        diffstat(&tree.path, &head, &state, confine).await.unwrap(),
+        ""
+    );
     // Uncommitted, committed and new files all count.
     std::fs::write(tree.path.join("a.txt"), "two\n").unwrap();
     std::fs::write(tree.path.join("new.txt"), "new\n").unwrap();
-    let stat = diffstat(&tree.path, &head, confine).await.unwrap();
+    let stat = diffstat(&tree.path, &head, &state, confine).await.unwrap();
     assert!(stat.contains("a.txt") && stat.contains("new.txt"), "{stat}");
     assert!(stat.contains("2 files changed"), "{stat}");
     // The main tree is untouched.
@@ -120,8 +123,17 @@ async fn names_not_listed_are_not_found_and_nothing_else_is_touched() {
     }
     assert!(sh(&repo, &["branch", "--list", "victim"]).contains("victim"));
     assert!(!t.path().join("x").exists());
-    let bad = diffstat(&repo, "--output=/tmp/oml-x", confine).await;
+    let bad = diffstat(&repo, "--output=/tmp/oml-x", &state, confine).await;
     assert!(matches!(bad, Err(WorktreeError::BadBase(_))), "{bad:?}");
+    // The user's own tree is not one of oml's: its index is left alone.
+    std::fs::write(repo.join("mine.txt"), "mine\n").unwrap();
+    let head = sh(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let theirs = diffstat(&repo, &head, &state, confine).await;
+    assert!(
+        matches!(theirs, Err(WorktreeError::NotOurs(_))),
+        "{theirs:?}"
+    );
+    assert_eq!(sh(&repo, &["status", "--porcelain"]), "?? mine.txt\n");
 }
 
 #[tokio::test]
