@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks, usage_chunk};
+use support::fake_model::{
+    FakeModel, Reply, Step, delta_chunk, text_chunks, tool_call_chunks, usage_chunk,
+};
 use support::home::{Env, Run, landlock_or_skip};
 
 /// `git ARGS…` in `dir`, which must succeed; its stdout.
@@ -210,4 +212,28 @@ fn without_a_prompt_it_is_a_usage_error() {
     let ran = compare(&env, &["one", "two"]);
     assert_eq!(ran.code, 2, "{ran:?}");
     assert!(ran.stderr.contains("the prompt is empty"), "{ran:?}");
+}
+
+#[test]
+fn an_agent_that_stops_at_its_output_limit_makes_the_status_3() {
+    if landlock_or_skip().is_none() {
+        return;
+    }
+    let env = Env::new();
+    repository(&env);
+    let a = writer("one.txt");
+    let cut = FakeModel::start([Reply::from(vec![
+        Step::Chunk(delta_chunk(
+            serde_json::json!({"content": "I was cut"}),
+            None,
+        )),
+        Step::Chunk(delta_chunk(serde_json::json!({}), Some("length"))),
+    ])]);
+    define_agents(&env, &[("one", &a), ("two", &cut)]);
+    let ran = compare(&env, &["--json", "--approve-all", "one", "two", "--", "go"]);
+    assert_eq!(ran.code, 3, "{ran:?}");
+    let results: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
+    assert_eq!(results[0]["stop_reason"], "end_turn", "{ran:?}");
+    assert_eq!(results[1]["stop_reason"], "max_tokens", "{ran:?}");
+    assert_eq!(results[1]["diffstat"], "", "{ran:?}");
 }
