@@ -1,7 +1,7 @@
 //! oml's git worktrees through the real binary: the `project.worktree-*` functions' shapes
 //! (`oml eval`), and `/worktrees` listing them with their diff stats, in print mode (which has
-//! nobody to ask, so merges nothing) and in the chat on a pseudo-terminal, where merging and
-//! removing ask first and a no leaves everything as it was; and a `task` with
+//! nobody to ask, so merges nothing), in the chat on a pseudo-terminal and in an editor over ACP,
+//! where merging and removing ask first and a no leaves everything as it was; and a `task` with
 //! `isolation: worktree`, whose sub-agent's command writes in its worktree, not the main tree.
 
 mod support;
@@ -242,4 +242,40 @@ fn a_task_in_a_worktree_works_there_and_the_main_tree_stays_as_it_was() {
     );
     let path = PathBuf::from(listed[0]["path"].as_str().unwrap());
     assert_eq!(std::fs::read_to_string(path.join("x.txt")).unwrap(), "x\n");
+}
+
+#[test]
+fn in_an_editor_a_merge_is_a_permission_request_and_allowing_it_merges() {
+    if landlock_or_skip().is_none() {
+        return;
+    }
+    use support::editor::{Editor, chunks};
+    let env = Env::new();
+    repository(&env);
+    worktree_with(&env, "w", "new.txt");
+    let mut ed = Editor::spawn(env.command(None, &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, serde_json::json!([]));
+    let id = ed.prompt(&sid, "/worktrees merge w");
+    let ask = ed.until(|m| m["method"] == "session/request_permission");
+    let call = &ask["params"]["toolCall"];
+    assert!(
+        call.to_string().contains("git merge --no-edit oml/w"),
+        "{ask}"
+    );
+    assert!(
+        !env.project.join("new.txt").exists(),
+        "nothing before the answer"
+    );
+    ed.answer(
+        &ask["id"],
+        serde_json::json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (updates, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(chunks(&updates).contains("Merged oml/w."), "{updates:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("new.txt")).unwrap(),
+        "new\n"
+    );
 }
