@@ -167,21 +167,30 @@ fn the_table_names_each_agent_and_keeps_the_worktrees_and_a_failed_agent_fails_t
 }
 
 #[test]
-fn the_same_agent_twice_gets_two_worktrees() {
+fn oml_itself_twice_gets_two_worktrees() {
     if landlock_or_skip().is_none() {
         return;
     }
     let env = Env::new();
     repository(&env);
-    let a = writer("same.txt");
-    a.push(Reply::from(tool_call_chunks(
-        "c1",
-        "write",
-        &[r#"{"path":"same.txt","content":"written by same.txt\n"}"#],
-    )));
-    a.push(Reply::from(text_chunks(&["again"])));
-    define_agents(&env, &[("one", &a)]);
-    let ran = compare(&env, &["--json", "--approve-all", "one", "one", "--", "go"]);
+    // `oml` is oml's own agent (`oml acp`, this binary); both share this model, whose replies
+    // each end a turn whichever agent gets them.
+    let fake = FakeModel::start([
+        Reply::from(text_chunks(&["first"])),
+        Reply::from(text_chunks(&["second"])),
+    ]);
+    let ran = env.run(
+        Some(&fake),
+        &[
+            "compare",
+            "--json",
+            "--approve-all",
+            "oml",
+            "oml",
+            "--",
+            "go",
+        ],
+    );
     assert_eq!(ran.code, 0, "{ran:?}");
     let results: Value = serde_json::from_str(ran.stdout.trim()).unwrap();
     let branches: Vec<&str> = results
@@ -190,7 +199,8 @@ fn the_same_agent_twice_gets_two_worktrees() {
         .iter()
         .map(|r| r["branch"].as_str().unwrap())
         .collect();
-    assert_eq!(branches, ["oml/one", "oml/one-2"], "{ran:?}");
+    assert_eq!(branches, ["oml/oml", "oml/oml-2"], "{ran:?}");
+    assert_eq!(fake.requests().len(), 2);
 }
 
 #[test]
