@@ -47,6 +47,9 @@ fn read_then_answer() {
             "grep",
             "ls",
             "read",
+            "task",
+            "task_output",
+            "task_stop",
             "update_plan",
             "write"
         ]
@@ -226,7 +229,7 @@ fn advice_on_execute_tool_is_a_permission_policy() {
     let run = env.run(Some(&fake), &["-p", "clean up"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr.contains("[oml] model call: 2 messages, 8 tools"),
+        run.stderr.contains("[oml] model call: 2 messages, 11 tools"),
         "{run:?}"
     );
     assert_eq!(
@@ -277,6 +280,9 @@ in a text file." :kind :read :title "Count {path}"
             "grep",
             "ls",
             "read",
+            "task",
+            "task_output",
+            "task_stop",
             "update_plan",
             "word-count",
             "write"
