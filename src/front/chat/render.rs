@@ -171,6 +171,14 @@ impl<'a> Turn<'a> {
                 let line = self.dim(&clean(&text));
                 self.screen.lines(&line);
             }
+            AgentEvent::UserMessage { text, .. } => {
+                // A line that joined the turn (steered, a background task's result): shown as
+                // typed input is.
+                self.end_text();
+                self.tally.text.clear();
+                self.screen
+                    .lines(&format!("{}{}", super::PROMPT, clean(&text)));
+            }
             AgentEvent::Usage { usage } => {
                 let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
                 let used = match usage.get("total_tokens").and_then(Value::as_u64) {
