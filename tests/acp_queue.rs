@@ -101,7 +101,7 @@ fn a_steered_prompt_joins_the_running_turn_before_its_next_model_call() {
     env.file("notes.txt", "some notes\n");
     let mut looking = vec![
         Step::Chunk(delta_chunk(json!({"content": "Looking."}), None)),
-        Step::Sleep(800),
+        Step::Sleep(1500),
     ];
     looking.extend(support::fake_model::tool_call_chunks(
         "call_1",
@@ -229,4 +229,76 @@ fn a_prompt_over_the_queue_s_cap_is_refused_with_its_own_error() {
     for (id, r) in answers(&mut c, &ids) {
         assert_eq!(r["result"]["stopReason"], "cancelled", "{id}: {r}");
     }
+}
+
+/// A v2 client's view of the same line: a prompt sent while a turn runs is acknowledged when
+/// its turn starts (after the running turn's `idle`), then come its message, `running` and
+/// `idle`; a steered one that came too late runs next, as a turn of its own; a queued one
+/// cancelled before it started is a cancelled request (`-32800`).
+#[test]
+fn over_v2_a_queued_prompt_is_acknowledged_when_its_turn_starts() {
+    let env = Env::new();
+    env.init("(setq acp.protocol-versions [1 2])\n");
+    let fake = FakeModel::start([
+        slow_text("first answer", 800),
+        Reply::from(text_chunks(&["steered answer"])),
+        Reply::from(text_chunks(&["second answer"])),
+        partial_then_hang("fourth"),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let r = c.call("session/new", json!({"cwd": env.project, "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let first = c.prompt(&sid, "first prompt");
+    let second = c.prompt(&sid, "second prompt");
+    // What the client sees, in order, until the third turn's idle; the steered prompt is sent
+    // once the first turn's only model call answers, too late for it.
+    let mut seen: Vec<String> = Vec::new();
+    let mut steered = None;
+    while seen.iter().filter(|s| *s == "idle").count() < 3 {
+        let m = c.next();
+        if m.get("method").is_none() {
+            assert!(m["result"]["messageId"].is_string(), "{m}");
+            seen.push(format!("ack:{}", m["id"]));
+            continue;
+        }
+        let u = &m["params"]["update"];
+        if u["sessionUpdate"] == "state_update" {
+            seen.push(u["state"].as_str().unwrap_or("?").to_owned());
+        }
+        if u["sessionUpdate"] == "agent_message_chunk" && steered.is_none() {
+            steered = Some(steer(&mut c, &sid, "steered late"));
+        }
+    }
+    let steered = steered.expect("the first turn's answer");
+    let (a, s, b) = (first, steered, second);
+    let expected = [
+        format!("ack:{a}"),
+        "running".into(),
+        "idle".into(),
+        format!("ack:{s}"),
+        "running".into(),
+        "idle".into(),
+        format!("ack:{b}"),
+        "running".into(),
+        "idle".into(),
+    ];
+    assert_eq!(seen, expected);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        user_texts(&requests[2].body),
+        ["first prompt", "steered late", "second prompt"]
+    );
+    // A prompt queued behind a running turn, then a cancel: the request is cancelled.
+    c.prompt(&sid, "runs");
+    fake.wait_for_requests(4, std::time::Duration::from_secs(10));
+    let queued = c.prompt(&sid, "never runs");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let (_, r) = c.until_response(queued);
+    assert_eq!(r["error"]["code"], -32800, "{r}");
+    assert_eq!(fake.requests().len(), 4, "the cancelled prompt never ran");
 }

@@ -56,13 +56,14 @@ pub(super) async fn prompt(
     }
     let held = match ticket.wait().await {
         Ok(held) => held,
-        Err(Go::Answered(answer)) => return answer,
+        Err(Go::Answered(answer)) => {
+            *keep.waited.lock() = Some(Waited::Steered);
+            return answer;
+        }
         Err(Go::Cancelled | Go::Run) => {
-            return Ok(answer(
-                StopReason::Cancelled,
-                usage_delta(&None, &None),
-                None,
-            ));
+            *keep.waited.lock() = Some(Waited::Cancelled);
+            let usage = usage_delta(&None, &None);
+            return Ok(answer(StopReason::Cancelled, usage, None));
         }
     };
     // The session is this prompt's until `held` is finished; the token is the one armed when
@@ -81,16 +82,30 @@ pub(super) async fn prompt(
         let _ = go.await;
     }
     let answer = run_turn(ctx, sid, turn, &text, &images).await;
-    *keep.lock() = Some(held);
+    *keep.held.lock() = Some(held);
     answer
 }
 
-/// Where [`prompt`] leaves the session it held, for its caller to finish.
-pub(super) type Keep = parking_lot::Mutex<Option<Held>>;
+/// What [`prompt`] leaves its caller: the session it held, to finish once answered, or how it
+/// ended without a turn of its own.
+#[derive(Default)]
+pub(super) struct Keep {
+    held: parking_lot::Mutex<Option<Held>>,
+    waited: parking_lot::Mutex<Option<Waited>>,
+}
+
+/// How a prompt that waited in line ended without a turn of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// Steered: the turn it joined has answered.
+    Steered,
+    /// Cancelled before its turn came.
+    Cancelled,
+}
 
 /// The prompt has been answered (`answer`): the next in line may go.
 pub(super) fn finish(keep: &Keep, answer: &Result<Value, RpcError>) {
-    if let Some(held) = keep.lock().take() {
+    if let Some(held) = keep.held.lock().take() {
         held.finish(answer);
     }
 }
@@ -214,10 +229,23 @@ pub(super) async fn prompt_v2(
     };
     let finished = match finished {
         Some(result) if taken.try_recv().is_err() => {
-            // Refused before it was taken: the request's own error.
-            let _ = match result {
-                Ok(v) => ctx.conn.respond(id, v).await,
-                Err(e) => ctx.conn.respond_error(id, e).await,
+            // Never taken: steered into another turn (acknowledged with a message id of its
+            // own), cancelled while it waited (the request cancelled), or refused (its error).
+            let waited = *keep.waited.lock();
+            let _ = match (result, waited) {
+                (Ok(_), Some(Waited::Steered)) => {
+                    let message_id = super::message_ids::user_message_id();
+                    ctx.conn
+                        .respond(id, updates::prompt_taken(&message_id))
+                        .await
+                }
+                (Ok(_), Some(Waited::Cancelled)) => {
+                    ctx.conn
+                        .respond_error(id, RpcError::request_cancelled())
+                        .await
+                }
+                (Ok(v), None) => ctx.conn.respond(id, v).await,
+                (Err(e), _) => ctx.conn.respond_error(id, e).await,
             };
             return;
         }
