@@ -100,3 +100,28 @@ fn a_steered_line_the_turn_did_not_take_runs_next_and_ctrl_c_still_cancels() {
     term.wait_for("stopped: cancelled", DEADLINE);
     exit(&term);
 }
+
+#[test]
+fn with_the_setting_on_steer_enter_steers_and_a_slash_command_still_waits() {
+    let env = Env::new();
+    env.init("(setq agent.prompt-while-busy :steer)\n");
+    let args = json!({"command": "sleep 1; echo done"}).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "bash", &[&args])),
+        answer(&["Steered answer."]),
+    ]);
+    let term = open(&env, Some(&fake), &["--mode", "yolo"], &[]);
+    term.type_line("run it");
+    term.wait_for("sleep 1", DEADLINE);
+    term.type_line("and be brief");
+    term.wait_for("steering › and be brief", DEADLINE);
+    term.type_line("/usage");
+    term.wait_for("queued › /usage", DEADLINE);
+    term.wait_for("Steered answer.", DEADLINE);
+    wait_ready(&term);
+    let requests = fake.wait_for_requests(2, DEADLINE);
+    assert_eq!(user_texts(&requests[1].body), ["run it", "and be brief"]);
+    // The slash command ran after the turn, without the model.
+    assert_eq!(fake.requests().len(), 2);
+    exit(&term);
+}

@@ -77,6 +77,8 @@ pub struct Turn<'a> {
     interrupt: CancelToken,
     /// Ctrl-C typed during the turn so far.
     ctrl_c: u8,
+    /// Enter steers a line typed during the turn too (`agent.prompt-while-busy` `:steer`).
+    enter_steers: bool,
 }
 
 struct Thought {
@@ -96,6 +98,7 @@ impl<'a> Turn<'a> {
         let lisp = agent.lisp().clone();
         let show_reasoning = lisp.setting("chat.show-reasoning?").unwrap_or(false);
         let tail_lines: i64 = lisp.setting("chat.tool-output-lines").unwrap_or(5);
+        let while_busy: String = lisp.setting("agent.prompt-while-busy").unwrap_or_default();
         let color = screen.caps().color;
         Turn {
             screen,
@@ -114,6 +117,7 @@ impl<'a> Turn<'a> {
             keys: None,
             interrupt: CancelToken::new(),
             ctrl_c: 0,
+            enter_steers: while_busy == "steer",
         }
     }
 
@@ -378,8 +382,9 @@ impl<'a> Turn<'a> {
     }
 
     /// A key typed during the turn: the line edited, queued (Enter) or steered into the turn
-    /// ([`super::typing::STEER_KEY`]; a slash command, form or chat command is queued instead,
-    /// being no text for the model), Ctrl-C cancelling the turn (twice: its Lisp code).
+    /// ([`super::typing::STEER_KEY`], or Enter with `agent.prompt-while-busy` `:steer`; a slash
+    /// command, form or chat command is queued instead, being no text for the model), Ctrl-C
+    /// cancelling the turn (twice: its Lisp code).
     fn key(&mut self, key: Typed) {
         let line = &mut self.tally.typed;
         match key {
@@ -391,7 +396,8 @@ impl<'a> Turn<'a> {
             Typed::Enter | Typed::Steer => {
                 let text = std::mem::take(line);
                 let input = text.trim_start();
-                let steer = key == Typed::Steer && !input.starts_with(['/', '(', ',']);
+                let steer = (key == Typed::Steer || self.enter_steers)
+                    && !input.starts_with(['/', '(', ',']);
                 let post = steer.then(|| {
                     let message = json!({"role": "user", "content": text});
                     self.agent.sessions().post(&self.session, message)

@@ -46,10 +46,10 @@ pub struct Typing {
 }
 
 impl Typing {
-    /// Raw mode on stdin and the thread reading it, with the keys it sends; `None` when stdin
-    /// is not a terminal.
+    /// Raw mode on stdin (what was typed ahead kept: it is the start of a line) and the thread
+    /// reading it, with the keys it sends; `None` when stdin is not a terminal.
     pub fn start() -> Option<(Typing, mpsc::UnboundedReceiver<Typed>)> {
-        let raw = RawInput::start()?;
+        let raw = RawInput::start_keeping()?;
         let (tx, rx) = mpsc::unbounded_channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
