@@ -1,8 +1,8 @@
 //! `oml acp` with prompts sent while a turn runs, end to end: queued in arrival order and each
 //! answered with its own stop reason, steered into the running turn (`_meta.oml.steer`, or
 //! `agent.prompt-while-busy` `:steer`) before its next model call, run as a turn of their own
-//! when the turn ended before taking them, cancelled together with the running turn, and
-//! refused over the queue's cap. The scripted ACP client (tests/support/acp.rs) drives the real
+//! when the turn ended before taking them, cancelled together with the running turn (or alone,
+//! by `$/cancel_request`), refused over the queue's cap, and as a v2 client sees them. The scripted ACP client (tests/support/acp.rs) drives the real
 //! binary against the fake model.
 
 mod support;
@@ -301,4 +301,35 @@ fn over_v2_a_queued_prompt_is_acknowledged_when_its_turn_starts() {
     let (_, r) = c.until_response(queued);
     assert_eq!(r["error"]["code"], -32800, "{r}");
     assert_eq!(fake.requests().len(), 4, "the cancelled prompt never ran");
+}
+
+/// `$/cancel_request` naming a waiting prompt takes only that one out of the line: the running
+/// turn goes on, and the prompt behind it still runs.
+#[test]
+fn cancel_request_naming_a_waiting_prompt_takes_only_it_out_of_the_line() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        slow_text("first answer", 1200),
+        Reply::from(text_chunks(&["third answer"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let first = c.prompt(&sid, "first");
+    c.until(|m| update_kind(m).is_some());
+    let second = c.prompt(&sid, "second");
+    let third = c.prompt(&sid, "third");
+    c.notify("$/cancel_request", json!({"requestId": second}));
+    let (_, r) = c.until_response(second);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    let (_, r) = c.until_response(first);
+    assert_eq!(
+        r["result"]["stopReason"], "end_turn",
+        "the running turn went on: {r}"
+    );
+    let (_, r) = c.until_response(third);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(user_texts(&requests[1].body), ["first", "third"]);
 }
