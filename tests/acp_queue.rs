@@ -333,3 +333,31 @@ fn cancel_request_naming_a_waiting_prompt_takes_only_it_out_of_the_line() {
     assert_eq!(requests.len(), 2);
     assert_eq!(user_texts(&requests[1].body), ["first", "third"]);
 }
+
+/// A prompt refused while it waits (it has no text) leaves the line as it was: the prompt behind
+/// it runs when the turn ends.
+#[test]
+fn a_refused_prompt_in_line_does_not_hold_it() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        slow_text("first answer", 800),
+        Reply::from(text_chunks(&["third answer"])),
+    ]);
+    let mut c = Client::start(&env, Some(&fake));
+    c.initialize();
+    let (sid, _) = c.new_session(&env.project);
+    let first = c.prompt(&sid, "first");
+    c.until(|m| update_kind(m).is_some());
+    let blank = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "  "}]}),
+    );
+    let third = c.prompt(&sid, "third");
+    let (_, r) = c.until_response(blank);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let (_, r) = c.until_response(first);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let (updates, r) = c.until_response(third);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(texts(&updates), "third answer");
+}

@@ -51,7 +51,7 @@ pub(super) async fn prompt(
         .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))?;
     let images = ctx.lisp.setting::<bool>("llm.images?").unwrap_or(false);
     let PromptContent { text, images } = checked_content(&params.prompt.0, images)?;
-    if matches!(ticket, Ticket::Waiting(..)) && steers(ctx, params, &text) {
+    if ticket.waits() && steers(ctx, params, &text) {
         ctx.queues.steer(sid, key, user_message(&text, &images));
     }
     let held = match ticket.wait().await {

@@ -81,12 +81,13 @@ pub(super) struct Queues {
     lines: Mutex<HashMap<String, Line>>,
 }
 
-/// A prompt's place in line, taken as it is read.
-pub(super) enum Ticket {
-    /// The session is this prompt's already.
-    Now(Held),
-    /// It waits behind another prompt (or, steered, for the running turn's end).
-    Waiting(oneshot::Receiver<Go>, Held),
+/// A prompt's place in line, taken as it is read. Dropped before its wait is over (the prompt
+/// refused, its task ended), it gives back the session if it had been handed it meanwhile.
+pub(super) struct Ticket {
+    /// `None`: the session is this prompt's already.
+    rx: Option<oneshot::Receiver<Go>>,
+    /// Not the session's (`done`) until told to run.
+    held: Option<Held>,
 }
 
 /// The session held for one prompt; the next in line goes when it is finished (or dropped).
@@ -118,7 +119,10 @@ impl Queues {
         if !line.held && line.waiting.is_empty() {
             line.held = true;
             self.agent.arm(sid);
-            return Ok(Ticket::Now(held(false)));
+            return Ok(Ticket {
+                rx: None,
+                held: Some(held(false)),
+            });
         }
         let waiting = line.waiting.len() + line.steered.len();
         if waiting >= MAX_WAITING_PROMPTS {
@@ -126,8 +130,10 @@ impl Queues {
         }
         let (go, rx) = oneshot::channel();
         line.waiting.push_back(Waiter { key, go });
-        // Not the session's until told to run: dropping it releases nothing.
-        Ok(Ticket::Waiting(rx, held(true)))
+        Ok(Ticket {
+            rx: Some(rx),
+            held: Some(held(true)),
+        })
     }
 
     /// Steer the waiting prompt `key` of session `sid` into the running turn: `message` (an
@@ -266,19 +272,39 @@ fn queue_full(sid: &str, waiting: usize) -> RpcError {
 }
 
 impl Ticket {
+    /// Whether the prompt waits behind another (or for a steered prompt's turn).
+    pub(super) fn waits(&self) -> bool {
+        self.rx.is_some()
+    }
+
     /// Wait for this prompt's turn: the held session, or what it was told instead (cancelled
     /// while waiting, or a steered prompt's answer).
-    pub(super) async fn wait(self) -> Result<Held, Go> {
-        match self {
-            Ticket::Now(held) => Ok(held),
-            Ticket::Waiting(rx, mut held) => match rx.await {
-                Ok(Go::Run) => {
-                    held.done = false;
-                    Ok(held)
-                }
-                Ok(other) => Err(other),
-                Err(_) => Err(Go::Cancelled),
-            },
+    pub(super) async fn wait(mut self) -> Result<Held, Go> {
+        let go = match self.rx.as_mut() {
+            Some(rx) => rx.await,
+            None => Ok(Go::Run),
+        };
+        self.rx = None;
+        match (go, self.held.take()) {
+            (Ok(Go::Run), Some(mut held)) => {
+                held.done = false;
+                Ok(held)
+            }
+            (Ok(Go::Run) | Err(_), _) => Err(Go::Cancelled),
+            (Ok(other), _) => Err(other),
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // No hand-off can come once the receiver is closed; one that came before is taken
+        // here, and the session it gave goes to the next in line as `held` drops.
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if let (Ok(Go::Run), Some(held)) = (rx.try_recv(), self.held.as_mut()) {
+                held.done = false;
+            }
         }
     }
 }
