@@ -54,6 +54,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_agents", "src/agent/agents.fnl"),
     ("agent_compact", "src/agent/compact.fnl"),
     ("agent_worktrees", "src/agent/worktrees.fnl"),
+    ("agent_inbox", "src/agent/inbox.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
     ("acp", "src/front/acp/acp.fnl"),

@@ -8,8 +8,8 @@
 //! persist, errors); chat and slash commands; sessions (`-c`, `--session`, `--resume`);
 //! `NO_COLOR` and `TERM=dumb`; a narrow terminal; piped stdin; and bad input: a model error
 //! mid-stream or as HTTP 500, a pasted megabyte, a tool printing invalid UTF-8 or escape
-//! sequences. This file holds the helpers, answers, cards, questions and Ctrl-C; `tests/chat/`
-//! the rest.
+//! sequences; typing while the agent works (a line queued, a line steered). This file holds the
+//! helpers, answers, cards, questions and Ctrl-C; `tests/chat/` the rest.
 
 #![allow(clippy::print_stderr)] // the paste test reports how long the paste took
 
@@ -31,6 +31,8 @@ mod bad_input;
 mod lisp_and_sessions;
 #[path = "chat/terminals.rs"]
 mod terminals;
+#[path = "chat/typing.rs"]
+mod typing;
 
 /// Rows and columns of the terminal unless a test says otherwise: wide enough that the
 /// permission question's key line (66 columns) stays on one row.

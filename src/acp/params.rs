@@ -196,6 +196,33 @@ pub struct SessionParams {
 pub struct PromptParams {
     pub session_id: SessionId,
     pub prompt: PromptBlocks,
+    /// `_meta`, of which oml reads `oml.steer` (see [`PromptMeta`]); anything else is ignored.
+    #[serde(default, rename = "_meta")]
+    pub meta: crate::acp::loose::Loose<PromptMeta>,
+}
+
+/// What oml reads of a prompt's `_meta`.
+#[derive(Debug, Default, Deserialize)]
+pub struct PromptMeta {
+    #[serde(default)]
+    pub oml: crate::acp::loose::Loose<OmlPromptMeta>,
+}
+
+/// A prompt's `_meta.oml`.
+#[derive(Debug, Default, Deserialize)]
+pub struct OmlPromptMeta {
+    /// `true`: join the running turn (steer), `false`: queue, absent: the setting decides.
+    #[serde(default)]
+    pub steer: crate::acp::loose::Loose<bool>,
+}
+
+impl PromptParams {
+    /// What `_meta.oml.steer` asks for: `Some(true)` steer, `Some(false)` queue, `None` when
+    /// it says nothing (or nothing of the right type).
+    pub fn steer(&self) -> Option<bool> {
+        let meta = self.meta.0.as_ref()?;
+        meta.oml.0.as_ref()?.steer.0
+    }
 }
 
 /// `session/set_mode`.

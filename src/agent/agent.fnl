@@ -421,7 +421,8 @@ except that neighbouring calls `agent.parallel-call?` accepts run at the same ti
 transcript, run its tool calls in order, append the reply and the results together. Returns
 what `agent.stop-reason` says: nil to go on, else why the loop stops. A function of its own, so
 that the reply (which can hold a whole file) is garbage once it returns."
-  (let [_ (agent.maybe-compact!)
+  (let [_ (agent.take-posted!)
+        _ (agent.maybe-compact!)
         response (agent.call-model-or-compact)
         message response.message
         calls (tool-calls-of message)

@@ -65,6 +65,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("agents"),
     agent_file!("compact"),
     agent_file!("worktrees"),
+    agent_file!("inbox"),
 ];
 
 /// Errors at the agent's boundary.

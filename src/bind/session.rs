@@ -2,7 +2,8 @@
 //! `oml.reload`, and the running coroutine's session as Rust reads it ([`current`]: its
 //! directory, cancel token and values) for the Lisp faces that work in a session (the tools'
 //! in `crate::bind::tools`, MCP's, the client's). Checkpoints, rewinds and forks are in
-//! [`rewind`], the checkpoints of commands in [`changes`], `oml.reload` in [`reload`]. What is
+//! [`rewind`], the checkpoints of commands in [`changes`], `oml.reload` in [`reload`], the
+//! inbox (`session.post!`) in [`inbox`]. What is
 //! recorded has the known secrets taken out ([`secrets`]).
 //!
 //! Every `session.*` function finds its session from the running coroutine (see
@@ -13,6 +14,7 @@
 
 mod changes;
 mod current;
+mod inbox;
 mod reload;
 mod restore;
 mod rewind;
@@ -60,6 +62,7 @@ pub fn install(lisp: &Lisp, sessions: Arc<Sessions>) -> Result<(), LispError> {
     define(lua, "oml", OML)?;
     rewind::install(lisp)?;
     changes::install(lisp)?;
+    inbox::install(lisp.lua())?;
     // The default `session.emit!`, kept where the delta shortcut can compare it with what the
     // name holds now.
     lua.set_named_registry_value(DEFAULT_EMIT, session.get::<Value>("emit!")?)?;

@@ -73,9 +73,21 @@ pub enum AgentEvent {
     /// The model's plan changed (`update_plan`): the whole list, as ACP PlanEntry objects
     /// `{content, priority, status}`.
     Plan { entries: Value },
+    /// A message that joined the running turn from the session's inbox (`agent.take-posted!`:
+    /// a steered prompt, a background task's result), shown as the user's when `role` is
+    /// `user`.
+    UserMessage {
+        #[serde(default = "user_role")]
+        role: String,
+        text: String,
+    },
     /// A one-line notice about the turn that is not the model's text, such as a model request
     /// being retried ("model request failed (HTTP 429), retrying in 4 s").
     Notice { text: String },
+}
+
+fn user_role() -> String {
+    "user".to_owned()
 }
 
 fn other_kind() -> String {

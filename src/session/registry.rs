@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 use super::AgentEvent;
 use super::entry::Entry;
+use super::inbox::{Inbox, PostId};
 use super::redact::Redactions;
 use super::store::{Flushed, Loaded, SessionLog, Store};
 use crate::cancel::CancelToken;
@@ -52,6 +53,8 @@ pub struct Session {
     /// The id of the tool call between its `ToolStart` and `ToolEnd` events, which the output
     /// of a running tool is reported under.
     pub running_tool: Option<String>,
+    /// Messages posted for the loop's next model call (see [`super::inbox`]).
+    pub inbox: Inbox,
 }
 
 /// Where a session is with its one prompt.
@@ -88,6 +91,14 @@ impl Session {
         }
         self.prompt = PromptState::Running;
         true
+    }
+
+    /// An armed prompt will not run after all (refused, or cancelled while it waited): the
+    /// session is idle again, and its token is not the next prompt's.
+    pub fn disarm(&mut self) {
+        if self.prompt == PromptState::Armed {
+            self.prompt = PromptState::Idle;
+        }
     }
 
     /// The running prompt has ended.
@@ -183,6 +194,7 @@ impl Sessions {
             prompt: PromptState::Idle,
             log,
             running_tool: None,
+            inbox: Inbox::default(),
         };
         lock(&self.sessions).insert(id.clone(), session);
         id
@@ -217,6 +229,7 @@ impl Sessions {
             prompt: PromptState::Idle,
             log: Some(log),
             running_tool: None,
+            inbox: Inbox::default(),
         };
         lock(&self.sessions).insert(id.to_owned(), session);
         Ok(loaded)
@@ -303,6 +316,33 @@ impl Sessions {
             (Some(s), None) => Some(s.id.clone()),
             _ => None,
         }
+    }
+
+    /// Post `message` (an OpenAI message) to session `id`'s inbox: it joins the transcript
+    /// before the loop's next model call (`agent.take-posted!`), and the session's
+    /// [`Sessions::posted_notify`] is notified. `None` when there is no such session.
+    pub fn post(&self, id: &str, message: Value) -> Option<PostId> {
+        self.with(id, |s| s.inbox.post(message))
+    }
+
+    /// Every message posted to session `id` since the last take, oldest first, removed (empty
+    /// when there is none, or no such session).
+    pub fn take_posted(&self, id: &str) -> Vec<Value> {
+        self.with(id, |s| s.inbox.take()).unwrap_or_default()
+    }
+
+    /// Take the message `post` back from session `id`'s inbox while it still waits; `None` once
+    /// the loop has taken it.
+    pub fn unpost(&self, id: &str, post: PostId) -> Option<Value> {
+        self.with(id, |s| s.inbox.unpost(post)).flatten()
+    }
+
+    /// What a front end waits on to learn that something was posted to session `id` (notified
+    /// once per post; a post while nobody waits leaves a permit). A session whose prompt is
+    /// [`PromptState::Idle`] takes nothing by itself: the front end that wants posted messages to
+    /// wake it starts a turn when this fires. `None` when there is no such session.
+    pub fn posted_notify(&self, id: &str) -> Option<Arc<tokio::sync::Notify>> {
+        self.with(id, |s| s.inbox.notify())
     }
 
     /// Map the coroutine `thread` to the session `id` (or unmap it); returns the previous id.

@@ -43,7 +43,8 @@ agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status t
 diff with only the text's first line; for a command run in the client's terminal, the terminal
 and a failure's last line), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
-update, a notice (a retried model request) a line of agent text in italics, and the token usage a model call reports a usage_update (`used`: the
+update, a notice (a retried model request) a line of agent text in italics, a message that joined the
+turn from the inbox (`agent.take-posted!`: a steered prompt) a user_message_chunk, and the token usage a model call reports a usage_update (`used`: the
 call's prompt and completion tokens, what the context now holds; `size`: `llm.context-window`;
 `cost`: the session's cost so far, when `llm.prices` prices its model), so the last update of a
 turn is its usage. Must not wait on anything."
@@ -82,6 +83,8 @@ turn is its usage. Must not wait on anything."
     :plan {:sessionUpdate :plan :entries (or event.entries (json.array))}
     :notice {:sessionUpdate :agent_message_chunk
              :content (text-block (.. "\n*" (or event.text "") "*\n"))}
+    :user-message {:sessionUpdate (if (= event.role :user) :user_message_chunk :agent_message_chunk)
+                   :content (text-block (or event.text ""))}
     :tool-output {:sessionUpdate :tool_call_update :toolCallId event.id
                   :content [{:type :content
                              :content (text-block (.. "```\n" (or event.text "") "\n```"))}]}

@@ -1,6 +1,6 @@
 //! The ground floor of a connection's requests: [`Ctx`], what every handler needs, and the
 //! sending path from a handler to a session (in order after what the session emitted). The rest
-//! of the folder imports it; it imports nothing of the folder but the hub.
+//! of the folder imports it; it imports nothing of the folder but the hub and the queue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +41,8 @@ pub(super) struct Ctx {
     /// The running `session/prompt` requests, by id as on the wire: what `$/cancel_request`
     /// can name.
     pub prompts: parking_lot::Mutex<std::collections::HashMap<String, String>>,
+    /// Each session's line of prompts (see `super::queue`).
+    pub queues: Arc<super::queue::Queues>,
 }
 
 /// Show `text` in the session as agent text (through the forwarder, so in order).

@@ -14,8 +14,9 @@
 //! Each request and notification is parsed once, as it is read, into a typed method with serde
 //! params (`crate::acp::params`; see Cargo.toml for why not the schema crate). Errors: `-32700` for lines
 //! that are not JSON (the transport classifies them), `-32600` for JSON that is not a request,
-//! `-32601 Method not found: <method>`, `-32602` for bad params, an unknown session or a busy
-//! one, `-32603` for failures inside (a model error). Notifications are never answered; unknown
+//! `-32601 Method not found: <method>`, `-32602` for bad params or an unknown session,
+//! `-32011` for a prompt over the queue's cap (`queue`), `-32603` for failures inside (a model
+//! error). Notifications are never answered; unknown
 //! ones are ignored. A cancelled prompt always answers `stopReason: "cancelled"`, never an error.
 //!
 //! `initialize` is answered from the moment the connection is opened, before the image is built
@@ -24,9 +25,10 @@
 //! This file holds the serve loop, the dispatch and the version negotiation; the rest is one
 //! concern a file, and imports inside the folder go one way, down from here. The ground floor,
 //! which imports nothing of the folder above it: `hub` (the connection and the sessions shared
-//! with Lisp, and the sending path of updates), `ctx` (what every handler needs, and sending to
-//! a session in order), `early` (the connection while the image is built, and the v1
-//! `initialize` answer), `v2`, `content` and `message_ids`. Above it: `calls` (into Lisp),
+//! with Lisp, and the sending path of updates), `queue` (each session's line of prompts: queued,
+//! steered, cancelled), `ctx` (what every handler needs, and sending to a session in order),
+//! `early` (the connection while the image is built, and the v1 `initialize` answer), `v2`,
+//! `content` and `message_ids`. Above it: `calls` (into Lisp),
 //! `config` (modes and config options), `replay` (stored history as updates), `render` (the
 //! forwarder and the renderer), `prompt`, `sessions` (new, load, resume, list, close, delete)
 //! and `surface` (the `acp` table).
@@ -55,6 +57,7 @@ mod early;
 mod hub;
 mod message_ids;
 mod prompt;
+mod queue;
 mod render;
 mod replay;
 mod sessions;
@@ -71,6 +74,7 @@ pub use early::PROTOCOL_VERSION;
 use early::{Greeted, initialize};
 use prompt::prompt;
 pub use prompt::stop_reason;
+pub use queue::{MAX_WAITING_PROMPTS, PROMPT_QUEUE_FULL};
 pub use replay::replay_updates;
 pub use sessions::{LIST_PAGE, SESSION_IN_USE};
 use sessions::{
@@ -125,6 +129,7 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
             .sessions()
             .set_store(Some(Store::new(options.paths.sessions_dir())));
     }
+    let agent_for_queues = agent.clone();
     let ctx = Arc::new(Ctx {
         lisp: agent.lisp().clone(),
         agent,
@@ -133,6 +138,7 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
         options,
         shutdown: CancelToken::new(),
         prompts: Default::default(),
+        queues: queue::Queues::new(agent_for_queues),
     });
     if let Some(capabilities) = &capabilities {
         remember_client(&ctx, capabilities);
@@ -165,27 +171,39 @@ pub async fn serve(agent: Agent, hub: Arc<Hub>, options: ServeOptions, opened: O
     0
 }
 
-/// Parse request `r` and answer it in a task of its own. A prompt's token is armed now, in line
-/// order, so that a cancel read after it reaches it even before its task has started.
+/// Parse request `r` and answer it in a task of its own. A prompt takes its place in its
+/// session's line now, in line order ([`queue`]), and a free session's token is armed, so that a
+/// cancel read after it reaches it even before its task has started.
 fn spawn_request(ctx: &Arc<Ctx>, r: crate::jsonrpc::Request, tasks: &mut JoinSet<()>) {
     let method = Method::parse(&r.method, r.params).map_err(RpcError::invalid_params);
-    let prompt_key = match &method {
-        Ok(Method::SessionPrompt(p)) => {
-            ctx.agent.arm(&p.session_id.0);
-            let key = r.id.to_string();
-            ctx.prompts
-                .lock()
-                .insert(key.clone(), p.session_id.0.clone());
-            Some(key)
-        }
-        _ => None,
-    };
     let ctx = ctx.clone();
+    let Ok(Method::SessionPrompt(p)) = method else {
+        tasks.spawn(async move { request(&ctx, r.id, method).await });
+        return;
+    };
+    let sid = p.session_id.0.clone();
+    let key = r.id.to_string();
+    let ticket = ctx.queues.enter(&sid, key.clone());
+    ctx.prompts.lock().insert(key.clone(), sid);
     tasks.spawn(async move {
-        request(&ctx, r.id, method).await;
-        if let Some(key) = prompt_key {
-            ctx.prompts.lock().remove(&key);
+        match ticket {
+            Err(e) => {
+                let _ = ctx.conn.respond_error(&r.id, e).await;
+            }
+            Ok(ticket) if ctx.hub.dialect() == v2::Dialect::V2 => {
+                prompt::prompt_v2(&ctx, &r.id, &p, ticket).await;
+            }
+            Ok(ticket) => {
+                let keep = prompt::Keep::default();
+                let answer = prompt(&ctx, &key, &p, ticket, None, &keep).await;
+                let _ = match &answer {
+                    Ok(value) => ctx.conn.respond(&r.id, value.clone()).await,
+                    Err(error) => ctx.conn.respond_error(&r.id, error.clone()).await,
+                };
+                prompt::finish(&keep, &answer);
+            }
         }
+        ctx.prompts.lock().remove(&key);
     });
 }
 
@@ -193,6 +211,7 @@ fn spawn_request(ctx: &Arc<Ctx>, r: crate::jsonrpc::Request, tasks: &mut JoinSet
 /// `cancelled` within [`SHUTDOWN_GRACE`] (then interrupt and abort them), and write everything
 /// queued.
 async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
+    ctx.queues.cancel_all();
     for id in ctx.hub.ids() {
         ctx.agent.cancel(&id);
     }
@@ -214,14 +233,15 @@ async fn shut_down(ctx: &Ctx, tasks: &mut JoinSet<()>) {
 
 fn notification(ctx: &Arc<Ctx>, n: Notification, tasks: &mut JoinSet<()>) {
     match NotificationMethod::parse(&n.method, n.params).map_err(RpcError::invalid_params) {
-        Ok(NotificationMethod::SessionCancel(p)) => ctx.agent.cancel(&p.session_id.0),
+        // The running prompt and every prompt waiting behind it (see `queue`).
+        Ok(NotificationMethod::SessionCancel(p)) => ctx.queues.cancel(&p.session_id.0),
         // A running prompt named by `$/cancel_request` is cancelled as by `session/cancel`, and
         // answers with its partial result (`stopReason: cancelled`). Every other request is
         // answered at once anyway, so there is nothing to stop.
         Ok(NotificationMethod::CancelRequest(p)) => {
             let sid = ctx.prompts.lock().get(&p.request_id.to_string()).cloned();
             match sid {
-                Some(sid) => ctx.agent.cancel(&sid),
+                Some(sid) => ctx.queues.cancel_request(&sid, &p.request_id.to_string()),
                 None => tracing::debug!("$/cancel_request for {}: nothing to cancel", p.request_id),
             }
         }
@@ -258,10 +278,11 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
         Ok(Method::SessionList(p)) => session_list(ctx, p),
         Ok(Method::SessionClose(p)) => session_close(ctx, &p).await,
         Ok(Method::SessionDelete(p)) => session_delete(ctx, &p).await,
-        Ok(Method::SessionPrompt(p)) if ctx.hub.dialect() == v2::Dialect::V2 => {
-            return prompt::prompt_v2(ctx, &id, &p).await;
-        }
-        Ok(Method::SessionPrompt(p)) => prompt(ctx, &p, None).await,
+        // Put in line as it was read (`spawn_request`).
+        Ok(Method::SessionPrompt(_)) => Err(RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            "session/prompt reached the wrong handler",
+        )),
         Ok(Method::SessionSetMode(p)) => set_mode(ctx, &p).await,
         Ok(Method::SessionSetConfigOption(p)) => {
             let answer = set_config_option(ctx, p).await;

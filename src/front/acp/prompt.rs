@@ -1,4 +1,5 @@
-//! `session/prompt`: one prompt per session at a time, run through the agent, answered after
+//! `session/prompt`: one turn per session at a time, the prompts sent meanwhile queued or
+//! steered in their session's line (`super::queue`), run through the agent, answered after
 //! every update of its turn, with the turn's stop reason and usage.
 //!
 //! It hands the prompt's content blocks to the loop as text and image parts
@@ -13,6 +14,7 @@ use super::config::{advertise_commands, config_update};
 use super::content::{PromptContent, prompt_content};
 use super::ctx::Ctx;
 use super::ctx::update;
+use super::queue::{Go, Held, Ticket};
 use crate::acp::StopReason;
 use crate::acp::params::PromptParams;
 use crate::acp::updates::{self, SessionUpdate};
@@ -27,31 +29,51 @@ pub(super) struct Accepted {
     go: oneshot::Receiver<()>,
 }
 
-/// Run the prompt; with `accepted`, the turn says when it is taken (the session known and free,
-/// the content readable) and waits for the go before anything of it is sent: a v2 client is
-/// answered, and told the prompt and `running`, in between ([`prompt_v2`]).
+/// Run the prompt once its turn in the session's line comes (`ticket`, taken as it was read);
+/// with `accepted`, the turn says when it is taken (its turn come, the session ready) and waits
+/// for the go before anything of it is sent: a v2 client is told the prompt and `running` in
+/// between ([`prompt_v2`]). A steered prompt (see [`super::queue`]) whose text the running turn
+/// took answers with that turn's answer. The session, held for the turn, is left in `keep`:
+/// the caller finishes it ([`Held::finish`]) once it has answered, so that the next prompt in
+/// line (and a steered prompt's answer) comes after this one's.
 pub(super) async fn prompt(
     ctx: &Arc<Ctx>,
+    key: &str,
     params: &PromptParams,
+    ticket: Ticket,
     accepted: Option<Accepted>,
+    keep: &Keep,
 ) -> Result<Value, RpcError> {
     let sid = params.session_id.0.as_str();
     let session = ctx
         .hub
         .get(sid)
         .ok_or_else(|| RpcError::invalid_params(format!("Unknown session: {sid}")))?;
-    // Claimed until this handler returns, so a second prompt is refused until this one has
-    // answered; the token is the one armed when the line was read. A prompt refused below
-    // releases the claim (and so the armed token) when `turn` drops, so a later cancel cannot
-    // reach the next prompt.
+    let images = ctx.lisp.setting::<bool>("llm.images?").unwrap_or(false);
+    let PromptContent { text, images } = checked_content(&params.prompt.0, images)?;
+    if ticket.waits() && steers(ctx, params, &text) {
+        ctx.queues.steer(sid, key, user_message(&text, &images));
+    }
+    let held = match ticket.wait().await {
+        Ok(held) => held,
+        Err(Go::Answered(answer)) => {
+            *keep.waited.lock() = Some(Waited::Steered);
+            return answer;
+        }
+        Err(Go::Cancelled | Go::Run) => {
+            *keep.waited.lock() = Some(Waited::Cancelled);
+            let usage = usage_delta(&None, &None);
+            return Ok(answer(StopReason::Cancelled, usage, None));
+        }
+    };
+    // The session is this prompt's until `held` is finished; the token is the one armed when
+    // its turn came, so a cancel sent meanwhile reached it.
     let turn = ctx.agent.begin(sid).map_err(|e| match e {
         AgentError::Busy(_) => {
             RpcError::invalid_params("A prompt is already running in this session")
         }
         other => RpcError::new(jsonrpc::INTERNAL_ERROR, other.to_string()),
     })?;
-    let images = ctx.lisp.setting::<bool>("llm.images?").unwrap_or(false);
-    let PromptContent { text, images } = checked_content(&params.prompt.0, images)?;
     // A prompt sent right after session/new waits for the session's setup to finish.
     let mut ready = session.ready.clone();
     let _ = ready.wait_for(|r| *r).await;
@@ -59,15 +81,77 @@ pub(super) async fn prompt(
         let _ = taken.send(());
         let _ = go.await;
     }
+    let answer = run_turn(ctx, sid, turn, &text, &images).await;
+    *keep.held.lock() = Some(held);
+    answer
+}
 
+/// What [`prompt`] leaves its caller: the session it held, to finish once answered, or how it
+/// ended without a turn of its own.
+#[derive(Default)]
+pub(super) struct Keep {
+    held: parking_lot::Mutex<Option<Held>>,
+    waited: parking_lot::Mutex<Option<Waited>>,
+}
+
+/// How a prompt that waited in line ended without a turn of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// Steered: the turn it joined has answered.
+    Steered,
+    /// Cancelled before its turn came.
+    Cancelled,
+}
+
+/// The prompt has been answered (`answer`): the next in line may go.
+pub(super) fn finish(keep: &Keep, answer: &Result<Value, RpcError>) {
+    if let Some(held) = keep.held.lock().take() {
+        held.finish(answer);
+    }
+}
+
+/// Whether the prompt `text` joins the running turn rather than waiting for its end:
+/// `_meta.oml.steer`, else `agent.prompt-while-busy`; never a slash command, which is no text
+/// for the model.
+fn steers(ctx: &Ctx, params: &PromptParams, text: &str) -> bool {
+    if text.trim_start().starts_with('/') {
+        return false;
+    }
+    params.steer().unwrap_or_else(|| {
+        ctx.lisp
+            .setting::<String>("agent.prompt-while-busy")
+            .is_ok_and(|v| v == "steer")
+    })
+}
+
+/// The user message a steered prompt posts: its text, and its images as content parts.
+fn user_message(text: &str, images: &[Value]) -> Value {
+    if images.is_empty() {
+        return json!({"role": "user", "content": text});
+    }
+    let mut parts = vec![json!({"type": "text", "text": text})];
+    parts.extend(images.iter().cloned());
+    json!({"role": "user", "content": parts})
+}
+
+/// Run the turn claimed by `turn`, and answer it after every update it sent.
+async fn run_turn(
+    ctx: &Arc<Ctx>,
+    sid: &str,
+    turn: crate::agent::Turn,
+    text: &str,
+    images: &[Value],
+) -> Result<Value, RpcError> {
     let before = session_state(ctx, sid);
     if before.user_messages == 0 && !text.starts_with('/') {
-        announce_title(ctx, sid, &text).await;
+        announce_title(ctx, sid, text).await;
     }
     let result = ctx
         .agent
-        .run_with_parts(&turn, &text, &images, &ctx.shutdown)
+        .run_with_parts(&turn, text, images, &ctx.shutdown)
         .await;
+    // The session is free again before the next in line is given it.
+    drop(turn);
     ctx.hub.barrier(sid).await;
     let after = session_state(ctx, sid);
     let cancelled = after.cancelled || ctx.shutdown.is_cancelled();
@@ -121,7 +205,12 @@ async fn what_changed(
 /// `session/prompt` from a v2 client: answered with the user message's id as soon as the prompt
 /// is taken, then the message and `running` are reported; the turn's end is the `idle` state
 /// update with its stop reason (`error` and the error when it failed), after all its updates.
-pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptParams) {
+pub(super) async fn prompt_v2(
+    ctx: &Arc<Ctx>,
+    id: &RequestId,
+    params: &PromptParams,
+    ticket: Ticket,
+) {
     let sid = params.session_id.0.as_str();
     let (accepted, taken) = oneshot::channel();
     let (go_tx, go) = oneshot::channel();
@@ -129,7 +218,9 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
         taken: accepted,
         go,
     };
-    let mut run = std::pin::pin!(prompt(ctx, params, Some(handshake)));
+    let key = id.to_string();
+    let keep = Keep::default();
+    let mut run = std::pin::pin!(prompt(ctx, &key, params, ticket, Some(handshake), &keep));
     let mut taken = std::pin::pin!(taken);
     let finished = tokio::select! {
         biased;
@@ -138,10 +229,23 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
     };
     let finished = match finished {
         Some(result) if taken.try_recv().is_err() => {
-            // Refused before it was taken: the request's own error.
-            let _ = match result {
-                Ok(v) => ctx.conn.respond(id, v).await,
-                Err(e) => ctx.conn.respond_error(id, e).await,
+            // Never taken: steered into another turn (acknowledged with a message id of its
+            // own), cancelled while it waited (the request cancelled), or refused (its error).
+            let waited = *keep.waited.lock();
+            let _ = match (result, waited) {
+                (Ok(_), Some(Waited::Steered)) => {
+                    let message_id = super::message_ids::user_message_id();
+                    ctx.conn
+                        .respond(id, updates::prompt_taken(&message_id))
+                        .await
+                }
+                (Ok(_), Some(Waited::Cancelled)) => {
+                    ctx.conn
+                        .respond_error(id, RpcError::request_cancelled())
+                        .await
+                }
+                (Ok(v), None) => ctx.conn.respond(id, v).await,
+                (Err(e), _) => ctx.conn.respond_error(id, e).await,
             };
             return;
         }
@@ -163,12 +267,13 @@ pub(super) async fn prompt_v2(ctx: &Arc<Ctx>, id: &RequestId, params: &PromptPar
         Some(result) => result,
         None => run.await,
     };
-    let idle = match result {
-        Ok(answer) => State::Idle(crate::acp::answers::stop_reason(&answer)).update(),
-        Err(e) => State::Failed(serde_json::to_value(&e).unwrap_or_default()).update(),
+    let idle = match &result {
+        Ok(answer) => State::Idle(crate::acp::answers::stop_reason(answer)).update(),
+        Err(e) => State::Failed(serde_json::to_value(e).unwrap_or_default()).update(),
     };
     ctx.hub.forget_asking(sid);
     update(ctx, sid, idle).await;
+    finish(&keep, &result);
 }
 
 /// The prompt's answer: the stop reason, the turn's `usage` (see [`usage_delta`]) as ACP's and

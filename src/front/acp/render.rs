@@ -361,6 +361,7 @@ pub(super) fn chunk_update(event: &AgentEvent) -> Option<ChunkUpdate<'_>> {
         | AgentEvent::ToolEnd { .. }
         | AgentEvent::ToolOutput { .. }
         | AgentEvent::Notice { .. }
+        | AgentEvent::UserMessage { .. }
         | AgentEvent::Plan { .. }
         | AgentEvent::Usage { .. } => {
             return None;

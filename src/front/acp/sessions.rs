@@ -411,7 +411,7 @@ pub(super) async fn session_close(
 const CLOSE_POLL: Duration = Duration::from_millis(10);
 
 pub(super) async fn close(ctx: &Arc<Ctx>, sid: &str) {
-    ctx.agent.cancel(sid);
+    ctx.queues.cancel(sid);
     // Wait (briefly) for a running prompt to answer `cancelled` before the session goes.
     if ctx.hub.get(sid).is_some() {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;

@@ -3,7 +3,9 @@
 //!
 //! Each input is parsed once (`input`): a Fennel form is evaluated in the image, bound to the
 //! chat's session; `,name` is a chat command; anything else is a prompt (slash commands
-//! included) run by `agent.prompt` while `render` draws its events. Ctrl-C cancels the running
+//! included) run by `agent.prompt` while `render` draws its events. While a turn runs, the keys
+//! typed are read (`typing`): Enter queues the line for a turn of its own, Ctrl-S steers it into
+//! the running turn (the session's inbox). Ctrl-C cancels the running
 //! turn (twice: stops the Lisp code) and the chat goes on; Ctrl-C twice on an empty line, or
 //! Ctrl-D, ends it. Each chat is a stored session (`sessions`), so `oml -c` and `oml acp`'s
 //! `session/load` go on with it. With stdin piped, lines are read by the same rules and drawn
@@ -21,6 +23,7 @@ mod screen;
 mod sessions;
 pub mod surface;
 mod term;
+mod typing;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,6 +92,7 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
         options: options.clone(),
         failed: false,
         repl: None,
+        pending: Default::default(),
     };
     let opened = match sessions::open(&chat.agent, &options, caps, chat.tx.clone()).await {
         Ok(opened) => opened,
@@ -154,6 +158,9 @@ struct Chat {
     failed: bool,
     /// The Lisp conversation, from the first form on.
     repl: Option<Repl>,
+    /// Lines typed during a turn that wait for their own (see [`typing`]), run before the next
+    /// line is read.
+    pending: std::collections::VecDeque<String>,
 }
 
 impl Chat {
@@ -173,9 +180,17 @@ impl Chat {
                 self.refresh_names(names);
             }
             let prompt = if self.caps.interactive { PROMPT } else { "" };
-            let read = tokio::select! {
-                read = reader.read(prompt) => read,
-                signal = shutdown.recv() => return Some(signal),
+            let read = match self.pending.pop_front() {
+                // A line typed during the last turn: shown as if typed now.
+                Some(line) => {
+                    self.screen
+                        .lines(&format!("{PROMPT}{}", surface::clean(&line)));
+                    Read::Line(line)
+                }
+                None => tokio::select! {
+                    read = reader.read(prompt) => read,
+                    signal = shutdown.recv() => return Some(signal),
+                },
             };
             let text = match read {
                 Read::Eof => break,
@@ -256,9 +271,19 @@ impl Chat {
             let _ = done_tx.send(());
             result
         };
-        let turn = render::Turn::new(&mut self.screen, &agent, &id);
+        // On a terminal, keys typed during the turn are read (see `typing`).
+        let (typing, keys) = match self.caps.interactive.then(typing::Typing::start) {
+            Some(Some((typing, keys))) => (Some(typing), Some(keys)),
+            _ => (None, None),
+        };
+        let turn =
+            render::Turn::new(&mut self.screen, &agent, &id).with_keys(keys, interrupt.clone());
         let (result, tally) = tokio::join!(run, turn.watch(events, asks, done_rx));
+        if let Some(typing) = typing {
+            typing.stop();
+        }
         signals.abort();
+        self.after_typing(&id, &tally);
         match result {
             Ok(outcome) => {
                 if outcome.command.is_none() {
@@ -271,6 +296,26 @@ impl Chat {
                 self.failed = true;
                 self.error(&e.to_string());
             }
+        }
+    }
+
+    /// What was typed during the turn: a steered line the turn did not take (it ended first)
+    /// runs next, then the queued lines, in order; a line not sent is named, not lost silently.
+    fn after_typing(&mut self, id: &str, tally: &render::Tally) {
+        let sessions = self.agent.sessions();
+        let untaken: Vec<String> = tally
+            .steered
+            .iter()
+            .filter(|(post, _)| sessions.unpost(id, *post).is_some())
+            .map(|(_, text)| text.clone())
+            .collect();
+        for text in untaken.into_iter().rev() {
+            self.pending.push_front(text);
+        }
+        self.pending.extend(tally.queued.iter().cloned());
+        if !tally.typed.trim().is_empty() {
+            let typed = surface::clean(&tally.typed);
+            self.note(&format!("not sent (typed during the turn): {typed}"));
         }
     }
 
@@ -521,6 +566,8 @@ Input
   ,help ,exit   chat commands; the REPL's ,doc ,reload ,apropos ... too
 Keys
   Enter         send              Alt-Enter or a trailing \\  new line
+                while the agent works: queue the line for its own turn
+  Ctrl-S        while the agent works: steer the line into the running turn
   Tab           complete /commands, Lisp names and @paths
   Up, Down      history           Ctrl-D  exit
   Ctrl-C        cancel the turn (twice: stop the Lisp code);

@@ -18,8 +18,11 @@ use super::markdown::Markdown;
 use super::screen::Screen;
 use super::surface::{Ask, clean};
 use super::term::{self, Key};
+use super::typing::Typed;
 use crate::agent::{Agent, AgentEvent};
+use crate::cancel::CancelToken;
 use crate::lisp::{Lisp, from_lua, to_lua};
+use crate::session::inbox::PostId;
 
 /// How long nothing must arrive before the spinner shows.
 pub const SPINNER_DELAY: Duration = Duration::from_millis(200);
@@ -33,7 +36,10 @@ const PARTIAL_LINE_MAX_BYTES: usize = 1024;
 /// Characters of reasoning kept for its folded line.
 const THOUGHT_TAIL_CHARS: usize = 200;
 
-/// What a turn reported, for the status line.
+/// Characters of the line typed during a turn that the spinner line shows, at most (its end).
+const TYPED_SHOWN_CHARS: usize = 40;
+
+/// What a turn reported, for the status line, and what was typed while it ran.
 #[derive(Debug, Default)]
 pub struct Tally {
     /// Prompt and completion tokens of every model call of the turn.
@@ -42,6 +48,12 @@ pub struct Tally {
     pub context: u64,
     /// The answer's text since the last tool call.
     pub text: String,
+    /// Lines queued with Enter while the turn ran, in order.
+    pub queued: Vec<String>,
+    /// Lines steered into the turn (posted to its session's inbox), with their posts.
+    pub steered: Vec<(PostId, String)>,
+    /// What was typed and not sent when the turn ended.
+    pub typed: String,
 }
 
 /// The turn's drawing state.
@@ -59,6 +71,14 @@ pub struct Turn<'a> {
     last_event: Instant,
     started: Instant,
     frame: usize,
+    /// The keys typed during the turn, when the terminal gives them (see [`super::typing`]).
+    keys: Option<mpsc::UnboundedReceiver<Typed>>,
+    /// The hard stop a second Ctrl-C typed during the turn gives.
+    interrupt: CancelToken,
+    /// Ctrl-C typed during the turn so far.
+    ctrl_c: u8,
+    /// Enter steers a line typed during the turn too (`agent.prompt-while-busy` `:steer`).
+    enter_steers: bool,
 }
 
 struct Thought {
@@ -78,6 +98,7 @@ impl<'a> Turn<'a> {
         let lisp = agent.lisp().clone();
         let show_reasoning = lisp.setting("chat.show-reasoning?").unwrap_or(false);
         let tail_lines: i64 = lisp.setting("chat.tool-output-lines").unwrap_or(5);
+        let while_busy: String = lisp.setting("agent.prompt-while-busy").unwrap_or_default();
         let color = screen.caps().color;
         Turn {
             screen,
@@ -93,7 +114,23 @@ impl<'a> Turn<'a> {
             last_event: Instant::now(),
             started: Instant::now(),
             frame: 0,
+            keys: None,
+            interrupt: CancelToken::new(),
+            ctrl_c: 0,
+            enter_steers: while_busy == "steer",
         }
+    }
+
+    /// Read the keys typed during the turn from `keys` (Ctrl-C cancels it, twice `interrupt`s
+    /// it; a line is queued or steered; questions read their key there too).
+    pub fn with_keys(
+        mut self,
+        keys: Option<mpsc::UnboundedReceiver<Typed>>,
+        interrupt: CancelToken,
+    ) -> Turn<'a> {
+        self.keys = keys;
+        self.interrupt = interrupt;
+        self
     }
 
     /// Draw the events until `done` fires (the turn has returned) and every event sent before
@@ -106,11 +143,13 @@ impl<'a> Turn<'a> {
     ) -> Tally {
         let mut tick = tokio::time::interval(REDRAW_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut keys = self.keys.take();
         loop {
             tokio::select! {
                 biased;
                 Some(event) = events.recv() => self.event(event),
-                Some(ask) = asks.recv() => self.ask(ask).await,
+                Some(ask) = asks.recv() => self.ask(ask, keys.as_mut()).await,
+                Some(key) = typed_key(keys.as_mut()) => self.key(key),
                 _ = &mut done => {
                     while let Ok(event) = events.try_recv() {
                         self.event(event);
@@ -170,6 +209,14 @@ impl<'a> Turn<'a> {
                 self.end_text();
                 let line = self.dim(&clean(&text));
                 self.screen.lines(&line);
+            }
+            AgentEvent::UserMessage { text, .. } => {
+                // A line that joined the turn (steered, a background task's result): shown as
+                // typed input is.
+                self.end_text();
+                self.tally.text.clear();
+                self.screen
+                    .lines(&format!("{}{}", super::PROMPT, clean(&text)));
             }
             AgentEvent::Usage { usage } => {
                 let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -270,7 +317,12 @@ impl<'a> Turn<'a> {
             } else {
                 "working"
             };
-            self.screen.spin(self.frame, self.started.elapsed(), label);
+            let typed = &self.tally.typed;
+            let skip = typed.chars().count().saturating_sub(TYPED_SHOWN_CHARS);
+            let typed: String = typed.chars().skip(skip).collect();
+            let typed = clean(&typed);
+            self.screen
+                .spin(self.frame, self.started.elapsed(), label, &typed);
             self.frame += 1;
         }
         self.screen.flush();
@@ -278,20 +330,29 @@ impl<'a> Turn<'a> {
 
     /// A permission question: shown, then one key read on the terminal (Enter answers the
     /// first key; Ctrl-C or Esc cancels the turn).
-    async fn ask(&mut self, ask: Ask) {
+    async fn ask(&mut self, ask: Ask, typed: Option<&mut mpsc::UnboundedReceiver<Typed>>) {
         self.end_text();
-        // Raw mode first: keys typed before the question shows are dropped, the ones after
-        // are read.
-        let raw = term::RawInput::start();
-        self.screen.lines(&ask.question);
-        self.screen.text("› ");
-        self.screen.flush();
         let keys: Vec<char> = ask.keys.chars().collect();
-        let answer = match raw {
-            Some(raw) => tokio::task::spawn_blocking(move || one_of(&raw, &keys))
-                .await
-                .unwrap_or(None),
-            None => None,
+        let answer = match typed {
+            // The turn reads the keys already: those typed before the question shows are
+            // dropped, the ones after answer it.
+            Some(typed) => {
+                while typed.try_recv().is_ok() {}
+                self.draw_question(&ask.question);
+                typed_one_of(typed, &keys).await
+            }
+            None => {
+                // Raw mode first: keys typed before the question shows are dropped, the ones
+                // after are read.
+                let raw = term::RawInput::start();
+                self.draw_question(&ask.question);
+                match raw {
+                    Some(raw) => tokio::task::spawn_blocking(move || one_of(&raw, &keys))
+                        .await
+                        .unwrap_or(None),
+                    None => None,
+                }
+            }
         };
         let word = match answer {
             Some('y') => "yes".to_owned(),
@@ -312,6 +373,60 @@ impl<'a> Turn<'a> {
         }
         let _ = ask.reply.send(answer);
         self.last_event = Instant::now();
+    }
+
+    fn draw_question(&mut self, question: &str) {
+        self.screen.lines(question);
+        self.screen.text("› ");
+        self.screen.flush();
+    }
+
+    /// A key typed during the turn: the line edited, queued (Enter) or steered into the turn
+    /// ([`super::typing::STEER_KEY`], or Enter with `agent.prompt-while-busy` `:steer`; a slash
+    /// command, form or chat command is queued instead, being no text for the model), Ctrl-C
+    /// cancelling the turn (twice: its Lisp code).
+    fn key(&mut self, key: Typed) {
+        let line = &mut self.tally.typed;
+        match key {
+            Typed::Char(c) => line.push(c),
+            Typed::Backspace => {
+                line.pop();
+            }
+            Typed::Enter | Typed::Steer if line.trim().is_empty() => {}
+            Typed::Enter | Typed::Steer => {
+                let text = std::mem::take(line);
+                let input = text.trim_start();
+                let steer = (key == Typed::Steer || self.enter_steers)
+                    && !input.starts_with(['/', '(', ',']);
+                let post = steer.then(|| {
+                    let message = json!({"role": "user", "content": text});
+                    self.agent.sessions().post(&self.session, message)
+                });
+                let shown = match post.flatten() {
+                    Some(post) => {
+                        self.tally.steered.push((post, text.clone()));
+                        format!("steering › {}", clean(&text))
+                    }
+                    None => {
+                        self.tally.queued.push(text.clone());
+                        format!("queued › {}", clean(&text))
+                    }
+                };
+                self.end_text();
+                let shown = self.dim(&shown);
+                self.screen.lines(&shown);
+            }
+            Typed::Interrupt => {
+                self.ctrl_c = self.ctrl_c.saturating_add(1);
+                if self.ctrl_c == 1 {
+                    self.agent.cancel(&self.session);
+                } else {
+                    self.interrupt.cancel();
+                }
+            }
+            Typed::Escape => {}
+        }
+        self.redraw();
     }
 
     fn dim(&self, text: &str) -> String {
@@ -353,6 +468,28 @@ impl<'a> Turn<'a> {
 }
 
 /// The key of `keys` pressed (Enter gives the first); `None` when the question is cancelled.
+/// The next key typed, or never when the terminal gives none.
+async fn typed_key(keys: Option<&mut mpsc::UnboundedReceiver<Typed>>) -> Option<Typed> {
+    match keys {
+        Some(keys) => keys.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// [`one_of`] on the keys the turn reads.
+async fn typed_one_of(typed: &mut mpsc::UnboundedReceiver<Typed>, keys: &[char]) -> Option<char> {
+    loop {
+        match typed.recv().await? {
+            Typed::Enter => return keys.first().copied(),
+            Typed::Char(c) if keys.contains(&c.to_ascii_lowercase()) => {
+                return Some(c.to_ascii_lowercase());
+            }
+            Typed::Interrupt | Typed::Escape => return None,
+            Typed::Char(_) | Typed::Backspace | Typed::Steer => {}
+        }
+    }
+}
+
 fn one_of(raw: &term::RawInput, keys: &[char]) -> Option<char> {
     loop {
         match raw.read_key() {

@@ -127,16 +127,20 @@ impl Screen {
         }
     }
 
-    /// Show the spinner on the current line (only at a line's start, with cursor movement).
-    pub fn spin(&mut self, frame: usize, elapsed: Duration, label: &str) {
+    /// Show the spinner on the current line (only at a line's start, with cursor movement),
+    /// with `typed`, the line typed while the agent works, when there is one.
+    pub fn spin(&mut self, frame: usize, elapsed: Duration, label: &str, typed: &str) {
         if !self.caps.cursor || !self.at_line_start {
             return;
         }
-        let line = format!(
-            "{} {label} {}s · Ctrl-C interrupts",
-            SPINNER_FRAMES[frame % SPINNER_FRAMES.len()],
-            elapsed.as_secs()
-        );
+        let spinner = SPINNER_FRAMES[frame % SPINNER_FRAMES.len()];
+        let secs = elapsed.as_secs();
+        // What is typed meanwhile shows here, with what its keys do.
+        let line = if typed.is_empty() {
+            format!("{spinner} {label} {secs}s · Ctrl-C interrupts")
+        } else {
+            format!("{spinner} {label} {secs}s · Enter queues, Ctrl-S steers › {typed}")
+        };
         let line = fit(&line, self.width - 1);
         self.buf.extend_from_slice(b"\r\x1b[2K");
         if self.caps.color {

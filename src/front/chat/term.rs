@@ -77,7 +77,14 @@ pub struct RawInput {
 impl RawInput {
     /// Raw mode on stdin, or `None` when stdin is not a terminal.
     pub fn start() -> Option<RawInput> {
-        raw_mode(stdio::stdin()).map(|saved| RawInput { saved })
+        raw_mode(stdio::stdin(), true).map(|saved| RawInput { saved })
+    }
+
+    /// Raw mode on stdin keeping what was typed ahead (the keys typed while a turn starts are
+    /// the line the user is typing, see `super::typing`), or `None` when stdin is not a
+    /// terminal.
+    pub fn start_keeping() -> Option<RawInput> {
+        raw_mode(stdio::stdin(), false).map(|saved| RawInput { saved })
     }
 
     /// Read one key. Escape sequences (arrow keys) are skipped. Blocks: call it from a blocking
@@ -131,9 +138,9 @@ impl SavedModes {
     }
 }
 
-/// Put `fd` in raw mode after flushing pending input; the attributes to restore, or `None`
-/// when `fd` is not a terminal.
-fn raw_mode(fd: BorrowedFd<'_>) -> Option<Termios> {
+/// Put `fd` in raw mode, after flushing pending input when `flush`; the attributes to restore,
+/// or `None` when `fd` is not a terminal.
+fn raw_mode(fd: BorrowedFd<'_>, flush: bool) -> Option<Termios> {
     let saved = termios::tcgetattr(fd).ok()?;
     let mut raw = saved.clone();
     raw.local_modes &=
@@ -142,7 +149,9 @@ fn raw_mode(fd: BorrowedFd<'_>) -> Option<Termios> {
     raw.special_codes[SpecialCodeIndex::VMIN] = 1;
     raw.special_codes[SpecialCodeIndex::VTIME] = 0;
     // Typed-ahead keys are dropped so that they cannot answer a question the user has not seen.
-    let _ = termios::tcflush(fd, QueueSelector::IFlush);
+    if flush {
+        let _ = termios::tcflush(fd, QueueSelector::IFlush);
+    }
     termios::tcsetattr(fd, OptionalActions::Now, &raw).ok()?;
     Some(saved)
 }

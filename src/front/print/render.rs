@@ -103,6 +103,10 @@ impl Screen {
                 self.clear_spinner();
                 crate::front::stdio::err!("[{}]", crate::printable::printable(&text));
             }
+            AgentEvent::UserMessage { text, .. } => {
+                let text = crate::printable::printable(&text);
+                self.line(&format!("> user: {}", first_line(&text)));
+            }
             AgentEvent::Usage { .. } | AgentEvent::ToolOutput { .. } => {}
         }
     }
@@ -156,7 +160,9 @@ pub(super) async fn render(
         }
         match &event {
             AgentEvent::TextDelta { text } => last_text.push_str(text),
-            AgentEvent::ToolStart { .. } | AgentEvent::ToolEnd { .. } => last_text.clear(),
+            AgentEvent::ToolStart { .. }
+            | AgentEvent::ToolEnd { .. }
+            | AgentEvent::UserMessage { .. } => last_text.clear(),
             AgentEvent::ThoughtDelta { .. }
             | AgentEvent::Usage { .. }
             | AgentEvent::ToolOutput { .. }
