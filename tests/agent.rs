@@ -229,7 +229,8 @@ fn advice_on_execute_tool_is_a_permission_policy() {
     let run = env.run(Some(&fake), &["-p", "clean up"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr.contains("[oml] model call: 2 messages, 11 tools"),
+        run.stderr
+            .contains("[oml] model call: 2 messages, 11 tools"),
         "{run:?}"
     );
     assert_eq!(

@@ -331,3 +331,148 @@ fn cancelling_the_parent_cancels_its_sub_agents_and_leaves_nothing_running() {
     let (_, reason) = ed.turn(&sid, "again");
     assert_eq!(reason, "end_turn");
 }
+
+/// The user message holding what was posted to the session (a background task's result) in
+/// `body`'s transcript, if any.
+fn posted(body: &Value) -> Option<String> {
+    body["messages"].as_array().and_then(|m| {
+        m.iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str())
+            .find(|c| c.starts_with("[Background task "))
+            .map(str::to_owned)
+    })
+}
+
+#[test]
+fn print_mode_waits_for_a_background_sub_agent_and_runs_the_turn_it_wakes() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        task(
+            "call_bg",
+            json!({"agent": "explore", "prompt": "look slowly", "background": true}),
+        ),
+        // The parent's next call and the sub-agent's first race for these two; both work.
+        slow_text(300, "Working."),
+        slow_text(300, "Working."),
+        Reply::from(text_chunks(&["The background look is in."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "look in the background"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    let started = tool_results(&requests[1].body)
+        .into_iter()
+        .chain(tool_results(&requests[2].body))
+        .find(|r| r.starts_with("Started background task task-1 (explore)"));
+    assert!(started.is_some(), "{requests:#?}");
+    // The turn the result woke: it is in its request, as a user message.
+    let woke = posted(&requests[3].body).unwrap_or_default();
+    assert!(
+        woke.starts_with("[Background task task-1 (explore) has finished]\nWorking."),
+        "{woke}"
+    );
+    assert!(out.stdout.contains("The background look is in."), "{out:?}");
+}
+
+#[test]
+fn a_background_command_is_read_waited_for_and_stopped() {
+    let env = Env::new();
+    let pid_file = env.root.join("server.pid");
+    let server = format!("echo up; echo $$ > {}; exec sleep 60", pid_file.display());
+    let fake = FakeModel::start([
+        calls(&[
+            ("c1", "bash", json!({"command": server, "background": true})),
+            (
+                "c2",
+                "bash",
+                json!({"command": "sleep 0.2; echo built", "background": true}),
+            ),
+        ]),
+        calls(&[
+            ("c3", "task_output", json!({"id": "task-2", "wait": true})),
+            ("c4", "task_stop", json!({"id": "task-1"})),
+            ("c5", "task_output", json!({"id": "task-1", "wait": true})),
+        ]),
+        Reply::from(text_chunks(&["Both seen."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "start the server and build"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let first = tool_results(&requests[1].body);
+    assert!(
+        first[0].starts_with("Started task-1 in the background"),
+        "{first:?}"
+    );
+    assert!(
+        first[1].starts_with("Started task-2 in the background"),
+        "{first:?}"
+    );
+    let second = tool_results(&requests[2].body);
+    assert!(
+        second[2].starts_with("$ sleep 0.2; echo built\nbuilt"),
+        "{second:?}"
+    );
+    assert!(second[3].starts_with("Stopping task-1"), "{second:?}");
+    assert!(
+        second[4].starts_with("$ echo up;") && second[4].contains("up\n"),
+        "{second:?}"
+    );
+    let pid = support::home::wait_for_pid(&pid_file);
+    assert!(
+        support::home::poll_until(Duration::from_secs(20), || !support::home::process_runs(
+            pid
+        )),
+        "the stopped server {pid} still runs"
+    );
+    // Both ended during the turn: their results joined it, and nothing was left to wake for.
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+}
+
+#[test]
+fn over_acp_v1_a_background_task_ending_after_the_turn_completes_its_card_and_reaches_the_next_prompt()
+ {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        task(
+            "call_bg",
+            json!({"agent": "explore", "prompt": "look slowly", "background": true}),
+        ),
+        slow_text(300, "Found it late."),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
+    // The parent's next call and the sub-agent's race for the last two replies: usually the
+    // sub-agent's answer comes after the parent's turn has ended.
+    fake.push(slow_text(300, "Found it late."));
+    let (updates, reason) = ed.turn(&sid, "look in the background");
+    assert_eq!(reason, "end_turn");
+    let opened = updates
+        .iter()
+        .find(|m| m["params"]["update"]["toolCallId"] == "call_bg:background");
+    assert!(opened.is_some(), "no background card: {updates:#?}");
+    // The card completes with the result (between turns, unless the race below ended it
+    // during the turn).
+    let completed = |m: &Value| {
+        m["params"]["update"]["toolCallId"] == "call_bg:background"
+            && m["params"]["update"]["status"] == "completed"
+    };
+    let done = match updates.iter().find(|m| completed(m)) {
+        Some(m) => m.clone(),
+        None => ed.until(completed),
+    };
+    let text = done["params"]["update"]["content"].to_string();
+    assert!(text.contains("Found it late."), "{done}");
+    // The next prompt gives it to the model, before the prompt itself.
+    fake.push(Reply::from(text_chunks(&["Noted."])));
+    let (_, reason) = ed.turn(&sid, "what did it find?");
+    assert_eq!(reason, "end_turn");
+    let last = fake.requests().last().expect("a request").body.clone();
+    let messages = last["messages"].as_array().cloned().unwrap_or_default();
+    let n = messages.len();
+    let result = posted(&last).unwrap_or_default();
+    assert!(result.contains("Found it late."), "{last}");
+    assert_eq!(messages[n - 1]["content"], "what did it find?", "{last}");
+    assert_eq!(messages[n - 2]["content"].as_str(), Some(result.as_str()));
+}

@@ -477,8 +477,9 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
 (fn agent.prompt [text ?parts]
   "One user prompt: run it as a slash command when it names one (a markdown command's prompt goes on
 as the prompt, after a `command` entry keeping it as typed, for replays), else mark it
-(`session.mark-prompt!`, the point /rewind and /fork count), append it to the transcript (with
-?PARTS, the prompt's images as content parts, see `agent.user-content`) and run the loop. Returns
+(`session.mark-prompt!`, the point /rewind and /fork count), append what was posted to the
+session meanwhile (`agent.take-posted!`) and then the prompt to the transcript (with ?PARTS, the
+prompt's images as content parts, see `agent.user-content`) and run the loop. Returns
 {:stop-reason :command}."
   (let [parsed (agent.parse-prompt text)
         entry (and parsed.command (agent.find-command parsed.command))
@@ -489,6 +490,9 @@ as the prompt, after a `command` entry keeping it as typed, for replays), else m
             {:stop-reason :end-turn :command parsed.command})
         (do (session.mark-prompt! text)
             (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
+            ;; What was posted while the session was idle (a background task's result) comes
+            ;; before the prompt, in the order it happened.
+            (agent.take-posted!)
             (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
             {:stop-reason (agent.run)}))))
 

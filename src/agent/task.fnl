@@ -429,7 +429,7 @@ when it ends; returns at once."
 
 (fn agent.await-background [?session-id]
   "Wait until every background task of the session (the current one, or ?SESSION-ID) has ended
-and handed its result over; returns how many there were (0: nothing to wake for)."
+and handed its result over (posted it to the session); returns how many were still running."
   (let [waiting (agent.running-tasks ?session-id)]
     (each [_ run (ipairs waiting)]
       (when run.watcher (session.join run.watcher)))

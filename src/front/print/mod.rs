@@ -159,14 +159,18 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     report(result, &options, &ended)
 }
 
-/// Whether background tasks of session `id` ended after waiting for them
-/// (`agent.await-background`): their results are posted to the session, for a turn to answer.
+/// Whether session `id` has something for a turn to answer once its background tasks have
+/// ended (`agent.await-background` waits for them): what they posted and no turn took yet.
 async fn woken(agent: &Agent, id: &str, interrupt: &CancelToken) -> bool {
     let waited = agent
         .lisp()
         .call_json("agent.await-background", &[json!(id)], interrupt)
         .await;
-    matches!(waited, Ok(n) if n.as_u64().is_some_and(|n| n > 0))
+    waited.is_ok()
+        && agent
+            .sessions()
+            .with(id, |s| !s.inbox.is_empty())
+            .unwrap_or(false)
 }
 
 /// The session could not be opened: say why, and with `json` keep the stream's shape (an

@@ -205,7 +205,13 @@ mod tests {
         let refused = send(ours.as_fd(), &huge, &[], false).expect_err("too large");
         assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);
         drop(ours);
-        let end = recv::<Request>(&theirs, &mut buffer, false).expect("end of file");
-        assert!(end.is_none(), "nothing was sent after the first request");
+        // Nothing is queued: the end of the stream, or, while a child another test is forking
+        // still holds a copy of `ours` until its exec, no message yet.
+        match recv::<Request>(&theirs, &mut buffer, false) {
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Ok(Some(_)) => panic!("something was sent after the first request"),
+            Err(e) => panic!("reading the end: {e}"),
+        }
     }
 }
