@@ -476,3 +476,38 @@ fn over_acp_v1_a_background_task_ending_after_the_turn_completes_its_card_and_re
     assert_eq!(messages[n - 1]["content"], "what did it find?", "{last}");
     assert_eq!(messages[n - 2]["content"].as_str(), Some(result.as_str()));
 }
+
+#[test]
+fn a_definition_s_skills_are_in_its_sub_agent_s_prompt_and_its_tools_are_held() {
+    let env = Env::new();
+    env.file(
+        ".claude/skills/house-style/SKILL.md",
+        "---\nname: house-style\ndescription: How we write\n---\nAlways say ahoy.\n",
+    );
+    env.file(
+        ".claude/agents/writer.md",
+        "---\nname: writer\ndescription: Writes\ntools: Read, Grep\nskills: [house-style, nowhere]\n---\nYou write.\n",
+    );
+    let fake = FakeModel::start([
+        task("call_w", json!({"agent": "writer", "prompt": "write"})),
+        Reply::from(text_chunks(&["Ahoy."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "go"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let system = system_prompt(&requests[1].body);
+    assert!(system.starts_with("You write."), "{system}");
+    assert!(
+        system.contains("## Skill house-style\nAlways say ahoy."),
+        "{system}"
+    );
+    let mut names = tool_names(&requests[1].body);
+    names.sort();
+    assert_eq!(names, ["grep", "read"]);
+    let result = &tool_results(&requests[2].body)[0];
+    assert!(
+        result.contains("[not granted: no skill nowhere to load]"),
+        "{result}"
+    );
+}

@@ -19,6 +19,7 @@
 (local session _G.session)
 (local project _G.project)
 (local json _G.json)
+(local skill _G.skill)
 
 (defsetting agent.max-parallel 4 :integer
   "Sub-agents (`task` calls of one model answer) that run at the same time at most; the others wait for a free place.")
@@ -100,6 +101,20 @@ those servers; any server with a :command or :url of its own starts a set of its
             (tset specs s.name (collect [k v (pairs s)] (when (not= k :name) (values k v)))))
           (_G.mcp.start-own child specs)))))
 
+(fn agent.task-prompt [def refused]
+  "The system prompt of a sub-agent of DEF: its definition's prompt, then the instructions of the
+skills it names (`skills`), loaded as the `skill` tool loads them; a skill that is not found is
+added to REFUSED."
+  (let [parts [(or def.prompt "")]]
+    (each [_ name (ipairs (or def.skills []))]
+      (if (and skill (skill.find name))
+          (table.insert parts (.. "## Skill " name "\n" (tools.skill {: name})))
+          (table.insert refused (.. "no skill " name " to load"))))
+    (when (. def :reasoning-effort)
+      (table.insert refused (.. "reasoning effort " (tostring (. def :reasoning-effort))
+                                ": oml sets none per sub-agent")))
+    (table.concat parts "\n\n")))
+
 (fn agent.task-session [def cwd call-id]
   "A new session for a sub-agent of DEF working in CWD for the `task` call CALL-ID of this
 session: its mode (`agent.task-grants`), model, system prompt, tools, turn limit and link, and
@@ -112,7 +127,7 @@ grants."
     (session.record! :subagent-of {:session parent :agent def.name :call call-id} child)
     (each [k v (pairs {:permission-mode grants.permission-mode
                        :model (when (and def.model (not= def.model :inherit)) def.model)
-                       :agent-prompt def.prompt
+                       :agent-prompt (agent.task-prompt def grants.refused)
                        :tool-filter {:allow def.tools
                                      ;; A sub-agent asks the user nothing but permissions.
                                      :deny (icollect [_ n (ipairs (or (. def :disallowed-tools) [])) &into [:ask_user]] n)}
