@@ -233,7 +233,6 @@ pub(crate) fn roots_policy(lisp: &Lisp, roots: &[PathBuf]) -> Result<Policy, Lis
     })
 }
 
-/// `sandbox.mode`, read.
 /// `setting`, or the session's own mode `own` when that confines more: read-only, then
 /// workspace-write, then off.
 fn narrowed(setting: Mode, own: Option<Mode>) -> Mode {
@@ -248,6 +247,7 @@ fn narrowed(setting: Mode, own: Option<Mode>) -> Mode {
     }
 }
 
+/// `sandbox.mode`, read.
 fn mode_setting(lisp: &Lisp) -> Result<Mode, LispError> {
     let mode: String = lisp.setting("sandbox.mode")?;
     Mode::from_name(&mode)
