@@ -511,3 +511,37 @@ fn a_definition_s_skills_are_in_its_sub_agent_s_prompt_and_its_tools_are_held() 
         "{result}"
     );
 }
+
+#[test]
+fn a_definition_naming_an_acp_agent_runs_that_agent_through_oml_s_client() {
+    let env = Env::new();
+    let oml = env!("CARGO_BIN_EXE_oml");
+    env.init(&format!(
+        "(client.defagent :sub {{:command {oml:?} :args [:acp]}})\n"
+    ));
+    env.file(
+        ".oml/agents/outside.md",
+        "---\nname: outside\ndescription: Another agent\nacp: sub\n---\nYou review.\n",
+    );
+    let fake = FakeModel::start([
+        task(
+            "call_o",
+            json!({"agent": "outside", "prompt": "what is 2+2"}),
+        ),
+        Reply::from(text_chunks(&["4, says the other agent"])),
+        Reply::from(text_chunks(&["It is 4."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "ask the other agent"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("It is 4."), "{out:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    // The other agent (another oml over ACP) got the definition's instructions and the task.
+    let asked = requests[1].body["messages"].to_string();
+    assert!(asked.contains("You review.\\n\\nwhat is 2+2"), "{asked}");
+    let result = &tool_results(&requests[2].body)[0];
+    assert_eq!(
+        result,
+        "4, says the other agent\n\n[outside (sub) stopped: end-turn]"
+    );
+}

@@ -351,8 +351,10 @@ when it ends; returns at once."
 (fn agent.run-acp-task [def prompt]
   "Run the definition DEF that names an ACP agent (:acp) on PROMPT through `agent.delegate`."
   (let [name (.. "task-" def.name)]
-    (when (not (. agent.delegates name))
-      (agent.defdelegate name {:agent def.acp :model def.model :system-prompt def.prompt
+    ;; Defined again each time: the definition's file may have changed since.
+    (do
+      (agent.defdelegate name {:agent def.acp :model def.model
+                               :system-prompt (when def.prompt (def.prompt:match "^%s*(.-)%s*$"))
                                :description def.description}))
     (let [(ok r) (pcall agent.delegate name prompt {})]
       (if (not ok)
