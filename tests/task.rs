@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use support::editor::Editor;
 use support::fake_model::{FakeModel, Reply, Step, text_chunks, tool_call_chunks};
 use support::home::Env;
+use support::model::user_texts;
 
 fn task(id: &str, args: Value) -> Reply {
     Reply::from(tool_call_chunks(id, "task", &[&args.to_string()]))
@@ -543,5 +544,184 @@ fn a_definition_naming_an_acp_agent_runs_that_agent_through_oml_s_client() {
     assert_eq!(
         result,
         "4, says the other agent\n\n[outside (sub) stopped: end-turn]"
+    );
+}
+
+/// The `state_update` state of message `m` (`idle:end_turn` with its stop reason), if it is one.
+fn state_of(m: &Value) -> Option<String> {
+    let u = &m["params"]["update"];
+    (u["sessionUpdate"] == "state_update").then(|| match u["stopReason"].as_str() {
+        Some(reason) => format!("{}:{reason}", u["state"].as_str().unwrap_or("?")),
+        None => u["state"].as_str().unwrap_or("?").to_owned(),
+    })
+}
+
+/// The text of the update of message `m` when it is of `kind` (a chunk), else "".
+fn chunk_text(m: &Value, kind: &str) -> String {
+    let u = &m["params"]["update"];
+    if u["sessionUpdate"] == kind {
+        u["content"]["text"].as_str().unwrap_or_default().to_owned()
+    } else {
+        String::new()
+    }
+}
+
+#[test]
+fn over_acp_v2_a_background_result_after_the_turn_wakes_the_session_into_a_turn_of_its_own() {
+    let env = Env::new();
+    env.init("(setq acp.protocol-versions [1 2])\n");
+    let fake = FakeModel::start([
+        task(
+            "call_bg",
+            json!({"agent": "explore", "prompt": "look slowly", "background": true}),
+        ),
+        // The parent's last call and the sub-agent's race for these two; both work, and the
+        // parent's last call has begun before the sub-agent answers.
+        slow_text(300, "Working."),
+        slow_text(300, "Working."),
+        Reply::from(text_chunks(&["The background look is in."])),
+    ]);
+    let mut c = Editor::spawn(env.command(Some(&fake), &["acp"])).titles_apart();
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let r = c.call("session/new", json!({"cwd": env.project, "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let id = c.prompt(&sid, "look in the background");
+    let (_, ack) = c.until_response(id);
+    assert!(ack["result"]["messageId"].is_string(), "{ack}");
+    let ended = c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    assert_eq!(
+        state_of(&ended).as_deref(),
+        Some("idle:end_turn"),
+        "{ended}"
+    );
+    // No prompt sent: the result wakes the session, and a turn of its own answers it.
+    let mut woken = Vec::new();
+    let mut states = Vec::new();
+    while !states.iter().any(|s: &String| s.starts_with("idle")) {
+        let m = c.next();
+        if let Some(s) = state_of(&m) {
+            states.push(s);
+        }
+        woken.push(m);
+    }
+    assert_eq!(states, ["running", "idle:end_turn"], "{woken:#?}");
+    let user: String = woken
+        .iter()
+        .map(|m| chunk_text(m, "user_message_chunk"))
+        .collect();
+    assert!(
+        user.starts_with("[Background task task-1 (explore) has finished]\nWorking."),
+        "{woken:#?}"
+    );
+    let answer: String = woken
+        .iter()
+        .map(|m| chunk_text(m, "agent_message_chunk"))
+        .collect();
+    assert_eq!(answer, "The background look is in.", "{woken:#?}");
+    let first_user = woken
+        .iter()
+        .position(|m| !chunk_text(m, "user_message_chunk").is_empty());
+    let first_agent = woken
+        .iter()
+        .position(|m| !chunk_text(m, "agent_message_chunk").is_empty());
+    assert!(first_user < first_agent, "{woken:#?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    let woke = posted(&requests[3].body).unwrap_or_default();
+    assert!(woke.contains("Working."), "{woke}");
+    // A prompt after it is a turn as usual, with the woken turn in its history.
+    fake.push(Reply::from(text_chunks(&["Noted."])));
+    let id = c.prompt(&sid, "thanks");
+    c.until_response(id);
+    let ended = c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    assert_eq!(
+        state_of(&ended).as_deref(),
+        Some("idle:end_turn"),
+        "{ended}"
+    );
+    let last = fake.requests().last().expect("a request").body.to_string();
+    assert!(last.contains("The background look is in."), "{last}");
+}
+
+#[test]
+fn over_acp_v1_a_background_result_after_the_turn_starts_no_turn_by_itself() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        task(
+            "call_bg",
+            json!({"agent": "explore", "prompt": "look slowly", "background": true}),
+        ),
+        slow_text(300, "Found it late."),
+        slow_text(300, "Found it late."),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
+    let (updates, reason) = ed.turn(&sid, "look in the background");
+    assert_eq!(reason, "end_turn");
+    let completed = |m: &Value| {
+        m["params"]["update"]["toolCallId"] == "call_bg:background"
+            && m["params"]["update"]["status"] == "completed"
+    };
+    if !updates.iter().any(completed) {
+        ed.until(completed);
+    }
+    // The result is posted; nothing asks the model until the next prompt.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(fake.requests().len(), 3, "{:#?}", fake.requests());
+}
+
+#[test]
+fn over_acp_v2_a_result_too_late_for_the_turn_wakes_it_as_it_ends_and_a_prompt_waits_behind() {
+    let env = Env::new();
+    env.init("(setq acp.protocol-versions [1 2])\n(setq agent.permission-mode :yolo)\n");
+    let command = json!({"command": "sleep 0.3; echo early", "background": true});
+    let fake = FakeModel::start([
+        calls(&[("c1", "bash", command)]),
+        // The command ends while this, the turn's last model call, streams.
+        slow_text(1500, "Started."),
+        slow_text(1000, "It said early."),
+        Reply::from(text_chunks(&["Queued answer."])),
+    ]);
+    let mut c = Editor::spawn(env.command(Some(&fake), &["acp"])).titles_apart();
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let r = c.call("session/new", json!({"cwd": env.project, "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let id = c.prompt(&sid, "start it");
+    c.until_response(id);
+    c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    // The woken turn: running; a prompt sent now waits behind it.
+    c.until(|m| state_of(m).as_deref() == Some("running"));
+    let queued = c.prompt(&sid, "and then?");
+    let mut seen = Vec::new();
+    while seen
+        .iter()
+        .filter(|s: &&String| s.starts_with("idle"))
+        .count()
+        < 2
+    {
+        let m = c.next();
+        if let Some(s) = state_of(&m) {
+            seen.push(s);
+        } else if m.get("method").is_none() && m["id"] == json!(queued) {
+            seen.push("ack".to_owned());
+        }
+    }
+    assert_eq!(seen, ["idle:end_turn", "ack", "running", "idle:end_turn"]);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    let woke = posted(&requests[2].body).unwrap_or_default();
+    assert!(woke.contains("early"), "{woke}");
+    let last = user_texts(&requests[3].body);
+    assert_eq!(
+        last.last().map(String::as_str),
+        Some("and then?"),
+        "{last:?}"
     );
 }

@@ -276,8 +276,8 @@ know, whose result joins the conversation when it ends. Returns the tool's resul
 (fn agent.task-finished! [run]
   "Hand the result of the background task RUN, which has just ended, to its parent session: as
 a user message posted to the session (`session.post!`), which joins the conversation before
-the session's next model call, and `agent.wake!` (a front end's: start a turn for it when the
-session is idle) when defined."
+the session's next model call; a front end that wakes an idle session for what is posted to it
+(the chat, ACP v2) starts a turn with it."
   (let [result (if run.job (command-result run) (agent.task-result run))
         text (.. "[Background task " run.id " (" run.name (if run.description (.. ": " run.description) "")
                  ") has finished]\n" result.content)]
@@ -285,8 +285,7 @@ session is idle) when defined."
     (session.emit! {:type :tool-end :id run.card-id :content result.content :error? result.error?
                     :meta result.meta})
     (when (and session.post! (alive? run.parent))
-      (session.post! {:role :user :content text} run.parent)
-      (when agent.wake! (agent.wake! run.parent)))
+      (session.post! {:role :user :content text} run.parent))
     (when run.child (session.forget-child run.child))))
 
 (fn start-background! [run]

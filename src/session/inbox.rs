@@ -66,6 +66,13 @@ impl Inbox {
         self.waiting.is_empty()
     }
 
+    /// How many messages were ever posted: a front end that woke the session for what waits,
+    /// and saw the turn take none of it (it failed or was cancelled first), waits for a new post
+    /// before it wakes again.
+    pub fn posts(&self) -> u64 {
+        self.next
+    }
+
     /// Notified once per post: what a front end waits on to wake an idle session.
     pub fn notify(&self) -> Arc<tokio::sync::Notify> {
         self.notify.clone()

@@ -25,6 +25,9 @@ pub(crate) struct AcpSession {
     /// Becomes true once the session's setup (project init, `session.on-session-start`) is done;
     /// prompts wait for it, so the first one already sees what the project's init defined.
     pub ready: tokio::sync::watch::Receiver<bool>,
+    /// Over v2, the task that wakes the session when something is posted to it
+    /// (`super::wake`); aborted when the session closes.
+    pub waker: Option<tokio::task::AbortHandle>,
 }
 
 /// The connection and the sessions of `oml acp`.

@@ -30,7 +30,8 @@
 //! `early` (the connection while the image is built, and the v1 `initialize` answer), `v2`,
 //! `content` and `message_ids`. Above it: `calls` (into Lisp),
 //! `config` (modes and config options), `replay` (stored history as updates), `render` (the
-//! forwarder and the renderer), `prompt`, `sessions` (new, load, resume, list, close, delete)
+//! forwarder and the renderer), `prompt`, `wake` (over v2, the turns what is posted to an idle
+//! session starts), `sessions` (new, load, resume, list, close, delete)
 //! and `surface` (the `acp` table).
 //!
 //! Compare with oml.clj: `oml.acp` (one reader thread, prompts on futures).
@@ -63,6 +64,7 @@ mod replay;
 mod sessions;
 pub mod surface;
 mod v2;
+mod wake;
 
 use crate::acp::params::{InitializeParams, Method, NotificationMethod};
 use calls::{call_user_method, has_user_method};

@@ -81,7 +81,7 @@ pub(super) async fn prompt(
         let _ = taken.send(());
         let _ = go.await;
     }
-    let answer = run_turn(ctx, sid, turn, &text, &images).await;
+    let answer = run_turn(ctx, sid, turn, Some((&text, &images))).await;
     *keep.held.lock() = Some(held);
     answer
 }
@@ -134,22 +134,30 @@ fn user_message(text: &str, images: &[Value]) -> Value {
     json!({"role": "user", "content": parts})
 }
 
-/// Run the turn claimed by `turn`, and answer it after every update it sent.
-async fn run_turn(
+/// Run the turn claimed by `turn` with the prompt `input` (its text and images), or with none
+/// (`agent.resume`: a turn woken by what was posted to the session), and answer it after every
+/// update it sent.
+pub(super) async fn run_turn(
     ctx: &Arc<Ctx>,
     sid: &str,
     turn: crate::agent::Turn,
-    text: &str,
-    images: &[Value],
+    input: Option<(&str, &[Value])>,
 ) -> Result<Value, RpcError> {
     let before = session_state(ctx, sid);
-    if before.user_messages == 0 && !text.starts_with('/') {
+    if let Some((text, _)) = input
+        && before.user_messages == 0
+        && !text.starts_with('/')
+    {
         announce_title(ctx, sid, text).await;
     }
-    let result = ctx
-        .agent
-        .run_with_parts(&turn, text, images, &ctx.shutdown)
-        .await;
+    let result = match input {
+        Some((text, images)) => {
+            ctx.agent
+                .run_with_parts(&turn, text, images, &ctx.shutdown)
+                .await
+        }
+        None => ctx.agent.resume(&turn, &ctx.shutdown).await,
+    };
     // The session is free again before the next in line is given it.
     drop(turn);
     ctx.hub.barrier(sid).await;

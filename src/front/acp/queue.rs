@@ -13,6 +13,12 @@
 //! they pressed stop. At most [`MAX_WAITING_PROMPTS`] wait per session; one more is refused with
 //! [`PROMPT_QUEUE_FULL`].
 //!
+//! A turn with no prompt of its own (over v2, one that a background task's result woke) takes the
+//! same line ([`Queues::wake`]): it holds a free session only when nothing holds or waits for it
+//! and something was posted, and a prompt sent meanwhile waits behind it. When a line empties with
+//! something posted and not taken (a result that came while the turn ran, too late for its last
+//! model call), the session's inbox is notified again, so that its waker looks once more.
+//!
 //! The hand-off from one prompt to the next happens under the line's lock, and so does a cancel,
 //! so a cancel is never lost between two prompts: the next prompt's token is armed before the
 //! lock is let go. It knows nothing of the prompt's content or how a turn runs.
@@ -28,6 +34,7 @@ use crate::acp::StopReason;
 use crate::acp::updates;
 use crate::agent::Agent;
 use crate::jsonrpc::RpcError;
+use crate::session::PromptState;
 use crate::session::inbox::PostId;
 
 /// How many prompts may wait behind a session's running turn (queued and steered together).
@@ -133,6 +140,35 @@ impl Queues {
         Ok(Ticket {
             rx: Some(rx),
             held: Some(held(true)),
+        })
+    }
+
+    /// Hold session `sid` for a turn woken by what was posted to it: only when no prompt holds
+    /// the session or waits for it and its inbox is not empty (its token armed, as a prompt's).
+    /// `None` otherwise: the prompt that holds it takes what was posted, or the line notifies
+    /// the inbox again when it empties (see [`Queues::release`]).
+    pub(super) fn wake(self: &Arc<Self>, sid: &str) -> Option<Held> {
+        let mut lines = self.lines.lock();
+        let line = lines.entry(sid.to_owned()).or_default();
+        let posted = self
+            .agent
+            .sessions()
+            .with(sid, |s| {
+                !s.inbox.is_empty() && s.prompt != PromptState::Running
+            })
+            .unwrap_or(false);
+        if line.held || !line.waiting.is_empty() || !posted {
+            if line.is_empty() {
+                lines.remove(sid);
+            }
+            return None;
+        }
+        line.held = true;
+        self.agent.arm(sid);
+        Some(Held {
+            queues: self.clone(),
+            sid: sid.to_owned(),
+            done: false,
         })
     }
 
@@ -247,6 +283,11 @@ impl Queues {
         }
         if !line.held {
             sessions.with(sid, crate::session::Session::disarm);
+            // Posted after the turn's last model call: the session's waker looks again.
+            let untaken = sessions.with(sid, |s| (!s.inbox.is_empty()).then(|| s.inbox.notify()));
+            if let Some(notify) = untaken.flatten() {
+                notify.notify_one();
+            }
         }
         if line.is_empty() {
             lines.remove(sid);

@@ -2,8 +2,9 @@
 //! `delete`, and what follows a session's setup (project init, warnings, the session-start hook,
 //! the slash commands).
 //!
-//! It registers each open session with the hub and starts its forwarder ([`super::render`]); the
-//! history a load replays comes from [`super::replay`]. It does not run prompts.
+//! It registers each open session with the hub and starts its forwarder ([`super::render`]) and,
+//! over v2, its waker ([`super::wake`]); the history a load replays comes from
+//! [`super::replay`]. It does not run prompts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,13 +71,21 @@ pub(super) fn attach(
 ) -> tokio::sync::watch::Sender<bool> {
     let (barrier_tx, barrier_rx) = mpsc::unbounded_channel();
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    // Over v2 the agent may start a turn: what is posted to the idle session wakes it.
+    let waker = (ctx.hub.dialect() == Dialect::V2)
+        .then(|| tokio::spawn(super::wake::watch(ctx.clone(), sid.to_owned())).abort_handle());
+    let replaced = ctx.hub.remove(sid);
     ctx.hub.insert(
         sid.to_owned(),
         AcpSession {
             barrier: barrier_tx,
             ready: ready_rx,
+            waker,
         },
     );
+    if let Some(waker) = replaced.and_then(|s| s.waker) {
+        waker.abort();
+    }
     tokio::spawn(forward(
         Renderer::new(ctx),
         ctx.conn.clone(),
@@ -422,7 +431,9 @@ pub(super) async fn close(ctx: &Arc<Ctx>, sid: &str) {
     }
     ctx.agent.sessions().flush(sid).await;
     crate::bind::mcp::stop_session(&ctx.lisp, sid).await;
-    ctx.hub.remove(sid);
+    if let Some(waker) = ctx.hub.remove(sid).and_then(|s| s.waker) {
+        waker.abort();
+    }
     ctx.agent.sessions().remove(sid);
 }
 
