@@ -8,7 +8,8 @@
 //! persist, errors); chat and slash commands; sessions (`-c`, `--session`, `--resume`);
 //! `NO_COLOR` and `TERM=dumb`; a narrow terminal; piped stdin; and bad input: a model error
 //! mid-stream or as HTTP 500, a pasted megabyte, a tool printing invalid UTF-8 or escape
-//! sequences; typing while the agent works (a line queued, a line steered). This file holds the
+//! sequences; typing while the agent works (a line queued, a line steered); a background task
+//! waking the chat at its prompt. This file holds the
 //! helpers, answers, cards, questions and Ctrl-C; `tests/chat/` the rest.
 
 #![allow(clippy::print_stderr)] // the paste test reports how long the paste took
@@ -25,6 +26,8 @@ use support::fake_model::{
 use support::home::Env;
 use support::pty::{DEADLINE, Term};
 
+#[path = "chat/background.rs"]
+mod background;
 #[path = "chat/bad_input.rs"]
 mod bad_input;
 #[path = "chat/lisp_and_sessions.rs"]

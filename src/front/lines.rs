@@ -51,14 +51,31 @@ pub fn editor<H: Helper>(
 
 /// Read one line at `prompt`; a line that is not blank joins the history.
 pub fn read<H: Helper>(editor: &mut Editor<H, FileHistory>, prompt: &str) -> Read {
-    match editor.readline(prompt) {
+    read_with(editor, prompt, None)
+}
+
+/// [`read`] with the line already holding `initial` (the text before the cursor, and after).
+pub fn read_with<H: Helper>(
+    editor: &mut Editor<H, FileHistory>,
+    prompt: &str,
+    initial: Option<(&str, &str)>,
+) -> Read {
+    let read = match initial {
+        Some(initial) => editor.readline_with_initial(prompt, initial),
+        None => editor.readline(prompt),
+    };
+    match read {
         Ok(line) => {
             if !line.trim().is_empty() {
                 let _ = editor.add_history_entry(line.as_str());
             }
             Read::Line(line)
         }
-        Err(rustyline::error::ReadlineError::Interrupted) => Read::Interrupted,
+        // A SIGINT while rustyline waits inside a completion or a search comes as the signal.
+        Err(
+            rustyline::error::ReadlineError::Interrupted
+            | rustyline::error::ReadlineError::Signal(rustyline::error::Signal::Interrupt),
+        ) => Read::Interrupted,
         Err(_) => Read::Eof,
     }
 }

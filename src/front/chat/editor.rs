@@ -3,6 +3,15 @@
 //! slash commands, Lisp names and `@path` mentions); with stdin piped, plain lines by the same
 //! continuation rules.
 //!
+//! On a terminal a read can be woken ([`Reader::wake`]: the session has something to answer, a
+//! background task's result): rustyline has no way to end a read from outside but the SIGINT
+//! it handles while it reads, so the reader signals its own thread, the read ends as
+//! [`Read::Woken`], and what was typed (the helper sees every change) is put back in the next
+//! read, cursor and all. The signal is sent only while rustyline's handler is installed (the
+//! helper arms the wake as it draws the line, and disarms it once the line is accepted); in the
+//! instant after a Ctrl-C or Ctrl-D before the thread disarms it, tokio's handler, which the
+//! reader registers, takes it and nothing happens.
+//!
 //! It answers one read at a time and knows nothing of what the input means.
 
 use std::io::BufRead as _;
@@ -36,6 +45,23 @@ pub enum Read {
     Interrupted { empty: bool },
     /// Ctrl-D, or the end of piped input.
     Eof,
+    /// Ended by [`Reader::wake`]; what was typed comes back in the next read.
+    Woken,
+}
+
+/// Whether a read may be woken now, and what is typed in it (shared by the reader, its thread
+/// and rustyline's helper).
+#[derive(Default)]
+struct Waking {
+    /// rustyline reads, its SIGINT handler installed: set as the helper draws the line.
+    armed: bool,
+    /// The line was accepted: rustyline is about to put its handler back.
+    accepted: bool,
+    /// [`Reader::wake`] signalled this read.
+    woken: bool,
+    /// The text typed so far, and the cursor's byte offset in it.
+    typed: String,
+    pos: usize,
 }
 
 struct Request {
@@ -47,6 +73,8 @@ struct Request {
 pub struct Reader {
     requests: Option<std::sync::mpsc::Sender<Request>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// On a terminal: what [`Reader::wake`] needs.
+    waking: Option<Arc<Mutex<Waking>>>,
 }
 
 impl Reader {
@@ -58,10 +86,18 @@ impl Reader {
         names: Arc<Mutex<Names>>,
     ) -> Reader {
         let (tx, rx) = std::sync::mpsc::channel::<Request>();
-        let thread = std::thread::spawn(move || edit_lines(rx, history, history_size, names));
+        // A wake's SIGINT that comes just after rustyline has put its handler back finds
+        // tokio's, which only notes it (a listener made later never sees it).
+        let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+        let waking = Arc::new(Mutex::new(Waking::default()));
+        let shared = waking.clone();
+        let thread = std::thread::spawn(move || {
+            edit_lines(rx, history, history_size, names, &shared);
+        });
         Reader {
             requests: Some(tx),
             thread: Some(thread),
+            waking: Some(waking),
         }
     }
 
@@ -72,7 +108,33 @@ impl Reader {
         Reader {
             requests: Some(tx),
             thread: Some(thread),
+            waking: None,
         }
+    }
+
+    /// Whether a read can be woken (on a terminal).
+    pub fn wakes(&self) -> bool {
+        self.waking.is_some()
+    }
+
+    /// End the read under way as [`Read::Woken`], keeping what was typed for the next one.
+    /// Whether it is (or was already) woken: `false` while no read can be woken yet (none under
+    /// way, or rustyline has not drawn its line); the caller tries again.
+    pub fn wake(&self) -> bool {
+        use std::os::unix::thread::JoinHandleExt as _;
+        let (Some(waking), Some(thread)) = (&self.waking, &self.thread) else {
+            return false;
+        };
+        let mut w = waking.lock();
+        if w.woken || !w.armed {
+            return w.woken;
+        }
+        // SAFETY: the thread has not been joined (its handle is held here), so its id is
+        // valid; while `armed`, rustyline's SIGINT handler is installed (see the module's doc),
+        // so the signal only ends its read.
+        let sent = unsafe { libc::pthread_kill(thread.as_pthread_t(), libc::SIGINT) } == 0;
+        w.woken = sent;
+        sent
     }
 
     /// The next input, shown after `prompt` on a terminal.
@@ -97,6 +159,7 @@ impl Reader {
     pub fn abandon(mut self) {
         self.requests = None;
         self.thread = None;
+        self.waking = None;
     }
 
     pub async fn close(mut self) {
@@ -112,11 +175,13 @@ fn edit_lines(
     history: Option<PathBuf>,
     history_size: usize,
     names: Arc<Mutex<Names>>,
+    waking: &Arc<Mutex<Waking>>,
 ) {
     let empty = Arc::new(AtomicBool::new(true));
     let helper = Helper {
         names,
         empty: empty.clone(),
+        waking: waking.clone(),
     };
     let Some(mut editor) = lines::editor(Some(helper), history_size, history.as_deref()) else {
         return;
@@ -125,10 +190,30 @@ fn edit_lines(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
         EventHandler::Simple(Cmd::Newline),
     );
+    // With a printer, rustyline waits on its signal pipe too, so a wake's signal that comes
+    // while it is not blocked in a read still ends the read.
+    let _printer = editor.create_external_printer().ok();
+    // What a woken read had typed, and where its cursor was.
+    let mut kept: Option<(String, usize)> = None;
     while let Ok(req) = requests.recv() {
         empty.store(true, Ordering::Relaxed);
-        let read = match lines::read(&mut editor, &req.prompt) {
+        *waking.lock() = Waking::default();
+        let initial = kept.take();
+        let initial = initial
+            .as_ref()
+            .and_then(|(t, pos)| Some((t.get(..*pos)?, t.get(*pos..)?)));
+        let read = lines::read_with(&mut editor, &req.prompt, initial);
+        let (woken, typed, pos) = {
+            let mut w = waking.lock();
+            w.armed = false;
+            (w.woken, std::mem::take(&mut w.typed), w.pos)
+        };
+        let read = match read {
             lines::Read::Line(line) => Read::Line(line),
+            lines::Read::Interrupted if woken => {
+                kept = Some((typed, pos));
+                Read::Woken
+            }
             lines::Read::Interrupted => Read::Interrupted {
                 empty: empty.load(Ordering::Relaxed),
             },
@@ -171,10 +256,12 @@ fn piped_lines(requests: std::sync::mpsc::Receiver<Request>) {
     }
 }
 
-/// rustyline's helper: continuation, completion, and whether the line is empty (for Ctrl-C).
+/// rustyline's helper: continuation, completion, whether the line is empty (for Ctrl-C), and
+/// what a wake needs (see [`Waking`]).
 struct Helper {
     names: Arc<Mutex<Names>>,
     empty: Arc<AtomicBool>,
+    waking: Arc<Mutex<Waking>>,
 }
 
 impl rustyline::validate::Validator for Helper {
@@ -185,6 +272,10 @@ impl rustyline::validate::Validator for Helper {
         Ok(if needs_more(ctx.input()) {
             rustyline::validate::ValidationResult::Incomplete
         } else {
+            // rustyline puts its signal handler back next: no wake from here on.
+            let mut w = self.waking.lock();
+            w.accepted = true;
+            w.armed = false;
             rustyline::validate::ValidationResult::Valid(None)
         })
     }
@@ -260,8 +351,13 @@ fn paths(partial: &str) -> Vec<Pair> {
 impl rustyline::hint::Hinter for Helper {
     type Hint = String;
 
-    fn hint(&self, line: &str, _: usize, _: &rustyline::Context<'_>) -> Option<String> {
+    fn hint(&self, line: &str, pos: usize, _: &rustyline::Context<'_>) -> Option<String> {
         self.empty.store(line.is_empty(), Ordering::Relaxed);
+        // Called as rustyline draws the line, its signal handler installed.
+        let mut w = self.waking.lock();
+        line.clone_into(&mut w.typed);
+        w.pos = pos;
+        w.armed |= !w.accepted;
         None
     }
 }

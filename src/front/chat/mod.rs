@@ -5,7 +5,9 @@
 //! chat's session; `,name` is a chat command; anything else is a prompt (slash commands
 //! included) run by `agent.prompt` while `render` draws its events. While a turn runs, the keys
 //! typed are read (`typing`): Enter queues the line for a turn of its own, Ctrl-S steers it into
-//! the running turn (the session's inbox). Ctrl-C cancels the running
+//! the running turn (the session's inbox). What is posted to the session while the chat waits at
+//! its prompt (a background task's result) wakes it (`wake`): a turn with no prompt of its own
+//! (`turn`) answers it at once, and what was typed comes back after. Ctrl-C cancels the running
 //! turn (twice: stops the Lisp code) and the chat goes on; Ctrl-C twice on an empty line, or
 //! Ctrl-D, ends it. Each chat is a stored session (`sessions`), so `oml -c` and `oml acp`'s
 //! `session/load` go on with it. With stdin piped, lines are read by the same rules and drawn
@@ -23,14 +25,16 @@ mod screen;
 mod sessions;
 pub mod surface;
 mod term;
+mod turn;
 mod typing;
+mod wake;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::agent::{Agent, AgentEvent};
 use crate::cancel::CancelToken;
@@ -40,7 +44,7 @@ use crate::lisp::LispError;
 use crate::lisp::repl::Said;
 use crate::session::store::Store;
 use editor::{Names, Read, Reader};
-use input::{Input, attach_mentions, classify, join};
+use input::{Input, classify, join};
 use lisp::Repl;
 use screen::Screen;
 use surface::{Ask, Hub, Request};
@@ -93,6 +97,7 @@ pub async fn run(agent: &Agent, hub: Arc<Hub>, options: ChatOptions) -> i32 {
         failed: false,
         repl: None,
         pending: Default::default(),
+        left_posts: 0,
     };
     let opened = match sessions::open(&chat.agent, &options, caps, chat.tx.clone()).await {
         Ok(opened) => opened,
@@ -161,6 +166,9 @@ struct Chat {
     /// Lines typed during a turn that wait for their own (see [`typing`]), run before the next
     /// line is read.
     pending: std::collections::VecDeque<String>,
+    /// The session's post count when a woken turn last ended without taking what was posted
+    /// (see `wake`): no turn wakes for those again.
+    left_posts: u64,
 }
 
 impl Chat {
@@ -187,13 +195,22 @@ impl Chat {
                         .lines(&format!("{PROMPT}{}", surface::clean(&line)));
                     Read::Line(line)
                 }
-                None => tokio::select! {
-                    read = reader.read(prompt) => read,
-                    signal = shutdown.recv() => return Some(signal),
+                // Posted and not taken (the last turn ended first): answered before a read.
+                None if self.has_posted() => Read::Woken,
+                None => match self.read_or_wake(reader, prompt, shutdown).await {
+                    Ok(read) => read,
+                    Err(signal) => return Some(signal),
                 },
             };
             let text = match read {
                 Read::Eof => break,
+                Read::Woken => {
+                    if let Some(signal) = self.woken_turn(events, asks, shutdown).await {
+                        return Some(signal);
+                    }
+                    self.handle_requests().await;
+                    continue;
+                }
                 Read::Interrupted { empty } => {
                     if empty && interrupted_empty {
                         break;
@@ -214,19 +231,10 @@ impl Chat {
                     Flow::Go
                 }
                 Input::Chat { name, args } => self.chat_command(&name, &args).await,
-                Input::Prompt(text) => {
-                    let (agent, session) = (self.agent.clone(), self.session.clone());
-                    let turn = self.prompt(&text, events, asks);
-                    tokio::pin!(turn);
-                    tokio::select! {
-                        () = &mut turn => Flow::Go,
-                        signal = shutdown.recv() => {
-                            agent.cancel(&session);
-                            turn.await;
-                            return Some(signal);
-                        }
-                    }
-                }
+                Input::Prompt(text) => match self.turn(Some(&text), events, asks, shutdown).await {
+                    Some(signal) => return Some(signal),
+                    None => Flow::Go,
+                },
             };
             if flow == Flow::Exit {
                 break;
@@ -236,86 +244,25 @@ impl Chat {
         None
     }
 
-    /// Run one prompt (or slash command) and draw it.
-    async fn prompt(
+    /// Run the turn of `text` (or, with `None`, the turn what was posted wakes) until it ends or a SIGTERM or
+    /// SIGHUP comes (its number; the turn is cancelled and finishes first).
+    async fn turn(
         &mut self,
-        text: &str,
+        text: Option<&str>,
         events: &mut mpsc::UnboundedReceiver<AgentEvent>,
         asks: &mut mpsc::UnboundedReceiver<Ask>,
-    ) {
-        let text = if text.starts_with('/') {
-            text.to_owned()
-        } else {
-            let cwd = self.cwd();
-            let (text, mentions) = attach_mentions(text, &cwd);
-            for m in mentions {
-                match m.outcome {
-                    Ok(lines) => self.note(&format!("attached @{} ({lines} lines)", m.path)),
-                    Err(why) => self.note(&format!("not attached @{}: {why}", m.path)),
-                }
+        shutdown: &mut Shutdown,
+    ) -> Option<i32> {
+        let (agent, session) = (self.agent.clone(), self.session.clone());
+        let turn = self.prompt(text, events, asks);
+        tokio::pin!(turn);
+        tokio::select! {
+            () = &mut turn => None,
+            signal = shutdown.recv() => {
+                agent.cancel(&session);
+                turn.await;
+                Some(signal)
             }
-            text
-        };
-        let started = std::time::Instant::now();
-        let interrupt = CancelToken::new();
-        let signals = tokio::spawn(watch_ctrl_c(
-            self.agent.clone(),
-            self.session.clone(),
-            interrupt.clone(),
-        ));
-        let (done_tx, done_rx) = oneshot::channel();
-        let agent = self.agent.clone();
-        let id = self.session.clone();
-        let run = async {
-            let result = agent.prompt(&id, &text, &interrupt).await;
-            let _ = done_tx.send(());
-            result
-        };
-        // On a terminal, keys typed during the turn are read (see `typing`).
-        let (typing, keys) = match self.caps.interactive.then(typing::Typing::start) {
-            Some(Some((typing, keys))) => (Some(typing), Some(keys)),
-            _ => (None, None),
-        };
-        let turn =
-            render::Turn::new(&mut self.screen, &agent, &id).with_keys(keys, interrupt.clone());
-        let (result, tally) = tokio::join!(run, turn.watch(events, asks, done_rx));
-        if let Some(typing) = typing {
-            typing.stop();
-        }
-        signals.abort();
-        self.after_typing(&id, &tally);
-        match result {
-            Ok(outcome) => {
-                if outcome.command.is_none() {
-                    self.status_line(&tally, &outcome.stop_reason, started.elapsed());
-                }
-                // The turn's notice said what is not saved; a piped chat ends with status 1.
-                self.failed |= outcome.unsaved.is_some();
-            }
-            Err(e) => {
-                self.failed = true;
-                self.error(&e.to_string());
-            }
-        }
-    }
-
-    /// What was typed during the turn: a steered line the turn did not take (it ended first)
-    /// runs next, then the queued lines, in order; a line not sent is named, not lost silently.
-    fn after_typing(&mut self, id: &str, tally: &render::Tally) {
-        let sessions = self.agent.sessions();
-        let untaken: Vec<String> = tally
-            .steered
-            .iter()
-            .filter(|(post, _)| sessions.unpost(id, *post).is_some())
-            .map(|(_, text)| text.clone())
-            .collect();
-        for text in untaken.into_iter().rev() {
-            self.pending.push_front(text);
-        }
-        self.pending.extend(tally.queued.iter().cloned());
-        if !tally.typed.trim().is_empty() {
-            let typed = surface::clean(&tally.typed);
-            self.note(&format!("not sent (typed during the turn): {typed}"));
         }
     }
 
@@ -408,6 +355,7 @@ impl Chat {
                 repl.rebind(&id);
             }
             let old = std::mem::replace(&mut self.session, id);
+            self.left_posts = 0;
             self.agent.sessions().flush(&old).await;
             crate::bind::mcp::stop_session(self.agent.lisp(), &old).await;
             self.agent.sessions().remove(&old);
@@ -446,41 +394,6 @@ impl Chat {
             Err(e) => self.lisp_error(&e),
         }
         self.screen.flush();
-    }
-
-    fn status_line(
-        &mut self,
-        tally: &render::Tally,
-        stop_reason: &str,
-        elapsed: std::time::Duration,
-    ) {
-        if !self.caps.interactive {
-            if crate::acp::StopReason::from_loop(stop_reason) != crate::acp::StopReason::EndTurn {
-                err!("[stopped: {stop_reason}]");
-            }
-            return;
-        }
-        let lisp = self.agent.lisp();
-        let window: Option<u64> = lisp.setting("llm.context-window").ok();
-        let info = without_nulls(json!({
-            "tokens": tally.tokens,
-            "context": (tally.context > 0).then_some(tally.context),
-            "window": window,
-            "seconds": elapsed.as_secs_f64(),
-            "stop-reason": stop_reason,
-        }));
-        let line = lisp
-            .function("chat.status-line")
-            .ok()
-            .flatten()
-            .and_then(|f| {
-                let arg = crate::lisp::to_lua(lisp.lua(), &info).ok()?;
-                f.call::<Option<String>>(arg).ok().flatten()
-            });
-        if let Some(line) = line {
-            self.screen.lines(&line);
-            self.screen.flush();
-        }
     }
 
     fn refresh_names(&self, names: &Arc<Mutex<Names>>) {
@@ -542,18 +455,6 @@ fn without_nulls(info: serde_json::Value) -> serde_json::Value {
             serde_json::Value::Object(fields)
         }
         other => other,
-    }
-}
-
-/// The first Ctrl-C cancels the session's turn (it ends properly, the partial answer kept);
-/// the next one stops the Lisp code.
-async fn watch_ctrl_c(agent: Agent, session: String, interrupt: CancelToken) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    agent.cancel(&session);
-    if tokio::signal::ctrl_c().await.is_ok() {
-        interrupt.cancel();
     }
 }
 
