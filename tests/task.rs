@@ -725,3 +725,45 @@ fn over_acp_v2_a_result_too_late_for_the_turn_wakes_it_as_it_ends_and_a_prompt_w
         "{last:?}"
     );
 }
+
+#[test]
+fn over_acp_v2_session_cancel_cancels_a_woken_turn() {
+    let env = Env::new();
+    env.init("(setq acp.protocol-versions [1 2])\n(setq agent.permission-mode :yolo)\n");
+    let command = json!({"command": "sleep 0.5; echo early", "background": true});
+    let fake = FakeModel::start([
+        calls(&[("c1", "bash", command)]),
+        Reply::from(text_chunks(&["Started."])),
+        support::acp::partial_then_hang("Reading"),
+    ]);
+    let mut c = Editor::spawn(env.command(Some(&fake), &["acp"])).titles_apart();
+    c.call(
+        "initialize",
+        json!({"protocolVersion": 2, "info": {"name": "x", "version": "1"}, "capabilities": {}}),
+    );
+    let r = c.call("session/new", json!({"cwd": env.project, "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let id = c.prompt(&sid, "start it");
+    c.until_response(id);
+    c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    c.until(|m| state_of(m).as_deref() == Some("running"));
+    c.until(|m| chunk_text(m, "agent_message_chunk").contains("Reading"));
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let ended = c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    assert_eq!(
+        state_of(&ended).as_deref(),
+        Some("idle:cancelled"),
+        "{ended}"
+    );
+    // The session goes on as usual.
+    fake.push(Reply::from(text_chunks(&["Here."])));
+    let id = c.prompt(&sid, "still there?");
+    c.until_response(id);
+    let ended = c.until(|m| state_of(m).is_some_and(|s| s.starts_with("idle")));
+    assert_eq!(
+        state_of(&ended).as_deref(),
+        Some("idle:end_turn"),
+        "{ended}"
+    );
+    assert_eq!(fake.requests().len(), 4);
+}
