@@ -32,7 +32,11 @@ fn a_background_command_ending_at_the_prompt_wakes_a_turn_and_keeps_what_was_typ
     wait_ready(&term);
     // Typed, not sent: the result comes meanwhile and a turn answers it.
     term.write(b"half typed");
-    term.wait_for("The build is done.", DEADLINE);
+    let screen = term.wait_for("The build is done.", DEADLINE);
+    assert!(
+        screen.contains("the line above is not sent, it comes back after"),
+        "{screen}"
+    );
     let requests = fake.wait_for_requests(3, DEADLINE);
     let woke = user_texts(&requests[2].body);
     let result = woke.last().cloned().unwrap_or_default();

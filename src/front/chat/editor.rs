@@ -45,8 +45,9 @@ pub enum Read {
     Interrupted { empty: bool },
     /// Ctrl-D, or the end of piped input.
     Eof,
-    /// Ended by [`Reader::wake`]; what was typed comes back in the next read.
-    Woken,
+    /// Ended by [`Reader::wake`]; what was typed (`kept`: something was) comes back in the
+    /// next read.
+    Woken { kept: bool },
 }
 
 /// Whether a read may be woken now, and what is typed in it (shared by the reader, its thread
@@ -211,8 +212,9 @@ fn edit_lines(
         let read = match read {
             lines::Read::Line(line) => Read::Line(line),
             lines::Read::Interrupted if woken => {
+                let typed_some = !typed.is_empty();
                 kept = Some((typed, pos));
-                Read::Woken
+                Read::Woken { kept: typed_some }
             }
             lines::Read::Interrupted => Read::Interrupted {
                 empty: empty.load(Ordering::Relaxed),

@@ -196,7 +196,7 @@ impl Chat {
                     Read::Line(line)
                 }
                 // Posted and not taken (the last turn ended first): answered before a read.
-                None if self.has_posted() => Read::Woken,
+                None if self.has_posted() => Read::Woken { kept: false },
                 None => match self.read_or_wake(reader, prompt, shutdown).await {
                     Ok(read) => read,
                     Err(signal) => return Some(signal),
@@ -204,8 +204,8 @@ impl Chat {
             };
             let text = match read {
                 Read::Eof => break,
-                Read::Woken => {
-                    if let Some(signal) = self.woken_turn(events, asks, shutdown).await {
+                Read::Woken { kept } => {
+                    if let Some(signal) = self.woken_turn(kept, events, asks, shutdown).await {
                         return Some(signal);
                     }
                     self.handle_requests().await;

@@ -38,15 +38,21 @@ impl Chat {
             .with(&self.session, |s| (s.inbox.posts(), !s.inbox.is_empty()))
     }
 
-    /// Run the turn what was posted to the session wakes (see [`Chat::has_posted`]); the
-    /// signal's number when SIGTERM or SIGHUP ends it.
+    /// Run the turn what was posted to the session wakes (see [`Chat::has_posted`]), saying
+    /// so, and that the line being typed (`kept`) is not sent but comes back; the signal's
+    /// number when SIGTERM or SIGHUP ends it.
     pub(super) async fn woken_turn(
         &mut self,
+        kept: bool,
         events: &mut mpsc::UnboundedReceiver<AgentEvent>,
         asks: &mut mpsc::UnboundedReceiver<Ask>,
         shutdown: &mut Shutdown,
     ) -> Option<i32> {
-        self.note("(woken: a result was posted to the session)");
+        self.note(if kept {
+            "(woken: a result was posted to the session; the line above is not sent, it comes back after)"
+        } else {
+            "(woken: a result was posted to the session)"
+        });
         let before = self.posts().map_or(0, |(n, _)| n);
         let signal = self.turn(None, events, asks, shutdown).await;
         // Still waiting and nothing new: the turn took none of it; wait for a new post.
