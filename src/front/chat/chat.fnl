@@ -57,7 +57,9 @@ TEXT itself when the chat draws without colour or the theme has no such style."
       :write (.. "Write " (chat.clean (or args.path "")))
       _ (chat.clean (if (and (= :string (type event.title)) (event.title:find "%S"))
                         event.title
-                        event.name)))))
+                        ;; A card whose start was drawn by an earlier turn (a background
+                        ;; task's) ends with neither.
+                        (or event.name "tool"))))))
 
 (fn exit-status [exit]
   "How the command of a tool-end event ended, from its EXIT data, in a few words; nil without."
