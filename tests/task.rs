@@ -656,6 +656,62 @@ fn over_acp_v1_a_background_result_after_the_turn_starts_no_turn_by_itself() {
         ),
         slow_text(300, "Found it late."),
         slow_text(300, "Found it late."),
+#[test]
+fn background_tasks_past_agent_max_background_are_an_error_result_naming_the_limit() {
+    let env = Env::new();
+    env.init("(setq agent.max-background 1)\n");
+    let fake = FakeModel::start([
+        calls(&[
+            (
+                "c1",
+                "bash",
+                json!({"command": "sleep 2; echo one", "background": true}),
+            ),
+            (
+                "c2",
+                "bash",
+                json!({"command": "echo two", "background": true}),
+            ),
+            (
+                "c3",
+                "task",
+                json!({"agent": "explore", "prompt": "look", "background": true}),
+            ),
+            (
+                "c4",
+                "task",
+                json!({"agent": "explore", "prompt": "look", "background": true}),
+            ),
+        ]),
+        Reply::from(text_chunks(&["Waiting."])),
+        Reply::from(text_chunks(&["One is done."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "start many"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let first = tool_results(&requests[1].body);
+    assert!(
+        first[0].starts_with("Started task-1 in the background"),
+        "{first:?}"
+    );
+    for refused in &first[1..] {
+        assert!(
+            refused.contains("already runs 1 background tasks (agent.max-background is 1)"),
+            "{first:?}"
+        );
+    }
+    // Only the one started woke the session: no sub-agent ever asked the model.
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let woke = posted(&requests[2].body).unwrap_or_default();
+    assert!(woke.contains("one"), "{woke}");
+}
+
+/// A background command whose pid is written to `pid_file`, started over ACP in a new session.
+fn acp_background_server(env: &Env, pid_file: &std::path::Path) -> (Editor, String, FakeModel) {
+    let server = format!("echo $$ > {}; exec sleep 120", pid_file.display());
+    let fake = FakeModel::start([
+        calls(&[("c1", "bash", json!({"command": server, "background": true}))]),
+        Reply::from(text_chunks(&["Started."])),
     ]);
     let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
@@ -766,4 +822,72 @@ fn over_acp_v2_session_cancel_cancels_a_woken_turn() {
         "{ended}"
     );
     assert_eq!(fake.requests().len(), 4);
+    let id = ed.prompt(&sid, "start the server");
+    let ask = ed.until(|m| m["method"] == "session/request_permission");
+    ed.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (_, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    (ed, sid, fake)
+}
+
+#[test]
+fn closing_a_session_stops_its_background_commands() {
+    let env = Env::new();
+    let pid_file = env.root.join("server.pid");
+    let (mut ed, sid, _fake) = acp_background_server(&env, &pid_file);
+    let pid = support::home::wait_for_pid(&pid_file);
+    assert!(support::home::process_runs(pid));
+    let closed = ed.call("session/close", json!({"sessionId": sid}));
+    assert!(closed.get("error").is_none(), "{closed}");
+    assert!(
+        support::home::poll_until(Duration::from_secs(20), || !support::home::process_runs(
+            pid
+        )),
+        "the closed session's server {pid} still runs"
+    );
+}
+
+#[test]
+fn a_background_command_does_not_outlive_oml_acp() {
+    let env = Env::new();
+    let pid_file = env.root.join("server.pid");
+    let (mut ed, _sid, _fake) = acp_background_server(&env, &pid_file);
+    let pid = support::home::wait_for_pid(&pid_file);
+    assert!(support::home::process_runs(pid));
+    ed.close_stdin();
+    assert!(
+        ed.wait_exit(Duration::from_secs(30)).is_some(),
+        "oml acp did not exit"
+    );
+    assert!(
+        support::home::poll_until(Duration::from_secs(20), || !support::home::process_runs(
+            pid
+        )),
+        "the server {pid} outlived oml acp"
+    );
+}
+
+#[test]
+fn a_worktree_task_outside_git_is_a_clear_error_result() {
+    let env = Env::new();
+    let fake = FakeModel::start([
+        task(
+            "call_w",
+            json!({"agent": "explore", "prompt": "look", "isolation": "worktree"}),
+        ),
+        Reply::from(text_chunks(&["No git here."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "look in a worktree"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let result = tool_results(&requests[1].body);
+    assert!(
+        result[0].starts_with("No worktree for the task: "),
+        "{result:?}"
+    );
+    assert!(result[0].to_lowercase().contains("git"), "{result:?}");
 }

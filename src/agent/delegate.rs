@@ -1,6 +1,7 @@
-//! When an oml session ends, its delegated sub-agents end with it: a hook on the session
-//! registry calls the Lisp function `agent.close-delegates` (looked up by name at that moment)
-//! with the session's id, in a task of its own, so the front end that removed the session does
+//! When an oml session ends, its delegated sub-agents and its tasks end with it: a hook on the
+//! session registry calls the Lisp functions [`ON_CLOSE`] (`agent.close-delegates`, and
+//! `agent.close-tasks` for its background commands and sub-agents; looked up by name at that
+//! moment) with the session's id, in a task of its own, so the front end that removed the session does
 //! not wait for the agents' bounded shutdown. An agent still running when oml exits is killed
 //! with its process group by `acp_client::process::kill_remaining_groups`.
 //!
@@ -13,6 +14,9 @@ use crate::cancel::CancelToken;
 use crate::lisp::Lisp;
 use crate::session::Sessions;
 
+/// The Lisp functions called with the id of a session removed from the registry.
+const ON_CLOSE: [&str; 2] = ["agent.close-delegates", "agent.close-tasks"];
+
 /// Registers the hook that closes a removed session's sub-agents.
 pub(super) fn close_with_sessions(lisp: &Lisp, sessions: &Arc<Sessions>) {
     let lisp = lisp.clone();
@@ -23,13 +27,18 @@ pub(super) fn close_with_sessions(lisp: &Lisp, sessions: &Arc<Sessions>) {
         let lisp = lisp.clone();
         let id = id.to_owned();
         handle.spawn(async move {
-            let f = match lisp.function("agent.close-delegates") {
-                Ok(Some(f)) => f,
-                Ok(None) => return,
-                Err(e) => return tracing::warn!("agent.close-delegates: {e}"),
-            };
-            if let Err(e) = lisp.run::<()>(f, id, &CancelToken::new()).await {
-                tracing::warn!("closing the delegates of a session failed: {e}");
+            for name in ON_CLOSE {
+                let f = match lisp.function(name) {
+                    Ok(Some(f)) => f,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!("{name}: {e}");
+                        continue;
+                    }
+                };
+                if let Err(e) = lisp.run::<()>(f, id.clone(), &CancelToken::new()).await {
+                    tracing::warn!("{name} on a closed session failed: {e}");
+                }
             }
         });
     }));

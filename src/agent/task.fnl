@@ -244,6 +244,25 @@ RUN's :ended."
   (set next-task (+ next-task 1))
   (.. "task-" next-task))
 
+(defsetting agent.max-background 8 :integer
+  "Background tasks (sub-agents and `bash` commands) one session may have running at once: one more is an error result the model reads.")
+
+;; Background sub-agents being started by session id, not yet in `agent.tasks`.
+(local reserved {})
+
+(fn reserve! [n]
+  (let [sid (session.current)]
+    (tset reserved sid (let [v (+ (or (. reserved sid) 0) n)] (when (< 0 v) v)))))
+
+(fn background-refusal []
+  "An error result when this session already runs `agent.max-background` background tasks, else nil."
+  (let [limit (oml.setting "agent.max-background")
+        running (+ (length (agent.running-tasks)) (or (. reserved (session.current)) 0))]
+    (when (>= running limit)
+      {:content (.. "This session already runs " running " background tasks (agent.max-background is "
+                    limit "): wait for one (task_output with wait) or stop one (task_stop) first.")
+       :error? true})))
+
 (defsetting agent.background-timeout 14400 :number
   "Seconds a command started with `bash`'s background argument may run; then it is killed.")
 
@@ -257,6 +276,12 @@ RUN's :ended."
 the same sandbox, not stopped with the prompt, killed after ?TIMEOUT seconds, default
 `agent.background-timeout`): a task of this session that `task_output`, `task_stop` and `/tasks`
 know, whose result joins the conversation when it ends. Returns the tool's result."
+  (case (background-refusal)
+    refused refused
+    _ (agent.start-command* command ?timeout)))
+
+(fn agent.start-command* [command ?timeout]
+  "`agent.start-command` once the limit of background tasks has been checked."
   (let [id (new-task-id)
         run {: id :name :bash : command :description command :parent (session.current)
              :background? true :call-id (agent.running-call-id) :started (os.time)
@@ -312,6 +337,23 @@ when it ends; returns at once."
     (error "worktrees are not available in this build" 0))
   (project.worktree-add (session.cwd) name))
 
+(fn agent.task-run-start [def id {: prompt : description : isolation : call-id : background?}]
+  "Start the task ID, a sub-agent of DEF on PROMPT in a session of its own (in a worktree for
+ISOLATION or DEF's :isolation \"worktree\"), and record it in `agent.tasks`: returns the run, or
+the tool's error result when no worktree could be made."
+  (let [(ok-wt wt) (if (or (= isolation :worktree) (= def.isolation :worktree))
+                       (pcall agent.task-worktree (.. (tostring def.name) "-" id))
+                       (values true nil))]
+    (if (not ok-wt)
+        (task-error (.. "No worktree for the task: " (oml.error-message wt)))
+        (let [(child grants) (agent.task-session def (if wt wt.path (session.cwd)) call-id)
+              run {: id :name def.name : description :parent (session.current) : child
+                   :view (new-view def.name prompt) : background?
+                   :worktree wt :refused grants.refused :call-id call-id :started (os.time)}]
+          (tset agent.tasks id run)
+          (set run.handle (session.start-turn child prompt))
+          run))))
+
 (fn agent.run-task [{: agent-name : prompt : description : background : isolation : call-id}]
   "Run the sub-agent AGENT-NAME on PROMPT for the `task` call CALL-ID of this session, as the
 `task` tool describes; returns the tool's result."
@@ -325,18 +367,19 @@ when it ends; returns at once."
         (task-error (.. "Sub-agents nest at most " max-depth " deep (agent.max-depth): do this task yourself."))
         def.acp
         (agent.run-acp-task def prompt)
+        (and (or (= true background) (= true def.background)) (background-refusal))
+        (background-refusal)
         (let [id (new-task-id)
-              (ok-wt wt) (if (or (= isolation :worktree) (= def.isolation :worktree))
-                             (pcall agent.task-worktree (.. (tostring agent-name) "-" id))
-                             (values true nil))]
-          (if (not ok-wt)
-              (task-error (.. "No worktree for the task: " (oml.error-message wt)))
-              (let [(child grants) (agent.task-session def (if wt wt.path (session.cwd)) call-id)
-                    run {: id :name def.name : description :parent (session.current) : child
-                         :view (new-view def.name prompt) :background? (or (= true background) (= true def.background))
-                         :worktree wt :refused grants.refused :call-id call-id :started (os.time)}]
-                (tset agent.tasks id run)
-                (set run.handle (session.start-turn child prompt))
+              bg? (or (= true background) (= true def.background))
+              ;; A background task holds its place from here: the worktree and the session's
+              ;; MCP servers yield, and parallel `task` calls must not all pass the limit.
+              _ (when bg? (reserve! 1))
+              (ok-run run) (pcall agent.task-run-start def id {: prompt : description : isolation
+                                                               : call-id :background? bg?})]
+          (when bg? (reserve! -1))
+          (if (not ok-run) (error run 0)
+              (= nil run.handle) run
+              (let [child run.child]
                 (if run.background?
                     (do (start-background! run)
                         {:content (.. "Started background task " id " (" def.name "). Its result joins the conversation when it ends; task_output reads it before, task_stop ends it.")})
@@ -442,6 +485,20 @@ when it ends; returns at once."
   (let [sid (or ?session-id (session.current))]
     (icollect [_ run (pairs agent.tasks)]
       (when (and (= run.parent sid) run.background? (not run.result)) run))))
+
+(fn agent.close-tasks [session-id]
+  "Stop every task of the session SESSION-ID still running (it has been closed or forgotten):
+its background commands and sub-agents, which would otherwise run on with no one to read them.
+Called when a session leaves the registry (src/agent/delegate.rs); its tasks then leave
+`agent.tasks`. Returns how many were running."
+  (let [mine (icollect [id run (pairs agent.tasks)] (when (= run.parent session-id) id))
+        running (icollect [_ id (ipairs mine)]
+                  (let [run (. agent.tasks id)] (when (not run.ended) run)))]
+    (each [_ run (ipairs running)]
+      (if run.job (oml.bash-job-stop run.job)
+          run.handle (session.stop-turn run.handle)))
+    (each [_ id (ipairs mine)] (tset agent.tasks id nil))
+    (length running)))
 
 (fn agent.await-background [?session-id]
   "Wait until every background task of the session (the current one, or ?SESSION-ID) has ended

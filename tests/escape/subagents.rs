@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use super::harness::{Target, landlock_or_skip, run_within};
+use super::harness::{Target, landlock_or_skip, process_runs, run_within, wait_for_pid};
 use crate::support::editor::Editor;
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 
@@ -86,4 +86,82 @@ fn a_repository_s_full_access_agent_cannot_write_outside_the_workspace() {
         result.contains("Permission denied") || result.contains("Read-only"),
         "{result}"
     );
+}
+
+#[test]
+fn a_sub_agent_calling_a_tool_its_definition_denies_is_refused_even_in_yolo() {
+    let t = Target::new();
+    // `explore` has read, grep, find and ls only: the model asks for bash anyway.
+    let fake = FakeModel::start([
+        task("explore"),
+        bash("touch pwned"),
+        Reply::from(text_chunks(&["Could not."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let run = run_within(t.command(Some(&fake), &["-p", "--mode", "yolo", "go"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !t.env.project.join("pwned").exists(),
+        "the sub-agent ran a tool its definition denies"
+    );
+    let requests = fake.requests();
+    let result = requests[2].body["messages"].to_string();
+    assert!(result.contains("Unknown tool: bash"), "{result}");
+}
+
+#[test]
+fn a_session_can_neither_read_nor_stop_another_session_s_background_task() {
+    let t = Target::new();
+    let pid_file = t.env.project.join("server.pid");
+    let server = format!(
+        "echo secret-output; echo $$ > {}; exec sleep 120",
+        pid_file.display()
+    );
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks(
+            "c1",
+            "bash",
+            &[&json!({"command": server, "background": true}).to_string()],
+        )),
+        Reply::from(text_chunks(&["Started."])),
+    ]);
+    let mut ed = Editor::spawn(t.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (first, _) = ed.new_session_with(&t.env.project, json!([]));
+    let id = ed.prompt(&first, "start it");
+    let ask = ed.until(|m| m["method"] == "session/request_permission");
+    ed.answer(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    );
+    let (_, answer) = ed.until_response(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let pid = wait_for_pid(&pid_file);
+    // A second session's model (a prompt injection, say) guesses the id.
+    let (second, _) = ed.new_session_with(&t.env.project, json!([]));
+    fake.push(Reply::from(tool_call_chunks(
+        "c2",
+        "task_output",
+        &[&json!({"id": "task-1"}).to_string()],
+    )));
+    fake.push(Reply::from(tool_call_chunks(
+        "c3",
+        "task_stop",
+        &[&json!({"id": "task-1"}).to_string()],
+    )));
+    fake.push(Reply::from(text_chunks(&["Nothing."])));
+    let (_, reason) = ed.turn(&second, "read task-1");
+    assert_eq!(reason, "end_turn");
+    let requests = fake.requests();
+    let n = requests.len();
+    for r in [&requests[n - 2], &requests[n - 1]] {
+        let last = r.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned();
+        let text = last.map(|m| m["content"].to_string()).unwrap_or_default();
+        assert!(text.contains("No task task-1 in this session"), "{text}");
+        assert!(!text.contains("secret-output"), "{text}");
+    }
+    assert!(process_runs(pid), "another session stopped the server");
 }
