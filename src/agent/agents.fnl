@@ -170,13 +170,14 @@ and of its own (:command or :url) only from a file `oml trust` covers (.oml/agen
             (table.insert refused (.. "the MCP server " (tostring s.name) " of " def.source
                                       " (a server of its own is started only from the project's .oml/agents, which oml trust records)"))))))
 
-(fn agent.granted [def parent-mode trusted?]
+(fn agent.granted [def parent-mode trusted? ?parent-sandbox]
   "What the sub-agent definition DEF may have under a parent session in PARENT-MODE (a
 permission mode id) when its project is TRUSTED? (`project.trusted?`): {:permission-mode
 :mcp-servers :sandbox-mode :refused}. The permission mode is DEF's when it is at most
 PARENT-MODE (read-only < ask < accept-edits < yolo), else PARENT-MODE; the sandbox mode
-likewise at most `sandbox.mode` (read-only < workspace-write < off; Codex's danger-full-access
-is off), nil meaning the parent's; the MCP servers are DEF's, nil meaning the parent's: a
+likewise at most the parent's, ?PARENT-SANDBOX (a sub-agent's own) and `sandbox.mode`, the
+narrower (read-only < workspace-write < off; Codex's danger-full-access is off), nil meaning
+the parent's; the MCP servers are DEF's, nil meaning the parent's: a
 project's definition gets none while the project is not trusted, and starts servers of its own
 (:command, :url) only from the project's .oml/agents, which `oml trust` records. Nothing a file
 says raises a sub-agent above its parent, from the project or the user. :refused says, one
@@ -187,7 +188,11 @@ line each, what DEF asked for and did not get."
         mode (if def.permission-mode
                  (capped def.permission-mode parent-mode mode-rank "the permission mode" refused)
                  parent-mode)
-        parent-sandbox (or (oml.setting "sandbox.mode") :workspace-write)
+        setting (or (oml.setting "sandbox.mode") :workspace-write)
+        parent-sandbox (if (and ?parent-sandbox (. sandbox-rank ?parent-sandbox)
+                                (< (. sandbox-rank ?parent-sandbox) (or (. sandbox-rank setting) 2)))
+                           ?parent-sandbox
+                           setting)
         sandbox (when def.sandbox-mode
                   (capped (. sandbox-of def.sandbox-mode) parent-sandbox sandbox-rank
                           "the sandbox mode" refused))

@@ -74,11 +74,13 @@ for its sub-agents, and so on."
 
 (fn agent.task-grants [def]
   "What the sub-agent of DEF may do under this session: {:permission-mode :refused}, by
-`agent.granted` (the trust rule for definitions) when it is defined, else DEF's mode capped at
+`agent.granted` (the trust rule for definitions; never above this session's permission mode
+nor its own sandbox mode, a sub-agent's) when it is defined, else DEF's mode capped at
 this session's mode."
   (let [parent (agent.current-permission-mode)]
     (if agent.granted
-        (let [g (agent.granted def parent (and project.trusted? (project.trusted? (session.cwd))))]
+        (let [g (agent.granted def parent (and project.trusted? (project.trusted? (session.cwd)))
+                               (session.get :sandbox-mode))]
           {:permission-mode (or g.permission-mode parent) :refused (or g.refused [])
            :mcp-servers g.mcp-servers :sandbox-mode g.sandbox-mode})
         {:permission-mode (capped-mode (or def.permission-mode parent) parent) :refused []})))

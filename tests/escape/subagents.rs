@@ -165,3 +165,34 @@ fn a_session_can_neither_read_nor_stop_another_session_s_background_task() {
     }
     assert!(process_runs(pid), "another session stopped the server");
 }
+
+#[test]
+fn a_read_only_sub_agent_cannot_run_a_sub_agent_that_writes() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let agents = t.env.home.home.join(".codex/agents");
+    std::fs::create_dir_all(&agents).expect("the agents folder");
+    let def = |name: &str, mode: &str| {
+        let text = format!(
+            "name = \"{name}\"\ndescription = \"Helps\"\nsandbox_mode = \"{mode}\"\n\
+             developer_instructions = \"Do what you are told.\"\n"
+        );
+        std::fs::write(agents.join(format!("{name}.toml")), text).expect("a definition");
+    };
+    def("reader", "read-only");
+    def("writer", "workspace-write");
+    let fake = FakeModel::start([
+        task("reader"),
+        task("writer"),
+        bash("echo x > written.txt"),
+        Reply::from(text_chunks(&["Tried."])),
+        Reply::from(text_chunks(&["Asked the writer."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let run = run_within(t.command(Some(&fake), &["-p", "--mode", "yolo", "go"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !t.env.project.join("written.txt").exists(),
+        "a read-only sub-agent's sub-agent wrote"
+    );
+}

@@ -165,3 +165,47 @@ fn an_agent_in_its_worktree_writes_there_and_nowhere_else_in_omls_state() {
     assert!(!tree.parent().unwrap().join("planted.txt").exists());
     assert!(!other.join("stolen.txt").exists());
 }
+
+#[test]
+fn a_sub_agent_in_its_worktree_cannot_write_the_main_tree_nor_its_git() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    repository(&t, &[("a.txt", "a\n")]);
+    let main = t.env.project.display().to_string();
+    let command = format!(
+        "echo mine > in.txt; echo x > {main}/escaped.txt; \
+         echo 'touch {main}/hooked' > {main}/.git/hooks/post-merge; \
+         echo y > {main}/.git/config; true"
+    );
+    let task = serde_json::json!({"agent": "general-purpose", "prompt": "go",
+                                  "isolation": "worktree"})
+    .to_string();
+    let bash = serde_json::json!({ "command": command }).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "task", &[&task])),
+        Reply::Stream(tool_call_chunks("s1", "bash", &[&bash])),
+        Reply::Stream(text_chunks(&["tried"])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let run = Run::from(
+        t.command(Some(&fake), &["-p", "--mode", "yolo", "go"])
+            .output()
+            .expect("oml -p"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = fake.requests()[3].body["messages"].to_string();
+    let tree = result
+        .split("[worktree: branch ")
+        .nth(1)
+        .and_then(|r| r.split(" in ").nth(1))
+        .and_then(|r| r.split(']').next())
+        .expect("the worktree in the task's result");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(tree).join("in.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(!t.env.project.join("escaped.txt").exists());
+    assert!(!t.env.project.join(".git/hooks/post-merge").exists());
+    let config = std::fs::read_to_string(t.env.project.join(".git/config")).unwrap();
+    assert!(config.contains("[core]"), "{config}");
+}
