@@ -305,7 +305,9 @@ know, whose result joins the conversation when it ends. Returns the tool's resul
 a user message posted to the session (`session.post!`), which joins the conversation before
 the session's next model call; a front end that wakes an idle session for what is posted to it
 (the chat, ACP v2) starts a turn with it."
-  (let [result (if run.job (command-result run) (agent.task-result run))
+  (let [(ok r) (pcall #(if run.job (command-result run) (agent.task-result run)))
+        ;; The card completes and the child goes even when the result cannot be made.
+        result (if ok r {:content (.. "[" run.name " failed: " (oml.error-message r) "]") :error? true})
         text (.. "[Background task " run.id " (" run.name (if run.description (.. ": " run.description) "")
                  ") has finished]\n" result.content)]
     (set run.result result)
@@ -386,11 +388,12 @@ the tool's error result when no worktree could be made."
                     (do (start-background! run)
                         {:content (.. "Started background task " id " (" def.name "). Its result joins the conversation when it ends; task_output reads it before, task_stop ends it.")})
                     (do (set run.card-id call-id)
-                        (agent.watch-task run true)
-                        (let [result (agent.task-result run)]
-                          (set run.result result)
+                        ;; The child's session goes however the watch ends (an interrupt too).
+                        (let [(ok result) (pcall #(agent.task-result (agent.watch-task run true)))]
+                          (when (not run.ended) (session.stop-turn run.handle))
                           (session.forget-child child)
-                          result)))))))))
+                          (if ok (do (set run.result result) result)
+                              (error result 0)))))))))))
 
 (fn agent.run-acp-task [def prompt]
   "Run the definition DEF that names an ACP agent (:acp) on PROMPT through `agent.delegate`."
