@@ -2,7 +2,10 @@
 //! `.claude/agents` or `.codex/agents` file asks for, the sub-agent it defines runs no freer than
 //! its parent. A `bypassPermissions` agent still has its command asked about in the editor, and
 //! rejected; a Codex `danger-full-access` agent's command stays in the workspace's sandbox; a
-//! sub-agent never writes outside the workspace where its parent could not. Each is the real
+//! sub-agent never writes outside the workspace where its parent could not, nor gets a sandbox
+//! wider than its parent sub-agent's, nor a tool its definition denies; a session cannot read or
+//! stop another's background task; a background command is confined as a foreground one. Each
+//! is the real
 //! `oml` (as `oml acp` under the scripted editor, and `oml -p`) against the fake model.
 
 use serde_json::json;
@@ -195,4 +198,32 @@ fn a_read_only_sub_agent_cannot_run_a_sub_agent_that_writes() {
         !t.env.project.join("written.txt").exists(),
         "a read-only sub-agent's sub-agent wrote"
     );
+}
+
+#[test]
+fn a_background_command_is_confined_as_the_foreground_s_is() {
+    let Some(_) = landlock_or_skip() else { return };
+    let t = Target::new();
+    let key = t.env.home.home.join(".ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, "s3cr3t-planted\n").unwrap();
+    let escaped = t.outside.join("escaped");
+    let command = format!(
+        "cat {}; echo out > {} 2>&1; echo end",
+        key.display(),
+        escaped.display()
+    );
+    let start = json!({"command": command, "background": true}).to_string();
+    let wait = json!({"id": "task-1", "wait": true}).to_string();
+    let fake = FakeModel::start([
+        Reply::from(tool_call_chunks("c1", "bash", &[&start])),
+        Reply::from(tool_call_chunks("c2", "task_output", &[&wait])),
+        Reply::from(text_chunks(&["Read."])),
+    ]);
+    let run = run_within(t.command(Some(&fake), &["-p", "--mode", "yolo", "go"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = fake.requests()[2].body["messages"].to_string();
+    assert!(result.contains("end"), "{result}");
+    assert!(!result.contains("s3cr3t-planted"), "{result}");
+    assert!(!escaped.exists(), "the background command wrote outside");
 }
