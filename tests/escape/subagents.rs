@@ -5,8 +5,8 @@
 //! sub-agent never writes outside the workspace where its parent could not, nor gets a sandbox
 //! wider than its parent sub-agent's, nor a tool its definition denies; a session cannot read or
 //! stop another's background task; a background command is confined as a foreground one. Each
-//! is the real
-//! `oml` (as `oml acp` under the scripted editor, and `oml -p`) against the fake model.
+//! is the real `oml` (as `oml acp` under the scripted editor, and `oml -p`) against the fake
+//! model.
 
 use serde_json::json;
 
