@@ -1,7 +1,8 @@
 //! The `task` tool end to end: the real `oml` in print mode and as `oml acp` against the fake
 //! model, running sub-agents as sessions of the same process — in parallel, with their tools
-//! held to their definition, nested no deeper than `agent.max-depth`, in the background, and
-//! cancelled with their parent.
+//! held to their definition, nested no deeper than `agent.max-depth`, in the background (at
+//! most `agent.max-background`, stopped with their session and with oml), and cancelled with
+//! their parent; a worktree task outside git is a clear error.
 
 mod support;
 
