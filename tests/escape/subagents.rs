@@ -227,3 +227,33 @@ fn a_background_command_is_confined_as_the_foreground_s_is() {
     assert!(!result.contains("s3cr3t-planted"), "{result}");
     assert!(!escaped.exists(), "the background command wrote outside");
 }
+
+#[test]
+fn a_sub_agent_s_question_left_open_when_its_parent_session_closes_is_never_a_yes() {
+    let t = Target::new();
+    let fake = FakeModel::start([
+        task("general-purpose"),
+        bash("touch pwned"),
+        Reply::from(text_chunks(&["Refused."])),
+        Reply::from(text_chunks(&["Done."])),
+    ]);
+    let mut ed = Editor::spawn(t.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&t.env.project, json!([]));
+    ed.prompt(&sid, "go");
+    let ask = ed.until(|m| m["method"] == "session/request_permission");
+    assert_eq!(ask["params"]["sessionId"], sid.as_str(), "{ask}");
+    // The editor closes the session instead of answering.
+    let closed = ed.call("session/close", json!({"sessionId": sid}));
+    assert!(closed.get("error").is_none(), "{closed}");
+    // oml still answers another session, and the command never ran.
+    let (other, _) = ed.new_session_with(&t.env.project, json!([]));
+    fake.push(Reply::from(text_chunks(&["Here."])));
+    let (_, reason) = ed.turn(&other, "still there?");
+    assert_eq!(reason, "end_turn");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !t.env.project.join("pwned").exists(),
+        "a question left open became a yes"
+    );
+}
