@@ -657,62 +657,6 @@ fn over_acp_v1_a_background_result_after_the_turn_starts_no_turn_by_itself() {
         ),
         slow_text(300, "Found it late."),
         slow_text(300, "Found it late."),
-#[test]
-fn background_tasks_past_agent_max_background_are_an_error_result_naming_the_limit() {
-    let env = Env::new();
-    env.init("(setq agent.max-background 1)\n");
-    let fake = FakeModel::start([
-        calls(&[
-            (
-                "c1",
-                "bash",
-                json!({"command": "sleep 2; echo one", "background": true}),
-            ),
-            (
-                "c2",
-                "bash",
-                json!({"command": "echo two", "background": true}),
-            ),
-            (
-                "c3",
-                "task",
-                json!({"agent": "explore", "prompt": "look", "background": true}),
-            ),
-            (
-                "c4",
-                "task",
-                json!({"agent": "explore", "prompt": "look", "background": true}),
-            ),
-        ]),
-        Reply::from(text_chunks(&["Waiting."])),
-        Reply::from(text_chunks(&["One is done."])),
-    ]);
-    let out = env.run(Some(&fake), &["-p", "start many"]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let requests = fake.requests();
-    let first = tool_results(&requests[1].body);
-    assert!(
-        first[0].starts_with("Started task-1 in the background"),
-        "{first:?}"
-    );
-    for refused in &first[1..] {
-        assert!(
-            refused.contains("already runs 1 background tasks (agent.max-background is 1)"),
-            "{first:?}"
-        );
-    }
-    // Only the one started woke the session: no sub-agent ever asked the model.
-    assert_eq!(requests.len(), 3, "{requests:#?}");
-    let woke = posted(&requests[2].body).unwrap_or_default();
-    assert!(woke.contains("one"), "{woke}");
-}
-
-/// A background command whose pid is written to `pid_file`, started over ACP in a new session.
-fn acp_background_server(env: &Env, pid_file: &std::path::Path) -> (Editor, String, FakeModel) {
-    let server = format!("echo $$ > {}; exec sleep 120", pid_file.display());
-    let fake = FakeModel::start([
-        calls(&[("c1", "bash", json!({"command": server, "background": true}))]),
-        Reply::from(text_chunks(&["Started."])),
     ]);
     let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
@@ -823,6 +767,68 @@ fn over_acp_v2_session_cancel_cancels_a_woken_turn() {
         "{ended}"
     );
     assert_eq!(fake.requests().len(), 4);
+}
+
+#[test]
+fn background_tasks_past_agent_max_background_are_an_error_result_naming_the_limit() {
+    let env = Env::new();
+    env.init("(setq agent.max-background 1)\n");
+    let fake = FakeModel::start([
+        calls(&[
+            (
+                "c1",
+                "bash",
+                json!({"command": "sleep 2; echo one", "background": true}),
+            ),
+            (
+                "c2",
+                "bash",
+                json!({"command": "echo two", "background": true}),
+            ),
+            (
+                "c3",
+                "task",
+                json!({"agent": "explore", "prompt": "look", "background": true}),
+            ),
+            (
+                "c4",
+                "task",
+                json!({"agent": "explore", "prompt": "look", "background": true}),
+            ),
+        ]),
+        Reply::from(text_chunks(&["Waiting."])),
+        Reply::from(text_chunks(&["One is done."])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "start many"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let requests = fake.requests();
+    let first = tool_results(&requests[1].body);
+    assert!(
+        first[0].starts_with("Started task-1 in the background"),
+        "{first:?}"
+    );
+    for refused in &first[1..] {
+        assert!(
+            refused.contains("already runs 1 background tasks (agent.max-background is 1)"),
+            "{first:?}"
+        );
+    }
+    // Only the one started woke the session: no sub-agent ever asked the model.
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let woke = posted(&requests[2].body).unwrap_or_default();
+    assert!(woke.contains("one"), "{woke}");
+}
+
+/// A background command whose pid is written to `pid_file`, started over ACP in a new session.
+fn acp_background_server(env: &Env, pid_file: &std::path::Path) -> (Editor, String, FakeModel) {
+    let server = format!("echo $$ > {}; exec sleep 120", pid_file.display());
+    let fake = FakeModel::start([
+        calls(&[("c1", "bash", json!({"command": server, "background": true}))]),
+        Reply::from(text_chunks(&["Started."])),
+    ]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, json!([]));
     let id = ed.prompt(&sid, "start the server");
     let ask = ed.until(|m| m["method"] == "session/request_permission");
     ed.answer(
