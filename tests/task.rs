@@ -898,3 +898,28 @@ fn a_worktree_task_outside_git_is_a_clear_error_result() {
     );
     assert!(result[0].to_lowercase().contains("git"), "{result:?}");
 }
+
+#[test]
+fn print_mode_ends_after_max_woken_turns_even_when_each_starts_another_background_task() {
+    let env = Env::new();
+    let mut replies = Vec::new();
+    for i in 0..12 {
+        let args = json!({"command": "sleep 0.3", "background": true});
+        replies.push(Reply::from(tool_call_chunks(
+            &format!("bg_{i}"),
+            "bash",
+            &[&args.to_string()],
+        )));
+        replies.push(Reply::from(text_chunks(&["Waiting."])));
+    }
+    let fake = FakeModel::start(replies);
+    let out = env.run(Some(&fake), &["-p", "keep going"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("stopped after 8 turns woken by background tasks"),
+        "{out:?}"
+    );
+    // The prompt's own turn and 8 woken ones, two model calls each.
+    assert_eq!(fake.requests().len(), 18);
+}

@@ -358,10 +358,21 @@ the tool's error result when no worktree could be made."
           (set run.handle (session.start-turn child prompt))
           run))))
 
+;; Characters of a task's description kept: it titles cards, `/tasks` lines and the message
+;; that hands a background task's result over.
+(local description-max-chars 120)
+
+(fn short [text]
+  "TEXT cut to `description-max-chars` characters (whole characters), with … when cut."
+  (if (not= :string (type text)) nil
+      (let [(ok cut) (pcall utf8.offset text (+ description-max-chars 1))]
+        (if (and ok cut (<= cut (length text))) (.. (text:sub 1 (- cut 1)) "…") text))))
+
 (fn agent.run-task [{: agent-name : prompt : description : background : isolation : call-id}]
   "Run the sub-agent AGENT-NAME on PROMPT for the `task` call CALL-ID of this session, as the
-`task` tool describes; returns the tool's result."
-  (let [def (agent.task-agent agent-name)
+`task` tool describes; returns the tool's result. DESCRIPTION is cut to a title's length."
+  (let [description (short description)
+        def (agent.task-agent agent-name)
         depth (agent.depth)
         max-depth (oml.setting "agent.max-depth")]
     (if (not def)

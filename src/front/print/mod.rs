@@ -128,8 +128,17 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         shutdown,
     ));
     let mut result = agent.prompt(&id, &options.text, &interrupt).await;
-    // Background tasks the turn started: wait for them, and run the turn their results wake.
+    // Background tasks the turn started: wait for them, and run the turn their results wake;
+    // at most MAX_WOKEN_TURNS, so that a model starting a task in each cannot run on forever.
+    let mut woken_turns = 0;
     while result.is_ok() && !interrupt.is_cancelled() && woken(agent, &id, &interrupt).await {
+        if woken_turns == MAX_WOKEN_TURNS {
+            err!(
+                "oml: stopped after {MAX_WOKEN_TURNS} turns woken by background tasks; what the last ones posted was not answered"
+            );
+            break;
+        }
+        woken_turns += 1;
         result = match agent.begin(&id) {
             Ok(turn) => agent.resume(&turn, &interrupt).await,
             Err(e) => Err(e),
@@ -158,6 +167,10 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
     };
     report(result, &options, &ended)
 }
+
+/// Turns that background tasks' results may wake after the prompt's own, at most: each may
+/// start new background tasks, and `oml -p` must end.
+pub const MAX_WOKEN_TURNS: usize = 8;
 
 /// Whether session `id` has something for a turn to answer once its background tasks have
 /// ended (`agent.await-background` waits for them): what they posted and no turn took yet.
