@@ -375,9 +375,9 @@ to change the permission policy or rewrite results."
 (fn agent.parallel-call? [call]
   "Whether the tool CALL may run at the same time as its neighbours that may too: a `task` call
 (a sub-agent) not in the background."
-  (let [fun (or call.function {})]
-    (and (= fun.name :task)
-         (not (: (tostring (or fun.arguments "")) :find "\"background\"%s*:%s*true")))))
+  (let [fun (or call.function {})
+        args (and (= fun.name :task) (parse-arguments fun.arguments))]
+    (and (= :table (type args)) (not= true args.background))))
 
 (fn run-one [call]
   (if (session.cancelled?)

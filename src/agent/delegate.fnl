@@ -91,7 +91,7 @@ of `client.agents`, limited to `agent.delegate-agents` when set, sorted."
 (fn agent.delegate-permission [name request]
   "Answer the permission REQUEST {:tool-call :options} of the sub-agent of the delegate NAME
 through oml's own policy: :yolo allows, :read-only rejects, :accept-edits allows edits inside
-the workspace, the session's rules decide what they cover, and otherwise `agent.ask-permission`
+the workspace, the session's rules decide what they cover, and otherwise `agent.ask-about`
 asks the front end about `agent.delegate-call`. Returns an option id, :allow, :reject or :cancel."
   (let [call (agent.delegate-call name request)
         mode (agent.current-permission-mode)
@@ -102,7 +102,7 @@ asks the front end about `agent.delegate-call`. Returns an option id, :allow, :r
                    (case (agent.rule-verdict call)
                      :allow :allow-once
                      :reject :reject-once
-                     _ ((or agent.ask-about agent.ask-permission) call)))
+                     _ (agent.ask-about call)))
         option (fn [kind]
                  (accumulate [id nil _ o (ipairs (or request.options [])) &until id]
                    (when (= o.kind kind) o.optionId)))]

@@ -1,8 +1,8 @@
 ;; The permission policy: which tool calls may run under the session's permission mode, asking
-;; the front end (`agent.ask-permission`) where the mode says so, and the session's rules that an
-;; "always" answer adds. Loaded after agent.fnl; every function here is looked up by name at
-;; call time, so an init file can redefine or advise any of it (advising
-;; `agent.check-permission` replaces the whole policy).
+;; the front end (`agent.ask-about`, which puts `agent.ask-permission` to the user's session)
+;; where the mode says so, and the session's rules that an "always" answer adds. Loaded after
+;; agent.fnl; every function here is looked up by name at call time, so an init file can
+;; redefine or advise any of it (advising `agent.check-permission` replaces the whole policy).
 ;;
 ;; "Always" adds a rule, not a blanket allowance for the tool: for a command its leading words
 ;; (`npm test`, `cargo build`), or the exact command when it has no plain second word or chains
@@ -307,7 +307,7 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
           _ (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
                     (agent.change-failure call))
               why {:content why :error? true}
-              _ (case ((or agent.ask-about agent.ask-permission) call)
+              _ (case (agent.ask-about call)
                   :allow-once nil
                   :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
                   :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)

@@ -47,17 +47,19 @@
 (fn agent.task-agent [name]
   "The definition the `task` tool runs for NAME: `agent.find-agent`'s (the user's and the
 project's definitions and `agent.def`), else a built-in one (`agent.builtin-agents`), else nil."
-  (or (and agent.find-agent (agent.find-agent name))
-      (. agent.builtin-agents name)))
+  (or (agent.find-agent name) (. agent.builtin-agents name)))
+
+(fn task-agents []
+  "The definitions the `task` tool runs now, by name: the built-in ones under those found."
+  (let [by-name (collect [n d (pairs agent.builtin-agents)] n d)
+        (ok defs) (pcall agent.agent-defs)]
+    (when (and ok (= :table (type defs)))
+      (each [_ d (ipairs (or defs.found []))] (tset by-name d.name d)))
+    by-name))
 
 (fn agent.task-agent-names []
   "The names the `task` tool accepts now, sorted: the definitions found and the built-in ones."
-  (let [seen (collect [n (pairs agent.builtin-agents)] n true)]
-    (when agent.agent-defs
-      (let [(ok defs) (pcall agent.agent-defs)]
-        (when (and ok (= :table (type defs)))
-          (each [_ d (ipairs (or defs.found []))] (tset seen d.name true)))))
-    (doto (icollect [n (pairs seen)] n) (table.sort))))
+  (doto (icollect [n (pairs (task-agents))] n) (table.sort)))
 
 ;;; The sub-agent's session
 
@@ -67,23 +69,14 @@ for its sub-agents, and so on."
   (let [link (session.get :subagent ?session-id)]
     (or (and (= :table (type link)) (tonumber link.depth)) 0)))
 
-(local mode-rank {:read-only 0 :ask 1 :accept-edits 2 :yolo 3})
-
-(fn capped-mode [wanted parent]
-  (if (and (. mode-rank wanted) (<= (. mode-rank wanted) (or (. mode-rank parent) 1))) wanted parent))
-
 (fn agent.task-grants [def]
-  "What the sub-agent of DEF may do under this session: {:permission-mode :refused}, by
-`agent.granted` (the trust rule for definitions; never above this session's permission mode
-nor its own sandbox mode, a sub-agent's) when it is defined, else DEF's mode capped at
-this session's mode."
-  (let [parent (agent.current-permission-mode)]
-    (if agent.granted
-        (let [g (agent.granted def parent (and project.trusted? (project.trusted? (session.cwd)))
-                               (session.get :sandbox-mode))]
-          {:permission-mode (or g.permission-mode parent) :refused (or g.refused [])
-           :mcp-servers g.mcp-servers :sandbox-mode g.sandbox-mode})
-        {:permission-mode (capped-mode (or def.permission-mode parent) parent) :refused []})))
+  "What the sub-agent of DEF may do under this session: {:permission-mode :refused
+:mcp-servers :sandbox-mode}, by `agent.granted` (the trust rule for definitions: never above
+this session's permission mode nor its own sandbox mode, a sub-agent's)."
+  (let [parent (agent.current-permission-mode)
+        g (agent.granted def parent (project.trusted? (session.cwd)) (session.get :sandbox-mode))]
+    {:permission-mode (or g.permission-mode parent) :refused (or g.refused [])
+     :mcp-servers g.mcp-servers :sandbox-mode g.sandbox-mode}))
 
 (fn agent.task-mcp! [child servers]
   "Give the sub-agent's session CHILD the MCP servers its grants name: SERVERS nil shares this
@@ -97,7 +90,7 @@ those servers; any server with a :command or :url of its own starts a set of its
         (= 0 (length servers)) nil
         (= 0 (length own)) (do (session.put! :mcp-session parent child)
                                (session.put! :mcp-servers names child))
-        (let [declared (or (and _G.mcp _G.mcp.server-specs (_G.mcp.server-specs (session.cwd child))) {})
+        (let [declared (or (_G.mcp.server-specs (session.cwd child)) {})
               specs (collect [_ n (ipairs names)] (values n (. declared n)))]
           (each [_ s (ipairs own)]
             (tset specs s.name (collect [k v (pairs s)] (when (not= k :name) (values k v)))))
@@ -109,7 +102,7 @@ skills it names (`skills`), loaded as the `skill` tool loads them; a skill that 
 added to REFUSED."
   (let [parts [(or def.prompt "")]]
     (each [_ name (ipairs (or def.skills []))]
-      (if (and skill (skill.find name))
+      (if (skill.find name)
           (table.insert parts (.. "## Skill " name "\n" (tools.skill {: name})))
           (table.insert refused (.. "no skill " name " to load"))))
     (when (. def :reasoning-effort)
@@ -313,7 +306,7 @@ the session's next model call; a front end that wakes an idle session for what i
     (set run.result result)
     (session.emit! {:type :tool-end :id run.card-id :content result.content :error? result.error?
                     :meta result.meta})
-    (when (and session.post! (alive? run.parent))
+    (when (alive? run.parent)
       (session.post! {:role :user :content text} run.parent))
     (when run.child (session.forget-child run.child))))
 
@@ -337,8 +330,6 @@ when it ends; returns at once."
 (fn agent.task-worktree [name]
   "A git worktree of this session's directory for a sub-agent NAME (`project.worktree-add`):
 {:path :branch :base :name}; raises a clear error outside a git repository."
-  (when (not project.worktree-add)
-    (error "worktrees are not available in this build" 0))
   (project.worktree-add (session.cwd) name))
 
 (fn agent.task-run-start [def id {: prompt : description : isolation : call-id : background?}]
@@ -423,11 +414,13 @@ the tool's error result when no worktree could be made."
            :error? (= r.stop-reason :cancelled)}))))
 
 (fn describe-agents []
-  (table.concat
-    (icollect [_ n (ipairs (agent.task-agent-names))]
-      (let [d (agent.task-agent n)]
-        (.. n (if (and d d.description) (.. " (" d.description ")") ""))))
-    "; "))
+  (let [by-name (task-agents)
+        names (doto (icollect [n (pairs by-name)] n) (table.sort))]
+    (table.concat
+      (icollect [_ n (ipairs names)]
+        (let [d (. by-name n)]
+          (.. n (if d.description (.. " (" d.description ")") ""))))
+      "; ")))
 
 (fn tools.task [{:agent agent-name : prompt : description : background : isolation}]
   {:fnl/docstring "Run a sub-agent: it works on the task with its own context and tools, and only its final message comes back to you. Give it a complete, self-contained prompt; it sees nothing of this conversation. Several task calls in one answer run in parallel. With background true it runs while you go on: its result joins the conversation when it ends (task_output reads it before, task_stop ends it). With isolation \"worktree\" it works in a git worktree of its own, and you get its branch and changes."
