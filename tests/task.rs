@@ -40,6 +40,10 @@ fn slow_text(ms: u64, text: &str) -> Reply {
     Reply::from(steps)
 }
 
+/// How long each sub-agent's answer takes in the parallel test: long enough that a load spike
+/// cannot make one run after the other look like overlap, or the reverse.
+const CHILD_ANSWER_MS: u64 = 2000;
+
 fn tool_results(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
@@ -86,8 +90,8 @@ fn two_task_calls_of_one_answer_run_at_the_same_time_and_each_answer_comes_back(
                 json!({"agent": "explore", "prompt": "find the beta", "description": "beta"}),
             ),
         ]),
-        slow_text(800, "Found it."),
-        slow_text(800, "Found it."),
+        slow_text(CHILD_ANSWER_MS, "Found it."),
+        slow_text(CHILD_ANSWER_MS, "Found it."),
         Reply::from(text_chunks(&["Both found."])),
     ]);
     let out = env.run(Some(&fake), &["-p", "find both"]);
@@ -95,10 +99,11 @@ fn two_task_calls_of_one_answer_run_at_the_same_time_and_each_answer_comes_back(
     assert!(out.stdout.contains("Both found."), "{out:?}");
     let requests = fake.requests();
     assert_eq!(requests.len(), 4, "{requests:#?}");
-    // The sub-agents' requests both arrived before either answer ended (each takes 800 ms).
+    // The sub-agents' requests both arrived before either answer could end: run one after the
+    // other, the second could not start before the first's answer, CHILD_ANSWER_MS long.
     let gap = requests[2].arrived.duration_since(requests[1].arrived);
     assert!(
-        gap < Duration::from_millis(700),
+        gap < Duration::from_millis(CHILD_ANSWER_MS),
         "the second sub-agent waited {gap:?}"
     );
     // Each sub-agent was an explore agent: its own prompt, its read-only tools, its task.
