@@ -44,6 +44,11 @@ fn slow_text(ms: u64, text: &str) -> Reply {
 /// cannot make one run after the other look like overlap, or the reverse.
 const CHILD_ANSWER_MS: u64 = 2000;
 
+/// How long the answers take that a parent's last model call and its background sub-agent race
+/// for: both calls start as the `task` call returns, and both must have started before either
+/// answer ends, however loaded the machine.
+const RACE_ANSWER_MS: u64 = 1000;
+
 fn tool_results(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
@@ -360,8 +365,8 @@ fn print_mode_waits_for_a_background_sub_agent_and_runs_the_turn_it_wakes() {
             json!({"agent": "explore", "prompt": "look slowly", "background": true}),
         ),
         // The parent's next call and the sub-agent's first race for these two; both work.
-        slow_text(300, "Working."),
-        slow_text(300, "Working."),
+        slow_text(RACE_ANSWER_MS, "Working."),
+        slow_text(RACE_ANSWER_MS, "Working."),
         Reply::from(text_chunks(&["The background look is in."])),
     ]);
     let out = env.run(Some(&fake), &["-p", "look in the background"]);
@@ -445,14 +450,14 @@ fn over_acp_v1_a_background_task_ending_after_the_turn_completes_its_card_and_re
             "call_bg",
             json!({"agent": "explore", "prompt": "look slowly", "background": true}),
         ),
-        slow_text(300, "Found it late."),
+        slow_text(RACE_ANSWER_MS, "Found it late."),
     ]);
     let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
     let (sid, _) = ed.new_session_with(&env.project, json!([]));
     // The parent's next call and the sub-agent's race for the last two replies: usually the
     // sub-agent's answer comes after the parent's turn has ended.
-    fake.push(slow_text(300, "Found it late."));
+    fake.push(slow_text(RACE_ANSWER_MS, "Found it late."));
     let (updates, reason) = ed.turn(&sid, "look in the background");
     assert_eq!(reason, "end_turn");
     let opened = updates
@@ -583,8 +588,8 @@ fn over_acp_v2_a_background_result_after_the_turn_wakes_the_session_into_a_turn_
         ),
         // The parent's last call and the sub-agent's race for these two; both work, and the
         // parent's last call has begun before the sub-agent answers.
-        slow_text(300, "Working."),
-        slow_text(300, "Working."),
+        slow_text(RACE_ANSWER_MS, "Working."),
+        slow_text(RACE_ANSWER_MS, "Working."),
         Reply::from(text_chunks(&["The background look is in."])),
     ]);
     let mut c = Editor::spawn(env.command(Some(&fake), &["acp"])).titles_apart();
@@ -660,8 +665,8 @@ fn over_acp_v1_a_background_result_after_the_turn_starts_no_turn_by_itself() {
             "call_bg",
             json!({"agent": "explore", "prompt": "look slowly", "background": true}),
         ),
-        slow_text(300, "Found it late."),
-        slow_text(300, "Found it late."),
+        slow_text(RACE_ANSWER_MS, "Found it late."),
+        slow_text(RACE_ANSWER_MS, "Found it late."),
     ]);
     let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
