@@ -139,6 +139,9 @@ mod tests {
     use super::*;
     use std::fs::OpenOptions;
 
+    /// How long a descriptor another test's fork copied may keep a closed lock held.
+    const FORK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
     #[test]
     fn a_second_open_shares_the_descriptor_and_a_lock_held_elsewhere_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -155,9 +158,15 @@ mod tests {
         let (second, b) = SessionLock::acquire(&path, "s", open()).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one descriptor for both");
         drop((first, second, a, b));
-        // Another open file description holds the lock, as another process would.
+        // Another open file description holds the lock, as another process would. Closing the
+        // last descriptor released ours, but a process another test forks at that moment holds
+        // a copy until it execs, so the lock may come free a moment later.
         let other = open();
-        other.try_lock().expect("the lock is free");
+        let deadline = std::time::Instant::now() + FORK_GRACE;
+        while other.try_lock().is_err() {
+            assert!(std::time::Instant::now() < deadline, "the lock stays held");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         for _ in 0..2 {
             let e = SessionLock::acquire(&path, "s", open()).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
@@ -165,6 +174,8 @@ mod tests {
             // The holder is this very process here (another description of the file).
             assert_eq!(busy.pid, Some(std::process::id()), "{e}");
         }
+        // Unlocked explicitly: a forked copy of `other`'s descriptor cannot keep it held.
+        other.unlock().unwrap();
         drop(other);
         assert!(SessionLock::acquire(&path, "s", open()).is_ok());
     }
