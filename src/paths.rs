@@ -154,6 +154,17 @@ pub fn agent_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The files of a project, relative to its root, that carry code or grants other agents' tools
+/// defined: Claude Code's settings (hooks run commands, permission rules), Codex's hooks and a
+/// project's MCP servers. `oml trust` covers them, so a changed one is not used until trusted
+/// again.
+pub const PROJECT_SETUP_FILES: [&str; 4] = [
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".codex/hooks.json",
+    ".mcp.json",
+];
+
 /// The project-local init file and load path of a directory.
 pub fn project_init(dir: &Path) -> PathBuf {
     dir.join(".oml").join("init.fnl")

@@ -232,17 +232,33 @@ impl TrustStore {
 
     /// What trust covers: the init file, every file of `.oml/lisp/` (which the init file can
     /// `require`), every `skill.fnl` of `.oml/skills/` (which runs when its skill is loaded)
-    /// and every file of `.oml/agents/` (whose sub-agents may start MCP servers), each named by
-    /// its path. Without any of these it is the init file's hash alone,
+    /// every file of `.oml/agents/` (whose sub-agents may start MCP servers) and the settings
+    /// files of [`paths::PROJECT_SETUP_FILES`] (hooks, rules, MCP servers), each named by its
+    /// path. Without any of these it is the init file's hash alone,
     /// as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
         let agents = dir.join(".oml/agents");
         let mut agent_files = Vec::new();
         collect_files(&agents, &agents, &mut agent_files);
-        // Without an init file, the sub-agents (when there are any) are what trust covers.
+        // The settings files another agent's users keep their hooks, rules and MCP servers in.
+        let setup_files: Vec<(String, Vec<u8>)> = paths::PROJECT_SETUP_FILES
+            .iter()
+            .filter_map(|name| {
+                let path = dir.join(name);
+                // Present but unreadable (a FIFO, a folder) counts, empty, as collect_files does.
+                std::fs::symlink_metadata(&path).is_ok().then(|| {
+                    let bytes = crate::regular::read_regular(&path).unwrap_or_default();
+                    (format!("../../{name}"), bytes)
+                })
+            })
+            .collect();
+        // Without an init file, the sub-agents and settings (when there are any) are what
+        // trust covers.
         let init = match crate::regular::read_regular(&paths::project_init(dir)) {
             Ok(init) => init,
-            Err(_) if agent_files.is_empty() => return NO_INIT_FILE.to_string(),
+            Err(_) if agent_files.is_empty() && setup_files.is_empty() => {
+                return NO_INIT_FILE.to_string();
+            }
             Err(_) => Vec::new(),
         };
         let lisp = paths::project_lisp(dir);
@@ -252,7 +268,12 @@ impl TrustStore {
         let mut skill_files = Vec::new();
         collect_files(&skills, &skills, &mut skill_files);
         skill_files.retain(|(name, _)| name.ends_with("skill.fnl"));
-        if files.is_empty() && skill_files.is_empty() && agent_files.is_empty() && !lisp.is_dir() {
+        if files.is_empty()
+            && skill_files.is_empty()
+            && agent_files.is_empty()
+            && setup_files.is_empty()
+            && !lisp.is_dir()
+        {
             return sha256_hex(&init);
         }
         files.extend(
@@ -265,6 +286,7 @@ impl TrustStore {
                 .into_iter()
                 .map(|(name, bytes)| (format!("../agents/{name}"), bytes)),
         );
+        files.extend(setup_files);
         files.sort();
         let mut covered = Vec::with_capacity(init.len());
         covered.extend_from_slice(b"init.fnl\0");
@@ -334,4 +356,29 @@ pub fn canonical(dir: &Path) -> String {
         .unwrap_or_else(|_| dir.to_path_buf())
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_covers_the_setup_files_so_a_changed_or_new_one_ends_it() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = TrustStore::new(home.path().join("trusted.json"));
+        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+        std::fs::write(dir.path().join(".claude/settings.json"), "{}").unwrap();
+        store.trust(dir.path()).unwrap();
+        assert_eq!(store.status(dir.path()), TrustStatus::Trusted);
+        std::fs::write(dir.path().join(".claude/settings.json"), r#"{"hooks":{}}"#).unwrap();
+        assert_eq!(store.status(dir.path()), TrustStatus::Changed);
+        store.trust(dir.path()).unwrap();
+        // A settings file that was not there when trust was recorded ends it too.
+        std::fs::write(dir.path().join(".mcp.json"), "{}").unwrap();
+        assert_eq!(store.status(dir.path()), TrustStatus::Changed);
+        // A project without any of them keeps the old record's form.
+        let bare = tempfile::tempdir().unwrap();
+        assert_eq!(TrustStore::hash_of(bare.path()), NO_INIT_FILE);
+    }
 }
