@@ -139,6 +139,23 @@ pub fn home_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Claude Code's folder of the user: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+pub fn claude_home() -> Option<PathBuf> {
+    moved_or_home("CLAUDE_CONFIG_DIR", ".claude")
+}
+
+/// Codex's folder of the user: `$CODEX_HOME`, else `~/.codex`.
+pub fn codex_home() -> Option<PathBuf> {
+    moved_or_home("CODEX_HOME", ".codex")
+}
+
+fn moved_or_home(var: &str, name: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home_dir().map(|h| h.join(name)))
+}
+
 /// The variables that move an agent folder elsewhere: Claude Code's `CLAUDE_CONFIG_DIR` (in
 /// place of `~/.claude`) and Codex's `CODEX_HOME` (in place of `~/.codex`).
 pub const AGENT_DIR_VARS: [&str; 2] = ["CLAUDE_CONFIG_DIR", "CODEX_HOME"];

@@ -139,14 +139,8 @@ pub struct Read {
 
 /// The user's definition folders: oml's (in `config`), Claude Code's, Codex's.
 pub fn user_folders(config: &Path) -> Vec<Folder> {
-    let moved = |var: &str| {
-        std::env::var_os(var)
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-    };
-    let home = crate::paths::home_dir();
-    let claude = moved("CLAUDE_CONFIG_DIR").or_else(|| home.as_ref().map(|h| h.join(".claude")));
-    let codex = moved("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let claude = crate::paths::claude_home();
+    let codex = crate::paths::codex_home();
     let mut dirs = vec![config.join(USER_AGENT_DIR)];
     dirs.extend(claude.map(|d| d.join(USER_AGENT_DIR)));
     dirs.extend(codex.map(|d| d.join(USER_AGENT_DIR)));
