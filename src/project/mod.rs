@@ -20,6 +20,7 @@ pub mod changes;
 pub mod front_matter;
 pub mod git;
 pub mod instructions;
+pub mod setup;
 pub mod skill_index;
 pub mod skills;
 pub mod worktree;
