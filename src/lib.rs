@@ -15,7 +15,8 @@
 //!    events and the session store), `project` (the project root, its instruction files, skills
 //!    and git state), `sandbox` (confining the commands oml runs: Landlock, a private mount
 //!    view, a system-call filter, the network held to named domains, a new session, PDEATHSIG,
-//!    secrets kept out of their environment), `ask` (`oml ask`'s session owners, over `acp_client`);
+//!    secrets kept out of their environment), `ask` (`oml ask`'s session owners, over `acp_client`),
+//!    `hooks` (running the command and HTTP hooks of Claude Code's and Codex's settings);
 //! 3. `lisp`: the Fennel host — state, prelude, compile cache, runner, settings, init files, the
 //!    REPL conversation;
 //! 4. `bind`: the Lisp surface, one namespace per file with its Fennel beside it;
@@ -36,6 +37,7 @@ pub mod cancel;
 pub mod catalog;
 pub mod cli;
 pub mod front;
+pub mod hooks;
 pub mod jsonrpc;
 pub mod lisp;
 pub mod llm;

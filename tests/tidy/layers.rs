@@ -26,6 +26,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "project",
             "sandbox",
             "ask",
+            "hooks",
         ],
     ),
     ("the Lisp host", &["lisp"]),
@@ -43,6 +44,7 @@ const SIDEWAYS: &[(&str, &str)] = &[
     ("mcp", "acp_client"),
     ("ask", "acp_client"),
     ("ask", "sandbox"),
+    ("hooks", "sandbox"),
 ];
 
 /// The top-level module a source file belongs to (`src/llm/sse.rs` → `llm`).
