@@ -55,6 +55,8 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_compact", "src/agent/compact.fnl"),
     ("agent_worktrees", "src/agent/worktrees.fnl"),
     ("agent_inbox", "src/agent/inbox.fnl"),
+    ("agent_hooks", "src/agent/hooks.fnl"),
+    ("agent_hook_steps", "src/agent/hook_steps.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
     ("acp", "src/front/acp/acp.fnl"),

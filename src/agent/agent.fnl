@@ -337,17 +337,24 @@ none is configured. Every front end and command asks this function."
 \"Blocked: reason\" error when the permission policy refuses it (or the failure of a change that
 would fail), else (after `agent.on-tool-allowed`) the tool's result (a string, or {:content :error? :diff}). A
 file-changing call's `path` is resolved first (`session.resolve-path`, links followed), and both
-the permission check and the tool get that path. May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
+the permission check and the tool get that path. PreToolUse hooks run before the permission
+check (`agent.pre-tool-hooks`: they may block the call, change its arguments, allow or ask), and
+PostToolUse or PostToolUseFailure hooks after the tool (`agent.post-tool-hooks`). May throw; `agent.run-tool-call` turns that into an error result. Redefine or advise this
 to change the permission policy or rewrite results."
   (let [entry (agent.find-tool call.name)
-        call (resolved-call call)]
+        (hooked refused) (if entry (agent.pre-tool-hooks call) call)
+        call (when hooked (resolved-call hooked))]
     (if (not entry)
         {:content (.. "Unknown tool: " call.name) :error? true}
+        refused refused
         (let [blocked (agent.check-permission call)]
           (if (= :table (type blocked)) blocked
               blocked {:content (.. "Blocked: " blocked) :error? true}
               (do (agent.on-tool-allowed call)
-                  (agent.with-checkpoint call #(entry.fn call.args))))))))
+                  (let [(ok r) (xpcall #(agent.with-checkpoint call #(entry.fn call.args)) (fn [e] e))]
+                    (if ok (agent.post-tool-hooks call r)
+                        (do (agent.post-tool-hooks call {:content (oml.error-message r) :error? true})
+                            (error r 0))))))))))
 
 (fn agent.tool-result-message [call result]
   "The transcript message for the tool CALL's RESULT: {:role \"tool\" :tool_call_id :content}."
@@ -442,12 +449,17 @@ that the reply (which can hold a whole file) is garbage once it returns."
 
 (fn agent.run []
   "The loop: `agent.run-model-call` for model call 1, 2, … until it says stop (or the session
-is cancelled before a call starts). Returns the stop reason."
+is cancelled before a call starts); when it would end its turn, a Stop hook may send it back to
+work (`agent.stop-hooks`). Returns the stop reason."
   (var turn 0)
   (var stop nil)
+  (var continues 0)
   (while (not stop)
     (set turn (+ turn 1))
-    (set stop (if (session.cancelled?) :cancelled (agent.run-model-call turn))))
+    (set stop (if (session.cancelled?) :cancelled (agent.run-model-call turn)))
+    (when (and (= stop :end-turn) (agent.stop-hooks continues))
+      (set continues (+ continues 1))
+      (set stop nil)))
   stop)
 
 (fn agent.parse-prompt [text]
@@ -477,7 +489,9 @@ are, other values with fennel.view, nil omitted); an error shows \"Error in /nam
 (fn agent.prompt [text ?parts]
   "One user prompt: run it as a slash command when it names one (a markdown command's prompt goes on
 as the prompt, after a `command` entry keeping it as typed, for replays), else mark it
-(`session.mark-prompt!`, the point /rewind and /fork count), append what was posted to the
+(`session.mark-prompt!`, the point /rewind and /fork count) unless a hook blocks it
+(`agent.prompt-hooks`: SessionStart and UserPromptSubmit, whose context joins the transcript
+around the prompt), append what was posted to the
 session meanwhile (`agent.take-posted!`) and then the prompt to the transcript (with ?PARTS, the
 prompt's images as content parts, see `agent.user-content`) and run the loop. Returns
 {:stop-reason :command}."
@@ -488,13 +502,19 @@ prompt's images as content parts, see `agent.user-content`) and run the loop. Re
     (if (and parsed.command (not (and entry entry.file)))
         (do (agent.run-command parsed.command parsed.input)
             {:stop-reason :end-turn :command parsed.command})
-        (do (session.mark-prompt! text)
-            (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
-            ;; What was posted while the session was idle (a background task's result) comes
-            ;; before the prompt, in the order it happened.
-            (agent.take-posted!)
-            (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
-            {:stop-reason (agent.run)}))))
+        (let [hooked (agent.prompt-hooks prompt)]
+          (if hooked.blocked
+              (do (session.emit! {:type :notice :text (.. "The prompt was blocked by a hook: " hooked.blocked)})
+                  {:stop-reason :end-turn :blocked hooked.blocked})
+              (do (session.mark-prompt! text)
+                  (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
+                  ;; What was posted while the session was idle (a background task's result) comes
+                  ;; before the prompt, in the order it happened.
+                  (agent.take-posted!)
+                  (when hooked.before (session.append-message! hooked.before))
+                  (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
+                  (when hooked.after (session.append-message! hooked.after))
+                  {:stop-reason (agent.run)}))))))
 
 ;;; Primitives built on the loop
 

@@ -69,11 +69,12 @@ from its result."
         "to do. Be concise." (if ?instructions (.. "\n\nAlso: " ?instructions) "")
         "\n\n" (table.concat lines "\n"))))
 
-(fn agent.compact! [?instructions ?keep-tokens]
+(fn agent.compact! [?instructions ?keep-tokens ?trigger]
   "Summarise the older turns of the transcript through `agent.complete` and replace them with the
 summary (as a user message), keeping the most recent part verbatim: ?KEEP-TOKENS (default
 `agent.compact-keep` of `llm.context-window`; 0 keeps only the last turn), see
-`agent.compact-cut`. ?INSTRUCTIONS go to the summariser. The file keeps the whole history.
+`agent.compact-cut`. ?INSTRUCTIONS go to the summariser. PreCompact hooks run first
+(`agent.pre-compact-hooks`, ?TRIGGER :auto or, by default, :manual). The file keeps the whole history.
 Returns the number of messages replaced (0 when there is nothing to compact)."
   (let [t (session.transcript)
         window (oml.setting "llm.context-window")
@@ -81,7 +82,8 @@ Returns the number of messages replaced (0 when there is nothing to compact)."
         cut (agent.compact-cut t keep)]
     (if (<= cut 1)
         0
-        (let [old (fcollect [i 1 (- cut 1)] (. t i))
+        (let [_ (agent.pre-compact-hooks (or ?trigger :manual) ?instructions)
+              old (fcollect [i 1 (- cut 1)] (. t i))
               summary (agent.complete (agent.compact-prompt old ?instructions))
               new [{:role :user
                     :content (.. "Summary of the earlier conversation:\n\n" summary)}]]
@@ -110,7 +112,7 @@ second refusal, is raised as it came."
         response
         (and (agent.context-exceeded? response)
              (do (compaction-notice "the model refused it as longer than its context")
-                 (< 0 (agent.compact! nil 0))))
+                 (< 0 (agent.compact! nil 0 :auto))))
         (agent.call-model (agent.build-request (session.transcript)))
         (error response 0))))
 
@@ -121,4 +123,4 @@ second refusal, is raised as it came."
     (when (and (< 0 at)
                (> (agent.estimate-tokens (session.transcript)) (* at window)))
       (compaction-notice "it passed agent.compact-at of llm.context-window")
-      (agent.compact!))))
+      (agent.compact! nil nil :auto))))

@@ -66,6 +66,8 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("compact"),
     agent_file!("worktrees"),
     agent_file!("inbox"),
+    agent_file!("hooks"),
+    agent_file!("hook_steps"),
 ];
 
 /// Errors at the agent's boundary.
@@ -113,6 +115,7 @@ impl Agent {
         crate::bind::session::install(lisp, sessions.clone())?;
         crate::bind::tools::install(lisp)?;
         crate::bind::project::install(lisp)?;
+        crate::bind::hooks::install(lisp)?;
         subagent::install(lisp)?;
         // `llm.chat` (installed by `lisp::bind::llm`) cancels with the prompt's session.
         let s = sessions.clone();

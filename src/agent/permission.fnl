@@ -291,7 +291,7 @@ other kind always runs. accept-edits runs edits inside
 the workspace only (`agent.inside-workspace?`), and commands only while they run confined
 (`agent.sandboxed?`); others ask. An \"always\" answer adds
 `agent.permission-rule` of the call to the session's rules."
-  (let [mode (agent.current-permission-mode)
+  (let [mode (agent.hook-mode call (agent.current-permission-mode))
         needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
                   (. edit-kinds call.kind) :edit
                   (= call.kind :execute) :execute
@@ -307,12 +307,12 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
           _ (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
                     (agent.change-failure call))
               why {:content why :error? true}
-              _ (case (agent.ask-about call)
+              _ (case (agent.ask-with-hooks call)
                   :allow-once nil
                   :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
                   :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
                                      "the user rejected it")
-                  :reject-once "the user rejected it"
+                  :reject-once (or call.hook-reason "the user rejected it")
                   :cancelled "the prompt was cancelled before the user answered"
                   _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
                                       (.. " of " (call-path call) " (" (outside-why (call-path call)) ")")

@@ -346,7 +346,7 @@ the tool's error result when no worktree could be made."
                    :view (new-view def.name prompt) : background?
                    :worktree wt :refused grants.refused :call-id call-id :started (os.time)}]
           (tset agent.tasks id run)
-          (set run.handle (session.start-turn child prompt))
+          (set run.handle (session.start-turn child (agent.subagent-start-hooks child def prompt)))
           run))))
 
 ;; Characters of a task's description kept: it titles cards, `/tasks` lines and the message

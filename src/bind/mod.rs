@@ -20,6 +20,7 @@
 //! | `mcp` | [`mcp::install`] (with `mcp.fnl`), called by `Agent::install` |
 //! | `chat` | `crate::front::chat::surface::install` (with `chat.fnl`), only in the terminal chat |
 //! | `sandbox` settings, `oml.sandbox-status` | [`sandbox::install`] |
+//! | `hook` | [`hooks::install`] (the host functions), called by `Agent::install`; the events in `src/agent/hooks.fnl` |
 //! | `init`, `repl` | settings only: `crate::lisp::init` and `core.fnl` |
 //!
 //! [`install`] installs every namespace that does not depend on the agent, in order; the CLI
@@ -28,6 +29,7 @@
 pub mod catalog;
 pub mod client;
 pub mod flow;
+pub mod hooks;
 pub mod llm;
 pub mod mcp;
 pub mod project;

@@ -12,6 +12,7 @@
 mod agents;
 mod saved;
 mod skills;
+pub(crate) use skills::untrusted;
 pub mod worktree;
 
 use std::collections::HashMap;

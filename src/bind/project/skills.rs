@@ -235,7 +235,7 @@ fn refusal(lisp: &crate::lisp::Lisp, file: &Path) -> Option<String> {
 /// Why the project `root` is not trusted to add what a session may do (run its `skill.fnl`,
 /// grant its sub-agents MCP servers), or `None` when it is: `init.project-init` is `:always`, or
 /// `:trusted` (the default) and `oml trust` recorded the project as it is now.
-pub(super) fn untrusted(lisp: &crate::lisp::Lisp, root: &Path) -> Option<String> {
+pub(crate) fn untrusted(lisp: &crate::lisp::Lisp, root: &Path) -> Option<String> {
     let policy: String = lisp
         .setting("init.project-init")
         .unwrap_or_else(|_| "never".into());
