@@ -90,3 +90,201 @@ fn exit_2_blocks_the_command_and_the_model_reads_the_reason() {
     assert!(env.project.join("victim").exists());
     assert_eq!(last_content(&fake, 2).trim(), "fine");
 }
+
+#[test]
+fn the_input_a_hook_receives_field_by_field_and_its_environment() {
+    let env = Env::new();
+    let out_dir = env.root.join("seen");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let record = script(
+        &env,
+        "record.sh",
+        &format!(
+            r#"input=$(cat); event=$(printf '%s' "$input" | sed -n 's/.*"hook_event_name":"\([A-Za-z]*\)".*/\1/p')
+printf '%s' "$input" > {dir}/$event.json
+printf '%s|%s' "$CLAUDE_PROJECT_DIR" "$OML_PROJECT_DIR" > {dir}/$event.env"#,
+            dir = out_dir.display()
+        ),
+    );
+    let hook = format!(r#"[{{"hooks": [{{"type": "command", "command": "{record}"}}]}}]"#);
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PreToolUse": {hook}, "PostToolUse": {hook}, "UserPromptSubmit": {hook}, "SessionStart": {hook}, "Stop": {hook}}}"#
+        ),
+    );
+    let (out, _fake) = turn(
+        &env,
+        "accept-edits",
+        &[("write", r#"{"path": "a.txt", "content": "x"}"#)],
+        "make a file",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let pre = read_json(&out_dir.join("PreToolUse.json"));
+    let project = env.project.display().to_string();
+    assert_eq!(pre["hook_event_name"], "PreToolUse");
+    assert_eq!(pre["tool_name"], "Write");
+    assert_eq!(pre["tool_input"]["file_path"], format!("{project}/a.txt"));
+    assert_eq!(pre["tool_input"]["content"], "x");
+    assert_eq!(pre["tool_use_id"], "call_0");
+    assert_eq!(pre["cwd"], project.as_str());
+    assert_eq!(pre["permission_mode"], "acceptEdits");
+    let sid = pre["session_id"].as_str().unwrap();
+    let transcript = pre["transcript_path"].as_str().unwrap();
+    assert!(
+        transcript.ends_with(&format!("{sid}.jsonl")),
+        "{transcript}"
+    );
+    assert!(Path::new(transcript).is_file(), "{transcript}");
+    let post = read_json(&out_dir.join("PostToolUse.json"));
+    assert_eq!(post["tool_name"], "Write");
+    assert!(post["tool_response"]["content"].is_string(), "{post}");
+    let prompt = read_json(&out_dir.join("UserPromptSubmit.json"));
+    assert_eq!(prompt["prompt"], "make a file");
+    assert_eq!(
+        read_json(&out_dir.join("SessionStart.json"))["source"],
+        "startup"
+    );
+    assert_eq!(
+        read_json(&out_dir.join("Stop.json"))["stop_hook_active"],
+        false
+    );
+    let vars = std::fs::read_to_string(out_dir.join("PreToolUse.env")).unwrap();
+    assert_eq!(vars, format!("{project}|{project}"));
+}
+
+#[test]
+fn updated_input_changes_the_command_and_additional_context_reaches_the_model() {
+    let env = Env::new();
+    let rewrite = script(
+        &env,
+        "rewrite.sh",
+        r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {"command": "echo changed"}, "additionalContext": "PRE-CONTEXT"}}'"#,
+    );
+    let context = script(&env, "context.sh", "cat >/dev/null; echo PROMPT-CONTEXT");
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PreToolUse": [{{"matcher": "Bash", "hooks": [{{"type": "command", "command": "{rewrite}"}}]}}],
+                "UserPromptSubmit": [{{"hooks": [{{"type": "command", "command": "{context}"}}]}}]}}"#
+        ),
+    );
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[("bash", r#"{"command": "echo original"}"#)],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let result = last_content(&fake, 1);
+    assert!(result.starts_with("changed\n"), "{result}");
+    assert!(result.contains("PRE-CONTEXT"), "{result}");
+    let first = fake.requests()[0].body["messages"].to_string();
+    assert!(first.contains("PROMPT-CONTEXT"), "{first}");
+}
+
+#[test]
+fn permission_decision_deny_blocks_and_ask_asks_even_in_yolo() {
+    let env = Env::new();
+    let decide = script(
+        &env,
+        "decide.sh",
+        r#"input=$(cat); case "$input" in
+*deny-me*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "not this one"}}';;
+*ask-me*) echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}}';;
+esac"#,
+    );
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PreToolUse": [{{"matcher": "Bash", "hooks": [{{"type": "command", "command": "{decide}"}}]}}]}}"#
+        ),
+    );
+    // The user's answer, scripted: the question is asked (and recorded), then refused.
+    env.init(
+        r#"(set _G.asked [])
+(set agent.ask-permission (fn [call] (table.insert _G.asked call.args.command) :reject-once))
+(hook.add :Stop nil (fn [] (print (.. "ASKED:" (table.concat _G.asked ",")))))"#,
+    );
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[
+            ("bash", r#"{"command": "echo deny-me"}"#),
+            ("bash", r#"{"command": "echo ask-me"}"#),
+            ("bash", r#"{"command": "echo plain"}"#),
+        ],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(last_content(&fake, 1), "Blocked by a hook: not this one");
+    assert_eq!(last_content(&fake, 2), "Blocked: the user rejected it");
+    assert_eq!(last_content(&fake, 3).trim(), "plain");
+    assert!(
+        out.stdout.contains("ASKED:echo ask-me") || out.stderr.contains("ASKED:echo ask-me"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_stop_hook_sends_the_agent_back_once() {
+    let env = Env::new();
+    let stop = script(
+        &env,
+        "stop.sh",
+        r#"input=$(cat); case "$input" in
+*'"stop_hook_active":false'*) echo '{"decision": "block", "reason": "run the tests first"}';;
+esac"#,
+    );
+    user_hooks(
+        &env,
+        &format!(r#"{{"Stop": [{{"hooks": [{{"type": "command", "command": "{stop}"}}]}}]}}"#),
+    );
+    let fake = FakeModel::start([
+        Reply::Stream(text_chunks(&["done"])),
+        Reply::Stream(text_chunks(&["tests pass"])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "go"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(fake.requests().len(), 2);
+    let back = last_content(&fake, 1);
+    assert!(back.contains("run the tests first"), "{back}");
+    assert!(out.stdout.contains("tests pass"), "{out:?}");
+}
+
+#[test]
+fn a_hanging_hook_times_out_and_a_crashing_one_does_not_block_but_a_crashing_lisp_one_does() {
+    let env = Env::new();
+    let hang = script(&env, "hang.sh", "cat >/dev/null; sleep 60");
+    let crash = script(&env, "crash.sh", "cat >/dev/null; echo oops >&2; exit 1");
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PreToolUse": [{{"matcher": "Bash", "hooks": [
+                {{"type": "command", "command": "{hang}", "timeout": 1}},
+                {{"type": "command", "command": "{crash}"}}]}}]}}"#
+        ),
+    );
+    env.init(r#"(hook.add :PreToolUse "write" (fn [event] (error "boom")) :strict)"#);
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[
+            ("bash", r#"{"command": "echo ran"}"#),
+            ("write", r#"{"path": "w.txt", "content": "x"}"#),
+        ],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(last_content(&fake, 1).trim(), "ran");
+    let shown = format!("{}{}", out.stdout, out.stderr);
+    assert!(shown.contains("timed out"), "{out:?}");
+    assert!(shown.contains("exited with status 1: oops"), "{out:?}");
+    let blocked = last_content(&fake, 2);
+    assert!(
+        blocked.starts_with("Blocked by a hook: the Lisp hook strict"),
+        "{blocked}"
+    );
+    assert!(blocked.contains("boom"), "{blocked}");
+    assert!(!env.project.join("w.txt").exists());
+}

@@ -119,10 +119,13 @@ fn read_settings(lisp: &Lisp, dir: &Path) -> serde_json::Value {
     let files = settings_files(&Paths::from_env().config, dir);
     let (groups, problems) = hook_groups(&files);
     let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
-    let untrusted = files
+    // Trust is checked on the bytes just read, so a file changed meanwhile is not trusted.
+    let given: Vec<(&str, &[u8])> = files
         .iter()
-        .any(|f| f.origin.project())
-        .then(|| crate::bind::project::untrusted(lisp, &root))
+        .filter_map(|f| Some((f.origin.project_file()?, f.bytes.as_slice())))
+        .collect();
+    let untrusted = (!given.is_empty())
+        .then(|| crate::bind::project::untrusted_given(lisp, &root, &given))
         .flatten();
     let group = |g: &HookGroup| {
         let mut v = serde_json::to_value(g).unwrap_or_default();
@@ -132,11 +135,13 @@ fn read_settings(lisp: &Lisp, dir: &Path) -> serde_json::Value {
         v
     };
     serde_json::json!({
-        "files": files.iter().map(|f| serde_json::json!({
-            "path": f.path,
-            "origin": f.origin,
-            "problem": f.value.as_ref().err(),
-        })).collect::<Vec<_>>(),
+        "files": files.iter().map(|f| {
+            let mut file = serde_json::json!({"path": f.path, "origin": f.origin});
+            if let Err(why) = &f.value {
+                file["problem"] = why.clone().into();
+            }
+            file
+        }).collect::<Vec<_>>(),
         "groups": groups.iter().map(group).collect::<Vec<_>>(),
         "problems": problems,
     })

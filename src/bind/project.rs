@@ -12,7 +12,7 @@
 mod agents;
 mod saved;
 mod skills;
-pub(crate) use skills::untrusted;
+pub(crate) use skills::untrusted_given;
 pub mod worktree;
 
 use std::collections::HashMap;

@@ -237,6 +237,14 @@ impl TrustStore {
     /// path. Without any of these it is the init file's hash alone,
     /// as it always was, so existing records stay valid.
     fn hash_of(dir: &Path) -> String {
+        Self::hash_given(dir, &[])
+    }
+
+    /// [`Self::hash_of`], with the bytes of some setup files as `given` (a name of
+    /// [`paths::PROJECT_SETUP_FILES`] and what a reader read from it) rather than read again:
+    /// so trust is checked on the very bytes that will be used, and a file that changes in
+    /// between cannot pass as the one trusted.
+    fn hash_given(dir: &Path, given: &[(&str, &[u8])]) -> String {
         let agents = dir.join(".oml/agents");
         let mut agent_files = Vec::new();
         collect_files(&agents, &agents, &mut agent_files);
@@ -244,6 +252,9 @@ impl TrustStore {
         let setup_files: Vec<(String, Vec<u8>)> = paths::PROJECT_SETUP_FILES
             .iter()
             .filter_map(|name| {
+                if let Some((_, bytes)) = given.iter().find(|(n, _)| n == name) {
+                    return Some((format!("../../{name}"), bytes.to_vec()));
+                }
                 let path = dir.join(name);
                 // Present but unreadable (a FIFO, a folder) counts, empty, as collect_files does.
                 std::fs::symlink_metadata(&path).is_ok().then(|| {
@@ -303,6 +314,16 @@ impl TrustStore {
         match self.read().get(&key) {
             None => TrustStatus::Untrusted,
             Some(h) if *h == Self::hash_of(dir) => TrustStatus::Trusted,
+            Some(_) => TrustStatus::Changed,
+        }
+    }
+
+    /// [`Self::status`], checked on the `given` bytes of setup files (see
+    /// [`Self::hash_given`]).
+    pub fn status_given(&self, dir: &Path, given: &[(&str, &[u8])]) -> TrustStatus {
+        match self.read().get(&canonical(dir)) {
+            None => TrustStatus::Untrusted,
+            Some(h) if *h == Self::hash_given(dir, given) => TrustStatus::Trusted,
             Some(_) => TrustStatus::Changed,
         }
     }
@@ -377,6 +398,14 @@ mod tests {
         // A settings file that was not there when trust was recorded ends it too.
         std::fs::write(dir.path().join(".mcp.json"), "{}").unwrap();
         assert_eq!(store.status(dir.path()), TrustStatus::Changed);
+        // Checked on bytes read earlier: what was read, not what is there now, is what counts.
+        store.trust(dir.path()).unwrap();
+        let now = std::fs::read(dir.path().join(".claude/settings.json")).unwrap();
+        std::fs::write(dir.path().join(".claude/settings.json"), r#"{"evil":1}"#).unwrap();
+        let read = [(".claude/settings.json", now.as_slice())];
+        assert_eq!(store.status_given(dir.path(), &read), TrustStatus::Trusted);
+        let evil = [(".claude/settings.json", &br#"{"evil":1}"#[..])];
+        assert_eq!(store.status_given(dir.path(), &evil), TrustStatus::Changed);
         // A project without any of them keeps the old record's form.
         let bare = tempfile::tempdir().unwrap();
         assert_eq!(TrustStore::hash_of(bare.path()), NO_INIT_FILE);

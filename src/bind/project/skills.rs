@@ -236,6 +236,16 @@ fn refusal(lisp: &crate::lisp::Lisp, file: &Path) -> Option<String> {
 /// grant its sub-agents MCP servers), or `None` when it is: `init.project-init` is `:always`, or
 /// `:trusted` (the default) and `oml trust` recorded the project as it is now.
 pub(crate) fn untrusted(lisp: &crate::lisp::Lisp, root: &Path) -> Option<String> {
+    untrusted_given(lisp, root, &[])
+}
+
+/// [`untrusted`], with trust checked on the `given` bytes of setup files a reader has read
+/// (`crate::lisp::init::TrustStore::status_given`).
+pub(crate) fn untrusted_given(
+    lisp: &crate::lisp::Lisp,
+    root: &Path,
+    given: &[(&str, &[u8])],
+) -> Option<String> {
     let policy: String = lisp
         .setting("init.project-init")
         .unwrap_or_else(|_| "never".into());
@@ -243,7 +253,7 @@ pub(crate) fn untrusted(lisp: &crate::lisp::Lisp, root: &Path) -> Option<String>
     match policy.as_str() {
         "never" => Some("init.project-init is :never".into()),
         "always" => None,
-        _ if trust.status(root) == crate::lisp::init::TrustStatus::Trusted => None,
+        _ if trust.status_given(root, given) == crate::lisp::init::TrustStatus::Trusted => None,
         _ => Some(format!(
             "the project is not trusted (or changed since): review it, then run `oml trust {}`",
             root.display()

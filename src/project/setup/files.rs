@@ -30,10 +30,18 @@ pub enum Origin {
 impl Origin {
     /// Whether the file comes with the project (and so is used only while it is trusted).
     pub fn project(self) -> bool {
-        matches!(
-            self,
-            Origin::ClaudeProject | Origin::ClaudeLocal | Origin::CodexProject
-        )
+        self.project_file().is_some()
+    }
+
+    /// A project's file: its path relative to the project root (one of
+    /// [`crate::paths::PROJECT_SETUP_FILES`]).
+    pub fn project_file(self) -> Option<&'static str> {
+        match self {
+            Origin::ClaudeProject => Some(".claude/settings.json"),
+            Origin::ClaudeLocal => Some(".claude/settings.local.json"),
+            Origin::CodexProject => Some(".codex/hooks.json"),
+            Origin::ClaudeUser | Origin::CodexUser | Origin::Oml => None,
+        }
     }
 }
 
@@ -43,6 +51,8 @@ pub struct SettingsFile {
     pub path: PathBuf,
     pub origin: Origin,
     pub value: Result<serde_json::Value, String>,
+    /// The bytes read (empty when it could not be read): what trust is checked on.
+    pub bytes: Vec<u8>,
 }
 
 /// The settings files for a session in `dir`, the user's first (Claude Code's, Codex's, oml's
@@ -57,30 +67,37 @@ pub fn settings_files(config: &Path, dir: &Path) -> Vec<SettingsFile> {
         wanted.push((codex.join("hooks.json"), Origin::CodexUser));
     }
     wanted.push((config.join("settings.json"), Origin::Oml));
-    for (name, origin) in [
-        (".claude/settings.json", Origin::ClaudeProject),
-        (".claude/settings.local.json", Origin::ClaudeLocal),
-        (".codex/hooks.json", Origin::CodexProject),
+    for origin in [
+        Origin::ClaudeProject,
+        Origin::ClaudeLocal,
+        Origin::CodexProject,
     ] {
-        wanted.push((root.join(name), origin));
+        wanted.extend(origin.project_file().map(|name| (root.join(name), origin)));
     }
     wanted
         .into_iter()
         .filter(|(path, _)| std::fs::symlink_metadata(path).is_ok())
         .map(|(path, origin)| {
-            let value = read(&path, origin.project().then_some(root.as_path()));
+            let (bytes, value) = match read(&path, origin.project().then_some(root.as_path())) {
+                Ok(bytes) => {
+                    let value = parse(&bytes);
+                    (bytes, value)
+                }
+                Err(why) => (Vec::new(), Err(why)),
+            };
             SettingsFile {
                 path,
                 origin,
                 value,
+                bytes,
             }
         })
         .collect()
 }
 
-/// The JSON of the file at `path`, or why not; `project` is the root a project's file must
+/// The bytes of the file at `path`, or why not; `project` is the root a project's file must
 /// stay inside.
-fn read(path: &Path, project: Option<&Path>) -> Result<serde_json::Value, String> {
+fn read(path: &Path, project: Option<&Path>) -> Result<Vec<u8>, String> {
     if let Some(real) = project.and_then(|root| super::super::escapes(path, root)) {
         return Err(format!(
             "not read: a link leading out of the project (to {})",
@@ -100,7 +117,12 @@ fn read(path: &Path, project: Option<&Path>) -> Result<serde_json::Value, String
         &mut bytes,
     )
     .map_err(|e| format!("cannot read it: {e}"))?;
-    serde_json::from_slice(&bytes)
+    Ok(bytes)
+}
+
+/// The JSON of `bytes`, or where it is not JSON.
+fn parse(bytes: &[u8]) -> Result<serde_json::Value, String> {
+    serde_json::from_slice(bytes)
         .map_err(|e| format!("bad JSON at line {}, column {}: {e}", e.line(), e.column()))
 }
 

@@ -172,6 +172,7 @@ mod tests {
             path: "/p/.claude/settings.json".into(),
             origin: Origin::ClaudeProject,
             value: Ok(serde_json::from_str(json).unwrap()),
+            bytes: json.as_bytes().to_vec(),
         }
     }
 
