@@ -288,3 +288,165 @@ fn a_hanging_hook_times_out_and_a_crashing_one_does_not_block_but_a_crashing_lis
     assert!(blocked.contains("boom"), "{blocked}");
     assert!(!env.project.join("w.txt").exists());
 }
+
+#[test]
+fn hooks_of_one_event_run_at_the_same_time() {
+    let env = Env::new();
+    // Each waits for the other's mark: run one after the other, the first would give up.
+    let meet = |me: &str, other: &str| {
+        script(
+            &env,
+            &format!("{me}.sh"),
+            &format!(
+                "cat >/dev/null; touch {root}/{me}; for i in $(seq 100); do [ -f {root}/{other} ] && exit 0; sleep 0.1; done; echo alone >&2; exit 1",
+                root = env.root.display()
+            ),
+        )
+    };
+    let (a, b) = (meet("a", "b"), meet("b", "a"));
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PreToolUse": [{{"hooks": [{{"type": "command", "command": "{a}"}}]}},
+                                {{"hooks": [{{"type": "command", "command": "{b}"}}]}}]}}"#
+        ),
+    );
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[("bash", r#"{"command": "echo ran"}"#)],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(last_content(&fake, 1).trim(), "ran");
+    assert!(!format!("{out:?}").contains("alone"), "{out:?}");
+}
+
+#[test]
+fn codex_hooks_json_and_an_http_hook_are_run_too() {
+    let env = Env::new();
+    // An HTTP hook endpoint: answers every POST with a deny, and keeps the body it was sent.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let answer = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "the http hook says no"}}"#;
+        write!(
+            reader.get_mut(),
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        String::from_utf8(body).unwrap()
+    });
+    let codex = env.home.home.join(".codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    let marker = env.root.join("codex-ran");
+    std::fs::write(
+        codex.join("hooks.json"),
+        format!(
+            r#"{{"hooks": {{"PreToolUse": [{{"matcher": "Bash", "hooks": [
+                {{"type": "command", "command": "cat >/dev/null; touch {}"}},
+                {{"type": "http", "url": "http://127.0.0.1:{port}/hook", "timeout": 30}}]}}]}}}}"#,
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[("bash", r#"{"command": "echo ran"}"#)],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(marker.exists(), "the Codex hook did not run");
+    assert_eq!(
+        last_content(&fake, 1),
+        "Blocked by a hook: the http hook says no"
+    );
+    let sent: serde_json::Value = serde_json::from_str(&server.join().unwrap()).unwrap();
+    assert_eq!(sent["tool_input"]["command"], "echo ran");
+}
+
+#[test]
+fn hooks_lists_sources_unsupported_events_and_bad_json_at_its_line() {
+    let env = Env::new();
+    user_hooks(
+        &env,
+        r#"{"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true"}]}],
+            "PostCompact": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "done?"}]}]}"#,
+    );
+    env.file(".claude/settings.json", "{\n  \"hooks\": {\n    oops\n}");
+    env.init(r#"(hook.add :PostToolUse "edit|write" (fn [] nil) :format-on-save)"#);
+    let out = env.run(None, &["-p", "/hooks"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let home = env.home.home.display().to_string();
+    assert!(
+        out.stdout.contains(&format!(
+            "- PreToolUse Bash: command `true`  [{home}/.claude/settings.json hooks.PreToolUse[0]]"
+        )),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("PostCompact")
+            && out
+                .stdout
+                .contains("not run: unsupported: oml has no moment for this event"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("prompt (oml does not run this type)"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("- PostToolUse edit|write: Lisp format-on-save"),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains(".claude/settings.json: bad JSON at line 3"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_lisp_hook_decides_in_process_on_olms_or_claudes_tool_name() {
+    let env = Env::new();
+    env.init(
+        r#"(hook.add :PreToolUse "Bash" (fn [e] (when (e.tool_input.command:find "secret")
+  {:hookSpecificOutput {:permissionDecision :deny :permissionDecisionReason "not the secret"}})))
+(hook.add :PreToolUse "write" (fn [e] {:updatedInput {:file_path e.tool_input.file_path :content "from lisp"}}))"#,
+    );
+    let (out, fake) = turn(
+        &env,
+        "yolo",
+        &[
+            ("bash", r#"{"command": "cat secret"}"#),
+            ("write", r#"{"path": "w.txt", "content": "from the model"}"#),
+        ],
+        "go",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(last_content(&fake, 1), "Blocked by a hook: not the secret");
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("w.txt")).unwrap(),
+        "from lisp"
+    );
+}
