@@ -88,7 +88,7 @@ const HOOK_FNS: &[HostFn] = &[
         args: "handlers input dir ?env",
         doc: "Run the hook HANDLERS (as `hook.settings` gives them) at once, each given INPUT \
               (a table, sent as JSON) in DIR with the variables of ?ENV (a table of strings) \
-              set, after oml's secrets are removed from the environment (`sandbox.env-*`; a \
+              set, after oml's secrets are removed from the environment (the secret rules (`sandbox.keep-env`, `sandbox.drop-env`); a \
               command's :keep-env names ones it keeps). Waits for all; returns their results in \
               order: {:end :exit :stdout :stderr :ms :output :invalid :why}, :end one of \
               :exited :timed-out :cancelled :failed, :output the JSON answer as a table when \
@@ -138,7 +138,7 @@ fn read_settings(lisp: &Lisp, dir: &Path) -> serde_json::Value {
         "files": files.iter().map(|f| {
             let mut file = serde_json::json!({"path": f.path, "origin": f.origin});
             if let Err(why) = &f.value {
-                file["problem"] = why.clone().into();
+                file["problem"] = why.to_string().into();
             }
             file
         }).collect::<Vec<_>>(),

@@ -4,7 +4,7 @@
 //! JSON output, parsed once into [`output::HookOutput`].
 //!
 //! A hook runs as the user, unconfined (as in Claude Code and Codex), but with oml's scrubbed
-//! environment: the secrets of `sandbox.env-*` removed unless the hook keeps one by name. This
+//! environment: the secrets of the secret rules (`sandbox.keep-env`, `sandbox.drop-env`) removed unless the hook keeps one by name. This
 //! module knows nothing of events, matchers, sessions or what a decision does to the loop: the
 //! agent's Lisp (`src/agent/hooks.fnl`) decides that.
 

@@ -100,13 +100,13 @@ fn the_fennel_layer_check_reads_each_file_in_its_own_layer() {
     let files = planted(&[
         ("src/front/chat/chat.fnl", advice),
         ("src/bind/flow.fnl", advice),
-        ("src/hooks/hooks.fnl", "nil"),
+        ("src/plugins/plugins.fnl", "nil"),
     ]);
     assert_eq!(
         upward_fennel(&files),
         [
             format!("src/bind/flow.fnl: agent.* (layer of agent): {advice}"),
-            "src/hooks/hooks.fnl: hooks has no layer".to_owned(),
+            "src/plugins/plugins.fnl: plugins has no layer".to_owned(),
         ]
     );
 }

@@ -45,12 +45,29 @@ impl Origin {
     }
 }
 
+/// Why a settings file that exists could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FileProblem {
+    #[error("not read: a link leading out of the project (to {})", .0.display())]
+    LeadsOut(PathBuf),
+    #[error("cannot read it: {0}")]
+    Unreadable(String),
+    #[error("not read: {0} bytes, more than {MAX_SETTINGS_BYTES} (MAX_SETTINGS_BYTES)")]
+    TooBig(u64),
+    #[error("bad JSON at line {line}, column {column}: {message}")]
+    BadJson {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
 /// One settings file that exists: its JSON, or why it could not be used.
 #[derive(Debug)]
 pub struct SettingsFile {
     pub path: PathBuf,
     pub origin: Origin,
-    pub value: Result<serde_json::Value, String>,
+    pub value: Result<serde_json::Value, FileProblem>,
     /// The bytes read (empty when it could not be read): what trust is checked on.
     pub bytes: Vec<u8>,
 }
@@ -58,7 +75,7 @@ pub struct SettingsFile {
 /// The settings files for a session in `dir`, the user's first (Claude Code's, Codex's, oml's
 /// in `config`), then the project's (its root, else `dir`), each only when it exists.
 pub fn settings_files(config: &Path, dir: &Path) -> Vec<SettingsFile> {
-    let root = super::super::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
+    let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
     let mut wanted: Vec<(PathBuf, Origin)> = Vec::new();
     if let Some(claude) = crate::paths::claude_home() {
         wanted.push((claude.join("settings.json"), Origin::ClaudeUser));
@@ -97,33 +114,32 @@ pub fn settings_files(config: &Path, dir: &Path) -> Vec<SettingsFile> {
 
 /// The bytes of the file at `path`, or why not; `project` is the root a project's file must
 /// stay inside.
-fn read(path: &Path, project: Option<&Path>) -> Result<Vec<u8>, String> {
-    if let Some(real) = project.and_then(|root| super::super::escapes(path, root)) {
-        return Err(format!(
-            "not read: a link leading out of the project (to {})",
-            real.display()
-        ));
+fn read(path: &Path, project: Option<&Path>) -> Result<Vec<u8>, FileProblem> {
+    if let Some(real) = project.and_then(|root| crate::project::escapes(path, root)) {
+        return Err(FileProblem::LeadsOut(real));
     }
-    let file = crate::regular::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let unreadable = |e: std::io::Error| FileProblem::Unreadable(e.to_string());
+    let file = crate::regular::open_regular(path).map_err(unreadable)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > MAX_SETTINGS_BYTES {
-        return Err(format!(
-            "not read: {size} bytes, more than {MAX_SETTINGS_BYTES} (MAX_SETTINGS_BYTES)"
-        ));
+        return Err(FileProblem::TooBig(size));
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(
         &mut std::io::Read::take(file, MAX_SETTINGS_BYTES),
         &mut bytes,
     )
-    .map_err(|e| format!("cannot read it: {e}"))?;
+    .map_err(unreadable)?;
     Ok(bytes)
 }
 
 /// The JSON of `bytes`, or where it is not JSON.
-fn parse(bytes: &[u8]) -> Result<serde_json::Value, String> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| format!("bad JSON at line {}, column {}: {e}", e.line(), e.column()))
+fn parse(bytes: &[u8]) -> Result<serde_json::Value, FileProblem> {
+    serde_json::from_slice(bytes).map_err(|e| FileProblem::BadJson {
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -149,9 +165,9 @@ mod tests {
         let project: Vec<_> = files.iter().filter(|f| f.origin.project()).collect();
         assert_eq!(project.len(), 3, "{files:?}");
         let bad = project[0].value.as_ref().unwrap_err();
-        assert!(bad.starts_with("bad JSON at line 2"), "{bad}");
+        assert!(matches!(bad, FileProblem::BadJson { line: 2, .. }), "{bad}");
         let link = project[1].value.as_ref().unwrap_err();
-        assert!(link.contains("leading out of the project"), "{link}");
+        assert!(matches!(link, FileProblem::LeadsOut(_)), "{link}");
         assert_eq!(
             project[2].value.as_ref().unwrap()["hooks"],
             serde_json::json!({})

@@ -58,6 +58,30 @@ pub enum Handler {
     Unsupported { kind: String },
 }
 
+/// What is wrong in one matcher group or handler.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("`matcher` is not a string")]
+    Matcher,
+    #[error("no `hooks` list of handlers")]
+    NoHandlers,
+    #[error("`timeout` is not a positive number of seconds")]
+    Timeout,
+    #[error("a command hook without `command`")]
+    NoCommand,
+    #[error("`keepEnv` is not a list of names")]
+    KeepEnv,
+    #[error("an http hook without `url`")]
+    NoUrl,
+    #[error("`headers` is not an object of strings")]
+    Headers,
+    #[error("hooks[{index}]: {problem}")]
+    Handler {
+        index: usize,
+        problem: Box<EntryProblem>,
+    },
+}
+
 /// Something wrong in a file's hooks, with its file and place.
 #[derive(Debug, Serialize)]
 pub struct Problem {
@@ -92,7 +116,7 @@ pub fn hook_groups(files: &[SettingsFile]) -> (Vec<HookGroup>, Vec<Problem>) {
             };
             for (i, entry) in list.iter().enumerate() {
                 let place = format!("hooks.{event}[{i}]");
-                match group(entry, &place) {
+                match group(entry) {
                     Ok((matcher, handlers)) => groups.push(HookGroup {
                         event: event.clone(),
                         matcher,
@@ -110,44 +134,48 @@ pub fn hook_groups(files: &[SettingsFile]) -> (Vec<HookGroup>, Vec<Problem>) {
 }
 
 /// One matcher group's matcher and handlers.
-fn group(entry: &Value, place: &str) -> Result<(Option<String>, Vec<Handler>), String> {
+fn group(entry: &Value) -> Result<(Option<String>, Vec<Handler>), EntryProblem> {
     let matcher = match entry.get("matcher") {
         None | Some(Value::Null) => None,
         Some(Value::String(m)) => Some(m.clone()),
-        Some(_) => return Err("`matcher` is not a string".into()),
+        Some(_) => return Err(EntryProblem::Matcher),
     };
     let Some(list) = entry.get("hooks").and_then(Value::as_array) else {
-        return Err("no `hooks` list of handlers".into());
+        return Err(EntryProblem::NoHandlers);
     };
     let handlers = list
         .iter()
         .enumerate()
-        .map(|(j, h)| handler(h).map_err(|why| format!("hooks[{j}]: {why} (in {place})")))
+        .map(|(index, h)| {
+            handler(h).map_err(|problem| EntryProblem::Handler {
+                index,
+                problem: Box::new(problem),
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((matcher, handlers))
 }
 
-fn handler(h: &Value) -> Result<Handler, String> {
+fn handler(h: &Value) -> Result<Handler, EntryProblem> {
     let timeout = match h.get("timeout") {
         None | Some(Value::Null) => None,
         Some(t) => match t.as_f64() {
             Some(s) if s > 0.0 && s.is_finite() => Some(s),
-            _ => return Err("`timeout` is not a positive number of seconds".into()),
+            _ => return Err(EntryProblem::Timeout),
         },
     };
     let text = |key: &str| h.get(key).and_then(Value::as_str).map(str::to_owned);
     match h.get("type").and_then(Value::as_str).unwrap_or("command") {
         "command" => Ok(Handler::Command {
-            command: text("command").ok_or("a command hook without `command`")?,
+            command: text("command").ok_or(EntryProblem::NoCommand)?,
             timeout,
-            keep_env: strings(h.get("keepEnv")).ok_or("`keepEnv` is not a list of names")?,
+            keep_env: strings(h.get("keepEnv")).ok_or(EntryProblem::KeepEnv)?,
         }),
         "http" => Ok(Handler::Http {
-            url: text("url").ok_or("an http hook without `url`")?,
+            url: text("url").ok_or(EntryProblem::NoUrl)?,
             headers: match h.get("headers") {
                 None | Some(Value::Null) => BTreeMap::new(),
-                Some(v) => serde_json::from_value(v.clone())
-                    .map_err(|_| "`headers` is not an object of strings")?,
+                Some(v) => serde_json::from_value(v.clone()).map_err(|_| EntryProblem::Headers)?,
             },
             timeout,
         }),
