@@ -32,7 +32,9 @@
 //! - `wire`: the `turn` part's turn and the `stream` part's reply over ACP v1 on stdio, the v2
 //!   draft on stdio and v1 over Streamable HTTP (`oml acp --listen`), in one run (`wire.rs`);
 //! - `subagents`: a sub-agent's start over a plain tool call, a turn of one sub-agent against
-//!   one of 8 in parallel, and the memory each takes (`subagents.rs`).
+//!   one of 8 in parallel, and the memory each takes (`subagents.rs`);
+//! - `hooks`: a tool call with no hooks, with a Lisp pre- and post-hook, and with a command
+//!   hook (`hooks.rs`).
 //!
 //! Every agent runs with a throw-away HOME and XDG folders, in a git-initialised project,
 //! against the fake model of the tests over real TCP. Times are medians over `RUNS` runs
@@ -52,6 +54,7 @@ mod checkpoint;
 mod client;
 mod confine;
 mod glue;
+mod hooks;
 mod load;
 mod protocols;
 mod skills;
@@ -147,6 +150,7 @@ const PARTS: &[(&str, Part)] = &[
     ("glue", glue::glue),
     ("wire", wire::wire),
     ("subagents", subagents::subagents),
+    ("hooks", hooks::hooks),
 ];
 
 fn main() {
