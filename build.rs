@@ -57,6 +57,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_inbox", "src/agent/inbox.fnl"),
     ("agent_hooks", "src/agent/hooks.fnl"),
     ("agent_hook_steps", "src/agent/hook_steps.fnl"),
+    ("agent_setup", "src/agent/setup.fnl"),
     ("llm", "src/bind/llm.fnl"),
     ("client", "src/bind/client.fnl"),
     ("acp", "src/front/acp/acp.fnl"),

@@ -450,3 +450,44 @@ fn a_lisp_hook_decides_in_process_on_olms_or_claudes_tool_name() {
         "from lisp"
     );
 }
+
+#[test]
+fn continue_false_ends_the_turn_after_the_call_with_its_reason() {
+    let env = Env::new();
+    let stop = script(
+        &env,
+        "stop.sh",
+        r#"cat >/dev/null; echo '{"continue": false, "stopReason": "quota reached"}'"#,
+    );
+    let marker = env.root.join("stop-hook-ran");
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"PostToolUse": [{{"hooks": [{{"type": "command", "command": "{stop}"}}]}}],
+                "Stop": [{{"hooks": [{{"type": "command", "command": "cat >/dev/null; touch {}; echo '{{\"decision\": \"block\"}}'"}}]}}]}}"#,
+            marker.display()
+        ),
+    );
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks(
+            "call_0",
+            "bash",
+            &[r#"{"command": "echo one"}"#],
+        )),
+        Reply::Stream(tool_call_chunks(
+            "call_1",
+            "bash",
+            &[r#"{"command": "echo two"}"#],
+        )),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "--mode", "yolo", "go"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the loop went on after continue: false"
+    );
+    assert!(format!("{out:?}").contains("quota reached"), "{out:?}");
+    assert!(!marker.exists(), "a Stop hook ran after continue: false");
+}

@@ -449,15 +449,20 @@ that the reply (which can hold a whole file) is garbage once it returns."
 
 (fn agent.run []
   "The loop: `agent.run-model-call` for model call 1, 2, … until it says stop (or the session
-is cancelled before a call starts); when it would end its turn, a Stop hook may send it back to
-work (`agent.stop-hooks`). Returns the stop reason."
+is cancelled before a call starts, or a hook answered `continue: false`: `agent.hook-stopped?`);
+when it would end its turn, a Stop hook may send it back to work (`agent.stop-hooks`). Returns
+the stop reason."
   (var turn 0)
   (var stop nil)
   (var continues 0)
+  (var hook-stopped false)
   (while (not stop)
     (set turn (+ turn 1))
     (set stop (if (session.cancelled?) :cancelled (agent.run-model-call turn)))
-    (when (and (= stop :end-turn) (agent.stop-hooks continues))
+    (when (and (not stop) (agent.hook-stopped?))
+      (set hook-stopped true)
+      (set stop :end-turn))
+    (when (and (= stop :end-turn) (not hook-stopped) (agent.stop-hooks continues))
       (set continues (+ continues 1))
       (set stop nil)))
   stop)

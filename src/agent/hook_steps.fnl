@@ -32,7 +32,8 @@ UserPromptSubmit's."
       (let [before (agent.session-start-hooks)
             r (hook.fire :UserPromptSubmit {: prompt})]
         (if (or r.block? r.stop?)
-            {:blocked (if r.block? (hook.reason r) (or r.stop-reason "a hook stopped the session"))
+            {:_ (agent.hook-stopped?) ; taken: the prompt is not run at all
+             :blocked (if r.block? (hook.reason r) (or r.stop-reason "a hook stopped the session"))
              : before}
             {: before :after (hook.context-message :UserPromptSubmit r.context)}))))
 
@@ -132,6 +133,24 @@ registry calls it once the session is gone: its directory is remembered)."
           (when (< 0 (length found.commands))
             (hook.run (icollect [_ c (ipairs found.commands)] c.handler) input s.cwd
                       {:CLAUDE_PROJECT_DIR s.cwd :OML_PROJECT_DIR s.cwd})))))))
+
+;; The sessions a hook answered `continue: false` in, with its stop reason, until the loop sees it.
+(local stops {})
+
+(fn agent.hook-stop! [reason ?session-id]
+  "Make the session's loop (the current one, or ?SESSION-ID's) end its turn after the model
+call under way, as a hook's `continue: false` asks; REASON is shown to the user."
+  (let [sid (or ?session-id (session.current))]
+    (when sid
+      (tset stops sid reason)
+      (session.emit! {:type :notice :text (.. "A hook stopped the agent: " reason)} sid))))
+
+(fn agent.hook-stopped? []
+  "Whether a hook asked this session's loop to stop (`agent.hook-stop!`); the request is taken."
+  (let [sid (session.current)
+        reason (and sid (. stops sid))]
+    (when reason (tset stops sid nil))
+    (not= nil reason)))
 
 (fn agent.hook-mode [call mode]
   "The permission mode the check of the tool CALL uses: the session's MODE, but :yolo where a

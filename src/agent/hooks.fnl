@@ -240,6 +240,8 @@ user as notices."
                                    input (session.cwd ?session-id) env)]
                 (each [i c (ipairs found.commands)] (apply-run! result event c (. runs i)))))
             (set result.ran (+ (length found.commands) (length found.lisp)))
+            (when result.stop?
+              (agent.hook-stop! (or result.stop-reason (.. "a " event " hook stopped the agent")) ?session-id))
             (each [_ m (ipairs result.messages)] (session.emit! {:type :notice :text m} ?session-id))
             (each [_ m (ipairs result.errors)] (session.emit! {:type :notice :text m} ?session-id))))))
     result))

@@ -68,6 +68,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("inbox"),
     agent_file!("hooks"),
     agent_file!("hook_steps"),
+    agent_file!("setup"),
 ];
 
 /// Errors at the agent's boundary.
