@@ -491,3 +491,50 @@ fn continue_false_ends_the_turn_after_the_call_with_its_reason() {
     assert!(format!("{out:?}").contains("quota reached"), "{out:?}");
     assert!(!marker.exists(), "a Stop hook ran after continue: false");
 }
+
+#[test]
+fn sub_agents_and_compaction_fire_their_own_events_and_not_the_prompts() {
+    let env = Env::new();
+    let log = env.root.join("events");
+    env.init(&format!(
+        r#"(each [_ e (ipairs [:SessionStart :UserPromptSubmit :PreToolUse :SubagentStart :SubagentStop :Stop :PreCompact])]
+  (hook.add e nil (fn [i] (with-open [f (io.open "{}" :a)]
+    (f:write (.. i.hook_event_name " " (or i.agent_type i.tool_name i.trigger "") "\n"))) nil)))"#,
+        log.display()
+    ));
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks(
+            "call_1",
+            "task",
+            &[r#"{"agent": "explore", "prompt": "look around"}"#],
+        )),
+        Reply::Stream(text_chunks(&["looked"])),
+        Reply::Stream(text_chunks(&["done"])),
+        Reply::Stream(text_chunks(&["again"])),
+        Reply::Stream(text_chunks(&["the summary"])),
+    ]);
+    let out = env.run(Some(&fake), &["-p", "--mode", "yolo", "go"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let again = env.run(Some(&fake), &["-p", "--continue", "again"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let compact = env.run(Some(&fake), &["-p", "--continue", "/compact"]);
+    assert_eq!(compact.code, 0, "{compact:?}");
+    assert!(compact.stdout.contains("Compacted"), "{compact:?}");
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        events.lines().collect::<Vec<_>>(),
+        [
+            "SessionStart ",
+            "UserPromptSubmit ",
+            "PreToolUse Task",
+            "SubagentStart explore",
+            "SubagentStop ",
+            "Stop ",
+            "SessionStart ",
+            "UserPromptSubmit ",
+            "Stop ",
+            "PreCompact manual",
+        ],
+        "{events}"
+    );
+}
