@@ -538,3 +538,34 @@ fn sub_agents_and_compaction_fire_their_own_events_and_not_the_prompts() {
         "{events}"
     );
 }
+
+#[test]
+fn session_end_runs_when_an_editor_closes_the_session() {
+    use support::editor::Editor;
+    let env = Env::new();
+    let ended = env.root.join("ended.json");
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"SessionEnd": [{{"hooks": [{{"type": "command", "command": "cat > {}"}}]}}]}}"#,
+            ended.display()
+        ),
+    );
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello"]))]);
+    let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
+    ed.initialize();
+    let (sid, _) = ed.new_session_with(&env.project, serde_json::json!([]));
+    let id = ed.prompt(&sid, "hi");
+    ed.until_response(id);
+    assert!(!ended.exists(), "SessionEnd ran before the session ended");
+    let closed = ed.call("session/close", serde_json::json!({"sessionId": sid}));
+    assert!(closed.get("error").is_none(), "{closed}");
+    assert!(
+        support::home::poll_until(support::home::DEADLINE, || ended.exists()
+            && std::fs::read_to_string(&ended).is_ok_and(|t| t.ends_with('}'))),
+        "SessionEnd did not run"
+    );
+    let input = read_json(&ended);
+    assert_eq!(input["hook_event_name"], "SessionEnd");
+    assert_eq!(input["session_id"], sid.as_str());
+}
