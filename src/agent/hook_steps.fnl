@@ -51,7 +51,7 @@ UserPromptSubmit's."
 `updatedInput`; :hook-decision :allow or :ask and :hook-context set when hooks said so), or
 nil and the blocked result {:content \"Blocked by a hook: …\" :error? true} when a hook blocked
 it (exit 2, `permissionDecision: deny`, `continue: false`)."
-  (let [r (hook.fire :PreToolUse (tool-event call) (tool-names call))]
+  (let [r (hook.fire :PreToolUse #(tool-event call) (tool-names call))]
     (if (= 0 r.ran) call
         (or r.block? r.stop? (= r.decision :deny))
         (values nil {:content (.. "Blocked by a hook: " (hook.reason r)) :error? true})
@@ -75,8 +75,8 @@ reason (exit 2's stderr, `decision: block`), its `additionalContext`, and PreToo
   (let [failed? (and (= :table (type r)) (= true r.error?))
         content (if (= :table (type r)) (tostring (or r.content "")) (tostring (or r "")))
         event (if failed? :PostToolUseFailure :PostToolUse)
-        res (hook.fire event (tool-event call (if failed? {:error content}
-                                                   {:tool_response {: content}}))
+        res (hook.fire event #(tool-event call (if failed? {:error content}
+                                                    {:tool_response {: content}}))
                        (tool-names call))
         notes (icollect [_ c (ipairs (or call.hook-context [])) &into []] c)]
     (each [_ b (ipairs res.blocks)] (table.insert notes b))
@@ -87,7 +87,7 @@ reason (exit 2's stderr, `decision: block`), its `additionalContext`, and PreToo
   "Ask about the tool CALL as `agent.ask-about` does, after PermissionRequest's hooks (an
 allow answers :allow-once, a deny :reject-once with its reason in CALL's :hook-reason) and a
 Notification that oml needs permission."
-  (let [r (hook.fire :PermissionRequest (tool-event call) (tool-names call))]
+  (let [r (hook.fire :PermissionRequest #(tool-event call) (tool-names call))]
     (if (or r.block? (= r.decision :deny))
         (do (set call.hook-reason (.. "a hook refused it: " (hook.reason r))) :reject-once)
         (= r.decision :allow) :allow-once

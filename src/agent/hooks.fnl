@@ -89,13 +89,15 @@ names turned back into oml's."
 (fn hook.input [event ?extra ?session-id]
   "The JSON input of EVENT for the session (the current one, or ?SESSION-ID): `session_id`,
 `transcript_path`, `cwd`, `hook_event_name` and `permission_mode` (Claude Code's names:
-default, acceptEdits, bypassPermissions, plan), with ?EXTRA's fields."
+default, acceptEdits, bypassPermissions, plan), with ?EXTRA's fields (?EXTRA may be a function
+giving them, called only here)."
   (let [sid (or ?session-id (session.current))
+        extra (if (= :function (type ?extra)) (?extra) ?extra)
         input {:session_id sid :hook_event_name event
                :cwd (session.cwd sid)
                :transcript_path (hook.transcript-path sid)
                :permission_mode (claude-mode (agent.current-permission-mode sid))}]
-    (each [k v (pairs (or ?extra {}))] (tset input k v))
+    (each [k v (pairs (or extra {}))] (tset input k v))
     input))
 
 ;;; Hooks in Lisp
@@ -223,7 +225,8 @@ shown, stdout is the JSON answer or (for SessionStart and UserPromptSubmit) cont
 
 (fn hook.fire [event ?extra ?subjects ?session-id]
   "Run EVENT's hooks (`hook.handlers`: Lisp ones in order, then the settings files' all at once)
-with the input `hook.input` makes of ?EXTRA, and combine their answers: {:block? :blocks
+with the input `hook.input` makes of ?EXTRA (a table, or a function giving one: called only when
+a hook runs), and combine their answers: {:block? :blocks
 :decision :reasons :updated-input :context :stop? :stop-reason :messages :errors :ran}. :decision
 is :deny, :ask or :allow (deny beats ask beats allow). Messages and errors are shown to the
 user as notices."

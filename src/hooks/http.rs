@@ -1,7 +1,7 @@
-//! An `http` hook: the event's JSON POSTed to the hook's URL with its headers (`${VAR}` in a
-//! header value taken from oml's environment only when the hook names the variable in its
-//! settings, as Claude Code does: see `crate::bind::hooks`). A 2xx answer is exit 0 with the body as stdout; any
-//! other status is a non-blocking error with the body as stderr, as a crashing command's.
+//! An `http` hook: the event's JSON POSTed to the hook's URL with its headers, as they are
+//! written (no variables are put in), following no redirect. A 2xx answer is exit 0 with the
+//! body as stdout; any other status is a non-blocking error with the body as stderr, as a
+//! crashing command's.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
