@@ -291,11 +291,11 @@ does not run, a bad matcher), then the files' problems."
             why (or (and (not (. hook.events g.event)) "unsupported: oml has no moment for this event")
                     g.skipped bad)]
         (each [_ h (ipairs g.handlers)]
-          (table.insert lines (.. "- " g.event " " (or g.matcher "*") ": " (handler-text h)
+          (table.insert lines (.. "- " g.event (if g.matcher (.. " " g.matcher) "") ": " (handler-text h)
                                   "  [" g.source " " g.place "]" off
                                   (if why (.. "\n    not run: " why) ""))))))
     (each [_ h (ipairs hook.lisp-hooks)]
-      (table.insert lines (.. "- " h.event " " (or h.matcher "*") ": Lisp " h.name "  [" h.source "]"
+      (table.insert lines (.. "- " h.event (if h.matcher (.. " " h.matcher) "") ": Lisp " h.name "  [" h.source "]"
                               (if (oml.setting "hook.enabled?") "" " (not run: hook.enabled? is false)"))))
     (each [_ f (ipairs s.files)]
       (when f.problem (table.insert lines (.. "! " f.path ": " f.problem))))
