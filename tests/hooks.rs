@@ -569,3 +569,39 @@ fn session_end_runs_when_an_editor_closes_the_session() {
     assert_eq!(input["hook_event_name"], "SessionEnd");
     assert_eq!(input["session_id"], sid.as_str());
 }
+
+#[test]
+fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
+    let env = Env::new();
+    env.file(".git/HEAD", "ref: refs/heads/main\n");
+    env.file("AGENTS.md", "Be brief.\n");
+    env.file(
+        ".claude/settings.json",
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
+    );
+    env.file(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: reviews\n---\nReview.\n",
+    );
+    let out = env.run(None, &["-p", "/setup"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let project = env.project.display().to_string();
+    for want in [
+        format!("Project {project}: not trusted"),
+        format!("- {project}/AGENTS.md"),
+        "- Stop: command `true`".to_owned(),
+        "not run: the project is not trusted".to_owned(),
+        "`reviewer`".to_owned(),
+    ] {
+        assert!(out.stdout.contains(&want), "no {want:?} in {out:?}");
+    }
+    assert!(env.run(None, &["trust"]).code == 0);
+    let trusted = env.run(None, &["-p", "/setup"]);
+    assert!(
+        trusted
+            .stdout
+            .contains(&format!("Project {project}: trusted")),
+        "{trusted:?}"
+    );
+    assert!(!trusted.stdout.contains("not run:"), "{trusted:?}");
+}
