@@ -58,9 +58,15 @@ This default cannot ask anyone (print mode); a frontend that can ask redefines i
 ;; does one in oml's own folders (`oml.own-folders`) when the workspace holds them (a session in
 ;; the home folder), but for oml's worktrees (`project.worktrees-folder`), which hold none.
 (local code-folders [".oml" ".git"])
+;; What other agents keep their hooks, MCP servers and settings in (`.mcp.json` is a file):
+;; treated like those folders, so an edit there asks even in accept-edits. Trust covers the
+;; settings files, so an edit would end the project's trust too (hooks.md).
+(local agent-setup [".claude" ".codex" ".mcp.json"])
 
 (fn code-folder [path root]
   (or (accumulate [found nil _ name (ipairs code-folders) &until found]
+        (when (under? path (.. root "/" name)) (.. root "/" name)))
+      (accumulate [found nil _ name (ipairs agent-setup) &until found]
         (when (under? path (.. root "/" name)) (.. root "/" name)))
       (when (not (under? path (project.worktrees-folder)))
         (accumulate [found nil _ dir (ipairs (oml.own-folders)) &until found]
@@ -86,7 +92,10 @@ additional directories (ACP `additionalDirectories`), as given."
 (fn outside-why [path]
   (let [root (real (workspace))
         folder (and (under? path root) (code-folder path root))]
-    (if folder (.. "in " folder ", where oml or git load code from")
+    (if (and folder (accumulate [yes false _ name (ipairs agent-setup) &until yes]
+                      (= folder (.. root "/" name))))
+        (.. "in " folder ", where agents keep their hooks, MCP servers and settings")
+        folder (.. "in " folder ", where oml or git load code from")
         (.. "outside the workspace " root))))
 
 (fn words [command]

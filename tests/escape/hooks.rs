@@ -147,3 +147,49 @@ fn a_hook_never_sees_the_api_key_or_a_token_it_did_not_ask_for() {
         "{keeps}"
     );
 }
+
+#[test]
+fn accept_edits_asks_before_the_model_writes_another_agents_settings() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    for (path, kind) in [
+        (".claude/settings.json", "hooks"),
+        (".codex/hooks.json", "hooks"),
+        (".mcp.json", "MCP servers"),
+    ] {
+        let args = serde_json::json!({"path": path, "content": "{\"hooks\": {}}"}).to_string();
+        let fake = FakeModel::start([
+            Reply::Stream(tool_call_chunks("c1", "write", &[&args])),
+            Reply::Stream(text_chunks(&["done"])),
+        ]);
+        let run = Run::from(
+            t.command(Some(&fake), &["-p", "--mode", "accept-edits", "go"])
+                .output()
+                .expect("oml"),
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        let result = tool_result(&fake, 1);
+        assert!(
+            result.contains("needs permission") && result.contains(kind),
+            "{path}: {result}"
+        );
+        assert!(!t.env.project.join(path).exists(), "{path} was written");
+    }
+    // A file of the workspace beside them is written as before: the refusal is theirs.
+    let args = serde_json::json!({"path": "notes.json", "content": "{}"}).to_string();
+    let fake = FakeModel::start([
+        Reply::Stream(tool_call_chunks("c1", "write", &[&args])),
+        Reply::Stream(text_chunks(&["done"])),
+    ]);
+    let run = Run::from(
+        t.command(Some(&fake), &["-p", "--mode", "accept-edits", "go"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        t.env.project.join("notes.json").exists(),
+        "{}",
+        tool_result(&fake, 1)
+    );
+}
