@@ -31,7 +31,7 @@
 ;; setting's doc, `acp.modes` and docs/src/editors.md are made from (tests/docs.rs checks them).
 (set agent.permission-modes
      [{:id :ask :name "Ask" :description "edits, commands and MCP tools not marked read-only ask before they run"}
-      {:id :accept-edits :name "Accept edits" :description "edits inside the workspace run, except in .oml/, .git/ and oml's own folders; commands run while the sandbox confines them; the rest asks"}
+      {:id :accept-edits :name "Accept edits" :description "edits inside the workspace run, except in .oml/, .git/, other agents' .claude/, .codex/ and .mcp.json, and oml's own folders; commands run while the sandbox confines them; the rest asks"}
       {:id :yolo :name "Yolo" :description "every tool runs without asking; commands stay confined unless the sandbox is off"}
       {:id :read-only :name "Read only" :description "edits, commands and MCP tools not marked read-only are refused"}])
 (local modes (icollect [_ m (ipairs agent.permission-modes)] m.id))
