@@ -605,3 +605,20 @@ fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
     );
     assert!(!trusted.stdout.contains("not run:"), "{trusted:?}");
 }
+
+#[test]
+fn session_end_runs_before_print_mode_exits() {
+    let env = Env::new();
+    let ended = env.root.join("ended.json");
+    user_hooks(
+        &env,
+        &format!(
+            r#"{{"SessionEnd": [{{"hooks": [{{"type": "command", "command": "cat > {}"}}]}}]}}"#,
+            ended.display()
+        ),
+    );
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello"]))]);
+    let out = env.run(Some(&fake), &["-p", "hi"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(read_json(&ended)["hook_event_name"], "SessionEnd");
+}

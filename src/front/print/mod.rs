@@ -154,6 +154,12 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
             )
         })
         .unwrap_or_default();
+    // SessionEnd's hooks run before oml exits, not in the task the registry starts on removal,
+    // which the exit would cut short; a failure is theirs to report.
+    let _ = agent
+        .lisp()
+        .call_json("agent.session-end-hooks", &[json!(id)], &CancelToken::new())
+        .await;
     // Dropping the session drops its sink, which ends the renderer once it has shown everything.
     agent.sessions().remove(&id);
     let text = renderer.await.unwrap_or_default();
