@@ -17,6 +17,43 @@ use serde_json::Value;
 
 use super::files::{Origin, SettingsFile};
 
+/// Why a rule is no rule oml can read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("a rule's `(` is not closed by a final `)`")]
+    Unclosed,
+    #[error("not a rule: a tool name, then optionally a pattern in ( )")]
+    NotARule,
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    #[error("an MCP tool's rule takes no pattern")]
+    McpPattern,
+    #[error("no MCP server named")]
+    NoServer,
+    #[error("not a glob: {0}")]
+    BadGlob(String),
+}
+
+/// Why oml cannot apply a rule it read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error("oml has no {0} tool")]
+    NoTool(String),
+    #[error("a `*` before the end: oml matches a command by its leading words or whole")]
+    InnerWildcard,
+    #[error("a `..` in a path pattern")]
+    ParentInPattern,
+    #[error("no home folder for `~/`")]
+    NoHome,
+}
+
+/// A rule read: one oml applies, or one it cannot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Parsed {
+    Rule(OmlRule),
+    Unsupported(Unsupported),
+}
+
 /// What a rule says of the calls it covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -164,8 +201,13 @@ pub fn setting_rules(files: &[SettingsFile], bases: Bases) -> SettingRules {
                     continue;
                 };
                 match parse(text, bases) {
-                    Ok(Ok(rule)) => out.rules.push(entry(file, verdict, text, Some(rule), None)),
-                    Ok(Err(why)) => out.rules.push(entry(file, verdict, text, None, Some(why))),
+                    Ok(Parsed::Rule(rule)) => {
+                        out.rules.push(entry(file, verdict, text, Some(rule), None))
+                    }
+                    Ok(Parsed::Unsupported(why)) => {
+                        out.rules
+                            .push(entry(file, verdict, text, None, Some(why.to_string())))
+                    }
                     Err(why) => out
                         .problems
                         .push(problem(format!("`permissions.{key}[{i}]` {text:?}: {why}"))),
@@ -193,14 +235,13 @@ fn entry(
     }
 }
 
-/// The rule `text` says: `Ok(Ok(rule))`, `Ok(Err(why))` when it is a rule oml cannot apply,
-/// `Err(why)` when it is no rule at all.
-fn parse(text: &str, bases: Bases) -> Result<Result<OmlRule, String>, String> {
+/// The rule `text` says, or why it is no rule at all.
+fn parse(text: &str, bases: Bases) -> Result<Parsed, RuleError> {
     let text = text.trim();
     let (name, spec) = match text.find('(') {
         Some(open) => {
             let Some(inner) = text[open + 1..].strip_suffix(')') else {
-                return Err("a rule's `(` is not closed by a final `)`".into());
+                return Err(RuleError::Unclosed);
             };
             (&text[..open], Some(inner.trim()))
         }
@@ -211,20 +252,22 @@ fn parse(text: &str, bases: Bases) -> Result<Result<OmlRule, String>, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-*".contains(c))
     {
-        return Err("not a rule: a tool name, then optionally a pattern in ( )".into());
+        return Err(RuleError::NotARule);
     }
     let spec = spec.filter(|s| !s.is_empty() && *s != "*" && *s != ":*" && *s != "**");
     let tools = |list: &[&str]| Some(list.iter().map(|t| t.to_string()).collect());
-    Ok(match name {
-        "Bash" => spec.map_or_else(|| Ok(tool("bash")), bash),
-        "Read" | "Grep" | "Glob" | "LS" => path_rule(tools(READ_TOOLS), spec, bases)?,
+    match name {
+        "Bash" => Ok(spec.map_or_else(|| Parsed::Rule(tool("bash")), bash)),
+        "Read" | "Grep" | "Glob" | "LS" => path_rule(tools(READ_TOOLS), spec, bases),
         "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
-            path_rule(tools(EDIT_TOOLS), spec, bases)?
+            path_rule(tools(EDIT_TOOLS), spec, bases)
         }
-        _ if name.starts_with("mcp__") => Ok(mcp(name, spec)?),
-        _ if NOT_IN_OML.contains(&name) => Err(format!("oml has no {name} tool")),
-        _ => return Err(format!("unknown tool `{name}`")),
-    })
+        _ if name.starts_with("mcp__") => mcp(name, spec).map(Parsed::Rule),
+        _ if NOT_IN_OML.contains(&name) => {
+            Ok(Parsed::Unsupported(Unsupported::NoTool(name.to_owned())))
+        }
+        _ => Err(RuleError::UnknownTool(name.to_owned())),
+    }
 }
 
 fn tool(name: &str) -> OmlRule {
@@ -236,21 +279,19 @@ fn tool(name: &str) -> OmlRule {
 
 /// A `Bash(...)` rule: `words:*`, `words *` and `words*` name the program's leading words,
 /// anything else the exact command.
-fn bash(spec: &str) -> Result<OmlRule, String> {
+fn bash(spec: &str) -> Parsed {
     let (command, prefix) = match spec.strip_suffix(":*").or_else(|| spec.strip_suffix('*')) {
         Some(head) => (head.trim(), true),
         None => (spec, false),
     };
     if command.contains('*') {
-        return Err(
-            "a `*` before the end: oml matches a command by its leading words or whole".into(),
-        );
+        return Parsed::Unsupported(Unsupported::InnerWildcard);
     }
     let words: Vec<&str> = command
         .split([' ', '\t'])
         .filter(|w| !w.is_empty())
         .collect();
-    Ok(match (prefix, words.is_empty()) {
+    Parsed::Rule(match (prefix, words.is_empty()) {
         (_, true) => tool("bash"),
         (true, false) => OmlRule {
             prefix: Some(words.join(" ")),
@@ -264,9 +305,9 @@ fn bash(spec: &str) -> Result<OmlRule, String> {
 }
 
 /// `mcp__server` and `mcp__server__*` (every tool of the server) or `mcp__server__tool`.
-fn mcp(name: &str, spec: Option<&str>) -> Result<OmlRule, String> {
+fn mcp(name: &str, spec: Option<&str>) -> Result<OmlRule, RuleError> {
     if spec.is_some() {
-        return Err("an MCP tool's rule takes no pattern".into());
+        return Err(RuleError::McpPattern);
     }
     let rest = &name["mcp__".len()..];
     let (server, tool_name) = match rest.split_once("__") {
@@ -274,7 +315,7 @@ fn mcp(name: &str, spec: Option<&str>) -> Result<OmlRule, String> {
         None => (rest, None),
     };
     if server.is_empty() {
-        return Err("no MCP server named".into());
+        return Err(RuleError::NoServer);
     }
     Ok(match tool_name {
         Some(_) => tool(name),
@@ -291,21 +332,21 @@ fn path_rule(
     tools: Option<Vec<String>>,
     spec: Option<&str>,
     bases: Bases,
-) -> Result<Result<OmlRule, String>, String> {
+) -> Result<Parsed, RuleError> {
     let glob = match spec {
         None => None,
         Some(spec) => match absolute_glob(spec, bases) {
             Ok(g) => Some(g),
-            Err(why) => return Ok(Err(why)),
+            Err(why) => return Ok(Parsed::Unsupported(why)),
         },
     };
     if let Some(g) = &glob {
         globset::GlobBuilder::new(g)
             .literal_separator(true)
             .build()
-            .map_err(|e| format!("not a glob: {e}"))?;
+            .map_err(|e| RuleError::BadGlob(e.to_string()))?;
     }
-    Ok(Ok(OmlRule {
+    Ok(Parsed::Rule(OmlRule {
         tools,
         glob,
         ..OmlRule::default()
@@ -316,12 +357,12 @@ fn path_rule(
 /// `//x` from the file system's root, `~/x` from the home folder, `/x` and `./x` from the
 /// project root, a bare `x` from the project root when it holds a `/`, else at any depth
 /// beneath it; a final `/` means everything inside.
-pub fn absolute_glob(spec: &str, bases: Bases) -> Result<String, String> {
+pub fn absolute_glob(spec: &str, bases: Bases) -> Result<String, Unsupported> {
     let root = bases.root.display().to_string();
     let (base, rest, anywhere) = if let Some(rest) = spec.strip_prefix("//") {
         (String::new(), rest, false)
     } else if let Some(rest) = spec.strip_prefix("~/") {
-        let home = bases.home.ok_or("no home folder for `~/`")?;
+        let home = bases.home.ok_or(Unsupported::NoHome)?;
         (home.display().to_string(), rest, false)
     } else if let Some(rest) = spec.strip_prefix("./").or_else(|| spec.strip_prefix('/')) {
         (root, rest, false)
@@ -338,7 +379,7 @@ pub fn absolute_glob(spec: &str, bases: Bases) -> Result<String, String> {
         .filter(|part| !part.is_empty() && *part != ".")
         .collect::<Vec<_>>();
     if rest.contains(&"..") {
-        return Err("a `..` in a path pattern".into());
+        return Err(Unsupported::ParentInPattern);
     }
     let base = base.trim_end_matches('/');
     let mut glob = String::from(base);
@@ -380,7 +421,10 @@ mod tests {
     }
 
     fn rule(text: &str) -> OmlRule {
-        parse(text, bases()).unwrap().unwrap()
+        match parse(text, bases()).unwrap() {
+            Parsed::Rule(r) => r,
+            other => panic!("{text}: {other:?}"),
+        }
     }
 
     #[test]
@@ -399,7 +443,10 @@ mod tests {
             ..tool("bash")
         };
         assert_eq!(rule(" Bash(git diff) "), exact);
-        assert!(parse("Bash(git * main)", bases()).unwrap().is_err());
+        assert_eq!(
+            parse("Bash(git * main)", bases()),
+            Ok(Parsed::Unsupported(Unsupported::InnerWildcard))
+        );
     }
 
     #[test]
@@ -426,11 +473,16 @@ mod tests {
         assert_eq!(rule("mcp__gh__create_issue"), tool("mcp__gh__create_issue"));
         assert_eq!(rule("mcp__gh").mcp_server.as_deref(), Some("gh"));
         assert_eq!(rule("mcp__gh__*").mcp_server.as_deref(), Some("gh"));
-        let web = parse("WebFetch(domain:example.com)", bases()).unwrap();
-        assert_eq!(web, Err("oml has no WebFetch tool".into()));
-        assert!(parse("Frobnicate(x)", bases()).is_err());
-        assert!(parse("Bash(ls", bases()).is_err());
-        assert!(parse("Read([)", bases()).is_err());
+        let web = parse("WebFetch(domain:example.com)", bases());
+        let no_tool = Unsupported::NoTool("WebFetch".into());
+        assert_eq!(web, Ok(Parsed::Unsupported(no_tool)));
+        let unknown = RuleError::UnknownTool("Frobnicate".into());
+        assert_eq!(parse("Frobnicate(x)", bases()), Err(unknown));
+        assert_eq!(parse("Bash(ls", bases()), Err(RuleError::Unclosed));
+        assert!(matches!(
+            parse("Read([)", bases()),
+            Err(RuleError::BadGlob(_))
+        ));
     }
 
     #[test]
