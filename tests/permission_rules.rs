@@ -361,7 +361,10 @@ fn a_settings_ask_rule_asks_where_the_mode_would_run_the_call() {
 #[test]
 fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
     let env = Env::new();
-    user_settings(&env, serde_json::json!({"allow": ["Edit(src/**)"]}));
+    user_settings(
+        &env,
+        serde_json::json!({"allow": ["Edit(src/**)", "Write(.oml/**)"]}),
+    );
     std::fs::create_dir_all(env.project.join("src")).unwrap();
     let outside = env.root.join("outside.txt");
     std::os::unix::fs::symlink(&outside, env.project.join("src/link")).unwrap();
@@ -373,14 +376,26 @@ fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
         ),
         ("write", r#"{"path": "top.rs", "content": "t"}"#),
         ("write", r#"{"path": "src/link", "content": "x"}"#),
+        (
+            "write",
+            r#"{"path": ".oml/init.fnl", "content": "(os.exit 1)"}"#,
+        ),
     ];
-    let (results, asked) = turn(&env, "ask", Some(":reject-once :reject-once"), &calls);
+    let (results, asked) = turn(
+        &env,
+        "ask",
+        Some(":reject-once :reject-once :reject-once"),
+        &calls,
+    );
     assert!(results[0].starts_with("Wrote"), "{results:?}");
     assert!(!results[1].starts_with("Blocked"), "{results:?}");
     assert_eq!(results[2], "Blocked: the user rejected it");
     // The link leads out of src/: its real path is not covered.
     assert_eq!(results[3], "Blocked: the user rejected it");
-    assert_eq!(asked, "write\nwrite\n");
+    // No allow rule covers the files oml loads code from.
+    assert_eq!(results[4], "Blocked: the user rejected it");
+    assert_eq!(asked, "write\nwrite\nwrite\n");
+    assert!(!env.project.join(".oml/init.fnl").exists());
     assert!(!outside.exists());
     assert_eq!(
         std::fs::read_to_string(env.project.join("src/deep/a.rs")).unwrap(),

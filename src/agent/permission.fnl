@@ -313,6 +313,12 @@ front end redefines this to look at the editor's text when the tool writes throu
     (let [(ok diff why) (pcall oml.preview-change call.name (or call.args {}))]
       (when (and ok (not diff)) why))))
 
+(fn loads-code? [call]
+  ;; Whether the edit CALL changes a file oml or git load code from (the workspace's .oml/ or
+  ;; .git/, oml's own folders): a settings file's allow rule never covers it.
+  (let [path (and (. edit-kinds call.kind) (call-path call))]
+    (not= nil (and path (code-folder path (real (workspace)))))))
+
 (fn cannot-ask [call needs mode ?setting]
   ;; Why CALL may not run where nobody can be asked.
   (let [what (if (and (= needs :edit) (not (agent.inside-workspace? call)))
@@ -355,7 +361,8 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
 The settings files' rules (`agent.setting-verdict`) come first and last: a deny rule refuses
 the call in every mode, yolo included, over any allow; an ask rule asks even where the mode
 would run it (refused where nobody can be asked); an allow rule runs it without asking where
-the mode would ask, after the session's own rules."
+the mode would ask, after the session's own rules, but for an edit in the workspace's .oml/ or
+.git/ or in oml's own folders."
   (let [mode (agent.hook-mode call (agent.current-permission-mode))
         needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
                   (. edit-kinds call.kind) :edit
@@ -375,7 +382,7 @@ the mode would ask, after the session's own rules."
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
-          _ (when (not setting) (ask-user call needs mode))))))
+          _ (when (or (not setting) (loads-code? call)) (ask-user call needs mode))))))
 
 (fn commands.permissions [input]
   {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
