@@ -263,9 +263,9 @@ fn bash(command: &str) -> (&'static str, String) {
 fn a_settings_allow_rule_runs_its_commands_without_asking_and_names_the_program() {
     let env = Env::new();
     env.file("victim", "still here\n");
-    user_settings(
+    let file = user_settings(
         &env,
-        serde_json::json!({"allow": ["Bash(echo ok:*)", "Bash(pwd)"]}),
+        serde_json::json!({"allow": ["Bash(echo ok:*)", "Bash(pwd)", "WebFetch(domain:x.org)", "Frob"]}),
     );
     let calls = [
         bash("echo ok 1"),
@@ -288,6 +288,23 @@ fn a_settings_allow_rule_runs_its_commands_without_asking_and_names_the_program(
         assert_eq!(r, "Blocked: the user rejected it", "{results:?}");
     }
     assert_eq!(asked, "bash\nbash\nbash\nbash\n");
+    // /permissions lists them, with what is not used and why, and the rule that is no rule.
+    let listed = Run::from(
+        env.command(None, &["-p", "/permissions"])
+            .output()
+            .expect("oml"),
+    );
+    let f = file.display();
+    assert_eq!(
+        listed.stdout.trim(),
+        format!(
+            "No session permission rules yet (mode ask).\nFrom settings files:\n\
+             - allow `Bash(echo ok:*)` ({f})\n\
+             - allow `Bash(pwd)` ({f})\n\
+             - allow `WebFetch(domain:x.org)` ({f}): not used, oml has no WebFetch tool\n\
+             - problem in {f}: `permissions.allow[3]` \"Frob\": unknown tool `Frob`"
+        )
+    );
     assert_eq!(
         std::fs::read_to_string(env.project.join("victim")).unwrap(),
         "still here\n"

@@ -384,8 +384,19 @@ the mode would ask, after the session's own rules, but for an edit in the worksp
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
           _ (when (or (not setting) (loads-code? call)) (ask-user call needs mode))))))
 
+(fn settings-listing []
+  ;; The settings files' rules (`agent.setting-rules`) as /permissions lists them, or "".
+  (let [{: rules : problems} (agent.setting-rules)
+        lines (icollect [_ r (ipairs rules)]
+                (.. "- " r.verdict " `" r.text "` (" r.source ")"
+                    (if r.used? "" (.. ": not used, " r.why))))]
+    (each [_ p (ipairs problems)]
+      (table.insert lines (.. "- problem in " p.file ": " p.message)))
+    (if (= 0 (length lines)) ""
+        (.. "\nFrom settings files:\n" (table.concat lines "\n")))))
+
 (fn commands.permissions [input]
-  {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
+  {:fnl/docstring "List this session's permission rules (what \"always\" answers added), those saved for the project and those of the settings files (`agent.setting-rules`); `clear` removes the session's all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
    :hint "[clear | remove N | save | forget]"}
   (let [rules (agent.permission-rules)
         n (tonumber (input:match "^remove%s+(%d+)$"))
@@ -403,14 +414,17 @@ the mode would ask, after the session's own rules, but for an edit in the worksp
                 (session.put! :permission-rules rules)
                 (.. "Removed: " gone.verdict " " (agent.describe-rule gone.rule)))
               (.. "No rule " n))
-        (and (= 0 (length rules)) (= 0 (length saved)))
-        (.. "No permission rules yet (mode " (agent.current-permission-mode) ").")
-        (.. (table.concat (icollect [i r (ipairs rules)]
-                            (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
-                          "\n")
-            (if (< 0 (length saved))
-                (.. (if (< 0 (length rules)) "\n" "") "Saved for this project:\n"
-                    (table.concat (icollect [_ r (ipairs saved)]
-                                    (.. "- " r.verdict " " (agent.describe-rule r.rule)))
-                                  "\n"))
-                "")))))
+        (let [from-files (settings-listing)]
+          (if (and (= 0 (length rules)) (= 0 (length saved)))
+              (.. "No " (if (= from-files "") "" "session ") "permission rules yet (mode "
+                  (agent.current-permission-mode) ")." from-files)
+              (.. (table.concat (icollect [i r (ipairs rules)]
+                                  (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
+                                "\n")
+                  (if (< 0 (length saved))
+                      (.. (if (< 0 (length rules)) "\n" "") "Saved for this project:\n"
+                          (table.concat (icollect [_ r (ipairs saved)]
+                                          (.. "- " r.verdict " " (agent.describe-rule r.rule)))
+                                        "\n"))
+                      "")
+                  from-files))))))

@@ -83,8 +83,9 @@ fn fresh(dir: &Path) -> (u64, Arc<SettingRules>) {
         },
     ));
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    READ.lock()
-        .insert(dir.to_path_buf(), (Instant::now(), n, found.clone()));
+    let mut read = READ.lock();
+    read.retain(|_, (at, _, _)| at.elapsed() < RULES_TTL);
+    read.insert(dir.to_path_buf(), (Instant::now(), n, found.clone()));
     (n, found)
 }
 
