@@ -216,6 +216,17 @@ fn turn(
     answers: Option<&str>,
     calls: &[(&str, &str)],
 ) -> (Vec<String>, String) {
+    turn_with(env, "", mode, answers, calls)
+}
+
+/// [`turn`] with the Lisp EXTRA in the init file too.
+fn turn_with(
+    env: &Env,
+    extra: &str,
+    mode: &str,
+    answers: Option<&str>,
+    calls: &[(&str, &str)],
+) -> (Vec<String>, String) {
     let asking = answers.map_or(String::new(), |answers| {
         format!(
             r#"(local answers [{answers}])
@@ -227,6 +238,7 @@ fn turn(
         r#"(setq agent.print-mode-permission :{mode})
 (var asked "")
 {asking}
+{extra}
 (advise! agent.run :asked (fn [run ...] (let [r (run ...)] (io.stderr:write asked) r)))"#
     ));
     let mut list: Vec<_> = calls
@@ -418,4 +430,37 @@ fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
         std::fs::read_to_string(env.project.join("src/deep/a.rs")).unwrap(),
         "b"
     );
+}
+
+#[test]
+fn settings_rules_name_an_mcp_tool_or_every_tool_of_its_server() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        support::home::skip("python3", "apt-get install python3");
+        return;
+    }
+    let env = Env::new();
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/fake_server.py");
+    let declare = format!(
+        "(mcp.defserver :fake {{:command \"python3\" :args [{:?} \"normal\"]}})",
+        server.display().to_string()
+    );
+    let calls = [
+        ("mcp__fake__wipe", "{}"),
+        ("mcp__fake__echo", r#"{"text": "hi"}"#),
+    ];
+    // Allowed by name: the destructive tool runs where nobody can be asked.
+    user_settings(&env, serde_json::json!({"allow": ["mcp__fake__wipe"]}));
+    let (results, _) = turn_with(&env, &declare, "ask", None, &calls);
+    assert_eq!(results, ["wiped", "echo: hi"]);
+    // Every tool of the server denied, in yolo too.
+    let file = user_settings(&env, serde_json::json!({"deny": ["mcp__fake"]}));
+    let (results, _) = turn_with(&env, &declare, "yolo", None, &calls);
+    let denied = format!(
+        "Blocked: the rule `mcp__fake` of {} denies it",
+        file.display()
+    );
+    assert_eq!(results, [denied.clone(), denied]);
 }
