@@ -357,6 +357,26 @@ fn a_settings_deny_rule_wins_over_yolo_and_over_an_allow_rule() {
 }
 
 #[test]
+fn a_settings_deny_rule_wins_over_the_sessions_always_answer() {
+    let env = Env::new();
+    let file = user_settings(&env, serde_json::json!({"deny": ["Bash(echo hi there)"]}));
+    let calls = [bash("echo hi"), bash("echo hi you"), bash("echo hi there")];
+    let calls: Vec<(&str, &str)> = calls.iter().map(|(n, a)| (*n, a.as_str())).collect();
+    let (results, asked) = turn(&env, "ask", Some(":allow-always"), &calls);
+    assert_eq!(results[0].trim(), "hi");
+    // Covered by the session's new rule `echo hi …`, not asked.
+    assert_eq!(results[1].trim(), "hi you");
+    assert_eq!(asked, "bash\n");
+    assert_eq!(
+        results[2],
+        format!(
+            "Blocked: the rule `Bash(echo hi there)` of {} denies it",
+            file.display()
+        )
+    );
+}
+
+#[test]
 fn a_settings_ask_rule_asks_where_the_mode_would_run_the_call() {
     let env = Env::new();
     let file = user_settings(
