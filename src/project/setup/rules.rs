@@ -495,11 +495,17 @@ mod tests {
                 "allow": ["Bash", "WebFetch"],
                 "ask": "Bash"
             }})),
+            bytes: Vec::new(),
         };
         let bad = SettingsFile {
             path: "/h/.claude/settings.json".into(),
             origin: Origin::ClaudeUser,
-            value: Err("bad JSON at line 2".into()),
+            value: Err(crate::project::setup::files::FileProblem::BadJson {
+                line: 2,
+                column: 1,
+                message: "expected value".into(),
+            }),
+            bytes: Vec::new(),
         };
         let found = setting_rules(&[bad, file], bases());
         let verdicts: Vec<_> = found
