@@ -412,7 +412,7 @@ fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
     let env = Env::new();
     user_settings(
         &env,
-        serde_json::json!({"allow": ["Edit(src/**)", "Write(.oml/**)"]}),
+        serde_json::json!({"allow": ["Edit(src/**)", "Write(.oml/**)", "Edit(.claude/)"]}),
     );
     std::fs::create_dir_all(env.project.join("src")).unwrap();
     let outside = env.root.join("outside.txt");
@@ -429,11 +429,15 @@ fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
             "write",
             r#"{"path": ".oml/init.fnl", "content": "(os.exit 1)"}"#,
         ),
+        (
+            "write",
+            r#"{"path": ".claude/settings.json", "content": "{}"}"#,
+        ),
     ];
     let (results, asked) = turn(
         &env,
         "ask",
-        Some(":reject-once :reject-once :reject-once"),
+        Some(":reject-once :reject-once :reject-once :reject-once"),
         &calls,
     );
     assert!(results[0].starts_with("Wrote"), "{results:?}");
@@ -443,8 +447,10 @@ fn a_settings_edit_rule_covers_the_real_paths_its_glob_matches() {
     assert_eq!(results[3], "Blocked: the user rejected it");
     // No allow rule covers the files oml loads code from.
     assert_eq!(results[4], "Blocked: the user rejected it");
-    assert_eq!(asked, "write\nwrite\nwrite\n");
+    assert_eq!(results[5], "Blocked: the user rejected it");
+    assert_eq!(asked, "write\nwrite\nwrite\nwrite\n");
     assert!(!env.project.join(".oml/init.fnl").exists());
+    assert!(!env.project.join(".claude/settings.json").exists());
     assert!(!outside.exists());
     assert_eq!(
         std::fs::read_to_string(env.project.join("src/deep/a.rs")).unwrap(),

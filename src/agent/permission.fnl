@@ -314,8 +314,8 @@ front end redefines this to look at the editor's text when the tool writes throu
       (when (and ok (not diff)) why))))
 
 (fn loads-code? [call]
-  ;; Whether the edit CALL changes a file oml or git load code from (the workspace's .oml/ or
-  ;; .git/, oml's own folders): a settings file's allow rule never covers it.
+  ;; Whether the edit CALL changes a file oml, git or other agents load code from (`code-folder`:
+  ;; .oml/, .git/, .claude/, .codex/, .mcp.json, oml's own folders): no settings allow covers it.
   (let [path (and (. edit-kinds call.kind) (call-path call))]
     (not= nil (and path (code-folder path (real (workspace)))))))
 
@@ -361,8 +361,8 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
 The settings files' rules (`agent.setting-verdict`) come first and last: a deny rule refuses
 the call in every mode, yolo included, over any allow; an ask rule asks even where the mode
 would run it (refused where nobody can be asked); an allow rule runs it without asking where
-the mode would ask, after the session's own rules, but for an edit in the workspace's .oml/ or
-.git/ or in oml's own folders."
+the mode would ask, after the session's own rules, but for an edit in the workspace's .oml/,
+.git/, .claude/, .codex/ or .mcp.json or in oml's own folders."
   (let [mode (agent.hook-mode call (agent.current-permission-mode))
         needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
                   (. edit-kinds call.kind) :edit
