@@ -41,6 +41,7 @@ const PRELUDE: &[(&str, &str)] = &[
     ("agent_discovery", "src/agent/discovery.fnl"),
     ("agent_tools", "src/agent/tools.fnl"),
     ("agent_permission", "src/agent/permission.fnl"),
+    ("agent_setup_rules", "src/agent/setup_rules.fnl"),
     ("agent_plan", "src/agent/plan.fnl"),
     ("agent_ask", "src/agent/ask.fnl"),
     ("agent_delegate", "src/agent/delegate.fnl"),

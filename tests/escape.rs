@@ -47,6 +47,8 @@ mod roots;
 mod rules;
 #[path = "escape/secrets.rs"]
 mod secrets;
+#[path = "escape/settings_rules.rs"]
+mod settings_rules;
 #[path = "escape/setup.rs"]
 mod setup;
 #[path = "escape/signals.rs"]

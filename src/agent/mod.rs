@@ -52,6 +52,7 @@ const AGENT_FILES: &[(&str, &[u8], &str)] = &[
     agent_file!("discovery"),
     agent_file!("tools"),
     agent_file!("permission"),
+    agent_file!("setup_rules"),
     agent_file!("plan"),
     agent_file!("ask"),
     agent_file!("delegate"),

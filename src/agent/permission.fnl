@@ -201,10 +201,30 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
               path {:tool name :path path}
               {:tool name})))))
 
+(fn agent.rule-tool? [rule call]
+  "Whether the permission RULE names the tool of CALL: its :tool; one of its :tools (oml's own
+tools, not an MCP server's); every tool of its :mcp-server (the settings files' rules,
+`agent.setting-rules`)."
+  (if rule.tools (and (not call.mcp)
+                      (accumulate [ok false _ t (ipairs rule.tools)] (or ok (= t call.name))))
+      rule.mcp-server (let [head (.. "mcp__" rule.mcp-server "__")]
+                        (or (and call.mcp (= call.mcp.server rule.mcp-server))
+                            (= head (call.name:sub 1 (length head)))))
+      (= rule.tool call.name)))
+
+(fn agent.tool-path [call]
+  "The real path (`session.resolve-path`, links followed) the tool CALL works on: its `path`
+argument, else the session's directory (where ls, grep and find look by default); nil when it
+cannot be resolved."
+  (let [p (and (= :table (type call.args)) call.args.path)
+        (ok abs) (pcall session.resolve-path (if (and (= :string (type p)) (not= p "")) p "."))]
+    (when ok abs)))
+
 (fn agent.rule-matches? [rule call]
-  "Whether the permission RULE (see `agent.permission-rule`) covers the tool CALL."
+  "Whether the permission RULE (see `agent.permission-rule`; a settings file's may also hold
+:tools, :glob or :mcp-server) covers the tool CALL."
   (let [args (or call.args {})]
-    (if (not= rule.tool call.name) false
+    (if (not (agent.rule-tool? rule call)) false
         rule.prefix (let [command (or args.command "")
                           want (words rule.prefix)
                           have (agent.command-program command)]
@@ -218,6 +238,8 @@ file outside it ({:tool :edit :path abs}); for any other tool, the tool ({:tool 
                                     (or ok (= (real r) (real rule.inside))))]
                       (and path current (inside? path rule.inside)))
         rule.path (= rule.path (call-path call))
+        rule.glob (let [path (agent.tool-path call)]
+                    (and path (project.glob-matches? rule.glob path)))
         true)))
 
 (fn agent.inside-workspace? [call]
@@ -250,6 +272,9 @@ without a path counts as inside."
       rule.exact (.. "the command `" rule.exact "`")
       rule.inside (.. rule.tool " inside " rule.inside)
       rule.path (.. rule.tool " of " rule.path)
+      rule.glob (.. (table.concat rule.tools ", ") " of " rule.glob)
+      rule.tools (.. "every " (table.concat rule.tools ", ") " call")
+      rule.mcp-server (.. "every tool of the MCP server " rule.mcp-server)
       (.. "every " rule.tool " call")))
 
 (fn agent.permission-rules [?session-id]
@@ -288,6 +313,38 @@ front end redefines this to look at the editor's text when the tool writes throu
     (let [(ok diff why) (pcall oml.preview-change call.name (or call.args {}))]
       (when (and ok (not diff)) why))))
 
+(fn loads-code? [call]
+  ;; Whether the edit CALL changes a file oml, git or other agents load code from (`code-folder`:
+  ;; .oml/, .git/, .claude/, .codex/, .mcp.json, oml's own folders): no settings allow covers it.
+  (let [path (and (. edit-kinds call.kind) (call-path call))]
+    (not= nil (and path (code-folder path (real (workspace)))))))
+
+(fn cannot-ask [call needs mode ?setting]
+  ;; Why CALL may not run where nobody can be asked.
+  (let [what (if (and (= needs :edit) (not (agent.inside-workspace? call)))
+                 (.. call.name " of " (call-path call) " (" (outside-why (call-path call)) ")")
+                 call.name)]
+    (if ?setting
+        (.. what " is one the rule `" ?setting.text "` of " ?setting.source
+            " asks about, and this frontend cannot ask; run it where you can answer")
+        (.. what " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)"))))
+
+(fn ask-user [call needs mode ?setting]
+  ;; Put CALL to the user (`agent.ask-with-hooks`) — unless it is a write or edit that would fail,
+  ;; whose failure is its result — and keep what an "always" answer adds. ?SETTING is the
+  ;; settings file's ask rule that forces the question.
+  (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
+          (agent.change-failure call))
+    why {:content why :error? true}
+    _ (case (agent.ask-with-hooks call)
+        :allow-once nil
+        :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
+        :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
+                           "the user rejected it")
+        :reject-once (or call.hook-reason "the user rejected it")
+        :cancelled "the prompt was cancelled before the user answered"
+        _ (cannot-ask call needs mode ?setting))))
+
 (fn agent.check-permission [call]
   "nil when the tool CALL {:id :name :args :kind} may run under this session's permission
 mode and rules, else the reason it may not; or, where it would ask about a write or edit that
@@ -299,37 +356,47 @@ oml's own read, ls, grep or find of a path inside `sandbox.deny-read` (`oml.deni
 other kind always runs. accept-edits runs edits inside
 the workspace only (`agent.inside-workspace?`), and commands only while they run confined
 (`agent.sandboxed?`); others ask. An \"always\" answer adds
-`agent.permission-rule` of the call to the session's rules."
+`agent.permission-rule` of the call to the session's rules.
+
+The settings files' rules (`agent.setting-verdict`) come first and last: a deny rule refuses
+the call in every mode, yolo included, over any allow; an ask rule asks even where the mode
+would run it (refused where nobody can be asked); an allow rule runs it without asking where
+the mode would ask, after the session's own rules, but for an edit in the workspace's .oml/,
+.git/, .claude/, .codex/ or .mcp.json or in oml's own folders."
   (let [mode (agent.hook-mode call (agent.current-permission-mode))
         needs (if (and call.mcp (not call.mcp.read-only?)) :mcp
                   (. edit-kinds call.kind) :edit
                   (= call.kind :execute) :execute
                   (secret-read? call) :secret
-                  nil)]
-    (if (or (= nil needs) (= mode :yolo)) nil
-        (= mode :read-only) (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")
+                  nil)
+        setting (agent.setting-verdict call)
+        read-only (.. "the session is read-only (agent.permission-mode), so " call.name " may not run")]
+    (if (and setting (= setting.verdict :deny))
+        (.. "the rule `" setting.text "` of " setting.source " denies it")
+        (and setting (= setting.verdict :ask))
+        (if (and needs (= mode :read-only)) read-only (ask-user call needs mode setting))
+        (or (= nil needs) (= mode :yolo)) nil
+        (= mode :read-only) read-only
         (and (= mode :accept-edits) (= needs :edit) (agent.inside-workspace? call)) nil
         (and (= mode :accept-edits) (= needs :execute) (agent.sandboxed?)) nil
         (case (agent.rule-verdict call)
           :allow nil
           :reject (.. "the user always rejects " (agent.describe-rule (agent.permission-rule call)))
-          _ (case (when (and (agent.inside-workspace? call) (not (denied-path? call)))
-                    (agent.change-failure call))
-              why {:content why :error? true}
-              _ (case (agent.ask-with-hooks call)
-                  :allow-once nil
-                  :allow-always (do (agent.add-permission-rule! (agent.permission-rule call) :allow) nil)
-                  :reject-always (do (agent.add-permission-rule! (agent.permission-rule call) :reject)
-                                     "the user rejected it")
-                  :reject-once (or call.hook-reason "the user rejected it")
-                  :cancelled "the prompt was cancelled before the user answered"
-                  _ (.. call.name (if (and (= needs :edit) (not (agent.inside-workspace? call)))
-                                      (.. " of " (call-path call) " (" (outside-why (call-path call)) ")")
-                                      "")
-                        " needs permission in " mode " mode and this frontend cannot ask; choose another mode (oml -p --mode, or agent.permission-mode)")))))))
+          _ (when (or (not setting) (loads-code? call)) (ask-user call needs mode))))))
+
+(fn settings-listing []
+  ;; The settings files' rules (`agent.setting-rules`) as /permissions lists them, or "".
+  (let [{: rules : problems} (agent.setting-rules)
+        lines (icollect [_ r (ipairs rules)]
+                (.. "- " r.verdict " `" r.text "` (" r.source ")"
+                    (if r.used? "" (.. ": not used, " r.why))))]
+    (each [_ p (ipairs problems)]
+      (table.insert lines (.. "- problem in " p.file ": " p.message)))
+    (if (= 0 (length lines)) ""
+        (.. "\nFrom settings files:\n" (table.concat lines "\n")))))
 
 (fn commands.permissions [input]
-  {:fnl/docstring "List this session's permission rules (what \"always\" answers added); `clear` removes them all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
+  {:fnl/docstring "List this session's permission rules (what \"always\" answers added), those saved for the project and those of the settings files (`agent.setting-rules`); `clear` removes the session's all, `remove N` one; `save` keeps them for this project (used while it is trusted), `forget` drops the saved ones."
    :hint "[clear | remove N | save | forget]"}
   (let [rules (agent.permission-rules)
         n (tonumber (input:match "^remove%s+(%d+)$"))
@@ -347,14 +414,17 @@ the workspace only (`agent.inside-workspace?`), and commands only while they run
                 (session.put! :permission-rules rules)
                 (.. "Removed: " gone.verdict " " (agent.describe-rule gone.rule)))
               (.. "No rule " n))
-        (and (= 0 (length rules)) (= 0 (length saved)))
-        (.. "No permission rules yet (mode " (agent.current-permission-mode) ").")
-        (.. (table.concat (icollect [i r (ipairs rules)]
-                            (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
-                          "\n")
-            (if (< 0 (length saved))
-                (.. (if (< 0 (length rules)) "\n" "") "Saved for this project:\n"
-                    (table.concat (icollect [_ r (ipairs saved)]
-                                    (.. "- " r.verdict " " (agent.describe-rule r.rule)))
-                                  "\n"))
-                "")))))
+        (let [from-files (settings-listing)]
+          (if (and (= 0 (length rules)) (= 0 (length saved)))
+              (.. "No " (if (= from-files "") "" "session ") "permission rules yet (mode "
+                  (agent.current-permission-mode) ")." from-files)
+              (.. (table.concat (icollect [i r (ipairs rules)]
+                                  (.. i ". " r.verdict " " (agent.describe-rule r.rule)))
+                                "\n")
+                  (if (< 0 (length saved))
+                      (.. (if (< 0 (length rules)) "\n" "") "Saved for this project:\n"
+                          (table.concat (icollect [_ r (ipairs saved)]
+                                          (.. "- " r.verdict " " (agent.describe-rule r.rule)))
+                                        "\n"))
+                      "")
+                  from-files))))))

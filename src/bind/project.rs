@@ -3,7 +3,8 @@
 //! cached while unchanged), `project.git` (the git state, within a time limit) and
 //! `project.platform`, with the settings that shape them; the permission rules saved per
 //! trusted project (`saved`); the skills and markdown commands (`skills`); the sub-agent
-//! definitions and whether a project is trusted (`agents`); oml's git worktrees (`worktree`).
+//! definitions and whether a project is trusted (`agents`); the permission rules of the
+//! settings files (`setup_rules`); oml's git worktrees (`worktree`).
 //! The prompt itself is built in Lisp
 //! (`agent.system-prompt` in `src/agent/agent.fnl`).
 //!
@@ -11,6 +12,7 @@
 
 mod agents;
 mod saved;
+mod setup_rules;
 mod skills;
 pub(crate) use skills::untrusted_given;
 pub mod worktree;
@@ -76,6 +78,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
     define(lisp.lua(), "project", saved::SAVED)?;
     define(lisp.lua(), "project", skills::SKILLS_FNS)?;
     define(lisp.lua(), "project", agents::AGENTS_FNS)?;
+    define(lisp.lua(), "project", setup_rules::RULES_FNS)?;
     define(lisp.lua(), "project", worktree::WORKTREE_FNS)?;
     Ok(())
 }

@@ -10,5 +10,6 @@
 
 pub mod files;
 pub mod hooks;
+pub mod rules;
 
 pub use files::{Origin, SettingsFile, settings_files};
