@@ -577,7 +577,8 @@ fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
     env.file("AGENTS.md", "Be brief.\n");
     env.file(
         ".claude/settings.json",
-        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]},
+            "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]}}"#,
     );
     env.file(
         ".claude/agents/reviewer.md",
@@ -592,6 +593,7 @@ fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
         "- Stop: command `true`".to_owned(),
         "not run: the project is not trusted".to_owned(),
         "`reviewer`".to_owned(),
+        "- deny Read(./.env)".to_owned(),
     ] {
         assert!(out.stdout.contains(&want), "no {want:?} in {out:?}");
     }
@@ -604,6 +606,14 @@ fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
         "{trusted:?}"
     );
     assert!(!trusted.stdout.contains("not run:"), "{trusted:?}");
+    // Trusted or not, a project's allow is never used.
+    assert!(
+        trusted.stdout.contains("- allow Bash(npm test:*)")
+            && trusted
+                .stdout
+                .contains("(not used: a project may only narrow what the user allows)"),
+        "{trusted:?}"
+    );
 }
 
 #[test]

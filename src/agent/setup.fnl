@@ -47,14 +47,13 @@
     out))
 
 (fn rules-section [dir]
-  (let [list (and project.setting-rules (project.setting-rules dir))]
-    (if (not list) []
-        (let [out (icollect [_ r (ipairs (or list.rules []))]
-                    (.. "- " (tostring r.verdict) " " (tostring r.text) "  [" (tostring r.source) "]"
-                        (if (= false r.used?) (.. " (not used: " (tostring r.why) ")") "")))]
-          (each [_ p (ipairs (or list.problems []))]
-            (table.insert out (.. "! " (tostring (or p.source p.file)) ": " (tostring p.message))))
-          out))))
+  (let [list (agent.setting-rules dir)
+        out (icollect [_ r (ipairs list.rules)]
+              (.. "- " (tostring r.verdict) " " (tostring r.text) "  [" (tostring r.source) "]"
+                  (if r.used? "" (.. " (not used: " (tostring r.why) ")"))))]
+    (each [_ p (ipairs list.problems)]
+      (table.insert out (.. "! " (tostring p.file) ": " (tostring p.message))))
+    out))
 
 (set agent.setup-sections
      [{:title "Trust" :fn trust-section}
