@@ -51,8 +51,29 @@ pub enum Unusable {
     Unset(String),
     #[error("it is disabled (enabled = false)")]
     Disabled,
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] BadEntry),
+}
+
+/// What is wrong with one server's entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    #[error("expected a table")]
+    NotATable,
+    #[error("give command or url")]
+    Neither,
+    #[error("give command or url, not both")]
+    Both,
+    #[error("unknown type {0:?}")]
+    UnknownType(String),
+    #[error("{0} must be a non-empty string")]
+    NotText(&'static str),
+    #[error("args must be a list of strings")]
+    Args,
+    #[error("{0} must be a table of strings")]
+    NotPairs(&'static str),
+    #[error("it has no name")]
+    NoName,
 }
 
 /// Why a whole file gives no server.
@@ -114,12 +135,12 @@ pub fn mcp_json(text: &str, env: Env) -> Result<Vec<FileServer>, BadFile> {
     let servers = servers.iter().take(MAX_SERVERS).map(|(name, entry)| {
         let key = serde_json::to_string(name).unwrap_or_default();
         let line = line_of(text, from, &[&key]);
-        match claude_entry(name, entry) {
+        match claude_entry(entry) {
             Ok(written) => {
                 let spec = expanded(&written, env).and_then(|t| valid(name, t));
                 server(name, line, Some(&written), spec)
             }
-            Err(why) => server(name, line, None, Err(Unusable::Invalid(why))),
+            Err(why) => server(name, line, None, Err(why.into())),
         }
     });
     Ok(servers.collect())
@@ -144,7 +165,7 @@ pub fn codex_toml(text: &str, env: Env) -> Result<Vec<FileServer>, BadFile> {
         let quoted = format!("mcp_servers.\"{name}\"");
         let line = line_of(text, 0, &[&dotted, &quoted]);
         let entry = serde_json::to_value(entry).unwrap_or(Value::Null);
-        match codex_entry(name, &entry, env) {
+        match codex_entry(&entry, env) {
             Ok((written, spec)) => {
                 let spec = match entry.get("enabled") {
                     Some(Value::Bool(false)) => Err(Unusable::Disabled),
@@ -152,7 +173,7 @@ pub fn codex_toml(text: &str, env: Env) -> Result<Vec<FileServer>, BadFile> {
                 };
                 server(name, line, Some(&written), spec)
             }
-            Err(why) => server(name, line, None, Err(Unusable::Invalid(why))),
+            Err(why) => server(name, line, None, Err(why.into())),
         }
     });
     Ok(servers.collect())
@@ -175,7 +196,7 @@ fn server(
 
 /// The spec of `transport` under `name`, when the name is one a server may have.
 fn valid(name: &str, transport: Transport) -> Result<ServerSpec, Unusable> {
-    ServerSpec::named(name.to_owned(), transport).map_err(|e| Unusable::Invalid(e.to_string()))
+    ServerSpec::named(name.to_owned(), transport).map_err(|_| BadEntry::NoName.into())
 }
 
 /// `text` with each `${VAR}` replaced by the variable's value and each `${VAR:-default}` by its
@@ -227,41 +248,36 @@ fn expanded(transport: &Transport, env: Env) -> Result<Transport, Unusable> {
 }
 
 /// One entry of Claude Code's `mcpServers`, as written.
-fn claude_entry(name: &str, entry: &Value) -> Result<Transport, String> {
-    let obj = entry
-        .as_object()
-        .ok_or_else(|| format!("MCP server {name}: expected an object"))?;
-    let url = || text(obj, name, "url");
+fn claude_entry(entry: &Value) -> Result<Transport, BadEntry> {
+    let obj = entry.as_object().ok_or(BadEntry::NotATable)?;
+    let url = || text(obj, "url");
     match obj.get("type").and_then(Value::as_str) {
-        Some("http") | Some("streamable-http") => http(obj, name, url()?, "headers"),
+        Some("http") | Some("streamable-http") => http(obj, url()?, "headers"),
         Some("sse") => Ok(Transport::Sse { url: url()? }),
-        Some("stdio") => stdio(obj, name),
-        None if obj.contains_key("command") => stdio(obj, name),
-        None if obj.contains_key("url") => http(obj, name, url()?, "headers"),
-        None => Err(format!("MCP server {name}: give command or url")),
-        Some(other) => Err(format!("MCP server {name}: unknown type {other:?}")),
+        Some("stdio") => stdio(obj),
+        None if obj.contains_key("command") => stdio(obj),
+        None if obj.contains_key("url") => http(obj, url()?, "headers"),
+        None => Err(BadEntry::Neither),
+        Some(other) => Err(BadEntry::UnknownType(other.to_owned())),
     }
 }
 
 /// One `[mcp_servers.NAME]` of Codex, as written, and with its variables taken from `env`.
 fn codex_entry(
-    name: &str,
     entry: &Value,
     env: Env,
-) -> Result<(Transport, Result<Transport, Unusable>), String> {
-    let obj = entry
-        .as_object()
-        .ok_or_else(|| format!("MCP server {name}: expected a table"))?;
+) -> Result<(Transport, Result<Transport, Unusable>), BadEntry> {
+    let obj = entry.as_object().ok_or(BadEntry::NotATable)?;
     match (obj.contains_key("command"), obj.contains_key("url")) {
-        (true, true) => Err(format!("MCP server {name}: give command or url, not both")),
-        (false, false) => Err(format!("MCP server {name}: give command or url")),
-        (true, false) => stdio(obj, name).map(|t| (t.clone(), Ok(t))),
+        (true, true) => Err(BadEntry::Both),
+        (false, false) => Err(BadEntry::Neither),
+        (true, false) => stdio(obj).map(|t| (t.clone(), Ok(t))),
         (false, true) => {
-            let written = http(obj, name, text(obj, name, "url")?, "http_headers")?;
+            let written = http(obj, text(obj, "url")?, "http_headers")?;
             let Transport::Http { url, mut headers } = written.clone() else {
                 unreachable!("http gives an HTTP transport")
             };
-            for (header, var) in pairs(obj, name, "env_http_headers")? {
+            for (header, var) in pairs(obj, "env_http_headers")? {
                 headers.extend(env(&var).map(|value| (header, value)));
             }
             let bearer = match obj.get("bearer_token_env_var").and_then(Value::as_str) {
@@ -280,26 +296,26 @@ fn codex_entry(
     }
 }
 
-fn stdio(obj: &Map<String, Value>, name: &str) -> Result<Transport, String> {
+fn stdio(obj: &Map<String, Value>) -> Result<Transport, BadEntry> {
     let args = match obj.get("args") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|v| scalar(v).ok_or_else(|| format!("MCP server {name}: args must be strings")))
+            .map(|v| scalar(v).ok_or(BadEntry::Args))
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err(format!("MCP server {name}: args must be a list")),
+        Some(_) => return Err(BadEntry::Args),
     };
     Ok(Transport::Stdio {
-        command: text(obj, name, "command")?,
+        command: text(obj, "command")?,
         args,
-        env: pairs(obj, name, "env")?,
+        env: pairs(obj, "env")?,
     })
 }
 
-fn http(obj: &Map<String, Value>, name: &str, url: String, key: &str) -> Result<Transport, String> {
+fn http(obj: &Map<String, Value>, url: String, key: &'static str) -> Result<Transport, BadEntry> {
     Ok(Transport::Http {
         url,
-        headers: pairs(obj, name, key)?,
+        headers: pairs(obj, key)?,
     })
 }
 
@@ -313,17 +329,15 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
-fn text(obj: &Map<String, Value>, name: &str, key: &str) -> Result<String, String> {
+fn text(obj: &Map<String, Value>, key: &'static str) -> Result<String, BadEntry> {
     match obj.get(key) {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-        _ => Err(format!(
-            "MCP server {name}: {key} must be a non-empty string"
-        )),
+        _ => Err(BadEntry::NotText(key)),
     }
 }
 
 /// The table `key` of `obj` as name, value pairs (absent: none).
-fn pairs(obj: &Map<String, Value>, name: &str, key: &str) -> Result<Vec<(String, String)>, String> {
+fn pairs(obj: &Map<String, Value>, key: &'static str) -> Result<Vec<(String, String)>, BadEntry> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Object(m)) => m
@@ -331,10 +345,10 @@ fn pairs(obj: &Map<String, Value>, name: &str, key: &str) -> Result<Vec<(String,
             .map(|(k, v)| {
                 scalar(v)
                     .map(|v| (k.clone(), v))
-                    .ok_or_else(|| format!("MCP server {name}: {key}.{k} must be a string"))
+                    .ok_or(BadEntry::NotPairs(key))
             })
             .collect(),
-        Some(_) => Err(format!("MCP server {name}: {key} must be a table")),
+        Some(_) => Err(BadEntry::NotPairs(key)),
     }
 }
 
@@ -418,7 +432,10 @@ mod tests {
         assert_eq!(by("web").transport, Some("http"));
         assert_eq!(by("gone").spec, Err(Unusable::Unset("MISSING".into())));
         assert_eq!(by("gone").line, 6);
-        assert!(matches!(&by("odd").spec, Err(Unusable::Invalid(m)) if m.contains("unknown type")));
+        assert_eq!(
+            by("odd").spec,
+            Err(BadEntry::UnknownType("ws".into()).into())
+        );
         assert_eq!(by("odd").transport, None);
         assert_eq!(by("old").transport, Some("sse"));
     }
@@ -495,7 +512,7 @@ url = "b"
         assert!(!by("web").target.contains("t0k"));
         assert_eq!(by("off").spec, Err(Unusable::Disabled));
         assert_eq!(by("locked").spec, Err(Unusable::Unset("NOPE".into())));
-        assert!(matches!(&by("both").spec, Err(Unusable::Invalid(m)) if m.contains("not both")));
+        assert_eq!(by("both").spec, Err(BadEntry::Both.into()));
     }
 
     #[test]

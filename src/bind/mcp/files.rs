@@ -61,6 +61,9 @@ pub enum Skip {
     Unusable(#[from] Unusable),
     #[error("shadowed by {0}")]
     Shadowed(String),
+    /// oml's own declaration cannot be read (`crate::mcp::BadSpec`, as shown).
+    #[error("{0}")]
+    Declared(String),
 }
 
 impl Skip {
@@ -220,9 +223,7 @@ async fn declared(lisp: &Lisp, dir: &str) -> Vec<Found> {
                     .as_ref()
                     .map(|s| s.transport.target())
                     .unwrap_or_default(),
-                why: read
-                    .err()
-                    .map(|e| Skip::Unusable(Unusable::Invalid(e.to_string()))),
+                why: read.err().map(|e| Skip::Declared(e.to_string())),
                 name: Some(name),
                 source: DECLARED.into(),
                 origin: "oml",
