@@ -1,7 +1,8 @@
 //! MCP servers end to end: `oml acp` (and print mode) connect real servers — the reference
 //! servers from npm over stdio and streamable HTTP, and `tests/mcp/fake_server.py` for faults —
-//! and the model, the fake model server over TCP, calls their tools. Each test checks that no
-//! server process is left when oml is done.
+//! and the model, the fake model server over TCP, calls their tools; servers come from the
+//! editor, from `mcp.defserver`, and from a project's `.mcp.json` and Codex's `config.toml`.
+//! Each test checks that no server process is left when oml is done.
 //!
 //! The npm servers come from `tests/mcp/package.json` (installed by `scripts/setup-mcp.sh`);
 //! without them, or without `python3`, a test skips outside CI and fails under it.
@@ -807,4 +808,44 @@ fn a_project_http_server_of_mcp_json_serves_the_model() {
     let result = &tool_results(&fake, 1)[0].1;
     assert!(result.contains('5'), "{result}");
     assert!(run.stdout.contains("summed"), "{run:?}");
+}
+
+#[test]
+fn in_acp_an_editor_server_wins_over_a_project_server_of_its_name() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    project_mcp_json(
+        &env,
+        &json!({"mcpServers": {
+            "fake": {"command": "/nonexistent/shadowed-by-the-editor"},
+            "proj": {"command": "python3", "args": [fake_server(), "normal"],
+                     "env": {"OML_MCP_TEST": token}}
+        }}),
+    );
+    oml_trust(&env);
+    let fake = FakeModel::start([
+        call("c1", "mcp__proj__echo", r#"{"text":"project"}"#),
+        call("c2", "mcp__fake__echo", r#"{"text":"editor"}"#),
+        Reply::from(text_chunks(&["both"])),
+    ]);
+    let mut acp = start(&env, &fake);
+    let editor = stdio("fake", "python3", &[&fake_server(), "normal"], &token);
+    let (sid, setup) = acp.new_session_with(&env.project, json!([editor]));
+    let (updates, reason) = acp.turn(&sid, "echo");
+    assert_eq!(reason, "end_turn");
+    let results: Vec<String> = tool_results(&fake, 2).into_iter().map(|r| r.1).collect();
+    assert_eq!(results, ["echo: project", "echo: editor"]);
+    let shown = chunks(&setup) + &chunks(&updates);
+    assert!(!shown.contains("shadowed"), "{shown}");
+    let (status, _) = acp.turn(&sid, "/mcp");
+    let status = chunks(&status);
+    assert!(
+        status.contains("- `fake` running") && status.contains("- `proj` running"),
+        "{status}"
+    );
+    acp.finish();
+    assert_none_left(&token);
 }
