@@ -107,9 +107,14 @@ pub fn found(lisp: &Lisp, dir: &Path, own: &[(String, String)]) -> Vec<Found> {
         let servers = text
             .and_then(|t| files::codex_toml(&t, &env))
             .map_err(Skip::from);
-        push_file(&mut out, &path, "codex-user", servers, || {
-            (!on).then_some(Skip::Off)
-        });
+        push_file(&mut out, &path, "codex-user", servers, || None);
+    }
+    if !on {
+        // Listed, so that `mcp.found` shows what the setting turns off; nothing is noted.
+        for f in &mut out {
+            (f.spec, f.why) = (None, Some(Skip::Off));
+        }
+        return out;
     }
     let mut taken: Vec<(String, String)> = own.to_vec();
     for f in out.iter_mut().filter(|f| f.spec.is_some()) {
