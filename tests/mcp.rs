@@ -632,6 +632,15 @@ fn project_and_codex_files_serve_print_mode_once_trusted_with_variables_expanded
     assert!(why.starts_with("untrusted: "), "{why}");
     assert_eq!(entry(&before, "codex-user/cdx")["used?"], true);
     assert_eq!(entry(&before, "codex-user/proj")["used?"], true);
+    // /mcp says so too.
+    let shown = env.run_with(None, &vars, &["-p", "/mcp"]);
+    assert!(
+        shown
+            .stdout
+            .contains("- `proj` not started — ")
+            && shown.stdout.contains("/project/.mcp.json:3: untrusted: "),
+        "{shown:?}"
+    );
 
     oml_trust(&env);
     let after = found(&env, &vars);
