@@ -635,9 +635,7 @@ fn project_and_codex_files_serve_print_mode_once_trusted_with_variables_expanded
     // /mcp says so too.
     let shown = env.run_with(None, &vars, &["-p", "/mcp"]);
     assert!(
-        shown
-            .stdout
-            .contains("- `proj` not started — ")
+        shown.stdout.contains("- `proj` not started — ")
             && shown.stdout.contains("/project/.mcp.json:3: untrusted: "),
         "{shown:?}"
     );

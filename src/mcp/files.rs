@@ -49,6 +49,8 @@ pub struct FileServer {
 pub enum Unusable {
     #[error("${{{0}}} is not set and has no default")]
     Unset(String),
+    #[error("bearer_token_env_var names {0}, which is not set")]
+    UnsetToken(String),
     #[error("it is disabled (enabled = false)")]
     Disabled,
     #[error(transparent)]
@@ -131,19 +133,21 @@ pub fn mcp_json(text: &str, env: Env) -> Result<Vec<FileServer>, BadFile> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err(BadFile::NotATable("mcpServers")),
     };
-    let from = text.find("\"mcpServers\"").unwrap_or(0);
-    let servers = servers.iter().take(MAX_SERVERS).map(|(name, entry)| {
+    // The entries are in the file's order: each key is looked for after the one before.
+    let mut from = text.find("\"mcpServers\"").unwrap_or(0);
+    let mut out = Vec::new();
+    for (name, entry) in servers.iter().take(MAX_SERVERS) {
         let key = serde_json::to_string(name).unwrap_or_default();
-        let line = line_of(text, from, &[&key]);
-        match claude_entry(entry) {
+        let line = key_line(text, &mut from, &key);
+        out.push(match claude_entry(entry) {
             Ok(written) => {
                 let spec = expanded(&written, env).and_then(|t| valid(name, t));
                 server(name, line, Some(&written), spec)
             }
             Err(why) => server(name, line, None, Err(why.into())),
-        }
-    });
-    Ok(servers.collect())
+        });
+    }
+    Ok(out)
 }
 
 /// The `[mcp_servers]` of a Codex `config.toml` text; `bearer_token_env_var` and
@@ -283,7 +287,7 @@ fn codex_entry(
             let bearer = match obj.get("bearer_token_env_var").and_then(Value::as_str) {
                 Some(var) => match env(var) {
                     Some(token) => Ok(Some(token)),
-                    None => Err(Unusable::Unset(var.to_owned())),
+                    None => Err(Unusable::UnsetToken(var.to_owned())),
                 },
                 None => Ok(None),
             };
@@ -361,6 +365,21 @@ fn line_of(text: &str, from: usize, needles: &[&str]) -> usize {
         .map_or(0, |at| 1 + count_lines(&text[..from + at]))
 }
 
+/// The line (from 1) of the object key `key` (quoted as JSON) in `text` after byte `from`,
+/// which moves past it; 0 when it is not found.
+fn key_line(text: &str, from: &mut usize, key: &str) -> usize {
+    let mut at = *from;
+    while let Some(found) = text.get(at..).and_then(|t| t.find(key)) {
+        let end = at + found + key.len();
+        if text[end..].trim_start().starts_with(':') {
+            *from = end;
+            return 1 + count_lines(&text[..at + found]);
+        }
+        at = end;
+    }
+    0
+}
+
 fn count_lines(text: &str) -> usize {
     text.bytes().filter(|b| *b == b'\n').count()
 }
@@ -405,7 +424,7 @@ mod tests {
     "files": {"command": "${HOME_DIR}/srv", "args": ["--root", "${NOPE:-.}", 3],
               "env": {"T": "${TOKEN}"}},
     "web": {"type": "http", "url": "https://h/${TOKEN}", "headers": {"Authorization": "Bearer ${TOKEN}"}},
-    "gone": {"command": "x", "env": {"K": "${MISSING}"}},
+    "gone": {"command": "x", "env": {"K": "${MISSING}"}, "args": ["odd"]},
     "odd": {"type": "ws", "url": "u"},
     "old": {"type": "sse", "url": "http://h/sse"}
   }
@@ -437,6 +456,11 @@ mod tests {
             Err(BadEntry::UnknownType("ws".into()).into())
         );
         assert_eq!(by("odd").transport, None);
+        assert_eq!(
+            by("odd").line,
+            7,
+            "the key, not the same text as a value before it"
+        );
         assert_eq!(by("old").transport, Some("sse"));
     }
 
@@ -511,7 +535,7 @@ url = "b"
         );
         assert!(!by("web").target.contains("t0k"));
         assert_eq!(by("off").spec, Err(Unusable::Disabled));
-        assert_eq!(by("locked").spec, Err(Unusable::Unset("NOPE".into())));
+        assert_eq!(by("locked").spec, Err(Unusable::UnsetToken("NOPE".into())));
         assert_eq!(by("both").spec, Err(BadEntry::Both.into()));
     }
 
