@@ -632,11 +632,13 @@ fn project_and_codex_files_serve_print_mode_once_trusted_with_variables_expanded
     assert!(why.starts_with("untrusted: "), "{why}");
     assert_eq!(entry(&before, "codex-user/cdx")["used?"], true);
     assert_eq!(entry(&before, "codex-user/proj")["used?"], true);
-    // /mcp says so too.
-    let shown = env.run_with(None, &vars, &["-p", "/mcp"]);
+    // /setup says so too.
+    let shown = env.run_with(None, &vars, &["-p", "/setup"]);
     assert!(
-        shown.stdout.contains("- `proj` not started — ")
-            && shown.stdout.contains("/project/.mcp.json:3: untrusted: "),
+        shown.stdout.contains("`proj` from ")
+            && shown
+                .stdout
+                .contains("/project/.mcp.json (not used: untrusted: "),
         "{shown:?}"
     );
 
@@ -740,7 +742,7 @@ fn bad_files_are_reported_with_their_line_and_cost_nothing_else() {
     let codex_home = codex.display().to_string();
     let vars = [("CODEX_HOME", codex_home.as_str())];
     let list = found(&env, &vars);
-    let bad = entry(&list, "claude-project/-");
+    let bad = entry(&list, "claude-project/.mcp.json");
     assert_eq!(bad["used?"], false);
     assert_eq!(bad["line"], 3);
     assert!(
@@ -763,7 +765,7 @@ fn bad_files_are_reported_with_their_line_and_cost_nothing_else() {
         true,
         "{list:?}"
     );
-    let bad = entry(&list, "codex-user/-");
+    let bad = entry(&list, "codex-user/config.toml");
     assert!(
         bad["why"]
             .as_str()
@@ -780,6 +782,13 @@ fn bad_files_are_reported_with_their_line_and_cost_nothing_else() {
             .contains("config.toml not read: bad TOML at line 2"),
         "{}",
         run.stderr
+    );
+    let shown = env.run_with(None, &vars, &["-p", "/setup"]);
+    assert!(
+        shown
+            .stdout
+            .contains("/config.toml (not used: bad TOML at line 2: "),
+        "{shown:?}"
     );
 }
 

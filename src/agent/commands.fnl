@@ -144,26 +144,14 @@
           "")
       (if (= :string (type s.error)) (.. ": " s.error) "")))
 
-(fn not-started []
-  "Lines for the servers of Claude Code's and Codex's files (`mcp.found`) this session did not
-start, each with why."
-  (let [(ok found) (pcall _G.mcp.found (_G.session.cwd))]
-    (icollect [_ f (ipairs (if ok found []))]
-      (when (and (not f.used?) (not= f.origin :oml))
-        (.. "- " (if f.name (.. "`" f.name "`") "(the file)") " not started — " f.source
-            (if f.line (.. ":" f.line) "") ": " (tostring f.why))))))
-
 (fn commands.mcp [input]
-  {:fnl/docstring "Show this session's MCP servers with their state, tools and errors, and those of .mcp.json or ~/.codex/config.toml it did not start, with why; `tools` lists their tools, `restart NAME` restarts one."
+  {:fnl/docstring "Show this session's MCP servers with their state, tools and errors; `tools` lists their tools, `restart NAME` restarts one."
    :hint "[tools | restart NAME]"}
   (let [mcp _G.mcp
         servers (mcp.servers)
         name (input:match "^restart%s+(%S+)$")]
     (if (= 0 (length servers))
-        (table.concat
-          ["No MCP servers in this session. Declare one with `(mcp.defserver name {:command …})` in an init file, or add one in your editor."
-           (table.unpack (not-started))]
-          "\n")
+        "No MCP servers in this session. Declare one with `(mcp.defserver name {:command …})` in an init file, or add one in your editor."
         name
         (let [(ok err) (pcall mcp.restart name)]
           (if ok (.. "Restarted `" name "`.") (.. "`" name "` did not restart: " (tostring err))))
@@ -174,6 +162,4 @@ start, each with why."
               (table.concat (icollect [_ t (ipairs tools)]
                               (.. "- `" t.name "` (" t.kind ") " (mcp.tool-description t)))
                             "\n")))
-        (let [lines (icollect [_ s (ipairs servers)] (server-line s))]
-          (each [_ line (ipairs (not-started))] (table.insert lines line))
-          (table.concat lines "\n")))))
+        (table.concat (icollect [_ s (ipairs servers)] (server-line s)) "\n"))))

@@ -30,8 +30,8 @@ pub const EDITOR: &str = "the editor's session";
 /// One server found, used or not.
 #[derive(Debug)]
 pub struct Found {
-    /// `None` for a file that gives no server at all.
-    pub name: Option<String>,
+    /// The server's name; for a file that gives no server at all, the file's name.
+    pub name: String,
     /// The file, or [`DECLARED`].
     pub source: String,
     /// `oml`, `claude-project` or `codex-user`.
@@ -118,7 +118,7 @@ pub fn found(lisp: &Lisp, dir: &Path, own: &[(String, String)]) -> Vec<Found> {
     }
     let mut taken: Vec<(String, String)> = own.to_vec();
     for f in out.iter_mut().filter(|f| f.spec.is_some()) {
-        let name = f.name.clone().unwrap_or_default();
+        let name = f.name.clone();
         match taken.iter().find(|(n, _)| *n == name) {
             Some((_, by)) => {
                 f.why = Some(Skip::Shadowed(format!("{name} of {by}")));
@@ -144,7 +144,9 @@ fn push_file(
         Ok(servers) => servers,
         Err(why) => {
             out.push(Found {
-                name: None,
+                name: path
+                    .file_name()
+                    .map_or_else(|| source.clone(), |n| n.to_string_lossy().into_owned()),
                 source,
                 origin,
                 line: match &why {
@@ -167,7 +169,7 @@ fn push_file(
             (Err(e), None) => (None, Some(Skip::from(e))),
         };
         out.push(Found {
-            name: Some(s.name),
+            name: s.name,
             source: source.clone(),
             origin,
             line: s.line,
@@ -187,12 +189,12 @@ pub fn notices(found: &[Found]) -> Vec<String> {
         let Some(why) = f.why.as_ref().filter(|w| w.worth_a_notice()) else {
             continue;
         };
-        let text = match (&f.name, why) {
-            (Some(_), Skip::Untrusted(_)) => {
-                format!("MCP servers of {} not started: {why}", f.source)
+        let text = match why {
+            Skip::Untrusted(_) => format!("MCP servers of {} not started: {why}", f.source),
+            Skip::BadFile(_) | Skip::Escapes(_) => {
+                format!("MCP servers of {} not read: {why}", f.source)
             }
-            (Some(name), _) => format!("MCP server {name} of {} not started: {why}", f.source),
-            (None, _) => format!("MCP servers of {} not read: {why}", f.source),
+            _ => format!("MCP server {} of {} not started: {why}", f.name, f.source),
         };
         if !out.contains(&text) {
             out.push(text);
@@ -201,13 +203,24 @@ pub fn notices(found: &[Found]) -> Vec<String> {
     out
 }
 
+/// `f` as `mcp.found` gives it: a key whose value is absent is left out (nil in Lisp, where a
+/// JSON null would be a value).
 fn found_json(f: &Found) -> Json {
-    json!({
-        "name": f.name, "source": f.source, "origin": f.origin,
-        "line": (f.line > 0).then_some(f.line), "transport": f.transport,
-        "target": f.target, "used?": f.why.is_none(),
-        "why": f.why.as_ref().map(ToString::to_string),
-    })
+    let mut v = json!({
+        "name": f.name, "source": f.source, "origin": f.origin, "target": f.target,
+        "used?": f.why.is_none(),
+    });
+    let optional = [
+        ("line", (f.line > 0).then(|| Json::from(f.line))),
+        ("transport", f.transport.map(Json::from)),
+        ("why", f.why.as_ref().map(|w| Json::from(w.to_string()))),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            v[key] = value;
+        }
+    }
+    v
 }
 
 /// oml's own servers for `dir` (`mcp.server-specs`), as found entries.
@@ -229,7 +242,7 @@ async fn declared(lisp: &Lisp, dir: &str) -> Vec<Found> {
                     .map(|s| s.transport.target())
                     .unwrap_or_default(),
                 why: read.err().map(|e| Skip::Declared(e.to_string())),
-                name: Some(name),
+                name,
                 source: DECLARED.into(),
                 origin: "oml",
                 line: 0,
@@ -252,7 +265,8 @@ pub(super) const FILES_FNS: &[HostFn] = &[HostFn {
           :source the file (or mcp.defserver), :target the command line or URL as written, \
           :why (when not :used?) untrusted, shadowed by an earlier server of the name, a \
           variable not set, disabled, or the file's problem (bad JSON at line N: …; then \
-          :name is nil). Turned off by mcp.claude-codex?.",
+          :name is the file's name). Keys without a value are absent. Turned off by \
+          mcp.claude-codex?.",
     make: |lua| {
         create_async_function(lua, |lua, dir: Value| async move {
             let dir: String = match from_lua(&lua, dir)? {
@@ -268,7 +282,7 @@ pub(super) const FILES_FNS: &[HostFn] = &[HostFn {
             let own: Vec<(String, String)> = all
                 .iter()
                 .filter(|f| f.why.is_none())
-                .filter_map(|f| f.name.clone().map(|n| (n, DECLARED.to_owned())))
+                .map(|f| (f.name.clone(), DECLARED.to_owned()))
                 .collect();
             all.extend(found(&lisp, Path::new(&dir), &own));
             to_lua(&lua, &Json::Array(all.iter().map(found_json).collect()))
