@@ -29,6 +29,8 @@ mod home;
 mod hooks;
 #[path = "escape/listen.rs"]
 mod listen;
+#[path = "escape/mcp_files.rs"]
+mod mcp_files;
 #[path = "escape/network.rs"]
 mod network;
 #[path = "escape/paths.rs"]

@@ -1,7 +1,8 @@
 //! MCP servers end to end: `oml acp` (and print mode) connect real servers — the reference
 //! servers from npm over stdio and streamable HTTP, and `tests/mcp/fake_server.py` for faults —
-//! and the model, the fake model server over TCP, calls their tools. Each test checks that no
-//! server process is left when oml is done.
+//! and the model, the fake model server over TCP, calls their tools; servers come from the
+//! editor, from `mcp.defserver`, and from a project's `.mcp.json` and Codex's `config.toml`.
+//! Each test checks that no server process is left when oml is done.
 //!
 //! The npm servers come from `tests/mcp/package.json` (installed by `scripts/setup-mcp.sh`);
 //! without them, or without `python3`, a test skips outside CI and fails under it.
@@ -531,4 +532,336 @@ fn load_and_resume_connect_their_servers_too() {
         assert_none_left(&token);
     }
     acp.finish();
+}
+
+// Servers from the files Claude Code's and Codex's users have: a project's `.mcp.json` (only
+// while the project is trusted) and `$CODEX_HOME/config.toml`.
+
+/// Make the project a git project and write its `.mcp.json`.
+fn project_mcp_json(env: &Env, json: &Value) {
+    env.file(".git/HEAD", "ref: refs/heads/main\n");
+    env.file(".mcp.json", &serde_json::to_string_pretty(json).unwrap());
+}
+
+fn oml_trust(env: &Env) {
+    let run = env.run(None, &["trust"]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// `(mcp.found DIR)` for the project, run with `vars`, by name.
+fn found(env: &Env, vars: &[(&str, &str)]) -> Vec<(String, Value)> {
+    let form = format!(
+        "(print (json.encode (mcp.found {:?})))",
+        env.project.display().to_string()
+    );
+    let run = env.run_with(None, vars, &["eval", &form]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let line = run.stdout.lines().next().unwrap_or_default();
+    let list: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|f| {
+            let key = format!(
+                "{}/{}",
+                f["origin"].as_str().unwrap_or("?"),
+                f["name"].as_str().unwrap_or("-")
+            );
+            (key, f.clone())
+        })
+        .collect()
+}
+
+fn entry<'a>(found: &'a [(String, Value)], key: &str) -> &'a Value {
+    found
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("{key} not found in {found:?}"))
+}
+
+#[test]
+fn project_and_codex_files_serve_print_mode_once_trusted_with_variables_expanded() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    let codex = env.root.join("codex");
+    let marks = env.root.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    project_mcp_json(
+        &env,
+        &json!({"mcpServers": {
+            "proj": {"command": "python3", "args": ["${FAKE}", "${FAKE_MODE:-normal}"],
+                     "env": {"FAKE_MCP_MARKER": "${MARKS}/proj.log", "OML_MCP_TEST": "${TOKEN}"}},
+            "own": {"command": "/nonexistent/shadowed-by-defserver"},
+            "unset": {"command": "python3", "args": ["${OML_SURELY_UNSET_VAR}"]}
+        }}),
+    );
+    env.init(&format!(
+        "(mcp.defserver :own {{:command \"python3\" :args [{:?} \"normal\" {:?}] :env {{:OML_MCP_TEST {token:?}}}}})\n",
+        fake_server(),
+        marks.join("own.log").display().to_string(),
+    ));
+    support::home::write(
+        &codex.join("config.toml"),
+        &format!(
+            "model = \"o3\"\n\n[mcp_servers.cdx]\ncommand = \"python3\"\nargs = [{:?}, \"normal\", {:?}]\nenv = {{ OML_MCP_TEST = {token:?} }}\n\n\
+             [mcp_servers.proj]\ncommand = \"/nonexistent/shadowed-by-the-project\"\n\n\
+             [mcp_servers.off]\ncommand = \"/nonexistent/disabled\"\nenabled = false\n",
+            fake_server(),
+            marks.join("cdx.log").display().to_string(),
+        ),
+    );
+    let codex_home = codex.display().to_string();
+    let fake_path = fake_server();
+    let marks_dir = marks.display().to_string();
+    let vars = [
+        ("CODEX_HOME", codex_home.as_str()),
+        ("FAKE", fake_path.as_str()),
+        ("MARKS", marks_dir.as_str()),
+        ("TOKEN", token.as_str()),
+    ];
+
+    // Untrusted: the project's servers are listed, not used; Codex's (the user's) are.
+    let before = found(&env, &vars);
+    let why = entry(&before, "claude-project/proj")["why"]
+        .as_str()
+        .unwrap();
+    assert!(why.starts_with("untrusted: "), "{why}");
+    assert_eq!(entry(&before, "codex-user/cdx")["used?"], true);
+    assert_eq!(entry(&before, "codex-user/proj")["used?"], true);
+    // /setup says so too.
+    let shown = env.run_with(None, &vars, &["-p", "/setup"]);
+    assert!(
+        shown.stdout.contains("`proj` from ")
+            && shown
+                .stdout
+                .contains("/project/.mcp.json (not used: untrusted: "),
+        "{shown:?}"
+    );
+
+    oml_trust(&env);
+    let after = found(&env, &vars);
+    let keys: Vec<&str> = after.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "oml/own",
+            "claude-project/proj",
+            "claude-project/own",
+            "claude-project/unset",
+            "codex-user/cdx",
+            "codex-user/off",
+            "codex-user/proj"
+        ]
+    );
+    let proj = entry(&after, "claude-project/proj");
+    assert_eq!(proj["used?"], true, "{proj}");
+    assert_eq!(proj["transport"], "stdio");
+    assert_eq!(proj["line"], 3);
+    // As written: a variable's value is never shown.
+    assert_eq!(proj["target"], "python3 ${FAKE} ${FAKE_MODE:-normal}");
+    assert!(
+        proj["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("/project/.mcp.json")
+    );
+    let shadowed = |key: &str| entry(&after, key)["why"].as_str().unwrap().to_owned();
+    assert_eq!(
+        shadowed("claude-project/own"),
+        "shadowed by own of mcp.defserver"
+    );
+    assert!(
+        shadowed("codex-user/proj").starts_with("shadowed by proj of /"),
+        "{after:?}"
+    );
+    assert_eq!(
+        shadowed("claude-project/unset"),
+        "${OML_SURELY_UNSET_VAR} is not set and has no default"
+    );
+    assert_eq!(
+        shadowed("codex-user/off"),
+        "it is disabled (enabled = false)"
+    );
+
+    let fake = FakeModel::start([
+        call("c1", "mcp__proj__echo", r#"{"text":"from .mcp.json"}"#),
+        call("c2", "mcp__cdx__echo", r#"{"text":"from codex"}"#),
+        call("c3", "mcp__own__echo", r#"{"text":"own"}"#),
+        Reply::from(text_chunks(&["echoed"])),
+    ]);
+    let run = env.run_with(Some(&fake), &vars, &["-p", "echo them"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let results: Vec<String> = tool_results(&fake, 3).into_iter().map(|r| r.1).collect();
+    assert_eq!(
+        results,
+        ["echo: from .mcp.json", "echo: from codex", "echo: own"]
+    );
+    // Only the unset variable is worth a notice; shadowed and disabled servers are choices.
+    assert!(
+        run.stderr.contains("MCP server unset of ")
+            && run
+                .stderr
+                .contains("/project/.mcp.json not started: ${OML_SURELY_UNSET_VAR} is not set"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("shadowed"), "{}", run.stderr);
+    // The env of .mcp.json reached its server (its marker came from it); each was stopped.
+    for log in ["proj.log", "cdx.log", "own.log"] {
+        let text = std::fs::read_to_string(marks.join(log)).unwrap_or_default();
+        assert!(text.contains("stdin closed"), "{log}: {text:?}");
+    }
+    assert_none_left(&token);
+
+    // Turned off, nothing of the files is used, and mcp.found says why.
+    env.init("(setq mcp.claude-codex? false)\n");
+    let off = found(&env, &vars);
+    for (key, f) in &off {
+        assert_eq!(f["why"], "mcp.claude-codex? is false", "{key}");
+    }
+}
+
+#[test]
+fn bad_files_are_reported_with_their_line_and_cost_nothing_else() {
+    let env = Env::new();
+    let codex = env.root.join("codex");
+    env.file(".git/HEAD", "ref: refs/heads/main\n");
+    env.file(
+        ".mcp.json",
+        "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n",
+    );
+    support::home::write(
+        &codex.join("config.toml"),
+        "[mcp_servers.docs]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+    );
+    oml_trust(&env);
+    let codex_home = codex.display().to_string();
+    let vars = [("CODEX_HOME", codex_home.as_str())];
+    let list = found(&env, &vars);
+    let bad = entry(&list, "claude-project/.mcp.json");
+    assert_eq!(bad["used?"], false);
+    assert_eq!(bad["line"], 3);
+    assert!(
+        bad["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad JSON at line 3: "),
+        "{bad}"
+    );
+    assert_eq!(entry(&list, "codex-user/docs")["used?"], true);
+    assert_eq!(entry(&list, "codex-user/docs")["transport"], "http");
+
+    support::home::write(&codex.join("config.toml"), "a = 1\n[mcp_servers.docs\n");
+    env.file(".mcp.json", r#"{"mcpServers": {"fine": {"command": "x"}}}"#);
+    // The file changed: trusted again, the project's server is used, Codex's file is reported.
+    oml_trust(&env);
+    let list = found(&env, &vars);
+    assert_eq!(
+        entry(&list, "claude-project/fine")["used?"],
+        true,
+        "{list:?}"
+    );
+    let bad = entry(&list, "codex-user/config.toml");
+    assert!(
+        bad["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad TOML at line 2: "),
+        "{bad}"
+    );
+    // A print-mode session still runs, and says what it could not read.
+    let fake = FakeModel::start([Reply::from(text_chunks(&["fine"]))]);
+    let run = env.run_with(Some(&fake), &vars, &["-p", "hi"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("config.toml not read: bad TOML at line 2"),
+        "{}",
+        run.stderr
+    );
+    let shown = env.run_with(None, &vars, &["-p", "/setup"]);
+    assert!(
+        shown
+            .stdout
+            .contains("/config.toml (not used: bad TOML at line 2: "),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn a_project_http_server_of_mcp_json_serves_the_model() {
+    let Some(everything) = npm_server("mcp-server-everything") else {
+        return;
+    };
+    let env = Env::new();
+    let web = HttpServer::start(&everything, "http-server");
+    let port = web
+        .url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    project_mcp_json(
+        &env,
+        &json!({"mcpServers": {"web": {
+            "type": "http",
+            "url": "http://127.0.0.1:${WEB_PORT}/mcp",
+            "headers": {"X-Test": "${X_TEST:-1}"}
+        }}}),
+    );
+    oml_trust(&env);
+    let fake = FakeModel::start([
+        call("c1", "mcp__web__get-sum", r#"{"a":2,"b":3}"#),
+        Reply::from(text_chunks(&["summed"])),
+    ]);
+    let run = env.run_with(Some(&fake), &[("WEB_PORT", &port)], &["-p", "add"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let result = &tool_results(&fake, 1)[0].1;
+    assert!(result.contains('5'), "{result}");
+    assert!(run.stdout.contains("summed"), "{run:?}");
+}
+
+#[test]
+fn in_acp_an_editor_server_wins_over_a_project_server_of_its_name() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let token = token(&env);
+    project_mcp_json(
+        &env,
+        &json!({"mcpServers": {
+            "fake": {"command": "/nonexistent/shadowed-by-the-editor"},
+            "proj": {"command": "python3", "args": [fake_server(), "normal"],
+                     "env": {"OML_MCP_TEST": token}}
+        }}),
+    );
+    oml_trust(&env);
+    let fake = FakeModel::start([
+        call("c1", "mcp__proj__echo", r#"{"text":"project"}"#),
+        call("c2", "mcp__fake__echo", r#"{"text":"editor"}"#),
+        Reply::from(text_chunks(&["both"])),
+    ]);
+    let mut acp = start(&env, &fake);
+    let editor = stdio("fake", "python3", &[&fake_server(), "normal"], &token);
+    let (sid, setup) = acp.new_session_with(&env.project, json!([editor]));
+    let (updates, reason) = acp.turn(&sid, "echo");
+    assert_eq!(reason, "end_turn");
+    let results: Vec<String> = tool_results(&fake, 2).into_iter().map(|r| r.1).collect();
+    assert_eq!(results, ["echo: project", "echo: editor"]);
+    let shown = chunks(&setup) + &chunks(&updates);
+    assert!(!shown.contains("shadowed"), "{shown}");
+    let (status, _) = acp.turn(&sid, "/mcp");
+    let status = chunks(&status);
+    assert!(
+        status.contains("- `fake` running") && status.contains("- `proj` running"),
+        "{status}"
+    );
+    acp.finish();
+    assert_none_left(&token);
 }

@@ -1,7 +1,8 @@
 ;; The Lisp side of MCP servers: declaring them (`mcp.defserver`), which servers a session
 ;; starts with (`mcp.server-specs`), and their tools as entries of `agent.tools`
 ;; (`mcp.tool-entries`, which the agent calls by name). The host functions (`mcp.servers`,
-;; `mcp.tools`, `mcp.call`, `mcp.restart`) are in src/bind/mcp.rs; the /mcp command that shows
+;; `mcp.tools`, `mcp.call`, `mcp.restart`) are in src/bind/mcp.rs, and `mcp.found` (the servers
+;; of .mcp.json and Codex's config.toml) in src/bind/mcp/files.rs; the /mcp command that shows
 ;; them is the agent's (src/agent/commands.fnl).
 
 (local mcp _G.mcp)
@@ -26,7 +27,9 @@ servers are added, and win over a declared one of the same name. Returns NAME."
 
 (fn mcp.server-specs [dir]
   "The declared MCP servers a session in the directory DIR starts with, as a table of name →
-spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers by project."
+spec: `mcp.declared`, filled by `mcp.defserver`. Redefine it to choose servers by project.
+The session adds the servers of .mcp.json and Codex's config.toml whose names these do not
+take (see `mcp.found`)."
   (let [_ dir] mcp.declared))
 
 (fn mcp.tool-description [t]

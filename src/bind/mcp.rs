@@ -2,7 +2,8 @@
 //! functions here list servers and tools, call a tool and restart a server; `mcp.fnl` beside it
 //! declares servers (`mcp.defserver`), turns the tools into entries of `agent.tools` and adds
 //! `/mcp`. The front ends call [`start_session`] when a session is set up (with the editor's
-//! servers, for `oml acp`) and [`stop_session`] / [`stop_all`] when it ends.
+//! servers, for `oml acp`) and [`stop_session`] / [`stop_all`] when it ends. `files.rs` adds
+//! the servers of Claude Code's `.mcp.json` and Codex's `config.toml` (`mcp.found`).
 //!
 //! Each session has its own servers, kept in the [`McpHub`] in the Lua state's app data; a
 //! server's notices (failed starts, skipped tools) reach the session as `notice` events. This
@@ -18,6 +19,8 @@ use std::time::Duration;
 use mlua::{Lua, Value};
 use parking_lot::Mutex;
 use serde_json::{Value as Json, json};
+
+mod files;
 
 use super::session::{session_cancel, session_id, sessions};
 use crate::lisp::{
@@ -65,6 +68,7 @@ pub fn install(lisp: &Lisp) -> Result<(), LispError> {
         lisp.declare_setting(&decl)?;
     }
     define(lisp.lua(), "mcp", MCP)?;
+    define(lisp.lua(), "mcp", files::FILES_FNS)?;
     lisp.lua()
         .load(MCP_BYTECODE)
         .set_name(format!("@{MCP_FILE}"))
@@ -94,6 +98,12 @@ fn settings() -> Vec<SettingDecl> {
             json!(MAX_CHARS),
             "Characters of an MCP tool's result the model reads at most; the head is kept and a footer says how much was cut.",
         ),
+        SettingDecl::new(
+            files::SETTING,
+            "boolean",
+            json!(true),
+            "Whether sessions also start the MCP servers Claude Code's and Codex's users configured: a trusted project's .mcp.json and the [mcp_servers] of ~/.codex/config.toml ($CODEX_HOME). oml's own servers win a name; `mcp.found` lists what was found.",
+        ),
     ]
 }
 
@@ -110,15 +120,21 @@ fn seconds(lisp: &Lisp, name: &str, default: u64) -> Duration {
 
 /// Start the servers of session `sid` in `cwd`: `mcp.server-specs` (the declared servers,
 /// looked up now) merged with `extra` (the editor's; an editor server replaces a declared one
-/// of the same name). Returns at once; the servers start in the background, and the session's
+/// of the same name), then the servers of Claude Code's and Codex's files that neither names
+/// (`files::found`). Returns at once; the servers start in the background, and the session's
 /// first model request waits for them. A server that cannot be described, or fails to start,
-/// is reported to the session as a notice.
+/// and a file's server that is not used for a reason the user can fix, is reported to the
+/// session as a notice.
 pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<ServerSpec>) {
     let Ok(sessions) = sessions(lisp.lua()) else {
         return;
     };
     let notify = notifier(&sessions, sid);
     let mut specs: Vec<ServerSpec> = Vec::new();
+    let mut own: Vec<(String, String)> = extra
+        .iter()
+        .map(|e| (e.name.clone(), files::EDITOR.to_owned()))
+        .collect();
     match lisp
         .call_json(
             "mcp.server-specs",
@@ -130,7 +146,10 @@ pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<Server
         Ok(Json::Object(declared)) => {
             for (name, spec) in declared {
                 match ServerSpec::from_config(&name, &spec) {
-                    Ok(s) if !extra.iter().any(|e| e.name == s.name) => specs.push(s),
+                    Ok(s) if !extra.iter().any(|e| e.name == s.name) => {
+                        own.push((s.name.clone(), files::DECLARED.to_owned()));
+                        specs.push(s);
+                    }
                     Ok(_) => {}
                     Err(e) => notify(e.to_string()),
                 }
@@ -144,6 +163,9 @@ pub async fn start_session(lisp: &Lisp, sid: &str, cwd: &Path, extra: Vec<Server
         Err(e) => notify(format!("mcp.server-specs failed: {e}")),
     }
     specs.sort_by(|a, b| a.name.cmp(&b.name));
+    let found = files::found(lisp, cwd, &own);
+    files::notices(&found).into_iter().for_each(|n| notify(n));
+    specs.extend(found.into_iter().filter_map(|f| f.spec));
     specs.extend(extra);
     if specs.is_empty() {
         return;

@@ -1,7 +1,9 @@
-//! oml as an MCP client: the servers a session connects (from the editor's `session/new` and
-//! from `mcp.defserver` in init files), their tools offered to the model, and their lifecycle.
+//! oml as an MCP client: the servers a session connects (from the editor's `session/new`, from
+//! `mcp.defserver` in init files, and from Claude Code's and Codex's files), their tools offered
+//! to the model, and their lifecycle.
 //!
-//! One file per concern: `spec.rs` (what a server is, parsed from ACP or Lisp), `tools.rs` (a
+//! One file per concern: `spec.rs` (what a server is, parsed from ACP or Lisp), `files.rs` (the
+//! servers of `.mcp.json` and Codex's `config.toml`), `tools.rs` (a
 //! server's tools as oml names and checks them), `result.rs` (a tool result as text),
 //! `http.rs` (the streamable HTTP transport), `server.rs` (one connected server) and `set.rs`
 //! (a session's servers, started in parallel and stopped together).
@@ -11,6 +13,7 @@
 //! or the permission policy: `crate::bind::mcp` puts it in front of the agent, whose
 //! `agent.execute-tool` runs these tools like any other.
 
+pub mod files;
 mod http;
 pub mod result;
 pub mod server;

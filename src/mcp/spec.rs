@@ -175,7 +175,7 @@ impl ServerSpec {
         ServerSpec::named(name.to_owned(), transport)
     }
 
-    fn named(name: String, transport: Transport) -> Result<ServerSpec, BadSpec> {
+    pub(super) fn named(name: String, transport: Transport) -> Result<ServerSpec, BadSpec> {
         if name.trim().is_empty() {
             return Err(BadSpec::NoName(transport.target()));
         }

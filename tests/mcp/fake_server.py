@@ -6,7 +6,8 @@ Usage: fake_server.py MODE [MARKER_FILE]
   fail    writes to stderr and exits 3 before answering
   hang    reads requests and never answers
 MARKER_FILE, when given, gets one line per notification the server receives (to see that a
-cancelled call was announced) and "stdin closed" at end of input.
+cancelled call was announced) and "stdin closed" at end of input; without it, the file that
+$FAKE_MCP_MARKER names does (to see that a server's env reached it).
 """
 import json
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
-marker = sys.argv[2] if len(sys.argv) > 2 else None
+marker = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("FAKE_MCP_MARKER")
 
 
 def note(text):
