@@ -117,16 +117,26 @@ pub(super) fn trust(paths: &Paths, dir: Option<PathBuf>) -> anyhow::Result<i32> 
         .trust(&dir)
         .context("cannot record the trusted directory")?;
     let init = crate::paths::project_init(&dir);
+    // The other agents' settings trust covers too, named so the user knows what runs.
+    let setup: Vec<&str> = crate::paths::PROJECT_SETUP_FILES
+        .into_iter()
+        .filter(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
+        .collect();
+    let also = if setup.is_empty() {
+        String::new()
+    } else {
+        format!("; and, as they are now, {}", setup.join(", "))
+    };
     if init.is_file() {
         out!(
-            "trusted {} ({} sha256 {})",
+            "trusted {} ({} sha256 {}{also})",
             dir.display(),
             init.display(),
             &hash[..12]
         );
     } else {
         out!(
-            "trusted {} (it has no .oml/init.fnl yet; trust it again once it has one)",
+            "trusted {} (it has no .oml/init.fnl yet; trust it again once it has one{also})",
             dir.display()
         );
     }
