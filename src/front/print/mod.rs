@@ -145,23 +145,7 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         };
     }
     signals.abort();
-    let (usage, model_error) = agent
-        .sessions()
-        .with(&id, |s| {
-            (
-                s.data.get("usage").cloned(),
-                s.data.contains_key(MODEL_ERROR_KEY),
-            )
-        })
-        .unwrap_or_default();
-    // SessionEnd's hooks run before oml exits, not in the task the registry starts on removal,
-    // which the exit would cut short; a failure is theirs to report.
-    let _ = agent
-        .lisp()
-        .call_json("agent.session-end-hooks", &[json!(id)], &CancelToken::new())
-        .await;
-    // Dropping the session drops its sink, which ends the renderer once it has shown everything.
-    agent.sessions().remove(&id);
+    let (usage, model_error) = close(agent, &id).await;
     let text = renderer.await.unwrap_or_default();
     let ended = Ended {
         id: &id,
@@ -172,6 +156,28 @@ pub async fn run(agent: &Agent, options: PrintOptions) -> i32 {
         duration_ms: started.elapsed().as_millis(),
     };
     report(result, &options, &ended)
+}
+
+/// End session `id`: what it used and whether a model call failed, read before its SessionEnd
+/// hooks run and it is removed. The hooks run here, not in the task the registry starts on
+/// removal, which oml's exit would cut short; a failure is theirs to report. Dropping the
+/// session drops its sink, which ends the renderer once it has shown everything.
+async fn close(agent: &Agent, id: &str) -> (Option<serde_json::Value>, bool) {
+    let used = agent
+        .sessions()
+        .with(id, |s| {
+            (
+                s.data.get("usage").cloned(),
+                s.data.contains_key(MODEL_ERROR_KEY),
+            )
+        })
+        .unwrap_or_default();
+    let _ = agent
+        .lisp()
+        .call_json("agent.session-end-hooks", &[json!(id)], &CancelToken::new())
+        .await;
+    agent.sessions().remove(id);
+    used
 }
 
 /// Turns that background tasks' results may wake after the prompt's own, at most: each may
