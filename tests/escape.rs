@@ -25,6 +25,8 @@ mod harness;
 mod helper;
 #[path = "escape/home.rs"]
 mod home;
+#[path = "escape/hook_answers.rs"]
+mod hook_answers;
 #[path = "escape/hooks.rs"]
 mod hooks;
 #[path = "escape/listen.rs"]

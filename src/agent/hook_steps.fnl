@@ -50,14 +50,15 @@ UserPromptSubmit's."
   "Fire PreToolUse for the tool CALL. Returns the call to run (its args replaced by a hook's
 `updatedInput`; :hook-decision :allow or :ask and :hook-context set when hooks said so), or
 nil and the blocked result {:content \"Blocked by a hook: …\" :error? true} when a hook blocked
-it (exit 2, `permissionDecision: deny`, `continue: false`)."
+it (exit 2, `permissionDecision: deny`, `continue: false`). When a project's hook rewrote the
+arguments, no hook's allow holds (each was given the call before it): the permission mode decides."
   (let [r (hook.fire :PreToolUse #(tool-event call) (tool-names call))]
     (if (= 0 r.ran) call
         (or r.block? r.stop? (= r.decision :deny))
         (values nil {:content (.. "Blocked by a hook: " (hook.reason r)) :error? true})
         (let [out (collect [k v (pairs call)] k v)]
           (when r.updated-input (set out.args (hook.tool-args call.name r.updated-input)))
-          (set out.hook-decision r.decision)
+          (set out.hook-decision (if (and r.project-input? (= r.decision :allow)) nil r.decision))
           (set out.hook-context r.context)
           out))))
 

@@ -165,7 +165,7 @@ directory ?DIR), whose matchers match one of ?SUBJECTS (tool names): {:commands 
 
 (fn apply-answer! [result answer project?]
   "Fold ANSWER (Claude Code's JSON output as a table) into RESULT. A project's hook may deny or
-ask, never allow."
+ask, never allow; its `updatedInput` is marked (:project-input?)."
   (let [specific (or answer.hookSpecificOutput answer)
         decision (or specific.permissionDecision (and (= answer.decision :approve) :allow))
         request (and (= :table (type specific.decision)) specific.decision)]
@@ -181,8 +181,11 @@ ask, never allow."
       (if (and project? (= decision :allow))
           (table.insert result.messages "a project's hook may not allow a tool call; its allow was ignored")
           (decide! result decision why)))
-    (when (= :table (type (or specific.updatedInput (and request request.updatedInput))))
-      (set result.updated-input (or specific.updatedInput request.updatedInput)))
+    (let [updated (or specific.updatedInput (and request request.updatedInput))]
+      (when (= :table (type updated))
+        (set result.updated-input updated)
+        ;; The call it rewrote is not the one any hook's allow was given.
+        (when project? (set result.project-input? true))))
     (when (= :string (type specific.additionalContext))
       (table.insert result.context specific.additionalContext))))
 
@@ -227,8 +230,9 @@ shown, stdout is the JSON answer or (for SessionStart and UserPromptSubmit) cont
   "Run EVENT's hooks (`hook.handlers`: Lisp ones in order, then the settings files' all at once)
 with the input `hook.input` makes of ?EXTRA (a table, or a function giving one: called only when
 a hook runs), and combine their answers: {:block? :blocks
-:decision :reasons :updated-input :context :stop? :stop-reason :messages :errors :ran}. :decision
-is :deny, :ask or :allow (deny beats ask beats allow). Messages and errors are shown to the
+:decision :reasons :updated-input :project-input? :context :stop? :stop-reason :messages :errors
+:ran}. :decision is :deny, :ask or :allow (deny beats ask beats allow); :project-input? says a
+project's hook gave :updated-input. Messages and errors are shown to the
 user as notices."
   (let [result {:block? false :blocks [] :reasons [] :context [] :messages [] :errors [] :ran 0}]
     (when (oml.setting "hook.enabled?")
