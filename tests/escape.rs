@@ -27,6 +27,8 @@ mod helper;
 mod home;
 #[path = "escape/hook_answers.rs"]
 mod hook_answers;
+#[path = "escape/hook_trust.rs"]
+mod hook_trust;
 #[path = "escape/hooks.rs"]
 mod hooks;
 #[path = "escape/listen.rs"]

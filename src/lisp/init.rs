@@ -299,8 +299,10 @@ impl TrustStore {
         );
         files.extend(setup_files);
         files.sort();
+        // Every file, the init file too, with its length: no bytes can move from one file
+        // into the next and leave the hash as it was.
         let mut covered = Vec::with_capacity(init.len());
-        covered.extend_from_slice(b"init.fnl\0");
+        covered.extend_from_slice(format!("init.fnl\0{}\0", init.len()).as_bytes());
         covered.extend_from_slice(&init);
         for (name, bytes) in files {
             covered.extend_from_slice(format!("\0lisp/{name}\0{}\0", bytes.len()).as_bytes());

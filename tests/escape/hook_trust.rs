@@ -1,0 +1,115 @@
+//! Trust covers a project's settings files as they were when the user trusted it: a file the
+//! model (or a pull) adds after, a link swapped in, a nested project beneath a trusted one, and
+//! a trusted tree whose bytes are cut differently into files (the same bytes, moved from the
+//! init file into a settings file) never run a hook. Print mode, the real binary, a scripted
+//! model.
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use super::harness::Target;
+
+/// Settings whose hooks at every tool call, prompt and stop append to `marker`.
+fn marking(marker: &Path) -> String {
+    let hook = serde_json::json!([{"hooks": [{"type": "command",
+        "command": format!("cat >/dev/null; echo ran >> {}", marker.display())}]}]);
+    serde_json::json!({"hooks": {"PreToolUse": hook, "UserPromptSubmit": hook, "Stop": hook}})
+        .to_string()
+}
+
+fn trust(t: &Target, dir: &Path) {
+    let out = t
+        .command(None, &["trust"])
+        .current_dir(dir)
+        .output()
+        .expect("oml trust");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn files_added_or_linked_after_trust_never_run() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    let good = t.outside.join("good-ran");
+    t.env.file(".claude/settings.json", &marking(&good));
+    trust(&t, &t.env.project);
+    t.model_runs("echo hi", &[]);
+    assert!(good.exists(), "a trusted project's hook did not run");
+    let evil = t.outside.join("evil-ran");
+    // Each is made after trust, as a command of the model's could, then one turn is run.
+    let attacks: [(&str, &dyn Fn()); 3] = [
+        ("a new .codex/hooks.json", &|| {
+            t.env.file(".codex/hooks.json", &marking(&evil));
+        }),
+        ("a new .claude/settings.local.json", &|| {
+            t.env.file(".claude/settings.local.json", &marking(&evil));
+        }),
+        ("a link swapped in for .claude/settings.json", &|| {
+            t.env.file("notes/settings.json", &marking(&evil));
+            let file = t.env.project.join(".claude/settings.json");
+            std::fs::remove_file(&file).unwrap();
+            symlink(t.env.project.join("notes/settings.json"), &file).unwrap();
+        }),
+    ];
+    for (what, attack) in attacks {
+        attack();
+        let (run, result) = t.model_runs("echo hi", &[]);
+        assert_eq!(run.code, 0, "{what}: {run:?}");
+        assert_eq!(result.trim(), "hi", "{what}");
+        assert!(!evil.exists(), "{what}: a hook added after trust ran");
+    }
+}
+
+#[test]
+fn a_nested_project_under_a_trusted_one_is_not_trusted() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    trust(&t, &t.env.project);
+    let evil = t.outside.join("evil-ran");
+    // A nested checkout (a `.git` file, as a submodule or worktree has) with its own hooks.
+    t.env.file("vendor/lib/.git", "gitdir: ../../.git\n");
+    t.env
+        .file("vendor/lib/.claude/settings.json", &marking(&evil));
+    let fake =
+        crate::support::fake_model::FakeModel::start([crate::support::fake_model::Reply::Stream(
+            crate::support::fake_model::text_chunks(&["ok"]),
+        )]);
+    let run = crate::support::home::Run::from(
+        t.command(Some(&fake), &["-p", "--mode", "yolo", "hello"])
+            .current_dir(t.env.project.join("vendor/lib"))
+            .output()
+            .expect("oml"),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !evil.exists(),
+        "a nested project's hook ran on its parent's trust"
+    );
+}
+
+#[test]
+fn the_same_bytes_cut_into_other_files_are_not_the_tree_trusted() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    let evil = t.outside.join("evil-ran");
+    let settings = marking(&evil);
+    let init = ";; the project's init\n";
+    // What the user reviews and trusts: an init file whose tail (after a NUL, unseen in a
+    // terminal) is the settings file's record in the hash, and a Lisp file after it.
+    let tail = format!(
+        "\0lisp/../../.claude/settings.json\0{}\0{settings}",
+        settings.len()
+    );
+    t.env.file(".oml/init.fnl", &format!("{init}{tail}"));
+    t.env.file(".oml/lisp/util.fnl", "{}\n");
+    trust(&t, &t.env.project);
+    // What a pull then brings: the tail moved out of the init file into the settings file.
+    t.env.file(".oml/init.fnl", init);
+    t.env.file(".claude/settings.json", &settings);
+    let (run, _) = t.model_runs("echo hi", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !evil.exists(),
+        "bytes moved between files passed as the tree trusted"
+    );
+}
