@@ -49,6 +49,8 @@ mod proxy_attacks;
 mod rewind;
 #[path = "escape/roots.rs"]
 mod roots;
+#[path = "escape/rule_paths.rs"]
+mod rule_paths;
 #[path = "escape/rules.rs"]
 mod rules;
 #[path = "escape/secrets.rs"]

@@ -73,8 +73,11 @@ fn fresh(dir: &Path) -> (u64, Arc<SettingRules>) {
     }
     let config = Paths::from_env().config;
     let files = crate::project::setup::settings_files(&config, dir);
-    let root = crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf());
-    let home = crate::paths::home_dir();
+    // The real paths (links followed), as the calls' paths are compared: a home folder that
+    // is a link (`/home` → `/var/home`) must not let its real path pass a `~/` rule.
+    let real = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+    let root = real(crate::project::find_root(dir).unwrap_or_else(|| dir.to_path_buf()));
+    let home = crate::paths::home_dir().map(real);
     let found = Arc::new(rules::setting_rules(
         &files,
         Bases {
