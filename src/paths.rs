@@ -139,20 +139,22 @@ pub fn home_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Claude Code's folder of the user: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+/// Claude Code's folder of the user: `$CLAUDE_CONFIG_DIR` when absolute, else `~/.claude`.
 pub fn claude_home() -> Option<PathBuf> {
     moved_or_home("CLAUDE_CONFIG_DIR", ".claude")
 }
 
-/// Codex's folder of the user: `$CODEX_HOME`, else `~/.codex`.
+/// Codex's folder of the user: `$CODEX_HOME` when absolute, else `~/.codex`.
 pub fn codex_home() -> Option<PathBuf> {
     moved_or_home("CODEX_HOME", ".codex")
 }
 
+/// A relative `var` is not used: read against the folder oml runs in, it would make a
+/// project's own `.claude/` or `.codex/` the user's, whose hooks run untrusted.
 fn moved_or_home(var: &str, name: &str) -> Option<PathBuf> {
     std::env::var_os(var)
-        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
         .or_else(|| home_dir().map(|h| h.join(name)))
 }
 

@@ -113,3 +113,22 @@ fn the_same_bytes_cut_into_other_files_are_not_the_tree_trusted() {
         "bytes moved between files passed as the tree trusted"
     );
 }
+
+#[test]
+fn a_relative_claude_config_dir_or_codex_home_does_not_make_the_projects_files_the_users() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    let evil = t.outside.join("evil-ran");
+    t.env.file(".claude/settings.json", &marking(&evil));
+    t.env.file(".codex/hooks.json", &marking(&evil));
+    // Relative, they would be read against the folder oml runs in: the project's own files.
+    for (var, value) in [("CLAUDE_CONFIG_DIR", ".claude"), ("CODEX_HOME", ".codex")] {
+        let (run, result) = t.model_runs("echo hi", &[(var, value)]);
+        assert_eq!(run.code, 0, "{var}: {run:?}");
+        assert_eq!(result.trim(), "hi", "{var}");
+        assert!(
+            !evil.exists(),
+            "{var}={value}: the project's hooks ran as the user's"
+        );
+    }
+}
