@@ -291,9 +291,11 @@ does not run, a bad matcher), then the files' problems."
                 (not (oml.setting "hook.settings-files?")) " (not run: hook.settings-files? is false)"
                 "")]
     (each [_ g (ipairs s.groups)]
-      (let [(_ bad) (hook.matches? g.matcher "")
-            why (or (and (not (. hook.events g.event)) "unsupported: oml has no moment for this event")
-                    g.skipped bad)]
+      ;; The matcher is compiled only for a group that could run: an untrusted project's are
+      ;; data, and may be costly ones.
+      (let [why (or (and (not (. hook.events g.event)) "unsupported: oml has no moment for this event")
+                    g.skipped
+                    (let [(_ bad) (hook.matches? g.matcher "")] bad))]
         (each [_ h (ipairs g.handlers)]
           (table.insert lines (.. "- " g.event (if g.matcher (.. " " g.matcher) "") ": " (handler-text h)
                                   "  [" g.source " " g.place "]" off

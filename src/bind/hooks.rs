@@ -29,6 +29,10 @@ pub const SETTINGS_TTL: Duration = Duration::from_secs(2);
 /// The largest number of compiled matchers kept.
 pub const MAX_MATCHERS: usize = 256;
 
+/// The most memory one matcher may compile to; a bigger one (`\w{1000}`) is refused as
+/// invalid rather than compiled for seconds.
+pub const MAX_MATCHER_BYTES: usize = 1 << 20;
+
 /// A reading of the settings for a directory: when, and its JSON for Lisp.
 type Reading = (Instant, Arc<serde_json::Value>);
 static READINGS: std::sync::LazyLock<Mutex<HashMap<PathBuf, Reading>>> =
@@ -61,7 +65,8 @@ const HOOK_FNS: &[HostFn] = &[
         args: "matcher subject",
         doc: "Whether Claude Code's MATCHER (a regular expression matched against the whole \
               SUBJECT, a tool name; nil, \"\" and \"*\" match everything) matches SUBJECT. An \
-              invalid expression matches nothing: returns false and why.",
+              invalid expression, or one that compiles to more than 1 MiB, matches nothing: \
+              returns false and why.",
         make: |lua| {
             lua.create_function(|_, (matcher, subject): (Option<String>, String)| {
                 Ok(matches(matcher.as_deref(), &subject))
@@ -157,15 +162,18 @@ fn matches(matcher: Option<&str>, subject: &str) -> (bool, Option<String>) {
     if cache.len() >= MAX_MATCHERS {
         cache.clear();
     }
-    let compiled = cache
-        .entry(pattern.to_owned())
-        .or_insert_with(|| regex::Regex::new(&format!("^(?:{pattern})$")).ok());
+    let compiled = cache.entry(pattern.to_owned()).or_insert_with(|| {
+        regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .size_limit(MAX_MATCHER_BYTES)
+            .build()
+            .ok()
+    });
     match compiled {
         Some(re) => (re.is_match(subject), None),
         None => (
             false,
             Some(format!(
-                "the matcher {pattern:?} is not a regular expression"
+                "the matcher {pattern:?} is not a regular expression (of at most {MAX_MATCHER_BYTES} bytes compiled)"
             )),
         ),
     }

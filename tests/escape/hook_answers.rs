@@ -237,3 +237,28 @@ fn hostile_settings_files_neither_hang_oml_nor_drive_the_terminal() {
         );
     }
 }
+
+#[test]
+fn an_untrusted_projects_costly_matchers_do_not_hang_the_listing() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    // Each is a different expression whose compiled form is huge (a Unicode class repeated):
+    // compiling them all took minutes.
+    let groups: Vec<_> = (0..400)
+        .map(|i| {
+            serde_json::json!({"matcher": format!(r"\w{{{}}}x{i}", 300 + i % 50),
+                               "hooks": [{"type": "command", "command": "true"}]})
+        })
+        .collect();
+    settings(
+        &t.env.project,
+        ".claude/settings.json",
+        serde_json::json!({ "PreToolUse": groups }),
+        serde_json::json!({}),
+    );
+    for listing in ["/hooks", "/setup"] {
+        let run = run_within(t.command(None, &["-p", listing]));
+        assert_eq!(run.code, 0, "{listing}: {run:?}");
+        assert!(run.stdout.contains("not trusted"), "{listing}: {run:?}");
+    }
+}
