@@ -132,3 +132,43 @@ fn a_relative_claude_config_dir_or_codex_home_does_not_make_the_projects_files_t
         );
     }
 }
+
+#[test]
+fn a_settings_file_swapped_while_oml_reads_it_never_runs_what_was_not_trusted() {
+    let t = Target::new();
+    t.env.file(".git/HEAD", "ref: refs/heads/main\n");
+    let good = t.outside.join("good-ran");
+    let evil = t.outside.join("evil-ran");
+    let file = t.env.project.join(".claude/settings.json");
+    t.env.file(".claude/settings.json", &marking(&good));
+    trust(&t, &t.env.project);
+    // Racing every read: the trusted file, another one, and a link out of the project to
+    // another one, each put in place by an atomic rename, as a background command could.
+    let states = [marking(&good), marking(&evil)];
+    std::fs::write(t.outside.join("linked.json"), marking(&evil)).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = {
+        let (stop, file, outside) = (stop.clone(), file.clone(), t.outside.clone());
+        std::thread::spawn(move || {
+            let next = file.with_extension("next");
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&next);
+                if i % 3 == 2 {
+                    symlink(outside.join("linked.json"), &next).unwrap();
+                } else {
+                    std::fs::write(&next, &states[i % 3]).unwrap();
+                }
+                std::fs::rename(&next, &file).unwrap();
+                i += 1;
+            }
+        })
+    };
+    for _ in 0..6 {
+        let (run, _) = t.model_runs("echo hi", &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    racer.join().unwrap();
+    assert!(!evil.exists(), "a file swapped in during the read ran");
+}
