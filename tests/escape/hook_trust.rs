@@ -2,12 +2,14 @@
 //! model (or a pull) adds after, a link swapped in, a nested project beneath a trusted one, and
 //! a trusted tree whose bytes are cut differently into files (the same bytes, moved from the
 //! init file into a settings file) never run a hook. Print mode, the real binary, a scripted
-//! model.
+//! model. Also: a background swap racing the read, and a project path with odd characters.
 
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use super::harness::Target;
+use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
+use crate::support::home::Run;
 
 /// Settings whose hooks at every tool call, prompt and stop append to `marker`.
 fn marking(marker: &Path) -> String {
@@ -70,11 +72,8 @@ fn a_nested_project_under_a_trusted_one_is_not_trusted() {
     t.env.file("vendor/lib/.git", "gitdir: ../../.git\n");
     t.env
         .file("vendor/lib/.claude/settings.json", &marking(&evil));
-    let fake =
-        crate::support::fake_model::FakeModel::start([crate::support::fake_model::Reply::Stream(
-            crate::support::fake_model::text_chunks(&["ok"]),
-        )]);
-    let run = crate::support::home::Run::from(
+    let fake = FakeModel::start([Reply::Stream(text_chunks(&["ok"]))]);
+    let run = Run::from(
         t.command(Some(&fake), &["-p", "--mode", "yolo", "hello"])
             .current_dir(t.env.project.join("vendor/lib"))
             .output()
@@ -171,4 +170,61 @@ fn a_settings_file_swapped_while_oml_reads_it_never_runs_what_was_not_trusted() 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     racer.join().unwrap();
     assert!(!evil.exists(), "a file swapped in during the read ran");
+}
+
+#[test]
+fn a_project_path_with_odd_characters_is_trusted_as_itself_and_runs_nothing_else() {
+    let t = Target::new();
+    let sibling = t
+        .env
+        .root
+        .join("we\nird $(touch PWNED) ;`touch PWNED2` \u{1b}[2J");
+    let odd = t
+        .env
+        .root
+        .join("we\nird $(touch PWNED) ;`touch PWNED2` \u{1b}[2J\\");
+    let seen = t.outside.join("project-dir");
+    let settings = serde_json::json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command",
+        "command": format!("cat >/dev/null; printf %s \"$CLAUDE_PROJECT_DIR\" > {}", seen.display())}]}]}});
+    for dir in [&odd, &sibling] {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.join(".claude")).unwrap();
+        std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).unwrap();
+    }
+    let turn = |dir: &Path| {
+        let fake = FakeModel::start([
+            Reply::Stream(tool_call_chunks(
+                "c1",
+                "bash",
+                &[r#"{"command": "echo hi"}"#],
+            )),
+            Reply::Stream(text_chunks(&["done"])),
+        ]);
+        let run = Run::from(
+            t.command(Some(&fake), &["-p", "--mode", "yolo", "go"])
+                .current_dir(dir)
+                .output()
+                .expect("oml"),
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+    };
+    turn(&odd);
+    assert!(!seen.exists(), "an untrusted project's hook ran");
+    trust(&t, &odd);
+    turn(&odd);
+    let dir = std::fs::read_to_string(&seen).expect("the trusted hook ran");
+    assert_eq!(Path::new(&dir), odd, "the hook was given another project");
+    for name in ["PWNED", "PWNED2"] {
+        assert!(
+            !odd.join(name).exists() && !t.env.root.join(name).exists(),
+            "{name}"
+        );
+    }
+    // A folder whose name is the trusted one's but for its last character is not trusted by it.
+    std::fs::remove_file(&seen).unwrap();
+    turn(&sibling);
+    assert!(
+        !seen.exists(),
+        "a look-alike project ran on the other's trust"
+    );
 }
