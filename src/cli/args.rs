@@ -111,6 +111,9 @@ pub enum Command {
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
     },
+    /// Choose a provider and a model and write them to the user init file (the first-run
+    /// set-up), then exit. Editors run it in a terminal for oml's ACP auth method `oml-setup`.
+    Setup,
     /// The pure Fennel REPL; --connect attaches to the live REPL of a running oml process,
     /// --listen serves one from this process.
     Repl {

@@ -144,6 +144,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         }
         Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
         Some(Command::Agents { markdown }) => Ok(agents::list(cli.json, *markdown)),
+        Some(Command::Setup) => setup::run(&paths, cli.no_init).await,
         Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
         Some(Command::Eval { expr }) => modes::eval(&paths, &cli, expr).await,
         Some(Command::Run { file, args }) => modes::run_file(&paths, &cli, file, args).await,
