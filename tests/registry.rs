@@ -97,12 +97,27 @@ fn error_of(c: &mut Client, method: &str, params: Value) -> Value {
     answer["error"].clone()
 }
 
+/// `initialize` with these client capabilities: its result.
+fn initialize_with(c: &mut Client, capabilities: Value) -> Value {
+    let answer = c.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": capabilities,
+               "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"}}),
+    );
+    answer["result"].clone()
+}
+
 #[test]
 fn initialize_offers_terminal_auth_and_authenticate_needs_a_model() {
-    // No model: the method is offered, and authenticate says what is missing.
+    // No model. A client that cannot run terminal auth is offered nothing (the protocol says so);
+    // one that can (the capability, or the registry validator's marker) is offered oml-setup.
     let env = Env::new();
     let mut c = Client::start(&env, None);
-    let init = c.initialize();
+    let plain = initialize_with(&mut c, json!({"terminal": true}));
+    assert_eq!(plain["authMethods"], json!([]), "{plain}");
+    let legacy = initialize_with(&mut c, json!({"_meta": {"terminal-auth": true}}));
+    assert_eq!(legacy["authMethods"][0]["id"], "oml-setup", "{legacy}");
+    let init = initialize_with(&mut c, json!({"auth": {"terminal": true}}));
     let methods = init["authMethods"].as_array().unwrap();
     assert_eq!(methods.len(), 1, "{init}");
     assert_eq!(methods[0]["type"], "terminal");
@@ -123,7 +138,7 @@ fn initialize_offers_terminal_auth_and_authenticate_needs_a_model() {
     // A model configured: success.
     let fake = FakeModel::start([Reply::from(text_chunks(&["hi"]))]);
     let mut c = Client::start(&env, Some(&fake));
-    c.initialize();
+    initialize_with(&mut c, json!({"auth": {"terminal": true}}));
     let answer = c.call("authenticate", json!({"methodId": "oml-setup"}));
     assert_eq!(answer["result"], json!({}), "{answer}");
 }
@@ -131,16 +146,21 @@ fn initialize_offers_terminal_auth_and_authenticate_needs_a_model() {
 #[test]
 fn oml_setup_is_what_the_method_runs_and_changes_nothing_once_a_model_is_set() {
     let env = Env::new();
-    // Headless without a model: the advice, nothing written, a failure status.
-    let run = env.run(None, &["setup"]);
-    assert_eq!(run.code, 1, "{run:?}");
-    assert!(!env.home.user_init().exists(), "{run:?}");
-    // With a model: said, and success.
-    let fake = FakeModel::start(Vec::<Reply>::new());
-    let run = env.run(Some(&fake), &["setup"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("A model is configured"), "{run:?}");
-    assert!(!env.home.user_init().exists(), "{run:?}");
+    // The method's arguments replacing the command (`oml setup`) or appended to it
+    // (`oml acp setup`) run the same set-up.
+    for args in [&["setup"][..], &["acp", "setup"][..]] {
+        // Headless without a model: the advice, nothing written, a failure status.
+        let run = env.run(None, args);
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        assert!(!env.home.user_init().exists(), "{run:?}");
+        // With a model: said, and success.
+        let fake = FakeModel::start(Vec::<Reply>::new());
+        let run = env.run(Some(&fake), args);
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert!(run.stdout.contains("A model is configured"), "{run:?}");
+        assert!(!env.home.user_init().exists(), "{run:?}");
+    }
+    assert_ne!(env.run(None, &["acp", "other"]).code, 0);
 }
 
 #[test]

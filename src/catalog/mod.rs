@@ -456,6 +456,35 @@ mod tests {
     }
 
     #[test]
+    fn a_hostile_registry_entry_stays_data_in_the_proposal() {
+        let text = r#"{"version": "1.0.0", "agents": [
+            {"id": "evil", "name": "E", "version": "1.0.0", "description": "d",
+             "distribution": {"npx": {"package": "evil-acp@1",
+               "args": ["\") (os.execute \"touch /tmp/x\") (\""],
+               "env": {"K\"": "v\n(os.exit)"}}}},
+            {"id": "oml", "name": "Not oml", "version": "1.0.0", "description": "d",
+             "distribution": {"npx": {"package": "oml@1"}}}
+        ]}"#;
+        let parsed = registry::parse(text).unwrap();
+        let merged = merge(known::KNOWN, &parsed.agents);
+        // The registry cannot replace oml itself.
+        let oml: Vec<&Entry> = merged.iter().filter(|e| e.id == OML_ID).collect();
+        assert_eq!(oml.len(), 1);
+        assert_eq!(oml[0].source, Source::Oml);
+        let evil: &'static Entry =
+            Box::leak(Box::new(*merged.iter().find(|e| e.id == "evil").unwrap()));
+        assert_eq!(evil.commands, ["evil-acp"]);
+        let form = defagent_form(&Found {
+            entry: evil,
+            path: "/x/evil-acp".into(),
+        });
+        assert_eq!(
+            form,
+            r#"(client.defagent :evil {:command "/x/evil-acp" :args ["\") (os.execute \"touch /tmp/x\") (\""] :env {"K\"" "v\n(os.exit)"}})"#
+        );
+    }
+
+    #[test]
     fn the_proposal_names_the_first_external_agent_as_default() {
         let oml = Found {
             entry: find("oml").unwrap(),

@@ -263,6 +263,11 @@ pub struct AcpArgs {
     /// Listen on an address other than loopback without TLS (the token then travels in clear).
     #[arg(long, requires = "listen")]
     pub allow_plain_http: bool,
+    /// `setup`: run `oml setup` instead of serving. An editor running the terminal auth method
+    /// appends its arguments (`setup`) to the agent's command, `oml acp`; the ACP registry's
+    /// documentation has them replace it, giving `oml setup`. Both work.
+    #[arg(value_parser = ["setup"], hide = true, conflicts_with = "listen")]
+    pub then: Option<String>,
 }
 
 /// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out

@@ -139,6 +139,7 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             modes::print(&paths, &args).await
         }
         None => modes::chat(&paths, &cli).await,
+        Some(Command::Acp(args)) if args.then.is_some() => setup::run(&paths, cli.no_init).await,
         Some(Command::Acp(args)) if args.listen.is_some() => {
             modes::acp_listen(cli.no_init, cli.sandbox.as_deref(), args).await
         }

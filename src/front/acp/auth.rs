@@ -1,7 +1,9 @@
 //! oml's one ACP auth method, the terminal kind (`type: "terminal"`, as the ACP agent registry
-//! requires of the agents it lists): an editor runs `oml setup` in a terminal, where oml's
-//! first-run set-up chooses a provider and a model and writes the user init file, then starts
-//! `oml acp` again. `authenticate` with that method answers success once a model is configured,
+//! requires of the agents it lists), offered to a client that says it can run one: the editor
+//! runs oml with `setup` in a terminal (`oml acp setup` when it appends the arguments to its
+//! command, as the protocol says; `oml setup` when it replaces them, as the registry's notes
+//! say), where oml's first-run set-up chooses a provider and a model and writes the user init
+//! file, then starts `oml acp` again. `authenticate` with that method answers success once a model is configured,
 //! and the auth-required error (`-32000`) while none is.
 //!
 //! oml has no account and keeps no credentials of its own: "authenticated" means only that
@@ -36,8 +38,20 @@ struct TerminalAuthMethod {
     env: serde_json::Map<String, Value>,
 }
 
-/// `authMethods` of oml's `initialize` answer.
-pub fn auth_methods() -> Value {
+/// Whether the client can run terminal auth: `clientCapabilities.auth.terminal`, or the marker
+/// the ACP registry's validator and Zed send, `clientCapabilities._meta["terminal-auth"]`. The
+/// protocol lets an agent offer the terminal kind only to such a client.
+pub fn terminal_auth_offered(client_capabilities: &Value) -> bool {
+    let on = |pointer: &str| client_capabilities.pointer(pointer) == Some(&Value::Bool(true));
+    on("/auth/terminal") || on("/_meta/terminal-auth")
+}
+
+/// `authMethods` of oml's `initialize` answer: the terminal method for a client that can run it
+/// (see [`terminal_auth_offered`]), else none.
+pub fn auth_methods(client_capabilities: &Value) -> Value {
+    if !terminal_auth_offered(client_capabilities) {
+        return Value::Array(Vec::new());
+    }
     let setup = TerminalAuthMethod {
         id: SETUP_METHOD_ID,
         name: "Set up a model",
@@ -97,7 +111,14 @@ mod tests {
 
     #[test]
     fn the_method_is_the_terminal_kind_with_the_setup_args() {
-        let v = auth_methods();
+        assert_eq!(auth_methods(&serde_json::json!({})), serde_json::json!([]));
+        assert_eq!(
+            auth_methods(&serde_json::json!({"terminal": true, "auth": {"terminal": false}})),
+            serde_json::json!([])
+        );
+        let legacy = auth_methods(&serde_json::json!({"_meta": {"terminal-auth": true}}));
+        assert_eq!(legacy[0]["id"], SETUP_METHOD_ID);
+        let v = auth_methods(&serde_json::json!({"auth": {"terminal": true}}));
         assert_eq!(v[0]["type"], "terminal");
         assert_eq!(v[0]["id"], SETUP_METHOD_ID);
         assert_eq!(v[0]["args"], serde_json::json!(["setup"]));
