@@ -9,11 +9,12 @@
 # With --from, registry.json is built as the registry publishes it: every top-level folder of DIR
 # (in name order) with an agent.json, its icon pointing at the registry's CDN, in
 # {"version": "1.0.0", "agents": [...], "extensions": []}. Then check the diff, run
-# `cargo test --test agents` and `cargo test --test docs` (the catalog table in
-# docs/src/agents.md is `oml agents --markdown`), and commit.
+# `cargo test --test agents`, `--test registry` and `--test docs` (the catalog table in
+# docs/src/agents.md is `oml agents --markdown`), and commit. OML_REGISTRY_URL and
+# OML_REGISTRY_DEST change where it reads and writes (tests/registry.rs uses the latter).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="$root/catalog/registry"
+dest="${OML_REGISTRY_DEST:-$root/catalog/registry}"
 base="${OML_REGISTRY_URL:-https://cdn.agentclientprotocol.com/registry/v1/latest}"
 say() { echo "refresh-registry: $*" >&2; }
 

@@ -211,3 +211,61 @@ fn the_registry_s_daily_probes_answer_as_documented() {
     );
     assert_eq!(error["code"], -32601, "{error}");
 }
+
+/// `scripts/refresh-registry.sh --from DIR` builds `registry.json` as the registry publishes it:
+/// a checkout made of the snapshot's own entries (plus what the registry's build leaves out)
+/// gives back the snapshot.
+#[test]
+fn the_refresh_script_builds_the_snapshot_from_a_checkout_of_the_registry() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let snapshot = std::fs::read_to_string(root.join("catalog/registry/registry.json")).unwrap();
+    let env = Env::new();
+    let checkout = env.root.join("registry");
+    let dest = env.root.join("out");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::copy(
+        root.join("catalog/registry/agent.schema.json"),
+        checkout.join("agent.schema.json"),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_str(&snapshot).unwrap();
+    for agent in v["agents"].as_array().unwrap() {
+        let dir = checkout.join(agent["id"].as_str().unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = serde_json::to_string_pretty(agent).unwrap();
+        std::fs::write(dir.join("agent.json"), text).unwrap();
+        std::fs::write(dir.join("icon.svg"), "<svg/>").unwrap();
+    }
+    // Not agents: a folder the registry keeps aside, a hidden one, one without agent.json.
+    for aside in ["_not_yet_unsupported/x", ".github/y", "docs"] {
+        std::fs::create_dir_all(checkout.join(aside)).unwrap();
+    }
+    std::fs::write(checkout.join("_not_yet_unsupported/x/agent.json"), "{}").unwrap();
+    let out = std::process::Command::new(root.join("scripts/refresh-registry.sh"))
+        .arg("--from")
+        .arg(&checkout)
+        .env("OML_REGISTRY_DEST", &dest)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built: Value =
+        serde_json::from_str(&std::fs::read_to_string(dest.join("registry.json")).unwrap())
+            .unwrap();
+    // The same index, agents in the same order (keys are compared as sets: the checkout's files
+    // were written with sorted keys).
+    let ids = |v: &Value| -> Vec<String> {
+        v["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].to_string())
+            .collect()
+    };
+    assert_eq!(ids(&built), ids(&v));
+    assert!(built == v, "the built index differs from the snapshot");
+    assert!(dest.join("agent.schema.json").is_file());
+}
