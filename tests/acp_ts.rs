@@ -83,3 +83,22 @@ fn the_typescript_sdk_shows_a_sub_agent_s_task_card_with_its_progress_and_its_se
         "{seen}"
     );
 }
+
+#[test]
+fn the_typescript_sdk_sees_the_terminal_auth_method_and_authenticates_once_a_model_is_set() {
+    let env = Env::new();
+    let fake = FakeModel::start(Vec::<Reply>::new());
+    let Some(mut cmd) = support::sdk::driver(&[], "drive_oml_auth.mjs", &env, &fake) else {
+        return;
+    };
+    cmd.arg(env!("CARGO_BIN_EXE_oml")).arg(&env.project);
+    let seen = support::sdk::seen(&mut cmd);
+    for run in ["withModel", "withoutModel"] {
+        let method = &seen[run]["authMethods"][0];
+        assert_eq!(method["type"], "terminal", "{seen}");
+        assert_eq!(method["id"], "oml-setup", "{seen}");
+        assert_eq!(method["args"], serde_json::json!(["setup"]), "{seen}");
+    }
+    assert_eq!(seen["withModel"]["result"], serde_json::json!({}), "{seen}");
+    assert_eq!(seen["withoutModel"]["error"]["code"], -32000, "{seen}");
+}

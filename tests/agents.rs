@@ -148,6 +148,102 @@ fn discovery_finds_catalog_executables_only_and_the_first_on_path_wins() {
     );
 }
 
+/// The agents of the embedded registry snapshot, by their registry ids.
+fn snapshot_ids() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog/registry/registry.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_json_lists_every_registry_agent_and_oml_s_own_with_their_source() {
+    let env = Env::new().with_path(&["empty"]);
+    let v = json(&env);
+    let agents = v["agents"].as_array().unwrap();
+    let registry = snapshot_ids();
+    assert!(registry.len() >= 30, "{registry:?}");
+    for id in &registry {
+        let listed: Vec<&serde_json::Value> = agents
+            .iter()
+            .filter(|a| a["registryId"] == id.as_str())
+            .collect();
+        assert_eq!(listed.len(), 1, "{id} listed {} times", listed.len());
+        assert_eq!(listed[0]["source"], "registry", "{id}");
+        assert!(!listed[0]["version"].as_str().unwrap().is_empty(), "{id}");
+        assert!(!listed[0]["runs"].as_object().unwrap().is_empty(), "{id}");
+    }
+    // oml's own entries: the agents the registry lacks, and oml itself.
+    let own: Vec<&str> = agents
+        .iter()
+        .filter(|a| a["source"] == "oml")
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(own, ["qoder", "openhands", "kiro", "oml"]);
+    assert_eq!(agents.len(), registry.len() + own.len());
+    for a in agents {
+        assert!(!a["id"].as_str().unwrap().is_empty(), "{a}");
+        assert!(!a["name"].as_str().unwrap().is_empty(), "{a}");
+        assert!(a["found"].is_boolean(), "{a}");
+    }
+    // An agent in both keeps oml's id and command names, with the registry's description.
+    let claude = entry(&v, "claude");
+    assert_eq!(claude["registryId"], "claude-acp");
+    assert_eq!(
+        claude["commands"],
+        serde_json::json!(["claude-agent-acp", "claude-code-acp"])
+    );
+    assert!(
+        claude["runs"]["npx"]
+            .as_str()
+            .unwrap()
+            .starts_with("@agentclientprotocol/claude-agent-acp@"),
+        "{claude}"
+    );
+    assert_eq!(v["skipped"], serde_json::json!([]));
+}
+
+#[test]
+fn a_registry_agent_oml_had_no_entry_for_is_found_on_path_and_configured() {
+    let env = Env::new().with_path(&["bin"]);
+    let harn = env.folder("bin").join("harn");
+    script(&harn, "#!/bin/sh\nexit 0\n");
+    let v = json(&env);
+    let e = entry(&v, "harn");
+    assert_eq!(e["source"], "registry");
+    assert_eq!(e["found"], true);
+    assert_eq!(e["path"], harn.display().to_string());
+    assert_eq!(e["args"], serde_json::json!(["serve", "acp"]));
+    let proposal = v["proposal"].as_str().unwrap();
+    let form = format!(
+        "(client.defagent :harn {{:command \"{}\" :args [\"serve\" \"acp\"]}})",
+        harn.display()
+    );
+    assert!(proposal.contains(&form), "{proposal}");
+    // The proposal evaluates, and the catalog's Lisp view agrees.
+    let file = env.home.root.join("prog.fnl");
+    std::fs::write(
+        &file,
+        format!(
+            "{proposal}\n(print :cmd (. client.agents :harn :command))\n\
+             (print :source (. (catalog.find :harn) :source))\n"
+        ),
+    )
+    .unwrap();
+    let (status, stdout, stderr) = env.run(&["--no-init", "run", file.to_str().unwrap()]);
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("cmd\t{}", harn.display())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("source\tregistry"), "{stdout}");
+}
+
 #[test]
 fn nothing_found_still_exits_0() {
     let env = Env::new().with_path(&["empty"]);

@@ -1,7 +1,8 @@
 //! The `catalog` namespace: the known ACP agents and where they are (see docs/src/agents.md).
 //!
 //! - `catalog.entries`: every entry, as tables `{:id :name :commands :args :env :env-hints :auth
-//!   :auth-how :homepage}`, in catalog order.
+//!   :auth-how :homepage :source :registry-id :description :version}`, in catalog order (`:source`
+//!   is `"registry"` or `"oml"`; the last three only for registry agents).
 //! - `(catalog.find id)`: that entry's table, or nil.
 //! - `(catalog.command id)`: `{:command "/resolved/path" :args [...] :env {...}}` when the
 //!   entry's command is on `PATH` (looked up at call time), else nil.
@@ -30,6 +31,16 @@ fn entry_table(lua: &Lua, e: &Entry) -> mlua::Result<Table> {
     }
     if !e.homepage.is_empty() {
         t.set("homepage", e.homepage)?;
+    }
+    t.set("source", e.source.as_str())?;
+    for (key, value) in [
+        ("registry-id", e.registry_id),
+        ("description", e.description),
+        ("version", e.version),
+    ] {
+        if !value.is_empty() {
+            t.set(key, value)?;
+        }
     }
     Ok(t)
 }
@@ -62,7 +73,8 @@ const CATALOG: &[HostFn] = &[
         name: "find",
         args: "id",
         doc: "The catalog entry ID as a table {:id :name :commands :args :env :env-hints :auth \
-              :auth-how :homepage}, or nil when the catalog has no entry ID.",
+              :auth-how :homepage :source :registry-id :description :version} (:source is \
+              \"registry\" or \"oml\"), or nil when the catalog has no entry ID.",
         make: |lua| {
             lua.create_function(|lua, id: String| match catalog::find(&id) {
                 Some(e) => Ok(Value::Table(entry_table(lua, e)?)),
@@ -118,7 +130,7 @@ pub fn install(lisp: &Lisp) -> mlua::Result<()> {
     let ns = define(lua, "catalog", CATALOG)?;
     let entries = lua.create_table()?;
     entries.set_metatable(Some(lua.array_metatable()))?;
-    for e in catalog::ENTRIES {
+    for e in catalog::entries() {
         entries.raw_push(entry_table(lua, e)?)?;
     }
     ns.set("entries", entries)

@@ -1,12 +1,19 @@
 //! The catalog of known ACP agents, discovery on `PATH`, and the Fennel configuration oml
 //! proposes for what it finds (see docs/src/agents.md).
 //!
-//! The catalog is data: one `Entry` per agent, in `ENTRIES`. Discovery looks on `PATH` for the
-//! catalog's command names only (executable regular files, first match wins). It never scans
-//! other executables, installs or downloads anything, queries a network registry, or edits
-//! configuration; proposing configuration means returning text for the user to review.
+//! The catalog is data: one `Entry` per agent, in [`entries`]: every agent of the ACP agent
+//! registry's snapshot embedded in the binary (`registry`, `catalog/registry/registry.json`) and
+//! oml's own entries (`known`) for the agents the registry lacks. An agent in both keeps oml's id,
+//! command names and arguments (so discovery and the proposed configuration work as they did)
+//! and takes its name, description, version, homepage and distribution from the registry.
+//! Discovery looks on `PATH` for the catalog's command names only (executable regular files,
+//! first match wins). It never scans other executables, installs or downloads anything, queries
+//! a network registry (the snapshot is refreshed by hand, `scripts/refresh-registry.sh`), or
+//! edits configuration; proposing configuration means returning text for the user to review.
 
+mod known;
 pub mod offer;
+pub mod registry;
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
@@ -41,6 +48,24 @@ impl Auth {
     }
 }
 
+/// Where a catalog entry's description comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The ACP agent registry's snapshot (with oml's command names when oml knows the agent).
+    Registry,
+    /// oml's own table: an agent the registry lacks.
+    Oml,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Registry => "registry",
+            Source::Oml => "oml",
+        }
+    }
+}
+
 /// One known ACP agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -58,245 +83,139 @@ pub struct Entry {
     pub auth: Auth,
     /// Empty for oml itself, which has no separate home.
     pub homepage: &'static str,
+    pub source: Source,
+    /// Its id in the registry (empty when not there).
+    pub registry_id: &'static str,
+    /// The registry's description and version (empty for oml's own entries).
+    pub description: &'static str,
+    pub version: &'static str,
+    /// What runs an installed copy, as the registry says: a binary's `cmd`, an npm or a PyPI
+    /// package.
+    pub runs: &'static [(registry::Kind, &'static str)],
 }
 
 /// The id of oml itself, always available as the running binary.
 pub const OML_ID: &str = "oml";
 
-const fn entry(
-    id: &'static str,
-    name: &'static str,
-    commands: &'static [&'static str],
-    args: &'static [&'static str],
-    auth: Auth,
-    homepage: &'static str,
-) -> Entry {
+/// The catalog, built once from the embedded snapshot and oml's table: oml's agents first (in
+/// its order, merged with the registry's entry for the same agent), then the registry's other
+/// agents in its order, oml itself last. Its strings live as long as the process (built once).
+pub fn entries() -> &'static [Entry] {
+    &CATALOG.entries
+}
+
+/// The snapshot's entries that were left out, and why (none in the snapshot this binary was
+/// built with, which tests check).
+pub fn skipped() -> &'static [registry::Skipped] {
+    &CATALOG.skipped
+}
+
+struct Catalog {
+    entries: Vec<Entry>,
+    skipped: Vec<registry::Skipped>,
+}
+
+static CATALOG: std::sync::LazyLock<Catalog> = std::sync::LazyLock::new(|| {
+    let parsed = match registry::parse(registry::SNAPSHOT) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("the embedded agent registry: {e}");
+            registry::Parsed {
+                version: String::new(),
+                agents: Vec::new(),
+                skipped: Vec::new(),
+            }
+        }
+    };
+    Catalog {
+        entries: merge(known::KNOWN, &parsed.agents),
+        skipped: parsed.skipped,
+    }
+});
+
+/// oml's entries merged with the registry's agents (see [`entries`]).
+fn merge(known: &'static [Entry], agents: &[registry::Agent]) -> Vec<Entry> {
+    let registry_id = |e: &Entry| {
+        known::REGISTRY_IDS
+            .iter()
+            .find(|(oml, _)| *oml == e.id)
+            .map_or(e.id, |(_, reg)| *reg)
+    };
+    let mut used = vec![false; agents.len()];
+    let mut out = Vec::new();
+    for e in known.iter().filter(|e| e.id != OML_ID) {
+        let found = agents.iter().position(|a| a.id == registry_id(e));
+        match found {
+            Some(i) => {
+                used[i] = true;
+                out.push(from_registry(Some(e), &agents[i]));
+            }
+            None => out.push(*e),
+        }
+    }
+    for (a, _) in agents.iter().zip(&used).filter(|(_, used)| !**used) {
+        if !out.iter().any(|e| e.id == a.id) && a.id != OML_ID {
+            out.push(from_registry(None, a));
+        }
+    }
+    out.extend(known.iter().filter(|e| e.id == OML_ID).copied());
+    out
+}
+
+/// The entry for registry agent `a`, keeping what oml knows of it (`known`).
+fn from_registry(known: Option<&Entry>, a: &registry::Agent) -> Entry {
+    let homepage = a.website.as_deref().or(a.repository.as_deref());
+    let runs: Vec<(registry::Kind, &'static str)> = registry::runs(&a.distribution)
+        .into_iter()
+        .map(|(kind, what)| (kind, leak(what)))
+        .collect();
+    let base = match known {
+        Some(e) => *e,
+        None => {
+            let (args, env) = registry::launch(&a.distribution);
+            let env: Vec<(&'static str, &'static str)> =
+                env.into_iter().map(|(k, v)| (leak(k), leak(v))).collect();
+            Entry {
+                id: leak(a.id.clone()),
+                name: "",
+                commands: leak_all(registry::commands(&a.distribution)),
+                args: leak_all(args),
+                env: env.leak(),
+                env_hints: &[],
+                auth: Auth::Unknown,
+                homepage: "",
+                source: Source::Registry,
+                registry_id: "",
+                description: "",
+                version: "",
+                runs: &[],
+            }
+        }
+    };
     Entry {
-        id,
-        name,
-        commands,
-        args,
-        env: &[],
-        env_hints: &[],
-        auth,
-        homepage,
+        name: leak(a.name.clone()),
+        homepage: homepage.map_or(base.homepage, |h| leak(h.to_owned())),
+        source: Source::Registry,
+        registry_id: leak(a.id.clone()),
+        description: leak(a.description.clone()),
+        version: leak(a.version.clone()),
+        runs: runs.leak(),
+        ..base
     }
 }
 
-const AGENT_AUTH: Auth = Auth::Required {
-    how: "the agent's own login or API key (ACP authenticate)",
-};
-const TERMINAL_AUTH: Auth = Auth::Required {
-    how: "log in once in a terminal with the agent's own command",
-};
+/// A string kept for the process's life (the catalog is built once).
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
 
-/// The known ACP agents (commands and arguments from the ACP registry and the agents' docs,
-/// late 2026). oml is last.
-pub static ENTRIES: &[Entry] = &[
-    Entry {
-        env_hints: &[
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_AUTH_TOKEN",
-            "ANTHROPIC_BASE_URL",
-        ],
-        ..entry(
-            "claude",
-            "Claude Agent",
-            &["claude-agent-acp", "claude-code-acp"],
-            &[],
-            Auth::NotRequired,
-            "https://github.com/agentclientprotocol/claude-agent-acp",
-        )
-    },
-    Entry {
-        env_hints: &[
-            "CODEX_API_KEY",
-            "OPENAI_API_KEY",
-            "MODEL_PROVIDER",
-            "CODEX_CONFIG",
-        ],
-        ..entry(
-            "codex",
-            "Codex",
-            &["codex-acp"],
-            &[],
-            AGENT_AUTH,
-            "https://github.com/agentclientprotocol/codex-acp",
-        )
-    },
-    Entry {
-        env_hints: &["GEMINI_API_KEY"],
-        ..entry(
-            "gemini",
-            "Gemini CLI",
-            &["gemini"],
-            &["--acp"],
-            AGENT_AUTH,
-            "https://github.com/google-gemini/gemini-cli",
-        )
-    },
-    Entry {
-        env_hints: &["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"],
-        ..entry(
-            "qwen",
-            "Qwen Code",
-            &["qwen"],
-            &["--acp"],
-            AGENT_AUTH,
-            "https://github.com/QwenLM/qwen-code",
-        )
-    },
-    entry(
-        "opencode",
-        "OpenCode",
-        &["opencode"],
-        &["acp"],
-        Auth::NotRequired,
-        "https://opencode.ai",
-    ),
-    entry(
-        "kilo",
-        "Kilo",
-        &["kilo"],
-        &["acp"],
-        Auth::NotRequired,
-        "https://kilocode.ai",
-    ),
-    Entry {
-        env_hints: &["GOOSE_PROVIDER", "OPENAI_HOST", "OPENAI_BASE_PATH"],
-        ..entry(
-            "goose",
-            "goose",
-            &["goose"],
-            &["acp"],
-            Auth::Required {
-                how: "configure a provider first (goose configure, or GOOSE_PROVIDER)",
-            },
-            "https://github.com/block/goose",
-        )
-    },
-    entry(
-        "cline",
-        "Cline",
-        &["cline"],
-        &["--acp"],
-        AGENT_AUTH,
-        "https://cline.bot",
-    ),
-    entry(
-        "copilot",
-        "GitHub Copilot CLI",
-        &["copilot"],
-        &["--acp"],
-        TERMINAL_AUTH,
-        "https://github.com/github/copilot-cli",
-    ),
-    Entry {
-        env: &[("AUGMENT_DISABLE_AUTO_UPDATE", "1")],
-        ..entry(
-            "auggie",
-            "Auggie (Augment)",
-            &["auggie"],
-            &["--acp"],
-            TERMINAL_AUTH,
-            "https://www.augmentcode.com",
-        )
-    },
-    Entry {
-        env_hints: &["FACTORY_API_KEY"],
-        ..entry(
-            "droid",
-            "Factory Droid",
-            &["droid"],
-            &["exec", "--output-format", "acp-daemon"],
-            AGENT_AUTH,
-            "https://factory.ai",
-        )
-    },
-    entry(
-        "cursor",
-        "Cursor",
-        &["cursor-agent"],
-        &["acp"],
-        AGENT_AUTH,
-        "https://cursor.com/cli",
-    ),
-    entry(
-        "kimi",
-        "Kimi CLI",
-        &["kimi"],
-        &["acp"],
-        TERMINAL_AUTH,
-        "https://github.com/MoonshotAI/kimi-cli",
-    ),
-    entry(
-        "vibe",
-        "Mistral Vibe",
-        &["vibe-acp"],
-        &[],
-        Auth::Unknown,
-        "https://github.com/mistralai/mistral-vibe",
-    ),
-    Entry {
-        env_hints: &["FAST_AGENT_MODEL"],
-        ..entry(
-            "fast-agent",
-            "fast-agent",
-            &["fast-agent-acp"],
-            &["-x"],
-            Auth::Unknown,
-            "https://fast-agent.ai",
-        )
-    },
-    entry(
-        "junie",
-        "Junie (JetBrains)",
-        &["junie"],
-        &["--acp=true"],
-        Auth::NotRequired,
-        "https://www.jetbrains.com/junie/",
-    ),
-    entry(
-        "devin",
-        "Devin CLI",
-        &["devin"],
-        &["acp"],
-        Auth::NotRequired,
-        "https://devin.ai",
-    ),
-    entry(
-        "qoder",
-        "Qoder CLI",
-        &["qodercli"],
-        &["--acp"],
-        Auth::Unknown,
-        "https://qoder.com",
-    ),
-    entry(
-        "openhands",
-        "OpenHands",
-        &["openhands"],
-        &["acp"],
-        Auth::Unknown,
-        "https://openhands.dev",
-    ),
-    entry(
-        "kiro",
-        "Kiro CLI",
-        &["kiro-cli"],
-        &["acp"],
-        Auth::Unknown,
-        "https://kiro.dev",
-    ),
-    Entry {
-        env_hints: &["OML_ACP_MAX_LINE_BYTES"],
-        ..entry(OML_ID, "oml", &["oml"], &["acp"], Auth::NotRequired, "")
-    },
-];
+fn leak_all(v: Vec<String>) -> &'static [&'static str] {
+    v.into_iter().map(leak).collect::<Vec<_>>().leak()
+}
 
 /// The catalog entry with this id.
 pub fn find(id: &str) -> Option<&'static Entry> {
-    ENTRIES.iter().find(|e| e.id == id)
+    entries().iter().find(|e| e.id == id)
 }
 
 /// An entry found on this machine: the executable and the arguments that start ACP mode.
@@ -341,7 +260,7 @@ pub fn locate(entry: &'static Entry, path_var: Option<&OsStr>) -> Option<Found> 
 
 /// Every catalog entry with where it was found, if it was, in catalog order.
 pub fn discover(path_var: Option<&OsStr>) -> Vec<(&'static Entry, Option<Found>)> {
-    ENTRIES.iter().map(|e| (e, locate(e, path_var))).collect()
+    entries().iter().map(|e| (e, locate(e, path_var))).collect()
 }
 
 /// Discovery with this process's `PATH`.
@@ -421,10 +340,10 @@ pub fn proposed_config(found: &[Found]) -> String {
 pub fn markdown_table() -> String {
     let code = |s: &str| format!("`{s}`");
     let mut s = String::from(
-        "| Id | Agent | Commands looked for | ACP arguments | Auth before `session/new` | Homepage |\n\
-         |---|---|---|---|---|---|\n",
+        "| Id | Agent | Source | Commands looked for | ACP arguments | Auth before `session/new` | Homepage |\n\
+         |---|---|---|---|---|---|---|\n",
     );
-    for e in ENTRIES {
+    for e in entries() {
         let commands: Vec<String> = e.commands.iter().map(|c| code(c)).collect();
         let args = if e.args.is_empty() {
             "(none)".to_owned()
@@ -444,10 +363,15 @@ pub fn markdown_table() -> String {
         } else {
             format!("<{}>", e.homepage)
         };
+        let source = match e.source {
+            Source::Registry if e.version.is_empty() => "registry".to_owned(),
+            Source::Registry => format!("registry `{}` {}", e.registry_id, e.version),
+            Source::Oml => "oml".to_owned(),
+        };
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} | {} |",
-            e.id, e.name, commands, args, auth, homepage
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            e.id, e.name, source, commands, args, auth, homepage
         );
     }
     s
@@ -460,7 +384,7 @@ mod tests {
     #[test]
     fn the_catalog_is_well_formed() {
         let mut ids = std::collections::HashSet::new();
-        for e in ENTRIES {
+        for e in entries() {
             assert!(ids.insert(e.id), "duplicate id {}", e.id);
             assert!(
                 !e.id.is_empty()
@@ -529,6 +453,35 @@ mod tests {
     #[test]
     fn fennel_strings_escape() {
         assert_eq!(fennel_string(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn a_hostile_registry_entry_stays_data_in_the_proposal() {
+        let text = r#"{"version": "1.0.0", "agents": [
+            {"id": "evil", "name": "E", "version": "1.0.0", "description": "d",
+             "distribution": {"npx": {"package": "evil-acp@1",
+               "args": ["\") (os.execute \"touch /tmp/x\") (\""],
+               "env": {"K\"": "v\n(os.exit)"}}}},
+            {"id": "oml", "name": "Not oml", "version": "1.0.0", "description": "d",
+             "distribution": {"npx": {"package": "oml@1"}}}
+        ]}"#;
+        let parsed = registry::parse(text).unwrap();
+        let merged = merge(known::KNOWN, &parsed.agents);
+        // The registry cannot replace oml itself.
+        let oml: Vec<&Entry> = merged.iter().filter(|e| e.id == OML_ID).collect();
+        assert_eq!(oml.len(), 1);
+        assert_eq!(oml[0].source, Source::Oml);
+        let evil: &'static Entry =
+            Box::leak(Box::new(*merged.iter().find(|e| e.id == "evil").unwrap()));
+        assert_eq!(evil.commands, ["evil-acp"]);
+        let form = defagent_form(&Found {
+            entry: evil,
+            path: "/x/evil-acp".into(),
+        });
+        assert_eq!(
+            form,
+            r#"(client.defagent :evil {:command "/x/evil-acp" :args ["\") (os.execute \"touch /tmp/x\") (\""] :env {"K\"" "v\n(os.exit)"}})"#
+        );
     }
 
     #[test]

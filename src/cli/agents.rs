@@ -23,38 +23,33 @@ pub(super) fn list(json: bool, markdown: bool) -> i32 {
     if json {
         let agents: Vec<serde_json::Value> = discovered
             .iter()
-            .map(|(e, f)| {
-                serde_json::json!({
-                    "id": e.id,
-                    "name": e.name,
-                    "commands": e.commands,
-                    "args": e.args,
-                    "env": e.env.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-                        .collect::<serde_json::Map<String, serde_json::Value>>(),
-                    "auth": e.auth.as_str(),
-                    "homepage": e.homepage,
-                    "found": f.is_some(),
-                    "path": f.as_ref().map(|f| f.path.display().to_string()),
-                })
-            })
+            .map(|(e, f)| entry_json(e, f.as_ref()))
+            .collect();
+        let skipped: Vec<serde_json::Value> = catalog::skipped()
+            .iter()
+            .map(|s| serde_json::json!({"index": s.index, "id": s.id, "reason": s.error.to_string()}))
             .collect();
         out!(
             "{}",
-            serde_json::json!({"agents": agents, "proposal": proposal})
+            serde_json::json!({"agents": agents, "skipped": skipped, "proposal": proposal})
         );
         return status::OK;
     }
-    out!("Known ACP agents (looked for on PATH; nothing is installed or changed):");
+    out!(
+        "Known ACP agents: the ACP registry's (snapshot built into oml) and oml's own; looked for \
+         on PATH, nothing is installed or changed:"
+    );
     for (e, f) in &discovered {
+        let source = e.source.as_str();
         match f {
             Some(f) => out!(
-                "  {:<11} {:<20} found      {}",
+                "  {:<18} {:<22} {source:<8} found      {}",
                 e.id,
                 e.name,
                 f.path.display()
             ),
             None => out!(
-                "  {:<11} {:<20} not found  ({})",
+                "  {:<18} {:<22} {source:<8} not found  ({})",
                 e.id,
                 e.name,
                 e.commands.join(", ")
@@ -66,6 +61,36 @@ pub(super) fn list(json: bool, markdown: bool) -> i32 {
     );
     out!("{}", proposal.trim_end());
     status::OK
+}
+
+/// One entry of `oml agents --json`.
+fn entry_json(e: &crate::catalog::Entry, f: Option<&crate::catalog::Found>) -> serde_json::Value {
+    let env: serde_json::Map<String, serde_json::Value> = e
+        .env
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
+    let runs: serde_json::Map<String, serde_json::Value> = e
+        .runs
+        .iter()
+        .map(|(kind, what)| (kind.as_str().to_owned(), serde_json::json!(what)))
+        .collect();
+    serde_json::json!({
+        "id": e.id,
+        "name": e.name,
+        "source": e.source.as_str(),
+        "registryId": (!e.registry_id.is_empty()).then_some(e.registry_id),
+        "description": e.description,
+        "version": e.version,
+        "runs": runs,
+        "commands": e.commands,
+        "args": e.args,
+        "env": env,
+        "auth": e.auth.as_str(),
+        "homepage": e.homepage,
+        "found": f.is_some(),
+        "path": f.map(|f| f.path.display().to_string()),
+    })
 }
 
 /// Interactive start-up: offer once to write the configuration of the agents found on PATH.

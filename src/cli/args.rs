@@ -111,6 +111,9 @@ pub enum Command {
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
     },
+    /// Choose a provider and a model and write them to the user init file (the first-run
+    /// set-up), then exit. Editors run it in a terminal for oml's ACP auth method `oml-setup`.
+    Setup,
     /// The pure Fennel REPL; --connect attaches to the live REPL of a running oml process,
     /// --listen serves one from this process.
     Repl {
@@ -260,6 +263,11 @@ pub struct AcpArgs {
     /// Listen on an address other than loopback without TLS (the token then travels in clear).
     #[arg(long, requires = "listen")]
     pub allow_plain_http: bool,
+    /// `setup`: run `oml setup` instead of serving. An editor running the terminal auth method
+    /// appends its arguments (`setup`) to the agent's command, `oml acp`; the ACP registry's
+    /// documentation has them replace it, giving `oml setup`. Both work.
+    #[arg(value_parser = ["setup"], hide = true, conflicts_with = "listen")]
+    pub then: Option<String>,
 }
 
 /// `oml sandbox-exec`: the sandbox `oml acp` computed from its `sandbox.*` settings, spelt out

@@ -139,11 +139,13 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
             modes::print(&paths, &args).await
         }
         None => modes::chat(&paths, &cli).await,
+        Some(Command::Acp(args)) if args.then.is_some() => setup::run(&paths, cli.no_init).await,
         Some(Command::Acp(args)) if args.listen.is_some() => {
             modes::acp_listen(cli.no_init, cli.sandbox.as_deref(), args).await
         }
         Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
         Some(Command::Agents { markdown }) => Ok(agents::list(cli.json, *markdown)),
+        Some(Command::Setup) => setup::run(&paths, cli.no_init).await,
         Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
         Some(Command::Eval { expr }) => modes::eval(&paths, &cli, expr).await,
         Some(Command::Run { file, args }) => modes::run_file(&paths, &cli, file, args).await,

@@ -7,6 +7,8 @@
 //! characters is not shown, and the id chosen goes into the init file as an escaped string
 //! literal (`llm::setup::snippet`), never as code.
 //!
+//! `oml setup` runs the dialog on its own (see [`run`]).
+//!
 //! It knows the dialog and the init file; what counts as a candidate is `llm::setup`'s.
 
 use std::io::{self, BufRead, Write};
@@ -35,6 +37,32 @@ pub async fn candidates(client: &LlmClient) -> Vec<Candidate> {
     let mut found = setup::hosted(|name| std::env::var(name).ok());
     found.extend(setup::local(client, &setup::LOCAL).await);
     found
+}
+
+/// `oml setup`: the dialog, on its own, for a user without a model (an editor runs it in a
+/// terminal for the ACP auth method `oml-setup`). With a model configured it says so and
+/// changes nothing. Exits 0 when a model is configured at the end, 1 when none is.
+pub(super) async fn run(paths: &crate::paths::Paths, no_init: bool) -> anyhow::Result<i32> {
+    use super::status;
+    let (lisp, _) = super::boot::boot(paths, no_init, crate::lisp::Output::Stdout).await?;
+    let model: Option<String> = lisp.setting("llm.model").unwrap_or(None);
+    if let Some(model) = model.filter(|m| !m.is_empty()) {
+        crate::front::stdio::out!("A model is configured ({model}); nothing to set up.");
+        return Ok(status::OK);
+    }
+    let client = LlmClient::new();
+    let found = candidates(&client).await;
+    let init = paths.user_init();
+    let result = {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let mut output = std::io::stdout();
+        dialog(&client, &found, &init, &mut input, &mut output).await
+    };
+    Ok(match result? {
+        Setup::Wrote { .. } => status::OK,
+        Setup::NothingFound | Setup::Skipped => status::ERROR,
+    })
 }
 
 /// Offer `found` and write the choice to `init` (appended; created with its folder when new).

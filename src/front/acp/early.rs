@@ -211,7 +211,7 @@ pub(super) fn initialize(params: &InitializeParams) -> Result<Value, RpcError> {
                 sse: false,
             },
         },
-        auth_methods: Value::Array(Vec::new()),
+        auth_methods: super::auth::auth_methods(&params.client_capabilities),
         agent_info: agent_info(),
     };
     Ok(answer.to_value())

@@ -27,7 +27,8 @@
 //! which imports nothing of the folder above it: `hub` (the connection and the sessions shared
 //! with Lisp, and the sending path of updates), `queue` (each session's line of prompts: queued,
 //! steered, cancelled), `ctx` (what every handler needs, and sending to a session in order),
-//! `early` (the connection while the image is built, and the v1 `initialize` answer), `v2`,
+//! `early` (the connection while the image is built, and the v1 `initialize` answer), `auth`
+//! (the terminal auth method and `authenticate`), `v2`,
 //! `content` and `message_ids`. Above it: `calls` (into Lisp),
 //! `config` (modes and config options), `replay` (stored history as updates), `render` (the
 //! forwarder and the renderer), `prompt`, `wake` (over v2, the turns what is posted to an idle
@@ -50,6 +51,7 @@ use crate::jsonrpc::{self, Connection, Incoming, Notification, RequestId, RpcErr
 use crate::lisp::{Lisp, LispError};
 use crate::session::store::Store;
 
+mod auth;
 mod calls;
 mod config;
 mod content;
@@ -292,6 +294,9 @@ async fn request(ctx: &Arc<Ctx>, id: RequestId, method: Result<Method, RpcError>
                 v2::Dialect::V1 => answer,
                 v2::Dialect::V2 => answer.map(v2::encode::setup_answer),
             }
+        }
+        Ok(Method::Unknown { method, params }) if method == "authenticate" => {
+            auth::authenticate(&ctx.lisp, params).map_err(RpcError::from)
         }
         Ok(Method::Unknown { method, params }) if has_user_method(&ctx.lisp, &method) => {
             call_user_method(ctx, &method, params).await
