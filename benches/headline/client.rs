@@ -44,6 +44,11 @@ impl Home {
         for d in ["config/oml", "state", "cache", "runtime", "home", "project"] {
             std::fs::create_dir_all(root.join(d)).expect("mkdir");
         }
+        // `OML_BENCH_INIT`: an init file for every agent of the run, to measure a setting's
+        // effect (wrap what a baseline lacks in `pcall`).
+        if let Ok(init) = std::env::var("OML_BENCH_INIT") {
+            std::fs::write(root.join("config/oml/init.fnl"), init).expect("write init");
+        }
         let project = root.join("project");
         std::fs::write(project.join("README.md"), "A project to benchmark in.\n").expect("write");
         for args in [

@@ -33,10 +33,15 @@ pub const MAX_MATCHERS: usize = 256;
 /// invalid rather than compiled for seconds.
 pub const MAX_MATCHER_BYTES: usize = 1 << 20;
 
-/// A reading of the settings for a directory: when, and its JSON for Lisp.
-type Reading = (Instant, Arc<serde_json::Value>);
+/// A reading of the settings for a directory: when, and its number (its Lua table, kept in
+/// the registry table [`TABLES`], is reused while the number is the same).
+type Reading = (Instant, u64);
 static READINGS: std::sync::LazyLock<Mutex<HashMap<PathBuf, Reading>>> =
     std::sync::LazyLock::new(Mutex::default);
+/// The number of the next reading.
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+/// The Lua registry's table of readings: directory → `{number, table}`.
+const TABLES: &str = "oml.hook-settings";
 static MATCHERS: std::sync::LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
     std::sync::LazyLock::new(Mutex::default);
 
@@ -57,7 +62,8 @@ const HOOK_FNS: &[HostFn] = &[
               .claude/settings.local.json and .codex/hooks.json. A project's group has \
               :skipped (why) while the project is not trusted (`project.trusted?`). A handler \
               is {:type :command :command :timeout :keep-env} or {:type :http :url :headers \
-              :timeout} or {:type :unsupported :kind}. Reused for 2 s.",
+              :timeout} or {:type :unsupported :kind}. Reused for 2 s (the same table: treat it \
+              as read-only).",
         make: |lua| lua.create_function(|lua, dir: String| settings_table(lua, Path::new(&dir))),
     },
     HostFn {
@@ -102,21 +108,40 @@ const HOOK_FNS: &[HostFn] = &[
     },
 ];
 
-/// `hook.settings`: the reading of `dir`, fresh within [`SETTINGS_TTL`].
+/// `hook.settings`: the reading of `dir`, fresh within [`SETTINGS_TTL`]; the same table while
+/// it is (hooks look at it on every tool call).
 fn settings_table(lua: &Lua, dir: &Path) -> mlua::Result<Value> {
-    let cached = READINGS.lock().get(dir).cloned();
-    let value = match cached.filter(|(at, _)| at.elapsed() < SETTINGS_TTL) {
-        Some((_, value)) => value,
+    let tables: Table = match lua.named_registry_value::<Option<Table>>(TABLES)? {
+        Some(t) => t,
         None => {
-            let lisp = Lisp::from_lua(lua).ok_or_else(|| rt("no Lisp host"))?;
-            let value = Arc::new(read_settings(&lisp, dir));
-            READINGS
-                .lock()
-                .insert(dir.to_path_buf(), (Instant::now(), value.clone()));
-            value
+            let t = lua.create_table()?;
+            lua.set_named_registry_value(TABLES, t.clone())?;
+            t
         }
     };
-    to_lua(lua, &value)
+    let key = dir.to_string_lossy();
+    let fresh = READINGS
+        .lock()
+        .get(dir)
+        .filter(|(at, _)| at.elapsed() < SETTINGS_TTL)
+        .map(|(_, n)| *n);
+    if let Some(n) = fresh
+        && let Some(entry) = tables.raw_get::<Option<Table>>(key.as_ref())?
+        && entry.raw_get::<u64>(1)? == n
+    {
+        return entry.raw_get(2);
+    }
+    let lisp = Lisp::from_lua(lua).ok_or_else(|| rt("no Lisp host"))?;
+    let value = to_lua(lua, &read_settings(&lisp, dir))?;
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    READINGS
+        .lock()
+        .insert(dir.to_path_buf(), (Instant::now(), n));
+    let entry = lua.create_table()?;
+    entry.raw_set(1, n)?;
+    entry.raw_set(2, value.clone())?;
+    tables.raw_set(key.as_ref(), entry)?;
+    Ok(value)
 }
 
 /// The files and hook groups for `dir`, a project's groups marked when it is not trusted.
