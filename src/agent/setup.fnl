@@ -20,7 +20,9 @@
         (ok why) (project.trusted? dir)]
     [(.. "Project " root ": "
          (if ok "trusted (oml trust): its hooks, MCP servers, rules and .oml/init.fnl are used"
-             (.. "not trusted, so its hooks, MCP servers, rules and .oml/init.fnl are not used: " (tostring why))))]))
+             (: (tostring why) :find "^init%.project%-init")
+             (.. "not trusted (" (tostring why) "), so its hooks, MCP servers, rules and .oml/init.fnl are not used")
+             (.. "not trusted, or changed since it was, so its hooks, MCP servers, rules and .oml/init.fnl are not used; review it, then run `oml trust " root "`")))]))
 
 (fn instructions-section [dir]
   (icollect [_ f (ipairs (project.instructions dir))]
