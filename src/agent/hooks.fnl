@@ -197,7 +197,7 @@ ask, never allow; its `updatedInput` is marked (:project-input?)."
 (fn apply-run! [result event c run]
   "Fold the RUN of command hook C into RESULT: exit 2 blocks with stderr, another failure is
 shown, stdout is the JSON answer or (for SessionStart and UserPromptSubmit) context."
-  (let [project? (= true (. {:claude-project true :claude-local true :codex-project true} c.group.origin))
+  (let [project? (= true (. c.group :project?))
         trim #(or (: (or $1 "") :match "^%s*(.-)%s*$") "")]
     (if (and (= run.end :exited) (= run.exit 0))
         (if run.output (apply-answer! result run.output project?)

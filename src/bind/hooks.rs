@@ -33,15 +33,13 @@ pub const MAX_MATCHERS: usize = 256;
 /// invalid rather than compiled for seconds.
 pub const MAX_MATCHER_BYTES: usize = 1 << 20;
 
-/// A reading of the settings for a directory: when, and its number (its Lua table, kept in
-/// the registry table [`TABLES`], is reused while the number is the same).
+/// A reading of the settings for a directory: when, and its number (the Lua table made of it
+/// is reused while the number is the same: `crate::bind::reused`).
 type Reading = (Instant, u64);
 static READINGS: std::sync::LazyLock<Mutex<HashMap<PathBuf, Reading>>> =
     std::sync::LazyLock::new(Mutex::default);
 /// The number of the next reading.
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-/// The Lua registry's table of readings: directory → `{number, table}`.
-const TABLES: &str = "oml.hook-settings";
 static MATCHERS: std::sync::LazyLock<Mutex<HashMap<String, Option<regex::Regex>>>> =
     std::sync::LazyLock::new(Mutex::default);
 
@@ -56,7 +54,7 @@ const HOOK_FNS: &[HostFn] = &[
         args: "dir",
         doc: "The settings files for a session in DIR and their hooks: \
               {:files [{:path :origin :problem}] :groups [{:event :matcher :handlers :source \
-              :origin :place :skipped}] :problems [{:source :message}]}. Files: \
+              :origin :project? :place :skipped}] :problems [{:source :message}]}. Files: \
               ~/.claude/settings.json ($CLAUDE_CONFIG_DIR), ~/.codex/hooks.json ($CODEX_HOME), \
               settings.json in oml's config folder, and the project's .claude/settings.json, \
               .claude/settings.local.json and .codex/hooks.json. A project's group has \
@@ -110,38 +108,27 @@ const HOOK_FNS: &[HostFn] = &[
 
 /// `hook.settings`: the reading of `dir`, fresh within [`SETTINGS_TTL`]; the same table while
 /// it is (hooks look at it on every tool call).
-fn settings_table(lua: &Lua, dir: &Path) -> mlua::Result<Value> {
-    let tables: Table = match lua.named_registry_value::<Option<Table>>(TABLES)? {
-        Some(t) => t,
-        None => {
-            let t = lua.create_table()?;
-            lua.set_named_registry_value(TABLES, t.clone())?;
-            t
-        }
-    };
-    let key = dir.to_string_lossy();
+fn settings_table(lua: &Lua, dir: &Path) -> mlua::Result<Table> {
+    let slot = format!("hook-settings\0{}", dir.display());
     let fresh = READINGS
         .lock()
         .get(dir)
         .filter(|(at, _)| at.elapsed() < SETTINGS_TTL)
         .map(|(_, n)| *n);
-    if let Some(n) = fresh
-        && let Some(entry) = tables.raw_get::<Option<Table>>(key.as_ref())?
-        && entry.raw_get::<u64>(1)? == n
-    {
-        return entry.raw_get(2);
-    }
-    let lisp = Lisp::from_lua(lua).ok_or_else(|| rt("no Lisp host"))?;
-    let value = to_lua(lua, &read_settings(&lisp, dir))?;
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    READINGS
-        .lock()
-        .insert(dir.to_path_buf(), (Instant::now(), n));
-    let entry = lua.create_table()?;
-    entry.raw_set(1, n)?;
-    entry.raw_set(2, value.clone())?;
-    tables.raw_set(key.as_ref(), entry)?;
-    Ok(value)
+    let n = fresh.unwrap_or_else(|| {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        READINGS
+            .lock()
+            .insert(dir.to_path_buf(), (Instant::now(), n));
+        n
+    });
+    crate::bind::reused::reused_table(lua, &slot, n, || {
+        let lisp = Lisp::from_lua(lua).ok_or_else(|| rt("no Lisp host"))?;
+        match to_lua(lua, &read_settings(&lisp, dir))? {
+            Value::Table(t) => Ok(t),
+            _ => Err(rt("the settings are not a table")),
+        }
+    })
 }
 
 /// The files and hook groups for `dir`, a project's groups marked when it is not trusted.
@@ -159,6 +146,7 @@ fn read_settings(lisp: &Lisp, dir: &Path) -> serde_json::Value {
         .flatten();
     let group = |g: &HookGroup| {
         let mut v = serde_json::to_value(g).unwrap_or_default();
+        v["project?"] = g.origin.project().into();
         if let (Some(why), true) = (&untrusted, g.origin.project()) {
             v["skipped"] = why.clone().into();
         }

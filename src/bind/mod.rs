@@ -33,6 +33,7 @@ pub mod hooks;
 pub mod llm;
 pub mod mcp;
 pub mod project;
+pub mod reused;
 pub mod sandbox;
 pub mod session;
 pub mod tools;

@@ -32,9 +32,6 @@ static READ: LazyLock<Mutex<Read>> = LazyLock::new(Mutex::default);
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 static GLOBS: LazyLock<Mutex<HashMap<String, GlobMatcher>>> = LazyLock::new(Mutex::default);
 
-/// Where the table last made of each directory's rules is kept in the Lua registry.
-const TABLES: &str = "oml.setting-rules";
-
 pub(super) const RULES_FNS: &[HostFn] = &[
     HostFn {
         name: "setting-rules",
@@ -94,35 +91,21 @@ fn fresh(dir: &Path) -> (u64, Arc<SettingRules>) {
 
 /// The Lua table of `dir`'s rules: the one made last while they are fresh, else a new one.
 fn table(lua: &Lua, dir: PathBuf) -> mlua::Result<Table> {
-    let tables: Table = match lua.named_registry_value::<Option<Table>>(TABLES)? {
-        Some(t) => t,
-        None => {
-            let t = lua.create_table()?;
-            lua.set_named_registry_value(TABLES, t.clone())?;
-            t
-        }
-    };
-    let name = dir.display().to_string();
-    let number = format!("{name}\0n");
     let (n, found) = fresh(&dir);
-    if tables.raw_get::<Option<u64>>(number.as_str())? == Some(n)
-        && let Some(t) = tables.raw_get::<Option<Table>>(name.as_str())?
-    {
-        return Ok(t);
-    }
-    let json = serde_json::to_value(&*found).map_err(mlua::Error::external)?;
-    let mlua::Value::Table(t) = to_lua(lua, &json)? else {
-        return Err(mlua::Error::RuntimeError(
-            "the rules are not a table".into(),
-        ));
-    };
-    let list: Table = t.get("rules")?;
-    for (rule, entry) in found.rules.iter().zip(list.sequence_values::<Table>()) {
-        entry?.set("project?", rule.origin.project())?;
-    }
-    tables.raw_set(name, t.clone())?;
-    tables.raw_set(number, n)?;
-    Ok(t)
+    let slot = format!("setting-rules\0{}", dir.display());
+    crate::bind::reused::reused_table(lua, &slot, n, || {
+        let json = serde_json::to_value(&*found).map_err(mlua::Error::external)?;
+        let mlua::Value::Table(t) = to_lua(lua, &json)? else {
+            return Err(mlua::Error::RuntimeError(
+                "the rules are not a table".into(),
+            ));
+        };
+        let list: Table = t.get("rules")?;
+        for (rule, entry) in found.rules.iter().zip(list.sequence_values::<Table>()) {
+            entry?.set("project?", rule.origin.project())?;
+        }
+        Ok(t)
+    })
 }
 
 /// Whether `path` or a folder above it matches `glob`; with `reach`, also whether the fixed

@@ -107,14 +107,11 @@ fn folders(dir: &Path, own: &str, project: &[&str], claude: bool) -> Vec<Folder>
     out
 }
 
-/// Where the tables last made of each discovery are kept in the Lua registry, so that a fresh
-/// discovery is converted once, not at every call (the system prompt and the tools ask before
-/// every model call).
-const TABLES: &str = "oml.project-discoveries";
-
 /// The table of the discovery of `key` in `cache` (`kind` names the cache): the one made last
 /// while that discovery is fresh, else one made of a fresh discovery (`find` when there is
-/// none), kept for the next call. Callers treat it as read-only.
+/// none), kept for the next call (`crate::bind::reused`: a fresh discovery is converted once,
+/// not at every call; the system prompt and the tools ask before every model call). Callers treat
+/// it as read-only.
 pub(super) fn cached<T: Clone>(
     lua: &Lua,
     cache: &Cached<T>,
@@ -122,26 +119,9 @@ pub(super) fn cached<T: Clone>(
     find: impl FnOnce() -> Found<T>,
     item: fn(&Lua, &T) -> mlua::Result<Table>,
 ) -> mlua::Result<Table> {
-    let tables: Table = match lua.named_registry_value::<Option<Table>>(TABLES)? {
-        Some(t) => t,
-        None => {
-            let t = lua.create_table()?;
-            lua.set_named_registry_value(TABLES, t.clone())?;
-            t
-        }
-    };
-    let name = format!("{kind}\0{}\0{}", key.0.display(), key.1);
-    let number = format!("{name}\0n");
+    let slot = format!("{kind}\0{}\0{}", key.0.display(), key.1);
     let (n, found) = discovery(cache, &key, find);
-    if tables.raw_get::<Option<u64>>(number.as_str())? == Some(n)
-        && let Some(t) = tables.raw_get::<Option<Table>>(name.as_str())?
-    {
-        return Ok(t);
-    }
-    let t = found_table(lua, &found, item)?;
-    tables.raw_set(name, t.clone())?;
-    tables.raw_set(number, n)?;
-    Ok(t)
+    crate::bind::reused::reused_table(lua, &slot, n, || found_table(lua, &found, item))
 }
 
 fn problems(lua: &Lua, list: &[Problem]) -> mlua::Result<Table> {
