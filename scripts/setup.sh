@@ -5,6 +5,9 @@
 #     (scripts/setup-mcp.sh);
 #   - mdbook, pinned, for the docs site (cargo install, into ~/.cargo/bin);
 #   - the ACP proxy-chains conductor, pinned, for the `oml proxy` chain test (the same way);
+#   - Harbor, pinned, in a virtualenv of its own, and a Python >= 3.12 for it (built from
+#     Debian's source where none is installed), for the ATIF and Terminal-Bench tests
+#     (scripts/setup-harbor.sh);
 #   - Debian packages the tests need where a command is missing (apt-get, as root or with sudo):
 #     python3 and python3-venv for the interop tests against the official ACP Python SDK,
 #     bsdutils for util-linux `script` (the pseudo-terminal of the terminal tests), ripgrep and
@@ -33,6 +36,10 @@ fi
 if ! agent-client-protocol-conductor --version 2>/dev/null | grep -q "$CONDUCTOR_VERSION"; then
   say "installing agent-client-protocol-conductor $CONDUCTOR_VERSION (cargo install; a few minutes once)"
   cargo install agent-client-protocol-conductor --version "$CONDUCTOR_VERSION" --locked >&2
+fi
+
+if ! bash "$root/scripts/setup-harbor.sh" >/dev/null; then
+  say "could not set up Harbor; the ATIF and Harbor tests fail under CI"
 fi
 
 # The Debian packages missing here, by what the tests run.

@@ -12,6 +12,7 @@ pub mod chat;
 pub mod editor;
 pub mod fake_model;
 pub mod gemini;
+pub mod harbor;
 pub mod home;
 pub mod listener;
 pub mod model;
