@@ -6,13 +6,13 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::hub::stable_order;
 use crate::acp::updates::{Block, PlanEntry, SessionUpdate, ToolCallContent};
-use crate::session::entry::{Entry, ToolRecord, lenient};
+use crate::session::entry::{Entry, ToolRecord};
 use crate::session::history::{self, Rewind};
+use crate::session::stored::{StoredMessage, images, message_text};
 
 /// The tool kinds ACP knows.
 pub(super) const TOOL_KINDS: &[&str] = &[
@@ -153,7 +153,7 @@ impl Replay {
     }
 
     fn message(&mut self, message: &Value) {
-        let m = StoredMessage::deserialize(message).unwrap_or_default();
+        let m = StoredMessage::of(message);
         let content = message_text(&m.content);
         match m.role.as_deref() {
             Some("user") => {
@@ -215,12 +215,7 @@ fn assistant_updates(
     tools: &HashMap<String, ToolRecord>,
     out: &mut Vec<Value>,
 ) {
-    let reasoning = [&m.reasoning_content, &m.reasoning]
-        .into_iter()
-        .flatten()
-        .find(|r| !r.is_empty())
-        .cloned()
-        .or(thought);
+    let reasoning = m.reasoning().map(str::to_owned).or(thought);
     if let Some(r) = reasoning {
         let thought = SessionUpdate::AgentThoughtChunk {
             content: Block::Text { text: &r },
@@ -230,15 +225,11 @@ fn assistant_updates(
     if !content.is_empty() {
         out.push(agent_text(content));
     }
-    for call in &m.tool_calls {
-        let call = StoredCall::deserialize(call).unwrap_or_default();
+    for call in m.calls() {
         let id = call.id.as_deref().unwrap_or_default();
         let name = call.function.name.as_deref().unwrap_or("tool");
         let args = call
-            .function
-            .arguments
-            .as_deref()
-            .and_then(|a| serde_json::from_str::<Value>(a).ok())
+            .arguments()
             .unwrap_or_else(crate::acp::rpc::empty_result);
         let recorded = tools.get(id);
         let title = recorded
@@ -288,69 +279,6 @@ fn agent_text(text: &str) -> Value {
 fn user_text(text: &str) -> Value {
     let content = Block::Text { text };
     SessionUpdate::UserMessageChunk { content }.to_value()
-}
-
-/// The parts of a stored OpenAI message the replay shows, read leniently: a field of an odd type
-/// reads as absent, as the replay always treated it.
-#[derive(Debug, Default, Deserialize)]
-struct StoredMessage {
-    #[serde(default, deserialize_with = "lenient")]
-    role: Option<String>,
-    #[serde(default)]
-    content: Value,
-    #[serde(default, deserialize_with = "lenient")]
-    reasoning_content: Option<String>,
-    #[serde(default, deserialize_with = "lenient")]
-    reasoning: Option<String>,
-    /// Each call is read on its own ([`StoredCall`]), so one odd call does not hide the others.
-    #[serde(default, deserialize_with = "lenient")]
-    tool_calls: Vec<Value>,
-    #[serde(default, deserialize_with = "lenient")]
-    tool_call_id: Option<String>,
-}
-
-/// One tool call of a stored assistant message.
-#[derive(Debug, Default, Deserialize)]
-struct StoredCall {
-    #[serde(default, deserialize_with = "lenient")]
-    id: Option<String>,
-    #[serde(default, deserialize_with = "lenient")]
-    function: StoredFunction,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct StoredFunction {
-    #[serde(default, deserialize_with = "lenient")]
-    name: Option<String>,
-    /// The arguments as the model sent them: a JSON object in a string.
-    #[serde(default, deserialize_with = "lenient")]
-    arguments: Option<String>,
-}
-
-/// The `image_url` parts of a message's content with data URLs: each image's MIME type and
-/// base64 data.
-fn images(content: &Value) -> Vec<(&str, &str)> {
-    let Value::Array(parts) = content else {
-        return Vec::new();
-    };
-    parts
-        .iter()
-        .filter_map(|p| p.pointer("/image_url/url").and_then(Value::as_str))
-        .filter_map(|url| url.strip_prefix("data:")?.split_once(";base64,"))
-        .collect()
-}
-
-/// A message's content as text: a string, or the text parts of a list of parts.
-pub(super) fn message_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
 }
 
 #[cfg(test)]
