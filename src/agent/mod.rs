@@ -292,6 +292,7 @@ impl Agent {
         if let Err(e) = &result {
             self.record_failure(id, e, interrupt);
         }
+        self.record_cancel(id, &result, interrupt);
         // The end of a turn: everything it recorded is on disk before the frontend answers,
         // or the user is told what is not (the checkpoints of its last command included).
         crate::bind::session::settle_checkpoints(id).await;
@@ -319,34 +320,70 @@ impl Agent {
 
 impl Agent {
     /// Keep the error that ended a prompt in the session's file, as a `failure` entry
-    /// ([`FAILURE_KIND`], `{message}`) recorded through `session.record!` (looked up now, so
-    /// secrets are taken out as from any entry): a replay shows it as the turn's answer, as the
-    /// front end showed it live. A cancelled or interrupted prompt, or an exit, failed nothing.
+    /// ([`FAILURE_KIND`], `{message}`): a replay shows it as the turn's answer, as the front
+    /// end showed it live. A cancelled or interrupted prompt, or an exit, failed nothing.
     fn record_failure(&self, id: &str, e: &LispError, interrupt: &CancelToken) {
         let stopped = matches!(
             e,
             LispError::Interrupted | LispError::Exit(_) | LispError::Cancelled { .. }
         );
-        let cancelled = self.sessions.with(id, |s| s.cancel.is_cancelled());
-        if stopped || interrupt.is_cancelled() || cancelled == Some(true) {
+        if stopped || self.was_cancelled(id, interrupt) {
             return;
         }
-        let data = serde_json::json!({ "message": e.to_string() });
+        self.record(
+            id,
+            FAILURE_KIND,
+            serde_json::json!({ "message": e.to_string() }),
+        );
+    }
+
+    /// Keep in the session's file that a prompt's turn ended cancelled (a [`CANCEL_KIND`]
+    /// entry), which nothing else there says: the trajectory export shows it.
+    fn record_cancel(
+        &self,
+        id: &str,
+        result: &Result<mlua::Value, LispError>,
+        interrupt: &CancelToken,
+    ) {
+        let cancelled = match result {
+            Ok(mlua::Value::Table(t)) => {
+                t.get::<Option<String>>("stop-reason")
+                    .ok()
+                    .flatten()
+                    .as_deref()
+                    == Some("cancelled")
+            }
+            Ok(_) => false,
+            Err(LispError::Cancelled { .. } | LispError::Interrupted) => true,
+            Err(LispError::Exit(_)) => false,
+            Err(_) => self.was_cancelled(id, interrupt),
+        };
+        if cancelled {
+            self.record(id, CANCEL_KIND, serde_json::json!({}));
+        }
+    }
+
+    /// Whether the prompt of session `id` was cancelled or interrupted.
+    fn was_cancelled(&self, id: &str, interrupt: &CancelToken) -> bool {
+        interrupt.is_cancelled()
+            || self.sessions.with(id, |s| s.cancel.is_cancelled()) == Some(true)
+    }
+
+    /// Record a custom entry `kind` with `data` in session `id` through `session.record!`
+    /// (looked up now, so secrets are taken out as from any entry).
+    fn record(&self, id: &str, kind: &str, data: Value) {
         let recorded = self.lisp.function("session.record!").and_then(|f| {
             let Some(f) = f else { return Ok(()) };
             let data = crate::lisp::to_lua(self.lisp.lua(), &data)?;
-            f.call::<()>((FAILURE_KIND, data, id))
-                .map_err(LispError::from)
+            f.call::<()>((kind, data, id)).map_err(LispError::from)
         });
         if let Err(e) = recorded {
-            tracing::warn!("cannot record the failure of a prompt: {e}");
+            tracing::warn!("cannot record {kind} in session {id}: {e}");
         }
     }
 }
 
-/// The custom entry `kind` that keeps the error a prompt ended with (see
-/// [`Agent::record_failure`]).
-pub const FAILURE_KIND: &str = "failure";
+pub use crate::session::entry::{CANCEL_KIND, FAILURE_KIND};
 
 /// What the user is told at the end of a turn about the session's file: that some of it is
 /// only in memory, or that what was is on disk again.

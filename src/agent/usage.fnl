@@ -35,6 +35,16 @@ price. Input read from a cache costs :cache-read, input written to it :cache-wri
               (* (or (tonumber usage.completion_tokens) 0) (or (tonumber price.output) 0)))
            1000000)))))
 
+(fn note-model! [model cost]
+  "Record in the session's file the MODEL the usage that follows counts (and, with a COST, the
+currency of `llm.price-currency`) when it changed since the last record: what the trajectory
+export reads, `oml sessions export`."
+  (let [currency (when cost (oml.setting "llm.price-currency"))
+        key (.. (tostring model) "\n" (tostring currency))]
+    (when (not= key (session.get :recorded-model-call))
+      (session.put! :recorded-model-call key)
+      (session.record! :model-call {:model (when (= :string (type model)) model) : currency}))))
+
 (fn agent.add-usage! [usage model]
   "Add one model call of MODEL, with USAGE as the endpoint reported it, to the current session's
 totals {:calls :prompt_tokens :completion_tokens :cost} (`session.get :usage`), with
@@ -43,6 +53,7 @@ price (`agent.call-cost`)."
   (when (session.current)
     (let [t (or (session.get :usage) {:calls 0 :prompt_tokens 0 :completion_tokens 0})
           cost (agent.call-cost model usage)]
+      (note-model! model cost)
       (set t.calls (+ t.calls 1))
       (when (= :table (type usage))
         (set t.prompt_tokens (+ t.prompt_tokens (or (tonumber usage.prompt_tokens) 0)))

@@ -113,6 +113,26 @@ pub struct ToolRecord {
 
 /// The custom entry `kind` that records a tool call.
 pub const TOOL_KIND: &str = "tool";
+/// The custom entry `kind` of the reasoning of a response whose message does not keep it
+/// (`{text}`, `agent.fnl`).
+pub const THOUGHT_KIND: &str = "thought";
+/// The custom entry `kind` of a slash command run as a prompt (`{name, input, output,
+/// expanded}`, `agent.fnl`).
+pub const COMMAND_KIND: &str = "command";
+/// The custom entry `kind` of a compaction (`{replaced, summary}`, `compact.fnl`).
+pub const COMPACTION_KIND: &str = "compaction";
+/// The custom entry `kind` a parent records for a sub-agent it ran (`{session, agent, call}`,
+/// `task.fnl`).
+pub const SUBAGENT_RUN_KIND: &str = "subagent";
+/// The custom entry `kind` that names the model (and the currency of its price) the model
+/// calls counted after it used (`{model, currency}`, `usage.fnl`), written when it changes.
+pub const MODEL_CALL_KIND: &str = "model-call";
+/// The custom entry `kind` that keeps the error a prompt ended with (`{message}`; see
+/// `crate::agent::Agent`).
+pub const FAILURE_KIND: &str = "failure";
+/// The custom entry `kind` recorded when a prompt's turn ended cancelled (`{}`; see
+/// `crate::agent::Agent`).
+pub const CANCEL_KIND: &str = "cancelled";
 
 impl Entry {
     /// A line of a session file; `None` when it is not a JSON object (a torn line). Any object
