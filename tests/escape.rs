@@ -19,6 +19,8 @@ mod client;
 mod confine;
 #[path = "escape/control.rs"]
 mod control;
+#[path = "escape/export.rs"]
+mod export;
 #[path = "escape/harness.rs"]
 mod harness;
 #[path = "escape/helper.rs"]

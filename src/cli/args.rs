@@ -90,10 +90,13 @@ pub enum Command {
     Trust { dir: Option<PathBuf> },
     /// Stop trusting DIR (default: the current directory).
     Untrust { dir: Option<PathBuf> },
-    /// List the stored sessions of this directory (--all: of every directory), latest first.
+    /// List the stored sessions of this directory (--all: of every directory), latest first;
+    /// `oml sessions export` writes one out.
     Sessions {
         #[arg(long)]
         all: bool,
+        #[command(subcommand)]
+        action: Option<SessionsAction>,
     },
     /// Serve the Agent Client Protocol (ACP v1) on stdin/stdout, for editors (Zed, Emacs, ...).
     ///
@@ -391,6 +394,34 @@ pub struct PrintArgs {
 
 /// The values of `--sandbox` (the setting `sandbox.mode`).
 const SANDBOX_MODES: [&str; 3] = ["workspace-write", "read-only", "off"];
+
+/// What `oml sessions` does with a stored session.
+#[derive(Subcommand, Debug)]
+pub enum SessionsAction {
+    /// Write the stored session ID (of any directory) as a trajectory document: ATIF, the
+    /// Agent Trajectory Interchange Format of Harbor (Terminal-Bench), with its sub-agents'
+    /// trajectories embedded.
+    ///
+    /// To stdout, or to --output FILE with the images the session holds written beside it, in
+    /// FILE's name with `.images` for its extension. Secrets are out as in the session file.
+    Export {
+        /// The format: `atif` (the only one).
+        #[arg(long, value_enum, default_value = "atif")]
+        format: ExportFormat,
+        /// Write to FILE instead of stdout (and its images to FILE.images/).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The session's id, as `oml sessions` lists it.
+        id: String,
+    },
+}
+
+/// The formats `oml sessions export` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// ATIF (Harbor's Agent Trajectory Interchange Format, v1.7).
+    Atif,
+}
 
 /// The short flags of [`PrintArgs`] that take no value, which may be clustered (`-pc`).
 const PRINT_SHORT_FLAGS: &[char] = &['p', 'c'];

@@ -15,6 +15,7 @@ mod args;
 mod ask;
 mod boot;
 mod compare;
+mod export;
 mod launch;
 mod modes;
 mod proxy;
@@ -22,7 +23,7 @@ mod setup;
 
 use clap::Parser as _;
 
-pub use args::{AskArgs, Cli, Command, PrintArgs, SandboxExecArgs};
+pub use args::{AskArgs, Cli, Command, PrintArgs, SandboxExecArgs, SessionsAction};
 pub use boot::boot;
 
 use crate::front::stdio::err;
@@ -146,7 +147,13 @@ async fn run(mode: Mode) -> anyhow::Result<i32> {
         Some(Command::Acp(_)) => modes::acp(&paths, cli.no_init, cli.sandbox.as_deref()).await,
         Some(Command::Agents { markdown }) => Ok(agents::list(cli.json, *markdown)),
         Some(Command::Setup) => setup::run(&paths, cli.no_init).await,
-        Some(Command::Sessions { all }) => Ok(modes::list_sessions(&paths, *all, cli.json)),
+        Some(Command::Sessions {
+            action: Some(SessionsAction::Export { output, id, .. }),
+            ..
+        }) => Ok(export::run(&paths, id, output.as_deref())),
+        Some(Command::Sessions { all, action: None }) => {
+            Ok(modes::list_sessions(&paths, *all, cli.json))
+        }
         Some(Command::Eval { expr }) => modes::eval(&paths, &cli, expr).await,
         Some(Command::Run { file, args }) => modes::run_file(&paths, &cli, file, args).await,
         Some(Command::Trust { dir }) => modes::trust(&paths, dir.clone()),

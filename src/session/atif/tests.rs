@@ -1,0 +1,194 @@
+//! The export of hand-written session files: what the loop writes, in the order it writes it,
+//! and the odd files a crash, an old oml or a hostile edit leaves.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A store in a temporary folder holding session `id` with `header` fields and `lines`, each
+/// `(entry, at)`.
+fn store_with(dir: &Path, id: &str, header: Value, lines: &[(Value, f64)]) -> Store {
+    let store = Store::new(dir);
+    let mut text = json!({"type": "session", "id": id, "created": 10.0, "version": "0.1.0"});
+    for (k, v) in header.as_object().into_iter().flatten() {
+        text[k] = v.clone();
+    }
+    let mut file = format!("{text}\n");
+    for (entry, at) in lines {
+        let mut e = entry.clone();
+        e["at"] = json!(at);
+        file.push_str(&format!("{e}\n"));
+    }
+    std::fs::write(store.path(id), file).expect("write the session");
+    store
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "message", "message": {"role": "user", "content": text}})
+}
+
+fn answer(text: &str) -> Value {
+    json!({"type": "message", "message": {"role": "assistant", "content": text}})
+}
+
+fn usage(calls: u64, prompt: u64, completion: u64, cost: Option<f64>) -> Value {
+    let mut v = json!({"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion});
+    if let Some(c) = cost {
+        v["cost"] = json!(c);
+    }
+    json!({"type": "data", "key": "usage", "value": v})
+}
+
+fn doc(store: &Store, id: &str) -> Value {
+    let export = export(store, id, &Media::Omitted).expect("export");
+    serde_json::to_value(&export.trajectory).expect("JSON")
+}
+
+#[test]
+fn each_answer_gets_the_tokens_and_cost_of_its_calls_and_a_reset_counts_from_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = |m: &str, c: Option<&str>| json!({"type": "custom", "kind": "model-call", "data": {"model": m, "currency": c}});
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (user("a"), 11.0),
+            (model("m1", Some("USD")), 11.1),
+            (usage(1, 100, 10, Some(0.5)), 11.2),
+            (answer("one"), 11.3),
+            (model("m2", Some("EUR")), 11.4),
+            (usage(3, 400, 40, Some(1.5)), 11.5),
+            (answer("two"), 11.6),
+            (json!({"type": "data", "key": "usage", "value": null}), 11.7),
+            (usage(1, 7, 1, None), 11.8),
+            (answer("three"), 11.9),
+        ],
+    );
+    let t = doc(&store, "s1");
+    let steps = t["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[1]["metrics"],
+        json!({"prompt_tokens": 100, "completion_tokens": 10, "cost_usd": 0.5})
+    );
+    assert_eq!(steps[1]["model_name"], "m1");
+    // Two calls for one answer; a cost in euros is no cost in dollars.
+    assert_eq!(steps[2]["llm_call_count"], 2);
+    assert_eq!(steps[2]["model_name"], "m2");
+    assert_eq!(
+        steps[2]["metrics"],
+        json!({"prompt_tokens": 300, "completion_tokens": 30, "extra": {"cost": 1.0, "currency": "EUR"}})
+    );
+    assert_eq!(steps[3]["metrics"]["prompt_tokens"], 7);
+    assert_eq!(t["agent"]["model_name"], "m1");
+    assert_eq!(t["final_metrics"]["total_prompt_tokens"], 407);
+    assert_eq!(t["final_metrics"]["total_cost_usd"], 0.5);
+    assert_eq!(t["final_metrics"]["total_steps"], 4);
+    assert_eq!(steps[0]["timestamp"], "1970-01-01T00:00:11.000Z");
+}
+
+#[test]
+fn a_fork_marks_its_parent_s_steps_as_copied_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s-fork",
+        json!({"parent": "s-parent", "fork_prompt": 2, "created": 20.0}),
+        &[
+            (user("old"), 5.0),
+            (answer("old answer"), 6.0),
+            (user("new"), 21.0),
+        ],
+    );
+    let t = doc(&store, "s-fork");
+    let copied: Vec<Option<bool>> = t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["is_copied_context"].as_bool())
+        .collect();
+    assert_eq!(copied, [Some(true), Some(true), None]);
+    assert_eq!(t["agent"]["extra"]["forked_from"], "s-parent");
+}
+
+#[test]
+fn odd_calls_and_results_stay_valid_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = json!({"id": "c1", "type": "function",
+                      "function": {"name": "bash", "arguments": "not json"}});
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (user("go"), 1.0),
+            (
+                json!({"type": "message", "message": {"role": "assistant", "content": null, "tool_calls": [call]}}),
+                2.0,
+            ),
+            (
+                json!({"type": "message", "message": {"role": "tool", "tool_call_id": "c1", "content": "ran"}}),
+                3.0,
+            ),
+            (
+                json!({"type": "message", "message": {"role": "tool", "tool_call_id": "ghost", "content": "?"}}),
+                4.0,
+            ),
+        ],
+    );
+    let t = doc(&store, "s1");
+    let steps = t["steps"].as_array().unwrap();
+    let c = &steps[1]["tool_calls"][0];
+    assert_eq!(c["arguments"], json!({}));
+    assert_eq!(c["extra"]["raw_arguments"], "not json");
+    assert_eq!(
+        steps[1]["observation"]["results"][0]["source_call_id"],
+        "c1"
+    );
+    // A result of no call is an event, so no source_call_id dangles.
+    assert_eq!(steps[2]["source"], "system");
+    assert_eq!(steps[2]["extra"]["detail"]["tool_call_id"], "ghost");
+}
+
+#[test]
+fn an_empty_session_has_one_step_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), "s1", json!({}), &[]);
+    let t = doc(&store, "s1");
+    assert_eq!(t["steps"].as_array().map(Vec::len), Some(1));
+    assert_eq!(t["steps"][0]["step_id"], 1);
+}
+
+/// Sub-agent records that point back at their parent, or at a name that is no session id,
+/// are named in the notes rather than followed.
+#[test]
+fn sub_agent_records_that_loop_or_leave_the_store_are_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |session: &str| json!({"type": "custom", "kind": "subagent", "data": {"session": session, "agent": "x", "call": "c"}});
+    let lines = [
+        (user("a"), 1.0),
+        (run("s-b"), 2.0),
+        (run("../../etc/passwd"), 3.0),
+    ];
+    let store = store_with(dir.path(), "s-a", json!({}), &lines);
+    store_with(
+        dir.path(),
+        "s-b",
+        json!({}),
+        &[(user("b"), 1.0), (run("s-a"), 2.0)],
+    );
+    let t = doc(&store, "s-a");
+    let subs = t["subagent_trajectories"].as_array().expect("s-b");
+    assert_eq!(subs.len(), 1);
+    assert_eq!(subs[0]["trajectory_id"], "s-b");
+    assert!(
+        subs[0]["notes"].as_str().is_some_and(|n| n.contains("s-a")),
+        "{t:#}"
+    );
+    assert!(
+        t["notes"]
+            .as_str()
+            .is_some_and(|n| n.contains("no session ../../etc/passwd")),
+        "{t:#}"
+    );
+}

@@ -1,0 +1,435 @@
+//! The walk over one session file's entries that makes its trajectory's steps, in the order
+//! the loop wrote them: a turn's usage totals and tool records come before its assistant
+//! message, its tool results after it.
+//!
+//! It reads one file's entries only: the sub-agents it meets are returned for `super` to load.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::content::{self, Image, Media};
+use super::types::{
+    Message, Metrics, Observation, ObservationResult, Source, Step, SubagentRef, ToolCall,
+};
+use crate::session::entry::{
+    CANCEL_KIND, COMMAND_KIND, COMPACTION_KIND, Entry, FAILURE_KIND, Header, MODEL_CALL_KIND,
+    SUBAGENT_RUN_KIND, THOUGHT_KIND, ToolRecord, lenient,
+};
+use crate::session::history::Rewind;
+use crate::session::stored::{StoredMessage, message_text};
+
+/// What one file's walk found.
+pub struct Walked {
+    pub steps: Vec<Step>,
+    pub images: Vec<Image>,
+    pub notes: Vec<String>,
+    pub subagents: Vec<SubagentRun>,
+    /// The model of the session: the first model call's, else the one chosen for it.
+    pub model: Option<String>,
+}
+
+/// A sub-agent the session ran for one of its tool calls (a `subagent` entry).
+#[derive(Debug, Default, Deserialize)]
+pub struct SubagentRun {
+    #[serde(default, deserialize_with = "lenient")]
+    pub session: String,
+    #[serde(default, deserialize_with = "lenient")]
+    pub agent: String,
+    #[serde(default, deserialize_with = "lenient")]
+    pub call: String,
+}
+
+/// The session's running totals of model calls (its `usage` data entries).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Totals {
+    #[serde(default, deserialize_with = "lenient")]
+    pub calls: u64,
+    #[serde(rename = "prompt_tokens", default, deserialize_with = "lenient")]
+    pub prompt: u64,
+    #[serde(rename = "completion_tokens", default, deserialize_with = "lenient")]
+    pub completion: u64,
+    #[serde(rename = "cache_read_tokens", default, deserialize_with = "lenient")]
+    pub cache_read: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    pub cost: Option<f64>,
+}
+
+/// The model and price currency the calls after a `model-call` entry used.
+#[derive(Debug, Default, Deserialize)]
+struct ModelCall {
+    #[serde(default, deserialize_with = "lenient")]
+    model: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    currency: Option<String>,
+}
+
+/// The walk's state between entries.
+struct Walk<'a> {
+    media: &'a Media,
+    session: &'a str,
+    steps: Vec<Step>,
+    images: Vec<Image>,
+    subagents: Vec<SubagentRun>,
+    /// The latest running totals, and those already counted in a step.
+    totals: Totals,
+    counted: Totals,
+    call: ModelCall,
+    /// The model chosen for the session (`model` data entry), and the first one a call used.
+    chosen_model: Option<String>,
+    first_model: Option<String>,
+    /// Tool records since the last assistant message: they belong to the next one.
+    pending: HashMap<String, ToolRecord>,
+    /// The records of the last assistant message's calls.
+    current: HashMap<String, ToolRecord>,
+    thought: Option<String>,
+    /// The step of each call id of the latest answers, for its result.
+    call_steps: HashMap<String, usize>,
+    /// The last message was a tool result: a user message now carries the tools' images.
+    after_tool: bool,
+    /// A markdown command was run: the next user message is its expansion.
+    expanded: Option<String>,
+    /// A fork's: lines written at or before this time are its parent's.
+    copied_until: Option<f64>,
+    /// The time of the line being read.
+    at: Option<f64>,
+}
+
+/// The steps of one session file's `lines`.
+pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &str) -> Walked {
+    let mut w = Walk {
+        media,
+        session,
+        steps: Vec::new(),
+        images: Vec::new(),
+        subagents: Vec::new(),
+        totals: Totals::default(),
+        counted: Totals::default(),
+        call: ModelCall::default(),
+        chosen_model: None,
+        first_model: None,
+        pending: HashMap::new(),
+        current: HashMap::new(),
+        thought: None,
+        call_steps: HashMap::new(),
+        after_tool: false,
+        expanded: None,
+        copied_until: header.parent.as_ref().map(|_| header.created),
+        at: None,
+    };
+    for line in lines {
+        w.at = line.at;
+        w.entry(&line.entry);
+    }
+    for (i, step) in w.steps.iter_mut().enumerate() {
+        step.step_id = i + 1;
+    }
+    let mut notes = Vec::new();
+    if w.steps.is_empty() {
+        // ATIF wants at least one step.
+        w.steps.push(Step::new(
+            Source::System,
+            Message::Text("The session is empty.".into()),
+        ));
+        w.steps[0].step_id = 1;
+        notes.push("The session has no messages: its one step says so.".to_owned());
+    }
+    Walked {
+        steps: w.steps,
+        images: w.images,
+        notes,
+        subagents: w.subagents,
+        model: w.first_model.or(w.chosen_model),
+    }
+}
+
+impl Walk<'_> {
+    fn entry(&mut self, e: &Entry) {
+        if let Some(record) = e.tool_record() {
+            if let Some(id) = record.id.clone() {
+                self.pending.insert(id, record);
+            }
+            return;
+        }
+        match e {
+            Entry::Message { message } => self.message(message),
+            Entry::Data { key, value } => self.data(key, value),
+            Entry::Custom { kind, data } => self.custom(kind, data, e),
+            Entry::Session(_) | Entry::Transcript { .. } | Entry::Unknown => {}
+        }
+    }
+
+    fn data(&mut self, key: &str, value: &Value) {
+        match key {
+            "usage" => self.totals = Totals::deserialize(value).unwrap_or_default(),
+            "model" => self.chosen_model = value.as_str().map(str::to_owned),
+            _ => {}
+        }
+    }
+
+    fn custom(&mut self, kind: &str, data: &Value, e: &Entry) {
+        let text = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        match kind {
+            THOUGHT_KIND => self.thought = Some(text("text")).filter(|t| !t.is_empty()),
+            MODEL_CALL_KIND => self.call = ModelCall::deserialize(data).unwrap_or_default(),
+            SUBAGENT_RUN_KIND => {
+                self.subagents
+                    .push(SubagentRun::deserialize(data).unwrap_or_default());
+            }
+            COMMAND_KIND => self.command(&text("name"), &text("input"), &text("output"), data),
+            COMPACTION_KIND => self.compaction(data, &text("summary")),
+            FAILURE_KIND => self.event("failure", text("message"), None),
+            CANCEL_KIND => self.event("cancelled", "The turn was cancelled.".into(), None),
+            _ => {
+                if let Some(r) = Rewind::of(e) {
+                    let said = format!(
+                        "Rewound to just before prompt {} (conversation: {}, files: {}).",
+                        r.prompt, r.conversation, r.files
+                    );
+                    self.event("rewind", said, Some(json!(r)));
+                }
+            }
+        }
+        self.after_tool = false;
+    }
+
+    /// A new step of `source` at the line's time.
+    fn push(&mut self, source: Source, message: Message) -> &mut Step {
+        let mut step = Step::new(source, message);
+        step.timestamp = self.at.map(super::timestamp);
+        if let (Some(until), Some(at)) = (self.copied_until, self.at)
+            && at <= until
+        {
+            step.is_copied_context = Some(true);
+        }
+        self.steps.push(step);
+        let last = self.steps.len() - 1;
+        &mut self.steps[last]
+    }
+
+    /// A system step for an event of the session: `what` it was, `said` in words.
+    fn event(&mut self, what: &str, said: String, detail: Option<Value>) {
+        let mut extra = Map::new();
+        extra.insert("oml_event".into(), json!(what));
+        if let Some(d) = detail {
+            extra.insert("detail".into(), d);
+        }
+        self.push(Source::System, Message::Text(said)).extra = Some(extra);
+    }
+
+    fn command(&mut self, name: &str, input: &str, output: &str, data: &Value) {
+        let typed = format!("/{name}{}{input}", if input.is_empty() { "" } else { " " });
+        let extra = json!({"oml_event": "command", "command": name});
+        self.push(Source::User, Message::Text(typed)).extra = extra.as_object().cloned();
+        if data.get("expanded").and_then(Value::as_bool) == Some(true) {
+            self.expanded = Some(name.to_owned());
+        }
+        if !output.is_empty() {
+            let step = self.push(Source::Agent, Message::Text(output.to_owned()));
+            step.llm_call_count = Some(0);
+            step.extra = extra.as_object().cloned();
+        }
+    }
+
+    /// A compaction: the model's summary, an agent step with the calls that made it.
+    fn compaction(&mut self, data: &Value, summary: &str) {
+        let replaced = data.get("replaced").cloned().unwrap_or(Value::Null);
+        let (metrics, calls) = self.take_metrics();
+        let model = self.model();
+        let step = self.push(Source::Agent, Message::Text(summary.to_owned()));
+        step.metrics = metrics;
+        step.llm_call_count = calls;
+        step.model_name = model;
+        step.extra = json!({"oml_event": "compaction", "replaced_messages": replaced})
+            .as_object()
+            .cloned();
+    }
+
+    /// The model the latest calls used.
+    fn model(&self) -> Option<String> {
+        self.call
+            .model
+            .clone()
+            .or_else(|| self.chosen_model.clone())
+    }
+
+    /// The metrics of the model calls not yet counted in a step, and how many there were.
+    fn take_metrics(&mut self) -> (Option<Metrics>, Option<u64>) {
+        if self.totals.calls < self.counted.calls {
+            // The totals were reset (`usage` removed): count from zero.
+            self.counted = Totals::default();
+        }
+        let calls = self.totals.calls - self.counted.calls;
+        if calls == 0 {
+            return (None, None);
+        }
+        let metrics = metrics_between(&self.counted, &self.totals, self.call.currency.as_deref());
+        self.counted = self.totals.clone();
+        if self.first_model.is_none() {
+            self.first_model = self.model();
+        }
+        (Some(metrics), Some(calls))
+    }
+
+    fn message(&mut self, message: &Value) {
+        let m = StoredMessage::of(message);
+        match m.role.as_deref() {
+            Some("user") => self.user(&m),
+            Some("assistant") => self.assistant(&m),
+            Some("tool") => self.tool_result(&m),
+            _ => {}
+        }
+        self.after_tool = m.role.as_deref() == Some("tool");
+    }
+
+    fn user(&mut self, m: &StoredMessage) {
+        let prefix = format!("{}-step{}", self.session, self.steps.len() + 1);
+        let said = content::message(&m.content, self.media, &prefix, &mut self.images);
+        let answer = self.steps.iter().rposition(|s| s.source == Source::Agent);
+        if let (true, Some(i)) = (self.after_tool, answer) {
+            // The images the tool calls returned, which the loop sends as a user message.
+            let result = ObservationResult {
+                source_call_id: None,
+                content: said,
+                subagent_trajectory_ref: None,
+                extra: json!({"oml_event": "tool_images"}).as_object().cloned(),
+            };
+            let step = &mut self.steps[i];
+            step.observation
+                .get_or_insert_with(Observation::default)
+                .results
+                .push(result);
+            return;
+        }
+        let expanded = self.expanded.take();
+        let step = self.push(Source::User, said);
+        if let Some(name) = expanded {
+            step.extra = json!({"oml_event": "command_expansion", "command": name})
+                .as_object()
+                .cloned();
+        }
+    }
+
+    fn assistant(&mut self, m: &StoredMessage) {
+        self.current = std::mem::take(&mut self.pending);
+        let reasoning = m.reasoning().map(str::to_owned).or(self.thought.take());
+        let calls: Vec<ToolCall> = m.calls().map(|c| self.tool_call(&c)).collect();
+        let (metrics, count) = self.take_metrics();
+        let model = self.model();
+        let index = self.steps.len();
+        let step = self.push(Source::Agent, Message::Text(message_text(&m.content)));
+        step.reasoning_content = reasoning;
+        step.metrics = metrics;
+        step.llm_call_count = count;
+        step.model_name = model;
+        if !calls.is_empty() {
+            for c in &calls {
+                self.call_steps.insert(c.tool_call_id.clone(), index);
+            }
+            self.steps[index].tool_calls = Some(calls);
+        }
+    }
+
+    fn tool_call(&self, call: &crate::session::stored::StoredCall) -> ToolCall {
+        let id = call.id.clone().unwrap_or_default();
+        let mut extra = Map::new();
+        let arguments = match call.arguments() {
+            Some(v @ Value::Object(_)) => v,
+            _ => {
+                let raw = call.function.arguments.clone().unwrap_or_default();
+                if !raw.trim().is_empty() {
+                    extra.insert("raw_arguments".into(), json!(raw));
+                }
+                json!({})
+            }
+        };
+        if let Some(r) = self.current.get(&id) {
+            if let Some(title) = r.title.as_deref().filter(|t| !t.trim().is_empty()) {
+                extra.insert("title".into(), json!(title));
+            }
+            if let Some(kind) = &r.kind {
+                extra.insert("kind".into(), json!(kind));
+            }
+        }
+        ToolCall {
+            tool_call_id: id,
+            function_name: call.function.name.clone().unwrap_or_else(|| "tool".into()),
+            arguments,
+            extra: (!extra.is_empty()).then_some(extra),
+        }
+    }
+
+    fn tool_result(&mut self, m: &StoredMessage) {
+        let id = m.tool_call_id.clone().unwrap_or_default();
+        let content = Message::Text(message_text(&m.content));
+        let mut extra = Map::new();
+        if let Some(r) = self.current.get(&id) {
+            if r.error {
+                extra.insert("error".into(), json!(true));
+            }
+            if let Some(diff) = r.diff.as_ref().filter(|d| d.is_object()) {
+                extra.insert("diff".into(), diff.clone());
+            }
+        }
+        let Some(&index) = self.call_steps.get(&id) else {
+            // A result of no call this file shows: an event, so no reference dangles.
+            let said = message_text(&m.content);
+            return self.event("tool_result", said, Some(json!({"tool_call_id": id})));
+        };
+        let result = ObservationResult {
+            source_call_id: Some(id),
+            content,
+            subagent_trajectory_ref: None,
+            extra: (!extra.is_empty()).then_some(extra),
+        };
+        let step = &mut self.steps[index];
+        step.observation
+            .get_or_insert_with(Observation::default)
+            .results
+            .push(result);
+    }
+}
+
+/// Point the result of the tool call that ran `run` at the sub-agent's embedded trajectory.
+pub fn refer(steps: &mut [Step], run: &SubagentRun) {
+    let results = steps
+        .iter_mut()
+        .rev()
+        .filter_map(|s| s.observation.as_mut())
+        .flat_map(|o| o.results.iter_mut());
+    for result in results {
+        if result.source_call_id.as_deref() == Some(run.call.as_str()) {
+            result.subagent_trajectory_ref = Some(vec![SubagentRef {
+                trajectory_id: run.session.clone(),
+                session_id: run.session.clone(),
+            }]);
+            let extra = result.extra.get_or_insert_with(Map::new);
+            extra.insert("subagent".into(), json!(run.agent));
+            return;
+        }
+    }
+}
+
+/// The metrics of model calls whose running totals went from `before` to `after`; a cost in
+/// a currency other than US dollars goes in `extra`, with its currency.
+fn metrics_between(before: &Totals, after: &Totals, currency: Option<&str>) -> Metrics {
+    let cost = after
+        .cost
+        .map(|c| c - before.cost.unwrap_or(0.0))
+        .filter(|c| *c >= 0.0);
+    let usd = matches!(currency, None | Some("USD"));
+    let mut extra = Map::new();
+    if let (Some(c), false) = (cost, usd) {
+        extra.insert("cost".into(), json!(c));
+        extra.insert("currency".into(), json!(currency));
+    }
+    Metrics {
+        prompt_tokens: after.prompt.saturating_sub(before.prompt),
+        completion_tokens: after.completion.saturating_sub(before.completion),
+        cached_tokens: (after.cache_read > 0)
+            .then(|| after.cache_read.saturating_sub(before.cache_read)),
+        cost_usd: cost.filter(|_| usd),
+        extra: (!extra.is_empty()).then_some(extra),
+    }
+}
