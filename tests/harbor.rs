@@ -34,6 +34,8 @@ struct Trial {
     env: Env,
     logs: PathBuf,
     container: PathBuf,
+    /// The arguments of the `local` distribution, when not agent.json's (`acp`).
+    args: Option<Vec<String>>,
 }
 
 impl Trial {
@@ -51,6 +53,7 @@ impl Trial {
             python,
             logs: env.root.join("logs/agent"),
             container: env.root.join("container"),
+            args: None,
             env,
         })
     }
@@ -66,6 +69,7 @@ impl Trial {
             .arg(&self.logs)
             .arg(&self.container)
             .args([REQUESTED, INSTRUCTION])
+            .args(self.args.iter().map(|a| json!(a).to_string()))
             .stdin(Stdio::null())
             .output()
             .expect("run tests/interop/harbor_acp.py");
@@ -310,4 +314,43 @@ fn harbor_s_acp_runner_reports_oml_dying_mid_turn_rather_than_hanging() {
     // The ACP SDK's (pinned) name for the agent's end: the pending prompt fails with it.
     assert_eq!(summary["error"]["type"], "ConnectionError", "{summary}");
     assert!(summary.get("prompt_response").is_none(), "{summary}");
+}
+
+/// Any agent oml drives, on Terminal-Bench: the launcher runs `oml proxy -- COMMAND` (here the
+/// command is `oml acp` itself, with no init file of its own), so the proxy's Lisp steps from
+/// the init file apply to what Harbor sends, and Harbor's model choice reaches the agent
+/// through the proxy.
+#[test]
+fn harbor_s_acp_runner_drives_an_agent_through_oml_proxy_with_its_lisp_steps() {
+    let Some(mut trial) = Trial::new() else {
+        return;
+    };
+    let oml = env!("CARGO_BIN_EXE_oml");
+    let args = ["proxy", "--", oml, "acp", "--no-init"];
+    trial.args = Some(args.iter().map(|a| a.to_string()).collect());
+    trial
+        .env
+        .init(r#"(proxy.recipes.add-context "CONTEXT from the proxy")"#);
+    let fake = FakeModel::start([with_usage(text_chunks(&["Nothing to do."]), 40, 4)]);
+    fake.serve_models(&["fake/model", REQUESTED]);
+    let prepared = trial.harbor_acp("prepare");
+    let launcher =
+        format!("#!/usr/bin/env sh\nset -eu\nexec {oml} proxy -- {oml} acp --no-init \"$@\"\n");
+    assert_eq!(prepared["launcher_text"], launcher.as_str(), "{prepared}");
+    let run = trial.run_runner(&prepared, &fake);
+    assert_eq!(run.code, 0, "{run:?}");
+    let request = &fake.requests()[0];
+    assert_eq!(request.body["model"], REQUESTED, "{run:?}");
+    let sent = request.body["messages"].to_string();
+    assert!(sent.contains("CONTEXT from the proxy"), "{sent}");
+    assert!(sent.contains(INSTRUCTION), "{sent}");
+    trial.harbor_acp("convert");
+    let path = trial.logs.join("trajectory.json");
+    harbor::validate(&trial.python, &path).unwrap_or_else(|e| panic!("Harbor's validator: {e}"));
+    let trajectory = trial.log("trajectory.json");
+    assert_eq!(
+        trajectory["steps"][1]["message"], "Nothing to do.",
+        "{trajectory}"
+    );
+    assert_eq!(trajectory["final_metrics"]["total_prompt_tokens"], 40);
 }

@@ -2,12 +2,12 @@
 set up for oml on this machine, for tests/harbor.rs: what Harbor does before and after it runs
 its `acp_runner.py` in a task container, done by Harbor's own class.
 
-    python harbor_acp.py prepare AGENT_JSON OML LOGS_DIR ROOT MODEL INSTRUCTION
-    python harbor_acp.py convert AGENT_JSON OML LOGS_DIR ROOT MODEL INSTRUCTION
+    python harbor_acp.py prepare AGENT_JSON OML LOGS_DIR ROOT MODEL INSTRUCTION [ARGS]
+    python harbor_acp.py convert AGENT_JSON OML LOGS_DIR ROOT MODEL INSTRUCTION [ARGS]
 
 The registry entry is oml's agent.json with its distribution replaced by a `local` one running
-OML with the arguments agent.json gives its binary (Harbor's own distribution kind for an agent
-already in the image). The only stand-in is the task container: `Container` takes Harbor's
+OML with the arguments agent.json gives its binary, or ARGS (a JSON list) instead (Harbor's own
+distribution kind for an agent already in the image). The only stand-in is the task container: `Container` takes Harbor's
 uploads into ROOT (as Docker's upload would put them at that path) and records the commands
 Harbor would run there.
 
@@ -70,17 +70,18 @@ def agent(entry: dict, logs_dir: Path, model: str) -> AcpAgent:
     )
 
 
-def local_entry(agent_json: dict, oml: str) -> dict:
-    """agent.json with a `local` distribution: OML with its binary's arguments."""
-    binary = agent_json["distribution"]["binary"][PLATFORM]
+def local_entry(agent_json: dict, oml: str, args: list | None) -> dict:
+    """agent.json with a `local` distribution: OML with ARGS, else its binary's arguments."""
+    if args is None:
+        args = agent_json["distribution"]["binary"][PLATFORM]["args"]
     entry = dict(agent_json)
-    entry["distribution"] = {"local": {"cmd": oml, "args": binary["args"]}}
+    entry["distribution"] = {"local": {"cmd": oml, "args": args}}
     return entry
 
 
-async def prepare(agent_json: dict, oml: str, logs: Path, root: Path, model: str, text: str):
+async def prepare(entry: dict, agent_json: dict, logs: Path, root: Path, model: str, text: str):
     container = Container(root)
-    acp = agent(local_entry(agent_json, oml), logs, model)
+    acp = agent(entry, logs, model)
     await acp.configure(container)
     await acp.run(text, container, AgentContext())
     run = container.commands[-1]
@@ -98,8 +99,8 @@ async def prepare(agent_json: dict, oml: str, logs: Path, root: Path, model: str
     }
 
 
-async def convert(agent_json: dict, oml: str, logs: Path, root: Path, model: str, text: str):
-    acp = agent(local_entry(agent_json, oml), logs, model)
+async def convert(entry: dict, agent_json: dict, logs: Path, root: Path, model: str, text: str):
+    acp = agent(entry, logs, model)
     await acp.configure(Container(root))
     context = AgentContext()
     acp.populate_context_post_run(context)
@@ -108,11 +109,13 @@ async def convert(agent_json: dict, oml: str, logs: Path, root: Path, model: str
 
 def main() -> int:
     step, agent_json, oml, logs, root, model, text = sys.argv[1:8]
-    entry = json.loads(Path(agent_json).read_text())
+    args = json.loads(sys.argv[8]) if len(sys.argv) > 8 else None
+    published = json.loads(Path(agent_json).read_text())
+    entry = local_entry(published, oml, args)
     logs_dir, root_dir = Path(logs), Path(root)
     logs_dir.mkdir(parents=True, exist_ok=True)
     action = {"prepare": prepare, "convert": convert}[step]
-    out = asyncio.run(action(entry, oml, logs_dir, root_dir, model, text))
+    out = asyncio.run(action(entry, published, logs_dir, root_dir, model, text))
     json.dump(out, sys.stdout)
     return 0
 
