@@ -201,6 +201,16 @@ fn harbor_s_acp_runner_completes_a_task_with_oml_acp_and_its_validator_accepts_t
     assert_eq!(prepared["launcher_text"], exec(oml).as_str(), "{prepared}");
     let published = exec("/opt/harbor-acp-agent/dist/oml");
     assert_eq!(prepared["binary_launcher_text"], published.as_str());
+    // What the test runs is what Harbor's command runs in the container.
+    let harbor_runs = prepared["run_command"].as_str().unwrap();
+    for (key, at) in [
+        ("runner", "/installed-agent/acp_runner.py"),
+        ("launcher", "/installed-agent/acp-launch.sh"),
+    ] {
+        assert!(harbor_runs.contains(at), "{harbor_runs}");
+        let here = trial.container.join(at.trim_start_matches('/'));
+        assert_eq!(prepared[key], here.display().to_string().as_str());
+    }
     let run_env = &prepared["run_env"];
     assert_eq!(run_env["ACP_RUNNER_AGENT_ID"], "oml", "{prepared}");
     assert_eq!(run_env["ACP_RUNNER_REQUESTED_MODEL"], REQUESTED);

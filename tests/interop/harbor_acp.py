@@ -7,9 +7,9 @@ its `acp_runner.py` in a task container, done by Harbor's own class.
 
 The registry entry is oml's agent.json with its distribution replaced by a `local` one running
 OML with the arguments agent.json gives its binary, or ARGS (a JSON list) instead (Harbor's own
-distribution kind for an agent already in the image). The only stand-in is the task container: `Container` takes Harbor's
-uploads into ROOT (as Docker's upload would put them at that path) and records the commands
-Harbor would run there.
+distribution kind for an agent already in the image). The only stand-in is the task container:
+`Container` takes Harbor's uploads into ROOT (where Docker's upload would put them, under ROOT)
+and records the commands Harbor would run there.
 
 `prepare` runs `configure` (which writes the launcher and uploads it with the runner) and
 `run` (which would start the runner), and prints one JSON object: the launcher, the runner and
