@@ -88,6 +88,8 @@ fn bash_runs_in_the_clients_terminal_when_it_offers_one() {
         .unwrap()["content"]
         .clone();
     assert_eq!(result, "hi\nkey= token=\n[exit code 3]");
+    // What the model got also goes to the client, for one that keeps text, not terminals.
+    assert_eq!(end["params"]["update"]["rawOutput"], result);
 }
 
 /// A prompt whose `sleep 30` runs in the client's terminal, up to its `terminal/create`: the

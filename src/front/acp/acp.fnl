@@ -40,8 +40,8 @@
 send nothing. Called by name for every event: text and thought deltas become
 agent_message_chunk / agent_thought_chunk, tool-start a tool_call card (status the event's
 :status, from `agent.tool-card-status`, else in_progress; rawInput, absolute locations), tool-end a tool_call_update (completed or failed, the text, and for write and edit the
-diff with only the text's first line; for a command run in the client's terminal, the terminal
-and a failure's last line), the output of a running command a tool_call_update with its last
+diff with only the text's first line; for a command run in the client's terminal, the terminal,
+a failure's last line, and as rawOutput the output the model got), the output of a running command a tool_call_update with its last
 lines as a code block (at most ten a second; the forwarder gathers the tail), a plan (`update_plan`) a plan
 update, a notice (a retried model request) a line of agent text in italics, a message that joined the
 turn from the inbox (`agent.take-posted!`: a steered prompt) a user_message_chunk, and the token usage a model call reports a usage_update (`used`: the
@@ -77,9 +77,12 @@ turn is its usage. Must not wait on anything."
                   (table.insert content {:type :diff :path event.diff.path
                                          :oldText (or (. event.diff :old-text) json.null)
                                          :newText (or (. event.diff :new-text) "")}))
+                ;; The terminal is gone for a client that records rather than shows (Harbor
+                ;; keeps only text): the output the model got goes along as rawOutput.
                 {:sessionUpdate :tool_call_update :toolCallId event.id
                  :status (if (. event :error?) :failed :completed)
-                 : content :_meta event.meta})
+                 : content :rawOutput (when terminal (or event.content ""))
+                 :_meta event.meta})
     :plan {:sessionUpdate :plan :entries (or event.entries (json.array))}
     :notice {:sessionUpdate :agent_message_chunk
              :content (text-block (.. "\n*" (or event.text "") "*\n"))}
