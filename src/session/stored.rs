@@ -1,14 +1,17 @@
 //! The stored OpenAI messages of a session file as readers see them: [`StoredMessage`] and its
 //! calls, read leniently (a field of an odd type reads as absent, never an error), with the
-//! text and the images of a message's content. The ACP replay and the trajectory export read
-//! messages through these, never by key.
+//! text and the images of a message's content, and the `tool` records matched to the calls
+//! they belong to ([`ToolRecords`]). The ACP replay and the trajectory export read messages
+//! through these, never by key.
 //!
 //! It knows nothing of how a message was made or of what shows it.
+
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::entry::lenient;
+use super::entry::{Entry, ToolRecord, lenient};
 
 /// The parts of a stored OpenAI message its readers use.
 #[derive(Debug, Default, Deserialize)]
@@ -101,5 +104,46 @@ pub fn message_text(content: &Value) -> String {
             .collect::<Vec<_>>()
             .join(""),
         _ => String::new(),
+    }
+}
+
+/// The `tool` records of a file matched to the calls of the assistant message they belong to:
+/// the loop writes a turn's records before its messages, so the records since the last
+/// assistant message are the next one's. An id a provider uses again in a later turn thus gets
+/// its own record.
+#[derive(Debug, Default)]
+pub struct ToolRecords {
+    /// Records since the last assistant message.
+    pending: HashMap<String, ToolRecord>,
+    /// The records of the last assistant message's calls.
+    current: HashMap<String, ToolRecord>,
+}
+
+impl ToolRecords {
+    /// Keep `e` when it is a tool record; whether it was one.
+    pub fn take(&mut self, e: &Entry) -> bool {
+        let Some(record) = e.tool_record() else {
+            return false;
+        };
+        if let Some(id) = record.id.clone() {
+            self.pending.insert(id, record);
+        }
+        true
+    }
+
+    /// An assistant message came: the records since the last one are its calls'.
+    pub fn answer(&mut self) {
+        self.current = std::mem::take(&mut self.pending);
+    }
+
+    /// The record of the call `id` of the last assistant message.
+    pub fn of(&self, id: &str) -> Option<&ToolRecord> {
+        self.current.get(id)
+    }
+
+    /// Forget every record (the conversation was rewound).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.current.clear();
     }
 }

@@ -4,15 +4,13 @@
 //! Pure: it reads the entries of a session file and returns payloads; sending them, and which
 //! session they belong to, is the caller's business.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::hub::stable_order;
 use crate::acp::updates::{Block, PlanEntry, SessionUpdate, ToolCallContent};
-use crate::session::entry::{Entry, ToolRecord};
+use crate::session::entry::{COMMAND_KIND, Entry, THOUGHT_KIND};
 use crate::session::history::{self, Rewind};
-use crate::session::stored::{StoredMessage, images, message_text};
+use crate::session::stored::{StoredMessage, ToolRecords, images, message_text};
 
 /// The tool kinds ACP knows.
 pub(super) const TOOL_KINDS: &[&str] = &[
@@ -75,10 +73,8 @@ pub fn replay_updates(entries: &[Entry]) -> Vec<Value> {
 #[derive(Default)]
 struct Replay {
     out: Vec<Value>,
-    /// Tool records since the last assistant message: they belong to the next one.
-    pending: HashMap<String, ToolRecord>,
-    /// The records of the last assistant message's calls, for its tool results.
-    current: HashMap<String, ToolRecord>,
+    /// The tool records, by the assistant message they belong to.
+    records: ToolRecords,
     /// A recorded thought waiting for its assistant message.
     thought: Option<String>,
     /// The latest plan (`session.put! :plan`): `[{step, status}]`.
@@ -92,17 +88,14 @@ struct Replay {
 
 impl Replay {
     fn entry(&mut self, e: &Entry) {
-        if let Some(record) = e.tool_record() {
-            if let Some(id) = record.id.clone() {
-                self.pending.insert(id, record);
-            }
+        if self.records.take(e) {
             return;
         }
         match e {
-            Entry::Custom { kind, data } if kind == "thought" => {
+            Entry::Custom { kind, data } if kind == THOUGHT_KIND => {
                 self.thought = data.get("text").and_then(Value::as_str).map(str::to_owned);
             }
-            Entry::Custom { kind, data } if kind == "command" => self.command(data),
+            Entry::Custom { kind, data } if kind == COMMAND_KIND => self.command(data),
             Entry::Custom { kind, data } if kind == crate::agent::FAILURE_KIND => {
                 let message = data.get("message").and_then(Value::as_str).unwrap_or("");
                 self.out.push(agent_text(message));
@@ -130,8 +123,7 @@ impl Replay {
             self.out.truncate(start);
         }
         self.prompts.truncate(keep);
-        self.pending.clear();
-        self.current.clear();
+        self.records.clear();
         self.thought = None;
         // A command whose expansion was rewound away does not hide the next prompt's text.
         self.expanded = false;
@@ -167,13 +159,13 @@ impl Replay {
                 }
             }
             Some("assistant") => {
-                self.current = std::mem::take(&mut self.pending);
+                self.records.answer();
                 let thought = self.thought.take();
-                assistant_updates(&m, &content, thought, &self.current, &mut self.out);
+                assistant_updates(&m, &content, thought, &self.records, &mut self.out);
             }
             Some("tool") => {
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
-                let record = self.current.get(id);
+                let record = self.records.of(id);
                 let failed = record.is_some_and(|t| t.error);
                 let diff = record
                     .and_then(|t| t.diff.as_ref())
@@ -212,7 +204,7 @@ fn assistant_updates(
     m: &StoredMessage,
     content: &str,
     thought: Option<String>,
-    tools: &HashMap<String, ToolRecord>,
+    tools: &ToolRecords,
     out: &mut Vec<Value>,
 ) {
     let reasoning = m.reasoning().map(str::to_owned).or(thought);
@@ -231,7 +223,7 @@ fn assistant_updates(
         let args = call
             .arguments()
             .unwrap_or_else(crate::acp::rpc::empty_result);
-        let recorded = tools.get(id);
+        let recorded = tools.of(id);
         let title = recorded
             .and_then(|t| t.title.as_deref())
             .filter(|t| !t.trim().is_empty())

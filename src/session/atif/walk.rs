@@ -15,10 +15,10 @@ use super::types::{
 };
 use crate::session::entry::{
     CANCEL_KIND, COMMAND_KIND, COMPACTION_KIND, Entry, FAILURE_KIND, Header, MODEL_CALL_KIND,
-    SUBAGENT_RUN_KIND, THOUGHT_KIND, ToolRecord, lenient,
+    SUBAGENT_RUN_KIND, THOUGHT_KIND, lenient,
 };
 use crate::session::history::Rewind;
-use crate::session::stored::{StoredMessage, message_text};
+use crate::session::stored::{StoredMessage, ToolRecords, message_text};
 
 /// What one file's walk found.
 pub struct Walked {
@@ -79,10 +79,8 @@ struct Walk<'a> {
     /// The model chosen for the session (`model` data entry), and the first one a call used.
     chosen_model: Option<String>,
     first_model: Option<String>,
-    /// Tool records since the last assistant message: they belong to the next one.
-    pending: HashMap<String, ToolRecord>,
-    /// The records of the last assistant message's calls.
-    current: HashMap<String, ToolRecord>,
+    /// The tool records, by the assistant message they belong to.
+    records: ToolRecords,
     thought: Option<String>,
     /// The step of each call id of the latest answers, for its result.
     call_steps: HashMap<String, usize>,
@@ -109,8 +107,7 @@ pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &st
         call: ModelCall::default(),
         chosen_model: None,
         first_model: None,
-        pending: HashMap::new(),
-        current: HashMap::new(),
+        records: ToolRecords::default(),
         thought: None,
         call_steps: HashMap::new(),
         after_tool: false,
@@ -146,10 +143,7 @@ pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &st
 
 impl Walk<'_> {
     fn entry(&mut self, e: &Entry) {
-        if let Some(record) = e.tool_record() {
-            if let Some(id) = record.id.clone() {
-                self.pending.insert(id, record);
-            }
+        if self.records.take(e) {
             return;
         }
         match e {
@@ -312,7 +306,7 @@ impl Walk<'_> {
     }
 
     fn assistant(&mut self, m: &StoredMessage) {
-        self.current = std::mem::take(&mut self.pending);
+        self.records.answer();
         let reasoning = m.reasoning().map(str::to_owned).or(self.thought.take());
         let calls: Vec<ToolCall> = m.calls().map(|c| self.tool_call(&c)).collect();
         let (metrics, count) = self.take_metrics();
@@ -344,7 +338,7 @@ impl Walk<'_> {
                 json!({})
             }
         };
-        if let Some(r) = self.current.get(&id) {
+        if let Some(r) = self.records.of(&id) {
             if let Some(title) = r.title.as_deref().filter(|t| !t.trim().is_empty()) {
                 extra.insert("title".into(), json!(title));
             }
@@ -364,7 +358,7 @@ impl Walk<'_> {
         let id = m.tool_call_id.clone().unwrap_or_default();
         let content = Message::Text(message_text(&m.content));
         let mut extra = Map::new();
-        if let Some(r) = self.current.get(&id) {
+        if let Some(r) = self.records.of(&id) {
             if r.error {
                 extra.insert("error".into(), json!(true));
             }
