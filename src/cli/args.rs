@@ -93,6 +93,7 @@ pub enum Command {
     /// List the stored sessions of this directory (--all: of every directory), latest first;
     /// `oml sessions export` writes one out.
     Sessions {
+        /// List the sessions of every directory.
         #[arg(long)]
         all: bool,
         #[command(subcommand)]
@@ -408,7 +409,8 @@ pub enum SessionsAction {
         /// The format: `atif` (the only one).
         #[arg(long, value_enum, default_value = "atif")]
         format: ExportFormat,
-        /// Write to FILE instead of stdout (and its images to FILE.images/).
+        /// Write to FILE instead of stdout, and its images to a folder beside it: FILE.json
+        /// puts them in FILE.images/.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
         /// The session's id, as `oml sessions` lists it.
