@@ -208,10 +208,20 @@ fn add(
     }
 }
 
-/// `at` seconds since the epoch as RFC 3339 with milliseconds, in UTC.
+/// The latest time a timestamp shows: the last second of the year 9999, the last RFC 3339
+/// can write. A later (or odd) `at` in a hand-edited file must not overflow the clock.
+const MAX_TIMESTAMP_SECS: f64 = 253_402_300_799.0;
+
+/// `at` seconds since the epoch as RFC 3339 with milliseconds, in UTC; a time before the
+/// epoch, after [`MAX_TIMESTAMP_SECS`] or not a number is shown at the nearest end (NaN at 0).
 pub fn timestamp(at: f64) -> String {
-    let whole = at.max(0.0).floor();
-    let millis = ((at.max(0.0) - whole) * 1000.0).round().min(999.0) as u32;
+    let at = if at.is_nan() {
+        0.0
+    } else {
+        at.clamp(0.0, MAX_TIMESTAMP_SECS)
+    };
+    let whole = at.floor();
+    let millis = ((at - whole) * 1000.0).round().min(999.0) as u32;
     let seconds =
         super::store::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(whole as u64));
     let date = seconds.trim_end_matches('Z');

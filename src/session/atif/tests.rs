@@ -192,3 +192,23 @@ fn sub_agent_records_that_loop_or_leave_the_store_are_not_followed() {
         "{t:#}"
     );
 }
+
+/// Times a hand-edited file may hold: far past RFC 3339's range, before the epoch, or no
+/// number JSON can write; each is shown at the nearest end, never an overflow.
+#[test]
+fn odd_times_are_clamped_not_overflowed() {
+    assert_eq!(timestamp(1e300), "9999-12-31T23:59:59.000Z");
+    assert_eq!(timestamp(f64::INFINITY), "9999-12-31T23:59:59.000Z");
+    assert_eq!(timestamp(-5.0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(timestamp(f64::NAN), "1970-01-01T00:00:00.000Z");
+    assert_eq!(timestamp(1.9996), "1970-01-01T00:00:01.999Z");
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({"created": 1e300}),
+        &[(user("a"), 1e300)],
+    );
+    let t = doc(&store, "s1");
+    assert_eq!(t["steps"][0]["timestamp"], "9999-12-31T23:59:59.000Z");
+}
