@@ -18,8 +18,16 @@ use std::fs::TryLockError;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+
+/// How long a lock that this process took, on a file it no longer has open, is waited for
+/// before it counts as busy: a child forked at the moment the session was closed holds a copy
+/// of the old descriptor, and so the lock, until it execs.
+const OWN_LOCK_WAIT: Duration = Duration::from_millis(200);
+/// How often it is tried again meanwhile.
+const OWN_LOCK_POLL: Duration = Duration::from_millis(2);
 
 /// The session files this process holds, with how many open sessions use each.
 static HELD: Mutex<BTreeMap<PathBuf, Held>> = Mutex::new(BTreeMap::new());
@@ -52,18 +60,7 @@ impl SessionLock {
             h.users += 1;
             return Ok((lock(), Arc::clone(&h.file)));
         }
-        // `flock(2)` on Linux, exclusive, without waiting.
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let busy = Busy {
-                    id: id.to_owned(),
-                    pid: holder(&file),
-                };
-                return Err(io::Error::new(io::ErrorKind::ResourceBusy, busy));
-            }
-            Err(TryLockError::Error(error)) => return Err(error),
-        }
+        take(&file, id)?;
         let file = Arc::new(file);
         held.insert(
             path.to_owned(),
@@ -73,6 +70,30 @@ impl SessionLock {
             },
         );
         Ok((lock(), file))
+    }
+}
+
+/// `flock(2)` on Linux, exclusive, without waiting on another process; a lock this process
+/// took itself, which a forked child may hold for a moment, is waited for ([`OWN_LOCK_WAIT`]).
+fn take(file: &File, id: &str) -> io::Result<()> {
+    let start = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) => {
+                let pid = holder(file);
+                if pid == Some(std::process::id()) && start.elapsed() < OWN_LOCK_WAIT {
+                    std::thread::sleep(OWN_LOCK_POLL);
+                    continue;
+                }
+                let busy = Busy {
+                    id: id.to_owned(),
+                    pid,
+                };
+                return Err(io::Error::new(io::ErrorKind::ResourceBusy, busy));
+            }
+            Err(TryLockError::Error(error)) => return Err(error),
+        }
     }
 }
 
