@@ -26,12 +26,13 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 /// The API key the test home gives `oml` (`support::home::use_fake_model`).
 const KEY: &str = "test-key";
 
-/// An answer with reasoning that calls `read` on a missing file and runs the explore
-/// sub-agent, at once.
+/// An answer with reasoning that calls `read` on a missing file and on an image, and runs the
+/// explore sub-agent, at once.
 fn reasoning_then_calls() -> Reply {
     let mut steps = reasoning_chunks("reasoning_content", &["The user wants ", "a look."]);
     let calls = [
         ("call_read", "read", json!({"path": "missing.txt"})),
+        ("call_image", "read", json!({"path": "dot.png"})),
         (
             "call_task",
             "task",
@@ -105,6 +106,8 @@ fn a_session_with_an_image_reasoning_a_failed_call_a_sub_agent_a_cancel_and_a_fa
         Err(missing) => return skip(&missing, harbor::INSTALL_HARBOR),
     };
     let env = Env::new();
+    let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, PNG).unwrap();
+    std::fs::write(env.project.join("dot.png"), png).expect("the image the model reads");
     let fake = FakeModel::start([
         reasoning_then_calls(),
         text_with_usage("The notes are in notes.md.", 50, 5),
@@ -175,7 +178,7 @@ fn check_steps(t: &Value, out_dir: &Path) {
         .iter()
         .map(|c| c["function_name"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(calls, ["read", "task"]);
+    assert_eq!(calls, ["read", "read", "task"]);
     let results = answer["observation"]["results"]
         .as_array()
         .expect("results");
@@ -184,6 +187,20 @@ fn check_steps(t: &Value, out_dir: &Path) {
         .find(|r| r["source_call_id"] == "call_read")
         .expect("the read's result");
     assert_eq!(read["extra"]["error"], true, "{read}");
+    // The image the second read returned is a result of the same step, its file beside.
+    let shown = results
+        .iter()
+        .find(|r| r["extra"]["oml_event"] == "tool_images")
+        .expect("the tools' images");
+    let image = shown["content"]
+        .as_array()
+        .and_then(|parts| parts.iter().find(|p| p["type"] == "image"))
+        .expect("an image part");
+    let path = out_dir.join(image["source"]["path"].as_str().expect("its path"));
+    assert_eq!(
+        std::fs::read(&path).expect("the tool's image")[1..4],
+        *b"PNG"
+    );
     // The cancelled turn and the failed prompt are steps of their own.
     let cancelled = steps_with(t, "oml_event", "cancelled");
     assert_eq!(cancelled.len(), 1, "{t:#}");
@@ -292,6 +309,34 @@ fn bad_ids_files_and_outputs_are_clear_errors_and_a_torn_line_is_left_out() {
     let t: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(t["steps"].as_array().map(Vec::len), Some(1), "{t}");
     assert_eq!(t["steps"][0]["timestamp"], "1970-01-01T00:00:02.000Z");
+
+    // A FILE that cannot be written (it is a folder) leaves no image behind either.
+    let image = format!(
+        "{{\"type\":\"session\",\"id\":\"s-img\",\"created\":1.0,\"version\":\"0.1.0\"}}\n\
+         {{\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"image_url\",\
+         \"image_url\":{{\"url\":\"data:image/png;base64,{PNG}\"}}}}]}},\"at\":2.0}}\n"
+    );
+    std::fs::write(sessions.join("s-img.jsonl"), image).unwrap();
+    let out = env.root.join("out");
+    std::fs::create_dir_all(out.join("t.json")).unwrap();
+    let run = export(
+        &env,
+        &["-o", &out.join("t.json").display().to_string(), "s-img"],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("cannot write"), "{run:?}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, ["t.json"], "only the folder that was there");
+    let run = export(
+        &env,
+        &["-o", &out.join("u.json").display().to_string(), "s-img"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(out.join("u.images/s-img-image1.png").is_file());
 
     let nowhere: PathBuf = env.root.join("no/such/dir/t.json");
     let run = export(&env, &["-o", &nowhere.display().to_string(), "s-torn"]);

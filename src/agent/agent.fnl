@@ -442,7 +442,10 @@ that the reply (which can hold a whole file) is garbage once it returns."
       (table.insert out (agent.tool-result-message call (. results i))))
     ;; A tool message carries text only: images a tool gave follow as a user message.
     (let [images (agent.tool-images-message results)]
-      (when images (table.insert out images)))
+      (when images
+        ;; Read back, it says which user message carries the tools' images (the export).
+        (session.record! :tool-images {:count (- (length images.content) 1)})
+        (table.insert out images)))
     (when (< 0 (length out))
       (session.append-message! out))
     (agent.stop-reason {: turn : response})))
@@ -512,11 +515,13 @@ prompt's images as content parts, see `agent.user-content`) and run the loop. Re
               (do (session.emit! {:type :notice :text (.. "The prompt was blocked by a hook: " hooked.blocked)})
                   {:stop-reason :end-turn :blocked hooked.blocked})
               (do (session.mark-prompt! text)
-                  (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
                   ;; What was posted while the session was idle (a background task's result) comes
                   ;; before the prompt, in the order it happened.
                   (agent.take-posted!)
                   (when hooked.before (session.append-message! hooked.before))
+                  ;; Just before the message it expanded to: what reads the file takes the next
+                  ;; user message for the expansion.
+                  (when parsed.command (session.record! :command {:name parsed.command :input parsed.input :expanded true}))
                   (session.append-message! {:role :user :content (agent.user-content prompt ?parts)})
                   (when hooked.after (session.append-message! hooked.after))
                   {:stop-reason (agent.run)}))))))

@@ -80,18 +80,6 @@ fn to_file(store: &Store, id: &str, file: &Path) -> Result<(), WriteError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| WriteError::Io { path, source }
-    };
-    if !images.is_empty() {
-        let dir = parent.join(&dir_name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        for image in &images {
-            let path = parent.join(&image.path);
-            std::fs::write(&path, &image.bytes).map_err(io(&path))?;
-        }
-    }
     let temp = parent.join(format!(
         ".{}.{}.tmp",
         file.file_name()
@@ -99,13 +87,62 @@ fn to_file(store: &Store, id: &str, file: &Path) -> Result<(), WriteError> {
             .unwrap_or_default(),
         std::process::id()
     ));
-    let written = std::fs::write(&temp, &text).and_then(|()| std::fs::rename(&temp, file));
-    if let Err(source) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(WriteError::Io {
-            path: file.to_owned(),
-            source,
-        });
+    let mut written = Written::default();
+    let result = write_all(&temp, &text, parent, &dir_name, &images, &mut written)
+        .and_then(|()| std::fs::rename(&temp, file).map_err(io_error(file)));
+    if result.is_err() {
+        written.undo(&temp);
+    }
+    result
+}
+
+/// What a file export wrote so far, taken back when it fails: nothing is left half done.
+#[derive(Default)]
+struct Written {
+    images: Vec<PathBuf>,
+    made_dir: Option<PathBuf>,
+}
+
+impl Written {
+    fn undo(&self, temp: &Path) {
+        let _ = std::fs::remove_file(temp);
+        for path in &self.images {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(dir) = &self.made_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError {
+    let path = path.to_owned();
+    move |source| WriteError::Io { path, source }
+}
+
+/// The trajectory to `temp` first (so a folder that cannot take it fails before any image is
+/// written), then the images into `dir_name` beside it.
+fn write_all(
+    temp: &Path,
+    text: &[u8],
+    parent: &Path,
+    dir_name: &str,
+    images: &[atif::Image],
+    written: &mut Written,
+) -> Result<(), WriteError> {
+    std::fs::write(temp, text).map_err(io_error(temp))?;
+    if images.is_empty() {
+        return Ok(());
+    }
+    let dir = parent.join(dir_name);
+    if !dir.is_dir() {
+        std::fs::create_dir(&dir).map_err(io_error(&dir))?;
+        written.made_dir = Some(dir.clone());
+    }
+    for image in images {
+        let path = parent.join(&image.path);
+        std::fs::write(&path, &image.bytes).map_err(io_error(&path))?;
+        written.images.push(path);
     }
     Ok(())
 }

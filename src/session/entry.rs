@@ -127,6 +127,9 @@ pub const SUBAGENT_RUN_KIND: &str = "subagent";
 /// The custom entry `kind` that names the model (and the currency of its price) the model
 /// calls counted after it used (`{model, currency}`, `usage.fnl`), written when it changes.
 pub const MODEL_CALL_KIND: &str = "model-call";
+/// The custom entry `kind` written before a turn's messages when its tools returned images
+/// (`{count}`, `agent.fnl`): the user message right after the tool results carries them.
+pub const TOOL_IMAGES_KIND: &str = "tool-images";
 /// The custom entry `kind` that keeps the error a prompt ended with (`{message}`; see
 /// `crate::agent::Agent`).
 pub const FAILURE_KIND: &str = "failure";

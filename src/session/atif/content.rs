@@ -35,8 +35,15 @@ const IMAGE_TYPES: &[(&str, &str)] = &[
 ];
 
 /// The ATIF message of a stored message's `content`: its text when it holds no image, else
-/// its parts in order, each image named `{prefix}-{n}` and added to `images`.
-pub fn message(content: &Value, media: &Media, prefix: &str, images: &mut Vec<Image>) -> Message {
+/// its parts in order, each image named `{prefix}-image{n}` after the `count` images before it
+/// and added to `images`.
+pub fn message(
+    content: &Value,
+    media: &Media,
+    prefix: &str,
+    count: &mut usize,
+    images: &mut Vec<Image>,
+) -> Message {
     let Value::Array(parts) = content else {
         return Message::Text(message_text(content));
     };
@@ -50,7 +57,8 @@ pub fn message(content: &Value, media: &Media, prefix: &str, images: &mut Vec<Im
                 text: text.to_owned(),
             });
         } else if let Some(url) = part.pointer("/image_url/url").and_then(Value::as_str) {
-            let name = format!("{prefix}-{}", out.len() + 1);
+            *count += 1;
+            let name = format!("{prefix}-image{count}");
             out.push(image(url, media, &name, images));
         }
     }

@@ -103,28 +103,27 @@ fn trajectory_of(
     let walked = walk::walk(&header, &lines, media, id);
     images.extend(walked.images);
     let mut notes = walked.notes;
-    let mut subagents = Vec::new();
     let mut steps = walked.steps;
-    for run in walked.subagents {
-        let child = if depth + 1 >= MAX_SUBAGENT_DEPTH || seen.contains(&run.session) {
-            notes.push(format!(
-                "sub-agent session {} not embedded: deeper than {MAX_SUBAGENT_DEPTH} or already on the way down",
-                run.session
-            ));
-            continue;
-        } else {
-            trajectory_of(store, &run.session, media, images, seen, depth + 1)
-        };
-        match child {
-            Ok(child) => {
-                walk::refer(&mut steps, &run);
-                subagents.push(child);
-            }
-            Err(e) => notes.push(format!("sub-agent session not embedded: {e}")),
-        }
-    }
+    let down = Down {
+        store,
+        media,
+        depth,
+    };
+    let subagents = down.embed(walked.subagents, &mut steps, &mut notes, images, seen);
     seen.remove(id);
-    let final_metrics = final_metrics(&steps, &subagents);
+    if header.parent.is_some() {
+        notes.push(
+            "The steps copied from the parent session (is_copied_context) are not in final_metrics."
+                .to_owned(),
+        );
+    }
+    if !walked.uncounted.is_empty() {
+        notes.push(format!(
+            "final_metrics also counts the model calls of {} turn(s) that ended without an answer (their metrics are in the cancel or failure step's extra, or came last).",
+            walked.uncounted.len()
+        ));
+    }
+    let final_metrics = final_metrics(&steps, &walked.uncounted, &subagents);
     let agent = types::Agent {
         name: "oml".to_owned(),
         version: header.version.clone(),
@@ -144,6 +143,52 @@ fn trajectory_of(
     })
 }
 
+/// Where the sub-agents of a trajectory are read from, and how deep it is.
+struct Down<'a> {
+    store: &'a Store,
+    media: &'a Media,
+    depth: usize,
+}
+
+impl Down<'_> {
+    /// The trajectories of the sub-agents `runs`, each embedded once, with the results of
+    /// their calls in `steps` pointing at them; one that cannot be embedded is named in
+    /// `notes`.
+    fn embed(
+        &self,
+        runs: Vec<walk::SubagentRun>,
+        steps: &mut [types::Step],
+        notes: &mut Vec<String>,
+        images: &mut Vec<Image>,
+        seen: &mut HashSet<String>,
+    ) -> Vec<Trajectory> {
+        let mut subagents: Vec<Trajectory> = Vec::new();
+        for run in runs {
+            if subagents.iter().any(|t| t.trajectory_id == run.session) {
+                // Named twice: embedded once, both results point at it.
+                walk::refer(steps, &run);
+                continue;
+            }
+            if self.depth + 1 >= MAX_SUBAGENT_DEPTH || seen.contains(&run.session) {
+                notes.push(format!(
+                    "sub-agent session {} not embedded: deeper than {MAX_SUBAGENT_DEPTH} or already on the way down",
+                    run.session
+                ));
+                continue;
+            }
+            let depth = self.depth + 1;
+            match trajectory_of(self.store, &run.session, self.media, images, seen, depth) {
+                Ok(child) => {
+                    walk::refer(steps, &run);
+                    subagents.push(child);
+                }
+                Err(e) => notes.push(format!("sub-agent session not embedded: {e}")),
+            }
+        }
+        subagents
+    }
+}
+
 /// What the trajectory's `agent.extra` says of the session: where it ran, when it began, and
 /// the session it was forked from.
 fn agent_extra(header: &Header) -> Map<String, Value> {
@@ -161,14 +206,23 @@ fn agent_extra(header: &Header) -> Map<String, Value> {
     extra
 }
 
-/// The totals of `steps` and of the sub-agents' trajectories: tokens and cost of every model
-/// call. Steps with no metrics add nothing; the cost is known only when some call had one.
-fn final_metrics(steps: &[types::Step], subagents: &[Trajectory]) -> FinalMetrics {
+/// The totals of `steps` (less those copied from a fork's parent), of the calls no step shows
+/// (`uncounted`) and of the sub-agents' trajectories: tokens and cost of every model call this
+/// session made. The cost is known only when some call had one.
+fn final_metrics(
+    steps: &[types::Step],
+    uncounted: &[types::Metrics],
+    subagents: &[Trajectory],
+) -> FinalMetrics {
     let mut total = FinalMetrics {
         total_steps: steps.len(),
         ..FinalMetrics::default()
     };
-    let own = steps.iter().filter_map(|s| s.metrics.as_ref());
+    let own = steps
+        .iter()
+        .filter(|s| s.is_copied_context != Some(true))
+        .filter_map(|s| s.metrics.as_ref())
+        .chain(uncounted);
     for m in own {
         add(
             &mut total,

@@ -212,3 +212,187 @@ fn odd_times_are_clamped_not_overflowed() {
     let t = doc(&store, "s1");
     assert_eq!(t["steps"][0]["timestamp"], "9999-12-31T23:59:59.000Z");
 }
+
+fn custom(kind: &str, data: Value) -> Value {
+    json!({"type": "custom", "kind": kind, "data": data})
+}
+
+fn image_message(text: &str, data: &str) -> Value {
+    json!({"type": "message", "message": {"role": "user", "content": [
+        {"type": "text", "text": text},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}}]}})
+}
+
+fn calls(ids: &[&str]) -> Value {
+    let calls: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "type": "function", "function": {"name": "task", "arguments": "{}"}}))
+        .collect();
+    json!({"type": "message", "message": {"role": "assistant", "content": "", "tool_calls": calls}})
+}
+
+fn result(id: &str) -> Value {
+    json!({"type": "message", "message": {"role": "tool", "tool_call_id": id, "content": "ok"}})
+}
+
+/// The tools' images (after a `tool-images` entry) join the answer's results; a prompt steered
+/// in after the results is a user step of its own; no two images share a file name.
+#[test]
+fn tool_images_join_their_results_and_a_steered_prompt_stays_a_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (user("look"), 1.0),
+            (custom("tool-images", json!({"count": 1})), 2.0),
+            (calls(&["c1"]), 2.0),
+            (result("c1"), 2.0),
+            (
+                image_message("The images the tool calls above returned:", "UE5HMQ=="),
+                2.0,
+            ),
+            (image_message("and mine", "UE5HMg=="), 3.0),
+            (answer("seen"), 4.0),
+        ],
+    );
+    let media = Media::Files {
+        dir: "t.images".into(),
+    };
+    let export = export(&store, "s1", &media).expect("export");
+    let t = serde_json::to_value(&export.trajectory).unwrap();
+    let steps = t["steps"].as_array().unwrap();
+    let sources: Vec<&str> = steps.iter().filter_map(|s| s["source"].as_str()).collect();
+    assert_eq!(sources, ["user", "agent", "user", "agent"], "{t:#}");
+    let results = steps[1]["observation"]["results"].as_array().unwrap();
+    assert_eq!(results[1]["extra"]["oml_event"], "tool_images");
+    let paths: Vec<&str> = export.images.iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(paths, ["t.images/s1-image1.png", "t.images/s1-image2.png"]);
+    assert_eq!(export.images[0].bytes, b"PNG1");
+}
+
+/// Reasoning recorded for a turn that failed does not move to the next answer.
+#[test]
+fn a_failed_turn_s_reasoning_is_not_the_next_answer_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (user("q1"), 1.0),
+            (custom("thought", json!({"text": "plan for q1"})), 2.0),
+            (custom("failure", json!({"message": "HTTP 500"})), 3.0),
+            (custom("prompt", json!({"text": "q2"})), 4.0),
+            (user("q2"), 4.0),
+            (answer("a2"), 5.0),
+        ],
+    );
+    let t = doc(&store, "s1");
+    assert_eq!(t["steps"][3]["message"], "a2");
+    assert_eq!(t["steps"][3].get("reasoning_content"), None, "{t:#}");
+}
+
+/// Calls of a turn cancelled before its answer are in the totals and on the cancel's step;
+/// a fork's copied calls are not in its totals.
+#[test]
+fn calls_without_an_answer_count_and_a_fork_s_copied_calls_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s-fork",
+        json!({"parent": "s-parent", "created": 10.0}),
+        &[
+            (user("old"), 1.0),
+            (usage(1, 10, 1, Some(0.01)), 2.0),
+            (answer("old answer"), 2.0),
+            (user("new"), 11.0),
+            (usage(3, 510, 11, Some(1.01)), 12.0),
+            (custom("cancelled", json!({})), 13.0),
+        ],
+    );
+    let t = doc(&store, "s-fork");
+    assert_eq!(t["final_metrics"]["total_prompt_tokens"], 500, "{t:#}");
+    assert_eq!(t["final_metrics"]["total_cost_usd"], 1.0);
+    assert_eq!(
+        t["steps"][3]["extra"]["detail"]["llm_call_count"], 2,
+        "{t:#}"
+    );
+}
+
+/// A call id used again in a later turn: each sub-agent is referred to from its own turn's
+/// result; a sub-agent named twice is embedded once.
+#[test]
+fn each_sub_agent_is_referred_to_from_the_result_after_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |child: &str| {
+        custom(
+            "subagent",
+            json!({"session": child, "agent": "x", "call": "t1"}),
+        )
+    };
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (user("go"), 1.0),
+            (run("s-c1"), 2.0),
+            (calls(&["t1"]), 2.0),
+            (result("t1"), 2.0),
+            (run("s-c2"), 3.0),
+            (run("s-c2"), 3.0),
+            (calls(&["t1"]), 3.0),
+            (result("t1"), 3.0),
+        ],
+    );
+    for child in ["s-c1", "s-c2"] {
+        store_with(dir.path(), child, json!({}), &[(user("sub"), 1.0)]);
+    }
+    let t = doc(&store, "s1");
+    let referred = |step: usize| {
+        t["steps"][step]["observation"]["results"][0]["subagent_trajectory_ref"][0]["trajectory_id"]
+            .clone()
+    };
+    assert_eq!(referred(1), "s-c1", "{t:#}");
+    assert_eq!(referred(2), "s-c2", "{t:#}");
+    let embedded: Vec<&str> = t["subagent_trajectories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["trajectory_id"].as_str())
+        .collect();
+    assert_eq!(embedded, ["s-c1", "s-c2"]);
+}
+
+/// A markdown command rewound before its expansion labels no later prompt.
+#[test]
+fn a_rewound_command_labels_no_later_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(
+        dir.path(),
+        "s1",
+        json!({}),
+        &[
+            (
+                custom(
+                    "command",
+                    json!({"name": "review", "input": "x", "expanded": true}),
+                ),
+                1.0,
+            ),
+            (
+                custom(
+                    "rewind",
+                    json!({"prompt": 1, "conversation": true, "files": false}),
+                ),
+                2.0,
+            ),
+            (user("a real prompt"), 3.0),
+        ],
+    );
+    let t = doc(&store, "s1");
+    assert_eq!(t["steps"][2]["message"], "a real prompt");
+    assert_eq!(t["steps"][2].get("extra"), None, "{t:#}");
+}

@@ -15,9 +15,9 @@ use super::types::{
 };
 use crate::session::entry::{
     CANCEL_KIND, COMMAND_KIND, COMPACTION_KIND, Entry, FAILURE_KIND, Header, MODEL_CALL_KIND,
-    SUBAGENT_RUN_KIND, THOUGHT_KIND, lenient,
+    SUBAGENT_RUN_KIND, THOUGHT_KIND, TOOL_IMAGES_KIND, lenient,
 };
-use crate::session::history::Rewind;
+use crate::session::history::{PROMPT_KIND, Rewind};
 use crate::session::stored::{StoredMessage, ToolRecords, message_text};
 
 /// What one file's walk found.
@@ -28,6 +28,9 @@ pub struct Walked {
     pub subagents: Vec<SubagentRun>,
     /// The model of the session: the first model call's, else the one chosen for it.
     pub model: Option<String>,
+    /// The metrics of model calls no answer shows (a turn cancelled or failed after them, or
+    /// the file's end), for the totals; a fork's copied calls are not among them.
+    pub uncounted: Vec<Metrics>,
 }
 
 /// A sub-agent the session ran for one of its tool calls (a `subagent` entry).
@@ -39,6 +42,9 @@ pub struct SubagentRun {
     pub agent: String,
     #[serde(default, deserialize_with = "lenient")]
     pub call: String,
+    /// Where the result of its call is: (step, result), once the walk met it.
+    #[serde(skip)]
+    pub result: Option<(usize, usize)>,
 }
 
 /// The session's running totals of model calls (its `usage` data entries).
@@ -84,8 +90,14 @@ struct Walk<'a> {
     thought: Option<String>,
     /// The step of each call id of the latest answers, for its result.
     call_steps: HashMap<String, usize>,
-    /// The last message was a tool result: a user message now carries the tools' images.
-    after_tool: bool,
+    /// A `tool-images` entry came: the user message after the tool results carries the tools'
+    /// images.
+    tool_images: bool,
+    /// Images met so far, for their file names.
+    image_count: usize,
+    /// The sub-agents whose call has no result yet, by call id (an index of `subagents`).
+    waiting_runs: HashMap<String, usize>,
+    uncounted: Vec<Metrics>,
     /// A markdown command was run: the next user message is its expansion.
     expanded: Option<String>,
     /// A fork's: lines written at or before this time are its parent's.
@@ -110,7 +122,10 @@ pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &st
         records: ToolRecords::default(),
         thought: None,
         call_steps: HashMap::new(),
-        after_tool: false,
+        tool_images: false,
+        image_count: 0,
+        waiting_runs: HashMap::new(),
+        uncounted: Vec::new(),
         expanded: None,
         copied_until: header.parent.as_ref().map(|_| header.created),
         at: None,
@@ -119,6 +134,8 @@ pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &st
         w.at = line.at;
         w.entry(&line.entry);
     }
+    // Calls after the last answer (a turn that ended without one).
+    w.drain_uncounted();
     for (i, step) in w.steps.iter_mut().enumerate() {
         step.step_id = i + 1;
     }
@@ -138,6 +155,7 @@ pub fn walk(header: &Header, lines: &[super::Timed], media: &Media, session: &st
         notes,
         subagents: w.subagents,
         model: w.first_model.or(w.chosen_model),
+        uncounted: w.uncounted,
     }
 }
 
@@ -168,33 +186,63 @@ impl Walk<'_> {
             THOUGHT_KIND => self.thought = Some(text("text")).filter(|t| !t.is_empty()),
             MODEL_CALL_KIND => self.call = ModelCall::deserialize(data).unwrap_or_default(),
             SUBAGENT_RUN_KIND => {
-                self.subagents
-                    .push(SubagentRun::deserialize(data).unwrap_or_default());
+                let run = SubagentRun::deserialize(data).unwrap_or_default();
+                self.waiting_runs
+                    .insert(run.call.clone(), self.subagents.len());
+                self.subagents.push(run);
             }
+            TOOL_IMAGES_KIND => self.tool_images = true,
+            PROMPT_KIND => self.thought = None,
             COMMAND_KIND => self.command(&text("name"), &text("input"), &text("output"), data),
             COMPACTION_KIND => self.compaction(data, &text("summary")),
-            FAILURE_KIND => self.event("failure", text("message"), None),
-            CANCEL_KIND => self.event("cancelled", "The turn was cancelled.".into(), None),
+            FAILURE_KIND => self.end_of_turn("failure", text("message")),
+            CANCEL_KIND => self.end_of_turn("cancelled", "The turn was cancelled.".into()),
             _ => {
                 if let Some(r) = Rewind::of(e) {
                     let said = format!(
                         "Rewound to just before prompt {} (conversation: {}, files: {}).",
                         r.prompt, r.conversation, r.files
                     );
+                    self.expanded = None;
                     self.event("rewind", said, Some(json!(r)));
                 }
             }
         }
-        self.after_tool = false;
+    }
+
+    /// A turn that ended without an answer, `what` and `said`: the reasoning and model calls
+    /// it had belong to no answer. Its calls' metrics go in the step's `extra` and the totals.
+    fn end_of_turn(&mut self, what: &str, said: String) {
+        self.thought = None;
+        let (metrics, calls) = self.take_metrics();
+        let detail = metrics
+            .as_ref()
+            .map(|m| json!({"metrics": m, "llm_call_count": calls}));
+        self.event(what, said, detail);
+        if let Some(m) = metrics.filter(|_| !self.copied()) {
+            self.uncounted.push(m);
+        }
+    }
+
+    /// The metrics of calls not yet in a step, into the totals only.
+    fn drain_uncounted(&mut self) {
+        if let (Some(m), _) = self.take_metrics()
+            && !self.copied()
+        {
+            self.uncounted.push(m);
+        }
+    }
+
+    /// Whether the line being read is a fork's copy of its parent's.
+    fn copied(&self) -> bool {
+        matches!((self.copied_until, self.at), (Some(until), Some(at)) if at <= until)
     }
 
     /// A new step of `source` at the line's time.
     fn push(&mut self, source: Source, message: Message) -> &mut Step {
         let mut step = Step::new(source, message);
         step.timestamp = self.at.map(super::timestamp);
-        if let (Some(until), Some(at)) = (self.copied_until, self.at)
-            && at <= until
-        {
+        if self.copied() {
             step.is_copied_context = Some(true);
         }
         self.steps.push(step);
@@ -274,15 +322,20 @@ impl Walk<'_> {
             Some("tool") => self.tool_result(&m),
             _ => {}
         }
-        self.after_tool = m.role.as_deref() == Some("tool");
     }
 
     fn user(&mut self, m: &StoredMessage) {
-        let prefix = format!("{}-step{}", self.session, self.steps.len() + 1);
-        let said = content::message(&m.content, self.media, &prefix, &mut self.images);
+        let said = content::message(
+            &m.content,
+            self.media,
+            self.session,
+            &mut self.image_count,
+            &mut self.images,
+        );
         let answer = self.steps.iter().rposition(|s| s.source == Source::Agent);
-        if let (true, Some(i)) = (self.after_tool, answer) {
-            // The images the tool calls returned, which the loop sends as a user message.
+        if let (true, Some(i)) = (std::mem::take(&mut self.tool_images), answer) {
+            // The images the tool calls returned, which the loop sends as a user message
+            // right after their results (a `tool-images` entry said so).
             let result = ObservationResult {
                 source_call_id: None,
                 content: said,
@@ -296,6 +349,7 @@ impl Walk<'_> {
                 .push(result);
             return;
         }
+        self.thought = None;
         let expanded = self.expanded.take();
         let step = self.push(Source::User, said);
         if let Some(name) = expanded {
@@ -371,37 +425,41 @@ impl Walk<'_> {
             let said = message_text(&m.content);
             return self.event("tool_result", said, Some(json!({"tool_call_id": id})));
         };
+        let run = self.waiting_runs.remove(&id);
         let result = ObservationResult {
             source_call_id: Some(id),
             content,
             subagent_trajectory_ref: None,
             extra: (!extra.is_empty()).then_some(extra),
         };
-        let step = &mut self.steps[index];
-        step.observation
+        let results = &mut self.steps[index]
+            .observation
             .get_or_insert_with(Observation::default)
-            .results
-            .push(result);
+            .results;
+        results.push(result);
+        if let Some(r) = run {
+            self.subagents[r].result = Some((index, results.len() - 1));
+        }
     }
 }
 
-/// Point the result of the tool call that ran `run` at the sub-agent's embedded trajectory.
+/// Point the result of the tool call that ran `run` (the first result of its call after its
+/// `subagent` entry) at the sub-agent's embedded trajectory.
 pub fn refer(steps: &mut [Step], run: &SubagentRun) {
-    let results = steps
-        .iter_mut()
-        .rev()
-        .filter_map(|s| s.observation.as_mut())
-        .flat_map(|o| o.results.iter_mut());
-    for result in results {
-        if result.source_call_id.as_deref() == Some(run.call.as_str()) {
-            result.subagent_trajectory_ref = Some(vec![SubagentRef {
-                trajectory_id: run.session.clone(),
-                session_id: run.session.clone(),
-            }]);
-            let extra = result.extra.get_or_insert_with(Map::new);
-            extra.insert("subagent".into(), json!(run.agent));
-            return;
-        }
+    let Some((step, index)) = run.result else {
+        return;
+    };
+    let result = steps
+        .get_mut(step)
+        .and_then(|s| s.observation.as_mut())
+        .and_then(|o| o.results.get_mut(index));
+    if let Some(result) = result {
+        result.subagent_trajectory_ref = Some(vec![SubagentRef {
+            trajectory_id: run.session.clone(),
+            session_id: run.session.clone(),
+        }]);
+        let extra = result.extra.get_or_insert_with(Map::new);
+        extra.insert("subagent".into(), json!(run.agent));
     }
 }
 
