@@ -20,6 +20,19 @@ fn user_hooks(env: &Env, hooks: &str) {
     .unwrap();
 }
 
+/// A user `SessionEnd` hook that writes the event it gets to a file; the file's path.
+fn session_end_hook(env: &Env) -> std::path::PathBuf {
+    let ended = env.root.join("ended.json");
+    user_hooks(
+        env,
+        &format!(
+            r#"{{"SessionEnd": [{{"hooks": [{{"type": "command", "command": "cat > {}"}}]}}]}}"#,
+            ended.display()
+        ),
+    );
+    ended
+}
+
 /// A hook script in the test's root, executable; returns its path.
 fn script(env: &Env, name: &str, body: &str) -> String {
     let path = env.root.join(name);
@@ -543,14 +556,7 @@ fn sub_agents_and_compaction_fire_their_own_events_and_not_the_prompts() {
 fn session_end_runs_when_an_editor_closes_the_session() {
     use support::editor::Editor;
     let env = Env::new();
-    let ended = env.root.join("ended.json");
-    user_hooks(
-        &env,
-        &format!(
-            r#"{{"SessionEnd": [{{"hooks": [{{"type": "command", "command": "cat > {}"}}]}}]}}"#,
-            ended.display()
-        ),
-    );
+    let ended = session_end_hook(&env);
     let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello"]))]);
     let mut ed = Editor::spawn(env.command(Some(&fake), &["acp"]));
     ed.initialize();
@@ -619,14 +625,7 @@ fn setup_lists_trust_instructions_hooks_and_what_was_skipped() {
 #[test]
 fn session_end_runs_before_print_mode_exits() {
     let env = Env::new();
-    let ended = env.root.join("ended.json");
-    user_hooks(
-        &env,
-        &format!(
-            r#"{{"SessionEnd": [{{"hooks": [{{"type": "command", "command": "cat > {}"}}]}}]}}"#,
-            ended.display()
-        ),
-    );
+    let ended = session_end_hook(&env);
     let fake = FakeModel::start([Reply::Stream(text_chunks(&["hello"]))]);
     let out = env.run(Some(&fake), &["-p", "hi"]);
     assert_eq!(out.code, 0, "{out:?}");

@@ -7,6 +7,7 @@ mod support;
 
 use support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use support::home::{Env, Run};
+use support::turns;
 
 /// Run the tool calls in one print-mode turn in `ask` mode, answering the questions in order
 /// with `answers`; the tool results, and the output of the slash command `last` run in the
@@ -17,26 +18,14 @@ fn run(env: &Env, answers: &str, calls: &[(&str, &str)], last: &str) -> (Vec<Str
 (local answers [{answers}])
 (set agent.ask-permission (fn [call] (table.remove answers 1)))"#
     ));
-    let mut list: Vec<_> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| tool_call_chunks(&format!("call_{i}"), name, &[args]))
-        .collect();
-    list.push(text_chunks(&["done"]));
-    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let fake = turns::calling(calls);
     let out = Run::from(
         env.command(Some(&fake), &["-p", "go"])
             .output()
             .expect("oml"),
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let requests = fake.requests();
-    let results = (1..=calls.len())
-        .map(|i| {
-            let msgs = requests[i].body["messages"].as_array().unwrap();
-            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let results = turns::results(&fake, calls.len());
     let shown = Run::from(
         env.command(None, &["-p", "--continue", last])
             .output()
@@ -201,9 +190,7 @@ fn rules_saved_for_a_project_apply_to_new_sessions_while_it_is_trusted() {
 /// Write the user's `~/.claude/settings.json` with these `permissions`.
 fn user_settings(env: &Env, permissions: serde_json::Value) -> std::path::PathBuf {
     let file = env.home.home.join(".claude/settings.json");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    let json = serde_json::json!({ "permissions": permissions });
-    std::fs::write(&file, json.to_string()).unwrap();
+    turns::write_permissions(&file, permissions);
     file
 }
 
@@ -241,26 +228,14 @@ fn turn_with(
 {extra}
 (advise! agent.run :asked (fn [run ...] (let [r (run ...)] (io.stderr:write asked) r)))"#
     ));
-    let mut list: Vec<_> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| tool_call_chunks(&format!("call_{i}"), name, &[args]))
-        .collect();
-    list.push(text_chunks(&["done"]));
-    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let fake = turns::calling(calls);
     let out = Run::from(
         env.command(Some(&fake), &["-p", "go"])
             .output()
             .expect("oml"),
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let requests = fake.requests();
-    let results = (1..=calls.len())
-        .map(|i| {
-            let msgs = requests[i].body["messages"].as_array().unwrap();
-            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let results = turns::results(&fake, calls.len());
     (results, out.stderr)
 }
 

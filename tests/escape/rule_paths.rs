@@ -10,26 +10,19 @@ use std::path::Path;
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::Run;
+use crate::support::turns;
 
 use super::harness::Target;
 
 /// Write `permissions` into `home`'s `.claude/settings.json`.
 fn user_rules(home: &Path, permissions: serde_json::Value) {
-    let file = home.join(".claude/settings.json");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    let json = serde_json::json!({ "permissions": permissions });
-    std::fs::write(file, json.to_string()).unwrap();
+    turns::write_permissions(&home.join(".claude/settings.json"), permissions);
 }
 
 /// One `yolo` print-mode turn of the tool `calls` with `HOME` set to `home`; the tool results.
 fn turn(t: &Target, home: &Path, calls: &[(&str, serde_json::Value)]) -> Vec<String> {
-    let mut list: Vec<_> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| tool_call_chunks(&format!("c{i}"), name, &[&args.to_string()]))
-        .collect();
-    list.push(text_chunks(&["done"]));
-    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let calls: Vec<(&str, String)> = calls.iter().map(|(n, a)| (*n, a.to_string())).collect();
+    let fake = turns::calling(&calls);
     let run = Run::from(
         t.command(Some(&fake), &["-p", "--mode", "yolo", "go"])
             .env("HOME", home)
@@ -37,13 +30,7 @@ fn turn(t: &Target, home: &Path, calls: &[(&str, serde_json::Value)]) -> Vec<Str
             .expect("oml"),
     );
     assert_eq!(run.code, 0, "{run:?}");
-    let requests = fake.requests();
-    (1..=calls.len())
-        .map(|i| {
-            let msgs = requests[i].body["messages"].as_array().unwrap();
-            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
-        })
-        .collect()
+    turns::results(&fake, calls.len())
 }
 
 fn read(path: impl AsRef<Path>) -> (&'static str, serde_json::Value) {

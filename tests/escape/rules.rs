@@ -6,6 +6,7 @@
 
 use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::{Env, Run};
+use crate::support::turns;
 
 /// Run the `bash` COMMANDS in one print-mode turn in `ask` mode, answering the questions in
 /// order with ANSWERS; the tool results and the words of each question's "always" rule.
@@ -20,29 +21,23 @@ fn run(env: &Env, answers: &str, commands: &[&str]) -> (Vec<String>, String) {
        (table.remove answers 1)))
 (advise! agent.run :asked (fn [run ...] (let [r (run ...)] (io.stderr:write asked) r)))"#
     ));
-    let mut list: Vec<_> = commands
+    let calls: Vec<(&str, String)> = commands
         .iter()
-        .enumerate()
-        .map(|(i, command)| {
-            let args = serde_json::json!({ "command": command }).to_string();
-            tool_call_chunks(&format!("call_{i}"), "bash", &[&args])
+        .map(|command| {
+            (
+                "bash",
+                serde_json::json!({ "command": command }).to_string(),
+            )
         })
         .collect();
-    list.push(text_chunks(&["done"]));
-    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let fake = turns::calling(&calls);
     let out = Run::from(
         env.command(Some(&fake), &["-p", "go"])
             .output()
             .expect("oml"),
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let requests = fake.requests();
-    let results = (1..=commands.len())
-        .map(|i| {
-            let msgs = requests[i].body["messages"].as_array().unwrap();
-            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let results = turns::results(&fake, commands.len());
     (results, out.stderr)
 }
 

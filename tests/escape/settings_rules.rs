@@ -4,8 +4,8 @@
 //! rules narrow only while it is trusted; the user's deny wins over anything a project says.
 //! Print mode, where nobody can be asked, against a scripted model.
 
-use crate::support::fake_model::{FakeModel, Reply, text_chunks, tool_call_chunks};
 use crate::support::home::{Env, Run};
+use crate::support::turns;
 
 /// Write the `permissions` of the settings file NAME (relative to the home folder, or to the
 /// project with `project`).
@@ -15,38 +15,21 @@ fn settings(env: &Env, project: bool, name: &str, permissions: serde_json::Value
     } else {
         &env.home.home
     };
-    let file = base.join(name);
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(
-        &file,
-        serde_json::json!({ "permissions": permissions }).to_string(),
-    )
-    .unwrap();
+    turns::write_permissions(&base.join(name), permissions);
 }
 
 /// One print-mode turn of the tool CALLS in permission MODE; the tool results.
 fn turn(env: &Env, mode: &str, calls: &[(&str, serde_json::Value)]) -> Vec<String> {
     env.init(&format!("(setq agent.print-mode-permission :{mode})"));
-    let mut list: Vec<_> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| tool_call_chunks(&format!("c{i}"), name, &[&args.to_string()]))
-        .collect();
-    list.push(text_chunks(&["done"]));
-    let fake = FakeModel::start(list.into_iter().map(Reply::Stream));
+    let calls: Vec<(&str, String)> = calls.iter().map(|(n, a)| (*n, a.to_string())).collect();
+    let fake = turns::calling(&calls);
     let out = Run::from(
         env.command(Some(&fake), &["-p", "go"])
             .output()
             .expect("oml"),
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let requests = fake.requests();
-    (1..=calls.len())
-        .map(|i| {
-            let msgs = requests[i].body["messages"].as_array().unwrap();
-            msgs.last().unwrap()["content"].as_str().unwrap().to_owned()
-        })
-        .collect()
+    turns::results(&fake, calls.len())
 }
 
 fn trust(env: &Env) {

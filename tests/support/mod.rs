@@ -1,7 +1,8 @@
 //! Everything the integration tests share: the test doubles at the edge (the fake model, a
 //! scripted agent), the one ACP client (`editor`, and `acp` for `oml acp` in a test home),
-//! running the real `oml` in a throw-away home (`home`), the model-request readers (`model`)
-//! and the pseudo-terminal that runs a program as in a real terminal (`pty`). Each test file
+//! running the real `oml` in a throw-away home (`home`), the model-request readers (`model`),
+//! a turn of scripted tool calls and the permission rules it meets (`turns`), and the
+//! pseudo-terminal that runs a program as in a real terminal (`pty`). Each test file
 //! says `mod support;` and uses only part of it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
@@ -19,3 +20,4 @@ pub mod model;
 pub mod pty;
 pub mod responses;
 pub mod sdk;
+pub mod turns;
